@@ -1,0 +1,425 @@
+"""Pointwise (element-wise) kernels: every ``hipdnnPointwiseMode_t`` mode.
+
+Entry point: :func:`pointwise` ``(mode, *inputs, **params) -> ndarray``.
+
+Modes are keyed by the hipDNN enum *names* (``"HIPDNN_POINTWISE_ADD"``...);
+:func:`canonical_mode` also accepts the older ``HIPDNN_POINTWISE_MODE_<OP>``
+spelling, the bare flatbuffers names (``ADD``, ``MAX_OP``, ``MIN_OP``) and enum
+objects that carry a ``.name``.
+
+Operands and broadcasting
+-------------------------
+Inputs follow numpy broadcasting (hipDNN broadcasts size-1 dims of same-rank
+tensors, which is a special case).  Operand order is the node's ``in_0``,
+``in_1``, ``in_2``:
+
+* unary modes: ``(x)``
+* binary arithmetic / comparison / logical modes: ``(a, b)`` -> ``a OP b``
+* backward activation modes ``*_BWD``: ``(dy, x)`` where *x* is the **forward
+  input**; the result is ``dx = dy * f'(x)``
+* ``BINARY_SELECT``: ``(a, b, mask)`` -> ``mask ? a : b``
+* ``GEN_INDEX``: ``(x)`` plus ``axis``; only x's shape is used.
+
+Compute type
+------------
+Operands are brought to a floating compute dtype: float64 if any operand is
+float64 (or a 32/64-bit integer), else float32 (half and bfloat16 compute in
+float32, bf16 callers decode with :mod:`.dtypes` first).  ``compute_dtype=``
+forces it.  Exact / correctly-rounded modes (add, sub, mul, div, min, max,
+relu, abs, neg, floor, ceil, identity, select, compares, reciprocal, sqrt)
+run in the compute dtype; transcendental and composite modes are evaluated in
+float64 and rounded once to the compute dtype, so float32 results are
+(nearly) correctly rounded references.  IEEE special values propagate (no
+warnings are raised, e.g. ``LOG(-1) = nan``, ``DIV(1, 0) = inf``).
+
+Output dtype: the compute dtype, except ``CMP_*`` and ``LOGICAL_*`` (``bool``)
+and ``GEN_INDEX`` (``int32``).
+
+Parameters (names as in ``PointwiseAttributes``; ``None`` = default)
+--------------------------------------------------------------------
+* ``relu_lower_clip`` (default 0), ``relu_upper_clip`` (default: the compute
+  type's largest finite value), ``relu_lower_clip_slope`` (default 0)
+* ``swish_beta`` (default 1), ``elu_alpha`` (default 1), ``softplus_beta``
+  (default 1)
+* ``axis`` (GEN_INDEX; ``PointwiseAttributes.axis_tensor_uid`` holds a plain axis
+  index, negative values count from the end)
+
+Formulas (cuDNN-documented semantics; where cuDNN leaves a point open the
+choice is stated)
+----------------------------------------------------------------------------
+* ``ADD a+b``, ``SUB a-b``, ``MUL a*b``, ``DIV a/b``, ``ADD_SQUARE a + b*b``,
+  ``MAX``/``MIN`` element-wise (NaN-propagating).
+* ``ABS, CEIL, FLOOR, EXP, LOG`` (natural), ``NEG -x``, ``RECIPROCAL 1/x``,
+  ``RSQRT 1/sqrt(x)``, ``SIN, TAN, SQRT``, ``ERF`` (exact error function),
+  ``IDENTITY`` (a type conversion).
+* ``CMP_EQ/NEQ/GT/GE/LT/LE``: ``a OP b`` -> bool.
+* ``LOGICAL_AND/OR`` of ``(a != 0, b != 0)``; ``LOGICAL_NOT``: ``x == 0``.
+* ``RELU_FWD``: ``x <= lower ? lower + slope*(x - lower) : (x >= upper ? upper : x)``.
+* ``RELU_BWD``: ``dy * (x <= lower ? slope : (x > upper ? 0 : 1))`` (lower bound
+  exclusive, upper bound inclusive, as hipDNN's reference).
+* ``TANH_FWD``; ``TANH_BWD dy*(1 - tanh(x)^2)``.
+* ``SIGMOID_FWD s(x) = 1/(1+exp(-x))``; ``SIGMOID_BWD dy*s(x)*(1-s(x))``.
+* ``ELU_FWD x > 0 ? x : alpha*(exp(x)-1)``; ``ELU_BWD dy * (x > 0 ? 1 : alpha*exp(x))``.
+* ``GELU_FWD 0.5*x*(1+erf(x/sqrt 2))`` (exact, erf form);
+  ``GELU_BWD dy*(Phi(x) + x*phi(x))`` with Phi/phi the normal cdf/pdf.
+* ``GELU_APPROX_TANH_FWD 0.5*x*(1+tanh(k*(x+0.044715 x^3)))``, ``k=sqrt(2/pi)``;
+  ``GELU_APPROX_TANH_BWD`` its exact derivative
+  ``0.5*(1+t) + 0.5*x*(1-t^2)*k*(1+3*0.044715 x^2)``.
+* ``SOFTPLUS_FWD log(1+exp(beta*x))/beta`` (evaluated stably, no linear
+  threshold); ``SOFTPLUS_BWD dy*s(beta*x)``.
+* ``SWISH_FWD x*s(beta*x)``; ``SWISH_BWD dy*(s + beta*x*s*(1-s))``, ``s=s(beta*x)``.
+* ``BINARY_SELECT (a, b, mask) -> mask != 0 ? a : b``.
+* ``GEN_INDEX``: int32 tensor of x's shape holding each element's index along
+  ``axis``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .dtypes import compute_dtype_for
+
+__all__ = [
+    "PointwiseMode",
+    "POINTWISE_MODES",
+    "canonical_mode",
+    "pointwise",
+    "erf",
+]
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_GELU_TANH_C = 0.044715
+
+
+# ----------------------------------------------------------------------- erf
+def erf(x) -> np.ndarray:
+    """Vectorised error function, float64, absolute error ~1e-15.
+
+    * ``|x| <= 2.5``: ``erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n (2x^2)^n x / (1*3*...*(2n+1))``
+      (all terms positive, so no cancellation; 60 terms).
+    * ``|x| > 2.5``: ``erf = 1 - erfc``, erfc from its continued fraction
+      ``exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))`` (60 levels).
+    Loops run over series terms, never over elements.  NaN -> NaN, +-inf -> +-1."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.abs(x)
+    out = np.empty_like(a)
+    small = a <= 2.5
+    if small.all():
+        xs = a
+    else:
+        xs = a[small]
+    if xs.size:
+        x2 = xs * xs
+        two_x2 = 2.0 * x2
+        term = xs.copy()
+        acc = xs.copy()
+        for n in range(1, 61):
+            term *= two_x2 / (2 * n + 1)
+            acc += term
+        res = _TWO_OVER_SQRT_PI * np.exp(-x2) * acc
+        if xs is a:
+            out = res
+        else:
+            out[small] = res
+    if xs is not a:
+        large = ~small
+        xl = a[large]
+        if xl.size:
+            with np.errstate(invalid="ignore", over="ignore"):
+                f = xl.copy()
+                for k in range(60, 0, -1):
+                    f = xl + (0.5 * k) / f
+                erfc = np.exp(-xl * xl) * _INV_SQRT_PI / f
+            out[large] = 1.0 - erfc
+    return np.copysign(out, x)
+
+
+# ------------------------------------------------------------------- helpers
+def _sigmoid(x):
+    """Overflow-free logistic function."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus(z):
+    """log(1 + exp(z)) without overflow."""
+    return np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def _norm_cdf(x):
+    return 0.5 * (1.0 + erf(x / _SQRT2))
+
+
+@dataclass(frozen=True)
+class _Params:
+    relu_lower_clip: float
+    relu_upper_clip: float
+    relu_lower_clip_slope: float
+    swish_beta: float
+    elu_alpha: float
+    softplus_beta: float
+    axis: int | None
+
+
+@dataclass(frozen=True)
+class PointwiseMode:
+    """Description of one pointwise mode.
+
+    name   : hipDNN enum name (``HIPDNN_POINTWISE_ADD``)
+    arity  : number of tensor inputs (1, 2 or 3)
+    kind   : "unary", "binary", "backward" (dy, x), "ternary"
+    output : "compute" (the compute dtype), "bool" or "int32"
+    wide   : evaluated in float64 then rounded to the compute dtype
+    params : the PointwiseAttributes scalar fields the mode reads
+    """
+
+    name: str
+    arity: int
+    kind: str
+    output: str
+    wide: bool
+    params: tuple[str, ...]
+    fn: Callable
+
+
+# ------------------------------------------------------------------- formulas
+def _relu_fwd(x, p):
+    lo, hi, sl = p.relu_lower_clip, p.relu_upper_clip, p.relu_lower_clip_slope
+    dt = x.dtype.type
+    lo_, hi_, sl_ = dt(lo), dt(hi), dt(sl)
+    below = x <= lo_
+    y = np.where(x >= hi_, hi_, x)
+    if sl == 0.0:
+        return np.where(below, lo_, y)
+    return np.where(below, sl_ * (x - lo_) + lo_, y)
+
+
+def _relu_bwd(dy, x, p):
+    dt = np.result_type(dy, x).type
+    lo, hi, sl = dt(p.relu_lower_clip), dt(p.relu_upper_clip), dt(p.relu_lower_clip_slope)
+    g = np.where(x <= lo, sl, np.where(x > hi, dt(0), dt(1)))
+    return dy * g
+
+
+def _elu_fwd(x, p):
+    a = p.elu_alpha
+    return np.where(x > 0, x, a * np.expm1(np.minimum(x, 0)))
+
+
+def _elu_bwd(dy, x, p):
+    a = p.elu_alpha
+    return dy * np.where(x > 0, 1.0, a * np.exp(np.minimum(x, 0)))
+
+
+def _gelu_fwd(x, p):
+    return x * _norm_cdf(x)
+
+
+def _gelu_bwd(dy, x, p):
+    return dy * (_norm_cdf(x) + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x))
+
+
+def _gelu_tanh_fwd(x, p):
+    t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x))
+    return 0.5 * x * (1.0 + t)
+
+
+def _gelu_tanh_bwd(dy, x, p):
+    t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_TANH_C * x * x * x))
+    dinner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_TANH_C * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner)
+
+
+def _softplus_fwd(x, p):
+    b = p.softplus_beta
+    return _softplus(b * x) / b
+
+
+def _softplus_bwd(dy, x, p):
+    return dy * _sigmoid(p.softplus_beta * x)
+
+
+def _swish_fwd(x, p):
+    return x * _sigmoid(p.swish_beta * x)
+
+
+def _swish_bwd(dy, x, p):
+    b = p.swish_beta
+    s = _sigmoid(b * x)
+    return dy * (s + b * x * s * (1.0 - s))
+
+
+def _sigmoid_bwd(dy, x, p):
+    s = _sigmoid(x)
+    return dy * s * (1.0 - s)
+
+
+def _tanh_bwd(dy, x, p):
+    t = np.tanh(x)
+    return dy * (1.0 - t * t)
+
+
+def _gen_index(x, p):
+    shape = x.shape
+    if p.axis is None:
+        raise ValueError("GEN_INDEX needs the 'axis' parameter")
+    ax = int(p.axis)
+    nd = len(shape)
+    if not -nd <= ax < nd:
+        raise ValueError(f"GEN_INDEX axis {ax} out of range for rank {nd}")
+    ax %= nd
+    idx = np.arange(shape[ax], dtype=np.int32).reshape((-1,) + (1,) * (nd - ax - 1))
+    return np.broadcast_to(idx, shape)
+
+
+def _nz(a):
+    return a if a.dtype == np.bool_ else (a != 0)
+
+
+_U, _B, _BW, _T = "unary", "binary", "backward", "ternary"
+_RELU_P = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope")
+
+# name suffix -> (kind, output, wide, params, fn)
+_TABLE = {
+    "ABS": (_U, "compute", False, (), lambda x, p: np.abs(x)),
+    "ADD": (_B, "compute", False, (), lambda a, b, p: a + b),
+    "ADD_SQUARE": (_B, "compute", True, (), lambda a, b, p: a + b * b),
+    "BINARY_SELECT": (_T, "compute", False, (), None),
+    "CEIL": (_U, "compute", False, (), lambda x, p: np.ceil(x)),
+    "CMP_EQ": (_B, "bool", False, (), lambda a, b, p: a == b),
+    "CMP_GE": (_B, "bool", False, (), lambda a, b, p: a >= b),
+    "CMP_GT": (_B, "bool", False, (), lambda a, b, p: a > b),
+    "CMP_LE": (_B, "bool", False, (), lambda a, b, p: a <= b),
+    "CMP_LT": (_B, "bool", False, (), lambda a, b, p: a < b),
+    "CMP_NEQ": (_B, "bool", False, (), lambda a, b, p: a != b),
+    "DIV": (_B, "compute", False, (), lambda a, b, p: a / b),
+    "ELU_BWD": (_BW, "compute", True, ("elu_alpha",), _elu_bwd),
+    "ELU_FWD": (_U, "compute", True, ("elu_alpha",), _elu_fwd),
+    "ERF": (_U, "compute", True, (), lambda x, p: erf(x)),
+    "EXP": (_U, "compute", True, (), lambda x, p: np.exp(x)),
+    "FLOOR": (_U, "compute", False, (), lambda x, p: np.floor(x)),
+    "GELU_APPROX_TANH_BWD": (_BW, "compute", True, (), _gelu_tanh_bwd),
+    "GELU_APPROX_TANH_FWD": (_U, "compute", True, (), _gelu_tanh_fwd),
+    "GELU_BWD": (_BW, "compute", True, (), _gelu_bwd),
+    "GELU_FWD": (_U, "compute", True, (), _gelu_fwd),
+    "GEN_INDEX": (_U, "int32", False, ("axis",), None),
+    "IDENTITY": (_U, "compute", False, (), lambda x, p: x),
+    "LOG": (_U, "compute", True, (), lambda x, p: np.log(x)),
+    "LOGICAL_AND": (_B, "bool", False, (), None),
+    "LOGICAL_NOT": (_U, "bool", False, (), None),
+    "LOGICAL_OR": (_B, "bool", False, (), None),
+    "MAX": (_B, "compute", False, (), lambda a, b, p: np.maximum(a, b)),
+    "MIN": (_B, "compute", False, (), lambda a, b, p: np.minimum(a, b)),
+    "MUL": (_B, "compute", False, (), lambda a, b, p: a * b),
+    "NEG": (_U, "compute", False, (), lambda x, p: -x),
+    "RECIPROCAL": (_U, "compute", False, (), lambda x, p: 1 / x),
+    "RELU_BWD": (_BW, "compute", False, _RELU_P, _relu_bwd),
+    "RELU_FWD": (_U, "compute", False, _RELU_P, _relu_fwd),
+    "RSQRT": (_U, "compute", True, (), lambda x, p: 1.0 / np.sqrt(x)),
+    "SIGMOID_BWD": (_BW, "compute", True, (), _sigmoid_bwd),
+    "SIGMOID_FWD": (_U, "compute", True, (), lambda x, p: _sigmoid(x)),
+    "SIN": (_U, "compute", True, (), lambda x, p: np.sin(x)),
+    "SOFTPLUS_BWD": (_BW, "compute", True, ("softplus_beta",), _softplus_bwd),
+    "SOFTPLUS_FWD": (_U, "compute", True, ("softplus_beta",), _softplus_fwd),
+    "SQRT": (_U, "compute", False, (), lambda x, p: np.sqrt(x)),
+    "SUB": (_B, "compute", False, (), lambda a, b, p: a - b),
+    "SWISH_BWD": (_BW, "compute", True, ("swish_beta",), _swish_bwd),
+    "SWISH_FWD": (_U, "compute", True, ("swish_beta",), _swish_fwd),
+    "TAN": (_U, "compute", True, (), lambda x, p: np.tan(x)),
+    "TANH_BWD": (_BW, "compute", True, (), _tanh_bwd),
+    "TANH_FWD": (_U, "compute", True, (), lambda x, p: np.tanh(x)),
+}
+
+_PREFIX = "HIPDNN_POINTWISE_"
+_ARITY = {_U: 1, _B: 2, _BW: 2, _T: 3}
+
+#: hipDNN enum name -> PointwiseMode (47 modes).
+POINTWISE_MODES: dict[str, PointwiseMode] = {
+    _PREFIX + k: PointwiseMode(_PREFIX + k, _ARITY[v[0]], v[0], v[1], v[2], v[3], v[4])
+    for k, v in _TABLE.items()
+}
+
+_ALIASES = {"MAX_OP": "MAX", "MIN_OP": "MIN"}
+
+
+def canonical_mode(mode) -> str:
+    """Normalise a mode designation to its ``HIPDNN_POINTWISE_<OP>`` name."""
+    name = getattr(mode, "name", mode)
+    if not isinstance(name, str):
+        raise TypeError(f"pointwise mode must be given by name, got {mode!r}")
+    s = name.strip().upper()
+    for pre in ("HIPDNN_POINTWISE_MODE_", "HIPDNN_POINTWISE_", "POINTWISE_"):
+        if s.startswith(pre):
+            s = s[len(pre):]
+            break
+    s = _ALIASES.get(s, s)
+    full = _PREFIX + s
+    if full not in POINTWISE_MODES:
+        raise KeyError(f"unknown pointwise mode {mode!r}")
+    return full
+
+
+def _f(v, default):
+    return float(default) if v is None else float(v)
+
+
+def pointwise(mode, *inputs, relu_lower_clip=None, relu_upper_clip=None,
+              relu_lower_clip_slope=None, swish_beta=None, elu_alpha=None,
+              softplus_beta=None, axis=None, compute_dtype=None, out_shape=None) -> np.ndarray:
+    """Evaluate pointwise *mode* on *inputs* (see the module docstring).
+
+    Returns a new ndarray (compute dtype, ``bool`` or ``int32``) of the
+    broadcast shape of the inputs, or of *out_shape* when given (the result is
+    broadcast to it)."""
+    info = POINTWISE_MODES[canonical_mode(mode)]
+    if len(inputs) != info.arity:
+        raise ValueError(f"{info.name} takes {info.arity} input(s), got {len(inputs)}")
+    arrs = [np.asarray(a) for a in inputs]
+    if compute_dtype is not None:
+        cdt = np.dtype(compute_dtype)
+        if cdt.kind != "f" or cdt.itemsize < 4:
+            cdt = np.dtype(np.float32)
+    else:
+        cdt = compute_dtype_for(*(a.dtype for a in arrs))
+    upper_default = float(np.finfo(cdt).max)
+    p = _Params(
+        relu_lower_clip=_f(relu_lower_clip, 0.0),
+        relu_upper_clip=_f(relu_upper_clip, upper_default),
+        relu_lower_clip_slope=_f(relu_lower_clip_slope, 0.0),
+        swish_beta=_f(swish_beta, 1.0),
+        elu_alpha=_f(elu_alpha, 1.0),
+        softplus_beta=_f(softplus_beta, 1.0),
+        axis=None if axis is None else int(axis),
+    )
+    short = info.name[len(_PREFIX):]
+    with np.errstate(all="ignore"):
+        if short == "GEN_INDEX":
+            res = _gen_index(arrs[0], p)
+        elif short in ("LOGICAL_AND", "LOGICAL_OR"):
+            op = np.logical_and if short == "LOGICAL_AND" else np.logical_or
+            res = op(_nz(arrs[0]), _nz(arrs[1]))
+        elif short == "LOGICAL_NOT":
+            res = np.logical_not(_nz(arrs[0]))
+        elif short == "BINARY_SELECT":
+            a, b = (x.astype(cdt, copy=False) for x in arrs[:2])
+            res = np.where(_nz(arrs[2]), a, b)
+        else:
+            work = np.dtype(np.float64) if info.wide else cdt
+            xs = [x.astype(work, copy=False) for x in arrs]
+            res = info.fn(*xs, p)
+            if info.output == "compute":
+                res = np.asarray(res).astype(cdt, copy=False)
+    res = np.asarray(res)
+    if out_shape is not None:
+        out_shape = tuple(int(d) for d in out_shape)
+        if res.shape != out_shape:
+            res = np.broadcast_to(res, out_shape)
+    return res
