@@ -107,8 +107,7 @@ def c_decl(ret: str, name: str, params: list[dict], macro: str, empty_parens=Fal
         ps = ", ".join(f"{p['type']} {p['name']}" if p.get("name") else p["type"] for p in params)
     else:
         ps = "" if empty_parens else "void"
-    sep = "" if ret.endswith("*") else " "
-    return f"{macro} {ret}{sep}{name}({ps});"
+    return f"{macro} {ret} {name}({ps});"
 
 
 def fmt_param(p):
@@ -124,8 +123,7 @@ def func_decl(f, name, macro):
         ps = "" if f.get("declared_params") == "()" else "void"
     else:
         ps = ", ".join(fmt_param(p) for p in params)
-    sep = "" if ret.endswith("*") else " "
-    return f"{macro} {ret}{sep}{name}({ps});"
+    return f"{macro} {ret} {name}({ps});"
 
 
 def generate(facts) -> dict[str, str]:

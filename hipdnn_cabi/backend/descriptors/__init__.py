@@ -1,0 +1,1 @@
+"""One module per descriptor kind; :mod:`.factory` maps hipdnnBackendDescriptorType_t to classes."""

@@ -1,0 +1,81 @@
+"""The descriptor base class: dispatch of set/get/finalize by attribute name (spec §1.2, §1.3).
+
+A subclass declares its attributes with the :func:`setter` and :func:`getter` decorators; the
+base class checks "already finalized" before anything else on set, "not finalized" on get, and
+answers NOT_SUPPORTED for names the descriptor does not handle.
+"""
+from __future__ import annotations
+
+from ...errors import BadParamError, NotInitializedError, NotSupportedError
+from ..attrs import attr_name
+
+
+def setter(*names):
+    def mark(fn):
+        fn._hipdnn_set = names
+        return fn
+    return mark
+
+
+def getter(*names):
+    def mark(fn):
+        fn._hipdnn_get = names
+        return fn
+    return mark
+
+
+class Descriptor:
+    DESCRIPTOR_TYPE: int = -1
+    NAME = "BackendDescriptor"
+    # Exception raised by a get before finalize (None: getters work before finalize).
+    GET_BEFORE_FINALIZE = NotInitializedError
+    REFINALIZE_ALLOWED = False
+    _setters: dict = {}
+    _getters: dict = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        setters, getters = {}, {}
+        for klass in reversed(cls.__mro__):
+            for fn in vars(klass).values():
+                for n in getattr(fn, "_hipdnn_set", ()):
+                    setters[int(n)] = fn
+                for n in getattr(fn, "_hipdnn_get", ()):
+                    getters[int(n)] = fn
+        cls._setters, cls._getters = setters, getters
+
+    def __init__(self):
+        self.finalized = False
+
+    # -- entry points used by hipdnn_cabi.backend.entry ------------------------------------
+    def set_attribute(self, name, atype, count, arr, nbytes):
+        if self.finalized:
+            raise NotInitializedError(f"{self.NAME}::setAttribute() failed: Already finalized.")
+        try:
+            fn = self._setters[name]
+        except KeyError:
+            raise NotSupportedError(f"{self.NAME}::setAttribute() failed: {attr_name(name)} "
+                                    f"is not supported.") from None
+        fn(self, f"{self.NAME}::setAttribute({attr_name(name)})", atype, count, arr, nbytes)
+
+    def get_attribute(self, name, atype, req, count_ptr, arr):
+        if not self.finalized and self.GET_BEFORE_FINALIZE is not None:
+            raise self.GET_BEFORE_FINALIZE(f"{self.NAME}::getAttribute() failed: Not finalized.")
+        try:
+            fn = self._getters[name]
+        except KeyError:
+            raise NotSupportedError(f"{self.NAME}::getAttribute() failed: {attr_name(name)} "
+                                    f"is not supported.") from None
+        fn(self, f"{self.NAME}::getAttribute({attr_name(name)})", atype, req, count_ptr, arr)
+
+    def finalize(self):
+        if self.finalized and not self.REFINALIZE_ALLOWED:
+            raise BadParamError(f"{self.NAME}::finalize() failed: Already finalized.")
+        self._finalize()
+        self.finalized = True
+
+    def _finalize(self):  # pragma: no cover - overridden
+        pass
+
+    def destroy(self):
+        """Called when a wrapper id is destroyed (the implementation may live on)."""

@@ -1,0 +1,369 @@
+"""Python bodies of the internal ``extern "Python"`` entry points of libhipdnn_backend.so.
+
+:func:`install` attaches one body per name in :data:`._externs.EXTERNS` (and refuses to mark the
+library ready if any is missing).  Bodies raise :mod:`hipdnn_cabi.errors` exceptions; the shared
+``onerror`` handler turns an exception into its status plus the thread's last-error message, and
+any other exception into HIPDNN_STATUS_INTERNAL_ERROR with the exception text.  Success returns 0
+and never touches the last-error slot.
+"""
+from __future__ import annotations
+
+import struct
+
+from .._generated.enums import Severity, Status
+from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError
+from . import log, registry, runtime
+from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
+from .descriptors import factory
+from .descriptors.base import Descriptor
+from .handle import Handle
+
+INTERNAL = int(Status.HIPDNN_STATUS_INTERNAL_ERROR)
+_BODIES: dict = {}
+
+
+def body(name):
+    def mark(fn):
+        _BODIES[name] = fn
+        return fn
+    return mark
+
+
+def _message(exc_type, exc) -> tuple[int, str]:
+    if isinstance(exc, HipdnnError):
+        return int(exc.status), exc.message
+    return INTERNAL, f"{exc_type.__name__}: {exc}"
+
+
+def _onerror(exc_type, exc, tb):
+    status, msg = _message(exc_type, exc)
+    runtime.set_last_error(msg)
+    if log.enabled(Severity.HIPDNN_SEV_ERROR):
+        log.log(Severity.HIPDNN_SEV_ERROR, msg)
+    return status
+
+
+def _onerror_id(exc_type, exc, tb):
+    return -_onerror(exc_type, exc, tb)
+
+
+def _onerror_void(exc_type, exc, tb):
+    _onerror(exc_type, exc, tb)
+    return None
+
+
+def not_implemented(fn: str):
+    raise NotSupportedError(f"{fn} is not implemented by hipdnn-cabi yet")
+
+
+# ------------------------------------------------------------------------ lookups
+_objects = registry.objects
+
+
+def handle_of(h: int, fn: str) -> Handle:
+    obj = _objects.get(h)
+    if type(obj) is not Handle:
+        raise NullPointerError(f"{fn}: invalid or destroyed hipdnnHandle_t")
+    return obj
+
+
+def descriptor_of(d: int, fn: str = "") -> Descriptor:
+    obj = _objects.get(d)
+    if not isinstance(obj, Descriptor):
+        raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed"
+                               + (f" ({fn})" if fn else ""))
+    return obj
+
+
+# ------------------------------------------------------------------------ handles
+@body("hpy_create_handle")
+def create_handle():
+    h = Handle()
+    try:
+        from ..plugins import host  # the plugin host (absent until it exists)
+    except ImportError:
+        host = None
+    if host is not None:
+        h.plugins = host.attach_handle(h)
+    return registry.register(h)
+
+
+@body("hpy_destroy_handle")
+def destroy_handle(h):
+    obj = handle_of(h, "hipdnnDestroy")
+    registry.release(h)
+    obj.close()
+    return 0
+
+
+@body("hpy_set_stream")
+def set_stream(h, stream):
+    handle_of(h, "hipdnnSetStream").set_stream(stream)
+    return 0
+
+
+@body("hpy_get_stream")
+def get_stream(h, out):
+    out[0] = handle_of(h, "hipdnnGetStream").stream
+    return 0
+
+
+# ------------------------------------------------------------------------ descriptors
+@body("hpy_create_descriptor")
+def create_descriptor(dtype, _create=factory.create, _register=registry.register):
+    return _register(_create(dtype))
+
+
+@body("hpy_destroy_descriptor")
+def destroy_descriptor(d, _objects=_objects):
+    obj = _objects.pop(d, None)
+    if not isinstance(obj, Descriptor):
+        if obj is not None:  # a handle id given as a descriptor: put it back
+            _objects[d] = obj
+        raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
+    obj.destroy()
+    return 0
+
+
+@body("hpy_finalize")
+def finalize(d):
+    descriptor_of(d).finalize()
+    return 0
+
+
+@body("hpy_set_attribute")
+def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Descriptor):
+    try:
+        obj = _objects[d]
+    except KeyError:
+        obj = None
+    if not isinstance(obj, _D):
+        raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
+    obj.set_attribute(name, atype, count, arr, nbytes)
+    return 0
+
+
+@body("hpy_get_attribute")
+def get_attribute(d, name, atype, req, count, arr, _objects=_objects, _D=Descriptor):
+    try:
+        obj = _objects[d]
+    except KeyError:
+        obj = None
+    if not isinstance(obj, _D):
+        raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
+    obj.get_attribute(name, atype, req, count, arr)
+    return 0
+
+
+@body("hpy_execute")
+def execute(h, plan, vp):
+    handle = handle_of(h, "hipdnnBackendExecute")
+    try:
+        from .execute import execute as run
+    except ImportError:
+        not_implemented("hipdnnBackendExecute")
+    run(handle, plan, vp)
+    return 0
+
+
+# ------------------------------------------------------------------------ serialization
+def _serialization():
+    try:
+        from . import serialization
+    except ImportError:
+        return None
+    return serialization
+
+
+def _delegate(fn_name, attr, *args):
+    mod = _serialization()
+    impl = getattr(mod, attr, None) if mod is not None else None
+    if impl is None:
+        not_implemented(fn_name)
+    return impl(*args)
+
+
+@body("hpy_create_and_deserialize_graph")
+def create_and_deserialize_graph(out, data, size):
+    return _delegate("hipdnnBackendCreateAndDeserializeGraph_ext", "create_and_deserialize_graph",
+                     out, data, size)
+
+
+@body("hpy_create_and_deserialize_json_graph")
+def create_and_deserialize_json_graph(out, data, size):
+    return _delegate("hipdnnBackendCreateAndDeserializeJsonGraph_ext",
+                     "create_and_deserialize_json_graph", out, data, size)
+
+
+@body("hpy_get_serialized_binary_graph")
+def get_serialized_binary_graph(d, req, size, buf):
+    return _delegate("hipdnnBackendGetSerializedBinaryGraph_ext", "get_serialized_binary_graph",
+                     d, req, size, buf)
+
+
+@body("hpy_get_serialized_json_graph")
+def get_serialized_json_graph(d, req, size, buf):
+    return _delegate("hipdnnBackendGetSerializedJsonGraph_ext", "get_serialized_json_graph",
+                     d, req, size, buf)
+
+
+@body("hpy_get_serialized_execution_plan")
+def get_serialized_execution_plan(d, req, size, buf):
+    return _delegate("hipdnnBackendGetSerializedExecutionPlan_ext", "get_serialized_execution_plan",
+                     d, req, size, buf)
+
+
+@body("hpy_create_and_deserialize_execution_plan")
+def create_and_deserialize_execution_plan(h, out, data, size):
+    return _delegate("hipdnnBackendCreateAndDeserializeExecutionPlan_ext",
+                     "create_and_deserialize_execution_plan", h, out, data, size)
+
+
+@body("hpy_get_serialized_binary_graph_and_plan")
+def get_serialized_binary_graph_and_plan(g, p, req, size, buf):
+    return _delegate("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext",
+                     "get_serialized_binary_graph_and_plan", g, p, req, size, buf)
+
+
+@body("hpy_get_serialized_binary_contents")
+def get_serialized_binary_contents(data, size, flags):
+    return _delegate("hipdnnBackendGetSerializedBinaryContents_ext",
+                     "get_serialized_binary_contents", data, size, flags)
+
+
+# ------------------------------------------------------------------------ logging
+@body("hpy_logging_callback")
+def logging_callback(severity, msg):
+    log.plugin_message(severity, runtime.ffi.string(msg).decode("utf-8", "replace"))
+
+
+@body("hpy_log_api")
+def log_api(fn, phase, status):
+    text = runtime.ffi.string(fn).decode("utf-8", "replace")
+    if phase == 0:
+        log.log(Severity.HIPDNN_SEV_INFO, f"API called: [{text}]")
+    elif phase == 1:
+        log.log(Severity.HIPDNN_SEV_INFO, f"API success: [{text}]")
+    else:
+        log.log(Severity.HIPDNN_SEV_ERROR, text)
+
+
+@body("hpy_set_user_log_callback")
+def set_user_log_callback(cb, min_level, mode, user):
+    log.set_user_callback(cb, min_level, mode, user)
+    return 0
+
+
+@body("hpy_set_global_log_level")
+def set_global_log_level(level):
+    return log.set_global_level(level)
+
+
+# ------------------------------------------------------------------------ plugins and engines
+def _host():
+    try:
+        from ..plugins import host
+    except ImportError:
+        return None
+    return host
+
+
+def _host_call(fn_name, attr, *args):
+    host = _host()
+    impl = getattr(host, attr, None) if host is not None else None
+    if impl is None:
+        not_implemented(fn_name)
+    return impl(*args)
+
+
+@body("hpy_set_engine_plugin_paths")
+def set_engine_plugin_paths(n, paths, mode):
+    return _host_call("hipdnnSetEnginePluginPaths_ext", "set_engine_plugin_paths", n, paths, mode)
+
+
+@body("hpy_set_heuristic_plugin_paths")
+def set_heuristic_plugin_paths(n, paths, mode):
+    return _host_call("hipdnnSetHeuristicPluginPaths_ext", "set_heuristic_plugin_paths", n, paths, mode)
+
+
+@body("hpy_set_plugin_unload_mode")
+def set_plugin_unload_mode(mode):
+    return _host_call("hipdnnSetPluginUnloadMode_ext", "set_plugin_unload_mode", mode)
+
+
+@body("hpy_get_loaded_engine_plugin_paths")
+def get_loaded_engine_plugin_paths(h, n, paths, maxlen):
+    handle = handle_of(h, "hipdnnGetLoadedEnginePluginPaths_ext")
+    return _host_call("hipdnnGetLoadedEnginePluginPaths_ext", "get_loaded_engine_plugin_paths",
+                      handle, n, paths, maxlen)
+
+
+@body("hpy_get_engine_count")
+def get_engine_count(h, n):
+    handle = handle_of(h, "hipdnnGetEngineCount_ext")
+    if _host() is None:
+        n[0] = 0  # a handle without a plugin manager has no engines (spec §6)
+        return 0
+    return _host_call("hipdnnGetEngineCount_ext", "get_engine_count", handle, n)
+
+
+@body("hpy_get_engine_info")
+def get_engine_info(h, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
+    handle = handle_of(h, "hipdnnGetEngineInfo_ext")
+    return _host_call("hipdnnGetEngineInfo_ext", "get_engine_info", handle, idx, eid, name, name_len,
+                      plugin, plugin_len, ver, ver_len, typ, typ_len)
+
+
+@body("hpy_get_engine_id_by_name")
+def get_engine_id_by_name(h, name, eid):
+    handle = handle_of(h, "hipdnnGetEngineIdByName_ext")
+    return _host_call("hipdnnGetEngineIdByName_ext", "get_engine_id_by_name", handle, name, eid)
+
+
+@body("hpy_get_engine_name_by_id")
+def get_engine_name_by_id(h, eid, name, length):
+    handle = handle_of(h, "hipdnnGetEngineNameById_ext")
+    return _host_call("hipdnnGetEngineNameById_ext", "get_engine_name_by_id", handle, eid, name, length)
+
+
+@body("hpy_get_heuristic_policy_count")
+def get_heuristic_policy_count(h, n):
+    handle = handle_of(h, "hipdnnGetHeuristicPolicyCount_ext")
+    return _host_call("hipdnnGetHeuristicPolicyCount_ext", "get_heuristic_policy_count", handle, n)
+
+
+@body("hpy_get_heuristic_policy_info")
+def get_heuristic_policy_info(h, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len,
+                              aver, aver_len):
+    handle = handle_of(h, "hipdnnGetHeuristicPolicyInfo_ext")
+    return _host_call("hipdnnGetHeuristicPolicyInfo_ext", "get_heuristic_policy_info", handle, idx,
+                      pid, name, name_len, plugin, plugin_len, pver, pver_len, aver, aver_len)
+
+
+@body("hpy_write_engine_ranking_results")
+def write_engine_ranking_results(h, g, ids, n, outcome):
+    handle = handle_of(h, "hipdnnBackendWriteEngineRankingResults_ext")
+    return _host_call("hipdnnBackendWriteEngineRankingResults_ext", "write_engine_ranking_results",
+                      handle, g, ids, n, outcome)
+
+
+# ------------------------------------------------------------------------ install
+def install(ffi, lib) -> None:
+    """Attach every extern "Python" body to the embedded module, then mark the library ready."""
+    missing = sorted(set(EXTERNS) - set(_BODIES))
+    if missing:
+        raise RuntimeError(f"no Python body for: {', '.join(missing)}")
+    runtime.attach(ffi, lib)
+    for name, fn in _BODIES.items():
+        if name in ID_RETURNING:
+            ffi.def_extern(name=name, error=-INTERNAL, onerror=_onerror_id)(fn)
+        elif name in VOID_RETURNING:
+            ffi.def_extern(name=name, onerror=_onerror_void)(fn)
+        else:
+            ffi.def_extern(name=name, error=INTERNAL, onerror=_onerror)(fn)
+    log.configure_from_env()
+    lib.hipdnn_cabi_mark_ready()
+
+
+__all__ = ["install", "body", "not_implemented", "handle_of", "descriptor_of", "BadParamError",
+           "struct"]
