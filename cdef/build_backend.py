@@ -56,6 +56,56 @@ except BaseException as _e:
 '''
 
 
+DL_HELPERS_C = r"""
+#include <dlfcn.h>
+static uint64_t hipdnn_cabi_dlopen(const char* path, int local)
+{
+    return (uint64_t)(uintptr_t)dlopen(path, RTLD_NOW | (local ? RTLD_LOCAL : RTLD_GLOBAL));
+}
+static uint64_t hipdnn_cabi_dlsym(uint64_t h, const char* name)
+{
+    dlerror();
+    return (uint64_t)(uintptr_t)dlsym((void*)(uintptr_t)h, name);
+}
+static const char* hipdnn_cabi_dlerror(void)
+{
+    const char* e = dlerror();
+    return e ? e : "";
+}
+static int hipdnn_cabi_dlclose(uint64_t h) { return dlclose((void*)(uintptr_t)h); }
+static uint64_t hipdnn_cabi_backend_logging_callback(void)
+{
+    return (uint64_t)(uintptr_t)&hipdnnLoggingCallback_ext;
+}
+"""
+DL_HELPERS_CDEF = """
+uint64_t hipdnn_cabi_dlopen(const char* path, int local);
+uint64_t hipdnn_cabi_dlsym(uint64_t h, const char* name);
+const char* hipdnn_cabi_dlerror(void);
+int hipdnn_cabi_dlclose(uint64_t h);
+uint64_t hipdnn_cabi_backend_logging_callback(void);
+"""
+
+
+def trampolines(generated):
+    """One C trampoline per plugin API function: ``tramp_<name>(uint64_t fn, args...)`` calls the
+    dlsym()ed pointer ``fn`` at API-mode speed (no libffi)."""
+    import re
+    cdefs, code = [], []
+    for h in generated.PLUGIN_HEADERS:
+        for proto in generated.FUNCTIONS[h]:
+            m = re.match(r"^(.*?)\b(\w+)\((.*)\);$", proto, re.S)
+            ret, name, args = m.group(1).strip(), m.group(2), m.group(3).strip()
+            params = [a.strip() for a in args.split(",")] if args and args != "void" else []
+            names = [re.findall(r"\w+", p)[-1] for p in params]
+            sig = ", ".join(["uint64_t fn"] + params)
+            call = f"((PFN_{name})(uintptr_t)fn)({', '.join(names)})"
+            body = f"{call};" if ret == "void" else f"return {call};"
+            cdefs.append(f"{ret} tramp_{name}({sig});")
+            code.append(f"static {ret} tramp_{name}({sig}) {{ {body} }}")
+    return "\n".join(cdefs), "\n".join(code)
+
+
 def status_cases() -> str:
     from hipdnn_cabi._generated.enums import Status
     return "\n".join(f'    case {s.name}: return "{s.name}";' for s in Status)
@@ -71,6 +121,9 @@ def make_ffibuilder(default_python: str | None = None):
     ffi.cdef(generated.function_pointer_typedefs(generated.PLUGIN_HEADERS))
     ffi.cdef("\n".join(f'extern "Python" {decl};' for decl in EXTERNS.values()))
     ffi.cdef(C_HELPERS)
+    ffi.cdef(DL_HELPERS_CDEF)
+    tramp_cdef, tramp_code = trampolines(generated)
+    ffi.cdef(tramp_cdef)
     ffi.embedding_init_code(INIT_CODE)
 
     python = default_python or sys.executable
@@ -82,6 +135,9 @@ def make_ffibuilder(default_python: str | None = None):
         # cffi emits the hpy_* bodies after this prelude; the shims need their prototypes first.
         "\n".join(f"static {decl};" for decl in EXTERNS.values()),
         shims,
+        generated.function_pointer_typedefs(generated.PLUGIN_HEADERS),
+        DL_HELPERS_C,
+        tramp_code,
     ])
     libdir = sysconfig.get_config_var("LIBDIR")
     ver = sysconfig.get_config_var("LDVERSION") or sysconfig.get_python_version()
