@@ -7,21 +7,22 @@ or float64 for double operands); the caller encodes them to the output type
 and writes them into the output views.
 
 ``KERNELS`` maps an operation name to its function; ``POINTWISE_MODES`` and
-``REDUCTION_OPS`` are keyed by hipDNN enum names.
+``REDUCTION_OPS`` are keyed by hipDNN enum names.  (``pointwise`` and ``matmul``
+at package level are the submodules; their functions are
+``pointwise.pointwise`` / ``matmul.matmul`` and ``KERNELS["pointwise"]`` / ``KERNELS["matmul"]``.)
 """
 
 from . import batchnorm, conv, dtypes, layout, matmul, norms, pointwise, reduction
 from .batchnorm import (batchnorm_bwd, batchnorm_inference, batchnorm_inference_variance,
                         batchnorm_train_fwd)
 from .conv import conv_bwd_data, conv_bwd_filter, conv_fwd, conv_output_shape
-from .matmul import matmul
 from .norms import layernorm_bwd, layernorm_fwd, rmsnorm_bwd, rmsnorm_fwd
-from .pointwise import POINTWISE_MODES, pointwise
+from .pointwise import POINTWISE_MODES
 from .reduction import REDUCTION_OPS, reduce
 
 #: operation name -> kernel function
 KERNELS = {
-    "pointwise": pointwise,
+    "pointwise": pointwise.pointwise,
     "conv_fwd": conv_fwd,
     "conv_bwd_data": conv_bwd_data,
     "conv_bwd_filter": conv_bwd_filter,
@@ -29,7 +30,7 @@ KERNELS = {
     "batchnorm_inference_variance": batchnorm_inference_variance,
     "batchnorm_train_fwd": batchnorm_train_fwd,
     "batchnorm_bwd": batchnorm_bwd,
-    "matmul": matmul,
+    "matmul": matmul.matmul,
     "reduction": reduce,
     "layernorm_fwd": layernorm_fwd,
     "layernorm_bwd": layernorm_bwd,
