@@ -1,0 +1,519 @@
+"""The process-wide engine-plugin host (spec §3, §6).
+
+State (one lock, :data:`_lock`): the configured plugin paths (sorted, de-duplicated), the loading
+mode, the unloading mode, the live :class:`PluginManager` (shared by every handle) and, in LAZY
+mode, a "persistent" pin that keeps it loaded after the last handle is destroyed.
+
+``entry.create_handle`` calls :func:`attach_handle`, which loads the plugins on the first handle
+and returns a :class:`HandlePlugins` (one plugin handle per plugin) stored in ``handle.plugins``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from .._generated.enums import Severity
+from ..backend import log, runtime
+from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
+                      NullPointerError, PluginError)
+from . import loader
+from .loader import EnginePlugin, fnv1a64, hex_id
+
+ADDITIVE, ABSOLUTE = 0, 1
+LAZY, EAGER = 0, 1
+DEFAULT_ENGINE_DIR = "hipdnn_plugins/engines/"
+DEFAULT_HEURISTIC_DIR = "hipdnn_plugins/heuristics/"
+BUILTIN_ENGINE_NAMES = ("HIP_MLOPS_ENGINE", "HIPBLASLT_ENGINE", "MIOPEN_ENGINE",
+                        "MIOPEN_ENGINE_DETERMINISTIC", "ASM_SDPA_ENGINE", "ROCKE_ENGINE")
+BUILTIN_NAME_BY_ID = {fnv1a64(n): n for n in BUILTIN_ENGINE_NAMES}
+
+_lock = threading.RLock()
+_paths: tuple = ()
+_mode = ADDITIVE
+_heur_paths: tuple = ()
+_heur_mode = ADDITIVE
+_unload_mode = LAZY
+_manager = None       # the live PluginManager (None when unloaded)
+_persistent = None    # LAZY pin
+
+
+def _err(msg):
+    log.log(Severity.HIPDNN_SEV_ERROR, msg)
+
+
+def _warn(msg):
+    if log.enabled(Severity.HIPDNN_SEV_WARN):
+        log.log(Severity.HIPDNN_SEV_WARN, msg)
+
+
+def _info(msg):
+    if log.enabled(Severity.HIPDNN_SEV_INFO):
+        log.log(Severity.HIPDNN_SEV_INFO, msg)
+
+
+def backend_dir() -> str:
+    p = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_path()).decode("utf-8", "replace")
+    return os.path.dirname(p) if p else os.getcwd()
+
+
+def _resolve(p: str) -> str:
+    if not os.path.isabs(p):
+        p = os.path.join(backend_dir(), p)
+    return os.path.realpath(p)  # weak canonical: works for missing paths too
+
+
+def engine_name(plugin: EnginePlugin | None, eid: int) -> str:
+    """§3.10: plugin GetEngineName → built-in registry → 0x hex."""
+    if plugin is not None:
+        nm = plugin.names.get(eid)
+        if nm:
+            return nm
+    return BUILTIN_NAME_BY_ID.get(eid) or hex_id(eid)
+
+
+# =========================================================================== manager
+class PluginManager:
+    """The loaded plugins (shared by all handles)."""
+
+    def __init__(self, search_paths):
+        self.plugins: list[EnginePlugin] = []
+        self.loaded_paths: list[str] = []
+        self.owner: dict[int, EnginePlugin] = {}
+        self.dropped: set[int] = set()
+        self.users = 0
+        self.errors: list[str] = []
+        self._load(search_paths)
+
+    def _candidates(self, search_paths):
+        out = set()
+        for raw in search_paths:
+            p = _resolve(raw)
+            if os.path.isdir(p):
+                try:
+                    names = os.listdir(p)
+                except OSError as e:
+                    _warn(f"Cannot list plugin directory {p}: {e}")
+                    continue
+                for n in names:
+                    f = os.path.join(p, n)
+                    if os.path.splitext(n)[1] == ".so" and os.path.isfile(f):
+                        out.add(os.path.realpath(f))
+            elif os.path.basename(raw.rstrip("/")) and not raw.endswith("/"):
+                d, base = os.path.split(p)
+                stem, ext = os.path.splitext(base)
+                if not ext:
+                    out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
+                else:
+                    out.add(p)  # extension checked at load time
+            else:
+                _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
+        return sorted(out)
+
+    def _load(self, search_paths):
+        cb = runtime.lib.hipdnn_cabi_backend_logging_callback()
+        for path in self._candidates(search_paths):
+            try:
+                if os.path.splitext(path)[1] != ".so":
+                    raise BadParamError("Invalid file extension. Expected .so")
+                if not os.path.exists(path):
+                    raise PluginError(f"Shared libary: plugin file does not exist: {path}")
+                h, table = loader.load_shared_object(path)
+                plugin = EnginePlugin(path, table, h)
+                try:
+                    for w in plugin.initialize(cb):
+                        _err(w)
+                except BaseException:
+                    plugin.close()
+                    raise
+            except HipdnnError as e:
+                self._load_error(path, e.message)
+                continue
+            except Exception as e:  # a misbehaving plugin must not take the host down
+                self._load_error(path, f"{type(e).__name__}: {e}")
+                continue
+            self.plugins.append(plugin)
+            self.loaded_paths.append(path)
+            for eid in plugin.engine_ids:
+                nm = plugin.names.get(eid, "")
+                if nm is None:
+                    self.dropped.add(eid)
+                    continue
+                if nm and fnv1a64(nm) != eid:
+                    _err(f"Plugin '{plugin.name}' names engine {hex_id(eid)} '{nm}', whose "
+                         f"FNV-1a-64 hash is {hex_id(fnv1a64(nm))}; dropping the engine.")
+                    self.dropped.add(eid)
+                    continue
+                first = self.owner.get(eid)
+                if first is not None:
+                    _err(f"Plugin '{plugin.name}' declares engine {hex_id(eid)}, which plugin "
+                         f"'{first.name}' already provides. The first plugin to declare an engine "
+                         "keeps it; dropping the duplicate.")
+                    continue
+                self.owner[eid] = plugin
+            _info(f"Loaded engine plugin {plugin.name} {plugin.version} from {path}")
+
+    def _load_error(self, path, msg):
+        text = f"Error loading plugin from [{path}]: {msg}"
+        self.errors.append(text)
+        _err(text)
+        runtime.set_last_error(text)
+
+    def accepted(self, plugin, eid) -> bool:
+        return self.owner.get(eid) is plugin
+
+    def engine_entries(self):
+        out = []
+        for eid, p in self.owner.items():
+            out.append((engine_name(p, eid), eid, p.name, p.version, "HIPDNN_PLUGIN_TYPE_ENGINE"))
+        out.sort(key=lambda e: (e[0].encode(), e[1], e[2].encode()))
+        return out
+
+    def unload(self):
+        for p in self.plugins:
+            p.close()
+        self.plugins = []
+
+
+def _search_paths():
+    env = os.environ.get("HIPDNN_PLUGIN_DIR")
+    default = {env} if env else {DEFAULT_ENGINE_DIR}
+    if _mode == ABSOLUTE:
+        return sorted(_paths)
+    return sorted(set(_paths) | default)
+
+
+def _drop_manager_if_unused():
+    global _manager
+    if _manager is not None and _manager.users == 0 and _persistent is None:
+        _manager.unload()
+        _manager = None
+
+
+# =========================================================================== per handle
+class HandlePlugins:
+    """One hipdnnHandle_t's view of the plugins: one plugin handle per loaded plugin."""
+
+    def __init__(self, manager: PluginManager):
+        ffi = runtime.ffi
+        self.manager = manager
+        self.closed = False
+        self.entries: list[tuple] = []   # (plugin, plugin handle cdata)
+        self.by_plugin: dict = {}
+        self._engines = None
+        self.lock = threading.Lock()
+        seen = set()
+        for p in manager.plugins:
+            out = ffi.new("hipdnnEnginePluginHandle_t*")
+            try:
+                p.call("create engine plugin handle", "hipdnnEnginePluginCreate", out)
+            except HipdnnError as e:
+                _err(e.message)
+                continue
+            h = out[0]
+            key = int(ffi.cast("uintptr_t", h))
+            if not key:
+                _err(f"Plugin {p.name} returned a null engine plugin handle")
+                continue
+            if key in seen:
+                _err(f"Plugin {p.name} returned an engine plugin handle already used by another plugin")
+                try:
+                    p.call("destroy engine plugin handle", "hipdnnEnginePluginDestroy", h)
+                except HipdnnError as e:
+                    _err(e.message)
+                continue
+            seen.add(key)
+            self.entries.append((p, h))
+            self.by_plugin[p] = h
+
+    # ---------------------------------------------------------------- lifecycle
+    def set_stream(self, stream: int) -> None:
+        s = runtime.ffi.cast("hipStream_t", stream)
+        for p, h in self.entries:
+            p.call("set stream for engine plugin handle", "hipdnnEnginePluginSetStream", h, s)
+
+    def close(self) -> None:
+        global _manager
+        with _lock:
+            if self.closed:
+                return
+            self.closed = True
+            for p, h in self.entries:
+                try:
+                    p.call("destroy engine plugin handle", "hipdnnEnginePluginDestroy", h)
+                except HipdnnError as e:
+                    _err(e.message)
+            self.entries = []
+            self.manager.users -= 1
+            if _manager is self.manager:
+                _drop_manager_if_unused()
+
+    # ---------------------------------------------------------------- lookups
+    def owner(self, eid: int):
+        """(plugin, plugin handle) owning engine ``eid`` here, or None."""
+        p = self.manager.owner.get(eid)
+        if p is None or self.closed:
+            return None
+        h = self.by_plugin.get(p)
+        return None if h is None else (p, h)
+
+    def require(self, eid: int):
+        r = self.owner(eid)
+        if r is None:
+            raise InternalError(f"Invalid engine ID: {eid}")
+        return r
+
+    def engines(self):
+        if self._engines is None:
+            self._engines = self.manager.engine_entries()
+        return self._engines
+
+    # ---------------------------------------------------------------- applicability (§3.6, §3.7)
+    def applicable(self, graph, find_first: bool = False) -> list[int]:
+        ffi = runtime.ffi
+        required = tuple(graph.required_api_version())
+        override = bool(getattr(graph, "override_shape_enabled", False))
+        data = graph_const_data(graph)
+        result: list[int] = []
+        for p, h in self.entries:
+            if p.api_version < required:
+                _info(f"Skipping plugin {p.name}: API {p.api_version} < required {required}")
+                continue
+            if override and not p.has_overrides:
+                _info(f"Skipping plugin {p.name}: no ExecuteOpGraphWithOverrides")
+                continue
+            mx = len(p.engine_ids)
+            buf = ffi.new("int64_t[]", mx)
+            n = ffi.new("uint32_t*")
+            p.call("get applicable engine IDs", "hipdnnEnginePluginGetApplicableEngineIds",
+                   h, data.c, buf, mx, n)
+            k = int(n[0])
+            if k == 0:
+                continue
+            if k > mx:
+                raise PluginError("More applicable engines than expected")
+            ids = list(buf[0:k])
+            if len(set(ids)) != k:
+                raise PluginError("Duplicate engine IDs returned as applicable by the plugin")
+            mine = []
+            for eid in sorted(ids):
+                if eid not in p.known:
+                    raise PluginError("Engine ID not found in the plugin's known IDs")
+                own = self.manager.owner.get(eid)
+                if own is None:
+                    _info(f"Engine {hex_id(eid)} was dropped at load time; skipped")
+                    continue
+                if own is not p:
+                    if eid in p.known:  # duplicate dropped at load: silently skipped
+                        continue
+                    raise PluginError(f"Engine ID {eid} is already associated with a different plugin")
+                mine.append(eid)
+            result.extend(mine)
+            if find_first and mine:
+                break
+        return result
+
+
+def graph_const_data(graph) -> "ConstData":
+    """hipdnnPluginConstData_t for the graph's serialized bytes; pass ``.c`` to the plugin."""
+    return ConstData(graph.serialized())
+
+
+class ConstData:
+    """A hipdnnPluginConstData_t* (``.c``) plus the bytes it points into (kept alive)."""
+    __slots__ = ("c", "raw", "_keep")
+
+    def __init__(self, raw: bytes):
+        ffi = runtime.ffi
+        self.raw = raw
+        self._keep = ffi.from_buffer(raw)
+        self.c = ffi.new("hipdnnPluginConstData_t*")
+        self.c.ptr = self._keep
+        self.c.size = len(raw)
+
+
+# =========================================================================== C entry points
+def attach_handle(handle):
+    global _manager, _persistent
+    with _lock:
+        if _manager is None:
+            _manager = PluginManager(_search_paths())
+        m = _manager
+        if _unload_mode == LAZY:
+            _persistent = m
+        m.users += 1
+        return HandlePlugins(m)
+
+
+def _path_list(n, paths, fn):
+    ffi = runtime.ffi
+    if n > 0 and not paths:
+        raise NullPointerError(f"{fn}: paths is nullptr")
+    out = []
+    for i in range(n):
+        if not paths[i]:
+            raise NullPointerError(f"{fn}: paths[{i}] is nullptr")
+        out.append(ffi.string(paths[i]).decode("utf-8", "replace"))
+    return out
+
+
+def set_engine_plugin_paths(n, paths, mode):
+    global _paths, _mode, _persistent
+    new = _path_list(n, paths, "hipdnnSetEnginePluginPaths_ext")
+    with _lock:
+        new_set = tuple(sorted(set(new)))
+        if new_set == _paths and mode == _mode:
+            return 0
+        _persistent = None
+        if _manager is not None and _manager.users > 0:
+            raise NotSupportedError("Cannot set engine plugin paths with an active handle.")
+        _drop_manager_if_unused()
+        if mode == ABSOLUTE:
+            _paths = new_set
+        else:
+            _paths = tuple(sorted(set(_paths) | set(new_set)))
+        _mode = mode
+    return 0
+
+
+def set_heuristic_plugin_paths(n, paths, mode):
+    """Heuristic plugins are not hosted yet: the paths are validated and stored only."""
+    global _heur_paths, _heur_mode
+    new = _path_list(n, paths, "hipdnnSetHeuristicPluginPaths_ext")
+    with _lock:
+        s = tuple(sorted(set(new)))
+        _heur_paths = s if mode == ABSOLUTE else tuple(sorted(set(_heur_paths) | set(s)))
+        _heur_mode = mode
+    return 0
+
+
+def set_plugin_unload_mode(mode):
+    global _unload_mode, _persistent
+    with _lock:
+        if mode == EAGER:
+            _unload_mode = EAGER
+            _persistent = None
+            _drop_manager_if_unused()
+        elif mode == LAZY:
+            _unload_mode = LAZY
+            if _manager is not None:
+                _persistent = _manager
+        else:
+            raise BadParamError(f"Invalid plugin unloading mode for engine plugins: {mode}")
+    return 0
+
+
+def _plugins_of(handle) -> HandlePlugins | None:
+    return getattr(handle, "plugins", None)
+
+
+def get_loaded_engine_plugin_paths(handle, n, paths, maxlen):
+    ffi = runtime.ffi
+    if not n or not maxlen:
+        raise NullPointerError("hipdnnGetLoadedEnginePluginPaths_ext: null pointer argument")
+    hp = _plugins_of(handle)
+    loaded = [p.path.encode() for p, _ in hp.entries] if hp is not None else []
+    loaded = sorted(set(loaded))
+    need = max((len(x) for x in loaded), default=-1) + 1
+    if not paths:
+        n[0] = len(loaded)
+        maxlen[0] = need
+        return 0
+    if n[0] < len(loaded) or (loaded and maxlen[0] < need):
+        raise BadParamError("hipdnnGetLoadedEnginePluginPaths_ext: insufficient buffer space provided.")
+    ml = int(maxlen[0])
+    for i, x in enumerate(loaded):
+        if not paths[i]:
+            raise BadParamError(f"hipdnnGetLoadedEnginePluginPaths_ext: paths[{i}] is nullptr")
+    for i, x in enumerate(loaded):
+        data = x[:ml - 1] + b"\0"
+        ffi.memmove(paths[i], data, len(data))
+    n[0] = len(loaded)
+    return 0
+
+
+def _entries(handle):
+    hp = _plugins_of(handle)
+    return hp.engines() if hp is not None else []
+
+
+def get_engine_count(handle, n):
+    if not n:
+        raise NullPointerError("hipdnnGetEngineCount_ext: numEngines is nullptr")
+    n[0] = len(_entries(handle))
+    return 0
+
+
+def _copy_out(ffi, buf, data: bytes):
+    ffi.memmove(buf, data + b"\0", len(data) + 1)
+
+
+def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
+    ffi = runtime.ffi
+    if not (name_len and plugin_len and ver_len and typ_len):
+        raise NullPointerError("hipdnnGetEngineInfo_ext: null length pointer")
+    ents = _entries(handle)
+    if idx >= len(ents):
+        raise BadParamError(f"Engine index {idx} out of range ({len(ents)} engines loaded).")
+    nm, i, pname, pver, ptype = ents[idx]
+    if eid:
+        eid[0] = i
+    strs = [nm.encode(), pname.encode(), pver.encode(), ptype.encode()]
+    bufs = [name, plugin, ver, typ]
+    lens = [name_len, plugin_len, ver_len, typ_len]
+    if any(not b for b in bufs):
+        for s, L in zip(strs, lens):
+            L[0] = len(s) + 1
+        return 0
+    if any(L[0] < len(s) + 1 for s, L in zip(strs, lens)):
+        raise BadParamError("Insufficient buffer space provided.")
+    for s, b in zip(strs, bufs):
+        _copy_out(ffi, b, s)
+    return 0
+
+
+def get_engine_id_by_name(handle, name, eid):
+    ffi = runtime.ffi
+    if not name or not eid:
+        raise NullPointerError("hipdnnGetEngineIdByName_ext: null pointer argument")
+    want = ffi.string(name).decode("utf-8", "replace")
+    for nm, i, *_ in _entries(handle):
+        if nm == want and want:
+            eid[0] = i
+            return 0
+    raise NotSupportedError(f"No loaded engine is named '{want}'.")
+
+
+def get_engine_name_by_id(handle, eid, name, length):
+    ffi = runtime.ffi
+    if not length:
+        raise NullPointerError("hipdnnGetEngineNameById_ext: length is nullptr")
+    for nm, i, *_ in _entries(handle):
+        if i == eid:
+            s = nm.encode()
+            if not name:
+                length[0] = len(s) + 1
+                return 0
+            if length[0] < len(s) + 1:
+                raise BadParamError("hipdnnGetEngineNameById_ext: insufficient buffer space provided.")
+            _copy_out(ffi, name, s)
+            return 0
+    raise NotSupportedError(f"No loaded engine has id {eid}.")
+
+
+def get_heuristic_policy_count(handle, n):
+    if not n:
+        raise NullPointerError("hipdnnGetHeuristicPolicyCount_ext: count is nullptr")
+    n[0] = 0  # no heuristic plugins are hosted yet
+    return 0
+
+
+def get_heuristic_policy_info(handle, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len,
+                              aver, aver_len):
+    if not (name_len and plugin_len and pver_len and aver_len):
+        raise NullPointerError("hipdnnGetHeuristicPolicyInfo_ext: null length pointer")
+    raise BadParamError(f"Heuristic policy index {idx} out of range (0 policies loaded).")
+
+
+def write_engine_ranking_results(handle, g, ids, n, outcome):
+    raise NotSupportedError("hipdnnBackendWriteEngineRankingResults_ext: no ranking cache is "
+                            "available in hipdnn-cabi")

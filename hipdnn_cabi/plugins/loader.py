@@ -1,0 +1,221 @@
+"""Loading one engine plugin (spec §3.5) and calling into it (§3.8, §3.9).
+
+A plugin is described by a *function table*: ``{symbol name: function pointer as uint64}``.
+:func:`load_shared_object` builds that table with dlopen(RTLD_LOCAL)/dlsym; a later in-process
+(Python) plugin can hand :class:`EnginePlugin` its own table of C-callable pointers and go
+through exactly the same validation and call path.  Every call goes through the C trampolines
+of the embedded module (``lib.tramp_<symbol>(fnptr, args...)``), never through libffi.
+"""
+from __future__ import annotations
+
+from ..backend import runtime
+from ..errors import BadParamError, NotSupportedError, PluginError
+
+PLUGIN_STATUS_NAMES = {
+    0: "HIPDNN_PLUGIN_STATUS_SUCCESS", 1: "HIPDNN_PLUGIN_STATUS_BAD_PARAM",
+    2: "HIPDNN_PLUGIN_STATUS_INVALID_VALUE", 3: "HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR",
+    4: "HIPDNN_PLUGIN_STATUS_ALLOC_FAILED", 5: "HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE",
+    6: "HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED",
+}
+NOT_APPLICABLE = 5
+PLUGIN_TYPE_ENGINE = 1
+PLUGIN_TYPE_NAMES = {0: "HIPDNN_PLUGIN_TYPE_UNSPECIFIED", 1: "HIPDNN_PLUGIN_TYPE_ENGINE",
+                     2: "HIPDNN_PLUGIN_TYPE_HEURISTIC"}
+EXPECTED_API_MAJOR = 1
+
+BASE_REQUIRED = ("hipdnnPluginGetName", "hipdnnPluginGetVersion", "hipdnnPluginGetType",
+                 "hipdnnPluginGetLastErrorString")
+BASE_OPTIONAL = ("hipdnnPluginGetApiVersion", "hipdnnPluginSetLoggingCallback",
+                 "hipdnnPluginSetLogLevel")
+ENGINE_REQUIRED = (
+    "hipdnnEnginePluginGetAllEngineIds", "hipdnnEnginePluginCreate", "hipdnnEnginePluginDestroy",
+    "hipdnnEnginePluginSetStream", "hipdnnEnginePluginGetApplicableEngineIds",
+    "hipdnnEnginePluginGetEngineDetails", "hipdnnEnginePluginDestroyEngineDetails",
+    "hipdnnEnginePluginGetWorkspaceSize", "hipdnnEnginePluginCreateExecutionContext",
+    "hipdnnEnginePluginDestroyExecutionContext",
+    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", "hipdnnEnginePluginExecuteOpGraph",
+)
+ENGINE_OPTIONAL = (
+    "hipdnnEnginePluginSerializeExecutionContext", "hipdnnEnginePluginDestroySerializedExecutionContext",
+    "hipdnnEnginePluginCreateExecutionContextFromSerialized",
+    "hipdnnEnginePluginExecuteOpGraphWithOverrides", "hipdnnEnginePluginGetEngineName",
+)
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+_M64 = (1 << 64) - 1
+
+
+def fnv1a64(data) -> int:
+    """FNV-1a-64 of ``data`` as a signed int64 (the engine-id convention)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & _M64
+    return h - (1 << 64) if h >= (1 << 63) else h
+
+
+def hex_id(eid: int) -> str:
+    return "0x%016X" % (eid & _M64)
+
+
+def parse_version(text: str):
+    """'MAJOR.MINOR.PATCH' (extra components ignored) → tuple, or None when unparsable."""
+    parts = text.strip().split(".")
+    if len(parts) < 3:
+        return None
+    try:
+        v = tuple(int(p) for p in parts[:3])
+    except ValueError:
+        return None
+    return v if all(x >= 0 for x in v) else None
+
+
+def status_name(st: int) -> str:
+    return PLUGIN_STATUS_NAMES.get(st, "HIPDNN_PLUGIN_STATUS_UNKNOWN")
+
+
+def load_shared_object(path: str) -> tuple[int, dict]:
+    """dlopen(RTLD_LOCAL) ``path``; returns (dl handle, function table).  Missing required base
+    symbols raise PLUGIN "Failed to get symbol: ..." (the handle is closed again)."""
+    lib, ffi = runtime.lib, runtime.ffi
+    h = lib.hipdnn_cabi_dlopen(path.encode(), 1)
+    if not h:
+        raise BadParamError(ffi.string(lib.hipdnn_cabi_dlerror()).decode("utf-8", "replace"))
+    table = {}
+    try:
+        for name in BASE_REQUIRED + BASE_OPTIONAL + ENGINE_REQUIRED + ENGINE_OPTIONAL:
+            p = lib.hipdnn_cabi_dlsym(h, name.encode())
+            if p:
+                table[name] = p
+            elif name in BASE_REQUIRED:
+                err = ffi.string(lib.hipdnn_cabi_dlerror()).decode("utf-8", "replace")
+                raise PluginError(f"Failed to get symbol: {name} (Error: {err})")
+    except BaseException:
+        lib.hipdnn_cabi_dlclose(h)
+        raise
+    return h, table
+
+
+class EnginePlugin:
+    """One loaded engine plugin: its function table plus the answers validated at load."""
+
+    def __init__(self, path: str, table: dict, dl_handle: int = 0):
+        self.path = path
+        self.fn = dict(table)
+        self.dl_handle = dl_handle
+        self.name = "?"
+        self.version = ""
+        self.api_version = (1, 0, 0)
+        self.engine_ids: list[int] = []      # GetAllEngineIds, validated
+        self.known: frozenset = frozenset()
+        self.names: dict[int, str] = {}      # id -> name given by GetEngineName
+        self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
+        self.has_serialization = all(n in table for n in ENGINE_OPTIONAL[:3])
+        ffi = runtime.ffi
+        self._cstr = ffi.new("const char**")
+        self._u32 = ffi.new("uint32_t*")
+
+    # ---------------------------------------------------------------- calls
+    def last_error(self) -> str:
+        ffi, lib = runtime.ffi, runtime.lib
+        out = ffi.new("const char**")
+        lib.tramp_hipdnnPluginGetLastErrorString(self.fn["hipdnnPluginGetLastErrorString"], out)
+        return ffi.string(out[0]).decode("utf-8", "replace") if out[0] else ""
+
+    def fail(self, action: str, st: int):
+        raise PluginError(f"Failed to {action}. Status: {status_name(st)}({st}), "
+                          f"Error: {self.last_error()}")
+
+    def call(self, action: str, symbol: str, *args) -> None:
+        st = getattr(runtime.lib, "tramp_" + symbol)(self.fn[symbol], *args)
+        if st:
+            self.fail(action, st)
+
+    def _string(self, action, symbol) -> str:
+        out = runtime.ffi.new("const char**")
+        self.call(action, symbol, out)
+        if not out[0]:
+            raise PluginError(f"Failed to {action}: the plugin returned a null string")
+        return runtime.ffi.string(out[0]).decode("utf-8", "replace")
+
+    # ---------------------------------------------------------------- load-time validation
+    def initialize(self, logging_callback: int | None = None) -> list[str]:
+        """Run the §3.5 checks; raises on rejection.  Returns warning messages to log."""
+        ffi = runtime.ffi
+        warnings: list[str] = []
+        for name in BASE_REQUIRED:
+            if name not in self.fn:
+                raise PluginError(f"Failed to get symbol: {name} (Error: not provided)")
+        self.name = self._string("get plugin name", "hipdnnPluginGetName")
+        self.version = self._string("get plugin version", "hipdnnPluginGetVersion")
+        tp = ffi.new("hipdnnPluginType_t*")
+        self.call("get plugin type", "hipdnnPluginGetType", tp)
+        if int(tp[0]) != PLUGIN_TYPE_ENGINE:
+            raise PluginError(f"Wrong plugin type: expected {PLUGIN_TYPE_NAMES[1]}, got "
+                              f"{PLUGIN_TYPE_NAMES.get(int(tp[0]), int(tp[0]))}")
+        for name in ENGINE_REQUIRED:
+            if name not in self.fn:
+                raise PluginError(f"Failed to get symbol: {name} (Error: undefined symbol: {name})")
+        if logging_callback and "hipdnnPluginSetLoggingCallback" in self.fn:
+            runtime.lib.tramp_hipdnnPluginSetLoggingCallback(
+                self.fn["hipdnnPluginSetLoggingCallback"], ffi.cast("hipdnnCallback_t", logging_callback))
+        if "hipdnnPluginGetApiVersion" in self.fn:
+            text = self._string("get plugin api version", "hipdnnPluginGetApiVersion")
+        else:
+            text = "1.0.0"
+        v = parse_version(text)
+        if v is None:
+            raise NotSupportedError(f"Plugin {self.name} reports an unparsable API version '{text}'")
+        if v[0] not in (EXPECTED_API_MAJOR, 0):
+            raise PluginError(
+                "ERROR: ENGINE PLUGIN ABI VALIDATION FAILED\n"
+                f"Plugin {self.name}'s major API version ({text}) does not match expected engine "
+                f"API major version ({EXPECTED_API_MAJOR})\nExpected API version: 1.0.0")
+        if v[0] == 0:
+            warnings.append(f"Plugin {self.name} reports API version {text} (major 0); accepted "
+                            "for transition")
+        self.api_version = v
+        # GetAllEngineIds, two calls
+        fn = self.fn["hipdnnEnginePluginGetAllEngineIds"]
+        n = ffi.new("uint32_t*")
+        self.call("get number of engines", "hipdnnEnginePluginGetAllEngineIds", ffi.NULL, 0, n)
+        count = int(n[0])
+        if count == 0:
+            raise PluginError("No engines found in the plugin")
+        if count > 1 << 20:
+            raise PluginError(f"Implausible engine count {count} reported by the plugin")
+        buf = ffi.new("int64_t[]", count)
+        m = ffi.new("uint32_t*")
+        self.call("get all engine IDs", "hipdnnEnginePluginGetAllEngineIds", buf, count, m)
+        del fn
+        if int(m[0]) != count:
+            raise PluginError(f"Engine count changed between calls ({count} then {int(m[0])})")
+        ids = list(buf)
+        if len(set(ids)) != len(ids):
+            raise PluginError("Duplicate engine IDs found")
+        self.engine_ids = ids
+        self.known = frozenset(ids)
+        if "hipdnnEnginePluginGetEngineName" in self.fn:
+            out = ffi.new("const char**")
+            gn = self.fn["hipdnnEnginePluginGetEngineName"]
+            for eid in ids:
+                out[0] = ffi.NULL
+                st = runtime.lib.tramp_hipdnnEnginePluginGetEngineName(gn, eid, out)
+                if st == NOT_APPLICABLE or (st == 0 and not out[0]):
+                    continue
+                if st:
+                    warnings.append(f"Failed to get engine name for engine {hex_id(eid)}. Status: "
+                                    f"{status_name(st)}({st}), Error: {self.last_error()}")
+                    self.names[eid] = None  # marks "drop"
+                    continue
+                nm = ffi.string(out[0]).decode("utf-8", "replace")
+                if nm:
+                    self.names[eid] = nm
+        return warnings
+
+    def close(self):
+        if self.dl_handle:
+            runtime.lib.hipdnn_cabi_dlclose(self.dl_handle)
+            self.dl_handle = 0
