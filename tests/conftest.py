@@ -76,7 +76,7 @@ def run(cmd, *, env=None, timeout=120, check=True):
     e = dict(os.environ)
     if env:
         e.update(env)
-    r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
     if check:
         assert r.returncode == 0, f"{cmd} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     return r
