@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import random
 import struct
+import sys
 import time
+from pathlib import Path
 
 import flatbuffers
 import pytest
@@ -22,6 +24,7 @@ from hipdnn_cabi.schemas.verifier import VerificationError, verify, verify_file_
 from hipdnn_cabi.schemas._generated import Graph as G, Knob as K, TensorAttributes as TA
 from hipdnn_cabi.schemas._generated.Graph import Graph
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_schemas_support as S
 
 GRAPH = S.build_sample_graph()

@@ -37,6 +37,7 @@ from hipdnn_cabi.schemas import dump, tensor_value as tv  # noqa: E402
 from hipdnn_cabi.schemas.verifier import verify  # noqa: E402
 from hipdnn_cabi.schemas._generated import schema_table as ST  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_schemas_support as S  # noqa: E402
 
 FBS_DIR = REPO / "hipdnn_cabi" / "schemas" / "fbs"
