@@ -14,6 +14,8 @@ from ..errors import BadParamError, NotFinalizedError, NullPointerError
 from . import registry, runtime
 
 T = AttributeType
+# Plain ints for the hot comparisons (IntEnum members compare slower).
+_INT64, _BOOL, _CHAR = int(T.HIPDNN_TYPE_INT64), int(T.HIPDNN_TYPE_BOOLEAN), int(T.HIPDNN_TYPE_CHAR)
 
 _i64 = struct.Struct("<q")
 _i32 = struct.Struct("<i")
@@ -57,6 +59,7 @@ def type_name(t: int) -> str:
 # ----------------------------------------------------------------------------------- set side
 def _check(ctx, atype, want, arr):
     if atype != want:
+        want = T(want)
         raise BadParamError(f"{ctx}: attributeType mismatch (expected {type_name(want)}, "
                             f"got {type_name(atype)})")
     if not arr:
@@ -67,18 +70,20 @@ def _raw(arr, nbytes) -> bytes:
     return runtime.ffi.unpack(arr, nbytes) if nbytes else b""
 
 
-def set_int64(ctx, atype, count, arr, nbytes) -> int:
-    _check(ctx, atype, T.HIPDNN_TYPE_INT64, arr)
+def set_int64(ctx, atype, count, arr, nbytes, _unpack=_i64.unpack, _T=_INT64) -> int:
+    if atype != _T or not arr:
+        _check(ctx, atype, _T, arr)
     if count != 1:
         raise BadParamError(f"{ctx}: elementCount is not 1")
-    return _i64.unpack(_raw(arr, nbytes))[0]
+    return _unpack(runtime.ffi.unpack(arr, 8))[0]
 
 
-def set_int64_vector(ctx, atype, count, arr, nbytes, allow_empty=False) -> tuple:
-    _check(ctx, atype, T.HIPDNN_TYPE_INT64, arr)
+def set_int64_vector(ctx, atype, count, arr, nbytes, allow_empty=False, _T=_INT64) -> tuple:
+    if atype != _T or not arr:
+        _check(ctx, atype, _T, arr)
     if count < 0 or (count == 0 and not allow_empty):
         raise BadParamError(f"{ctx}: elementCount must be positive")
-    return struct.unpack(f"<{count}q", _raw(arr, nbytes)) if count else ()
+    return struct.unpack(f"<{count}q", runtime.ffi.unpack(arr, nbytes)) if count else ()
 
 
 def set_bool(ctx, atype, count, arr, nbytes) -> bool:
@@ -166,6 +171,7 @@ def set_descriptor(ctx, atype, count, arr, nbytes, kinds, *, null_status=NullPoi
 # ----------------------------------------------------------------------------------- get side
 def _type(ctx, atype, want):
     if atype != want:
+        want = T(want)
         raise BadParamError(f"{ctx}: attributeType mismatch (expected {type_name(want)}, "
                             f"got {type_name(atype)})")
 
@@ -182,19 +188,20 @@ def _write(arr, data: bytes):
 
 def get_packed_scalar(ctx, atype, want, req, count_ptr, arr, packed: bytes):
     """Scalar/enum/data type: size query → 1; fetch needs req ≥ 1 and writes one element."""
-    _type(ctx, atype, want)
+    if atype != want:
+        _type(ctx, atype, want)
     if not arr or req == 0:
         _size_query(ctx, count_ptr, 1)
         return
     if req < 1:
         raise BadParamError(f"{ctx}: requestedElementCount must be at least 1")
-    _write(arr, packed)
+    runtime.ffi.memmove(arr, packed, len(packed))
     if count_ptr:
         count_ptr[0] = 1
 
 
 def get_int64(ctx, atype, req, count_ptr, arr, value: int):
-    get_packed_scalar(ctx, atype, T.HIPDNN_TYPE_INT64, req, count_ptr, arr, _i64.pack(value))
+    get_packed_scalar(ctx, atype, _INT64, req, count_ptr, arr, _i64.pack(value))
 
 
 def get_bool(ctx, atype, req, count_ptr, arr, value: bool):
@@ -252,7 +259,8 @@ def get_string(ctx, atype, req, count_ptr, arr, value):
 
 def get_int64_vector(ctx, atype, req, count_ptr, arr, values, *, require_full=False):
     """INT64 vector: size query → n; fetch copies min(req, n); count = number copied."""
-    _type(ctx, atype, T.HIPDNN_TYPE_INT64)
+    if atype != _INT64:
+        _type(ctx, atype, _INT64)
     n = len(values)
     if not arr or req == 0:
         _size_query(ctx, count_ptr, n)

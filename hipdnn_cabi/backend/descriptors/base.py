@@ -42,7 +42,9 @@ class Descriptor:
                     setters[int(n)] = fn
                 for n in getattr(fn, "_hipdnn_get", ()):
                     getters[int(n)] = fn
-        cls._setters, cls._getters = setters, getters
+        # Store (function, context string) so the hot path never formats a message.
+        cls._setters = {n: (fn, f"{cls.NAME}::setAttribute({attr_name(n)})") for n, fn in setters.items()}
+        cls._getters = {n: (fn, f"{cls.NAME}::getAttribute({attr_name(n)})") for n, fn in getters.items()}
 
     def __init__(self):
         self.finalized = False
@@ -52,21 +54,21 @@ class Descriptor:
         if self.finalized:
             raise NotInitializedError(f"{self.NAME}::setAttribute() failed: Already finalized.")
         try:
-            fn = self._setters[name]
+            fn, ctx = self._setters[name]
         except KeyError:
             raise NotSupportedError(f"{self.NAME}::setAttribute() failed: {attr_name(name)} "
                                     f"is not supported.") from None
-        fn(self, f"{self.NAME}::setAttribute({attr_name(name)})", atype, count, arr, nbytes)
+        fn(self, ctx, atype, count, arr, nbytes)
 
     def get_attribute(self, name, atype, req, count_ptr, arr):
         if not self.finalized and self.GET_BEFORE_FINALIZE is not None:
             raise self.GET_BEFORE_FINALIZE(f"{self.NAME}::getAttribute() failed: Not finalized.")
         try:
-            fn = self._getters[name]
+            fn, ctx = self._getters[name]
         except KeyError:
             raise NotSupportedError(f"{self.NAME}::getAttribute() failed: {attr_name(name)} "
                                     f"is not supported.") from None
-        fn(self, f"{self.NAME}::getAttribute({attr_name(name)})", atype, req, count_ptr, arr)
+        fn(self, ctx, atype, req, count_ptr, arr)
 
     def finalize(self):
         if self.finalized and not self.REFINALIZE_ALLOWED:
