@@ -39,6 +39,7 @@ def find_json() -> Path:
     env = os.environ.get("HIPDNN_SCHEMAS_JSON")
     candidates = [Path(env)] if env else []
     candidates += [
+        REPO / "tools" / "facts" / "hipdnn_schemas.json",  # vendored copy (checked against ../shared)
         REPO / "shared" / "abi" / "hipdnn_schemas.json",
         REPO.parent / "shared" / "abi" / "hipdnn_schemas.json",
     ]
