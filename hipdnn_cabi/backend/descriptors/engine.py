@@ -1,0 +1,151 @@
+"""HIPDNN_BACKEND_ENGINE_DESCRIPTOR (spec §1.7).
+
+Finalize re-queries the plugins for the graph's applicable engines, then fetches the engine's
+EngineDetails from the owning plugin; the details stay alive (plugin-owned memory) until the
+engine implementation dies, when DestroyEngineDetails is called.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
+from ...errors import BadParamError, HipdnnError, NotInitializedError, PluginError
+from .. import attrs, log, runtime
+from .base import Descriptor, getter, setter
+
+GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
+RANGE_MSG = "EngineDescriptor::finalize() failed: Engine id is not in a valid range of engine IDs"
+
+
+def handle_plugins(graph):
+    h = getattr(graph, "handle", None)
+    hp = getattr(h, "plugins", None) if h is not None else None
+    if hp is None:
+        raise BadParamError("The operation graph has no handle with engine plugins")
+    return hp
+
+
+def _destroy_details(hp, plugin, ph, details):
+    if hp.closed:
+        return  # the plugin handle is gone and took its allocations with it
+    try:
+        plugin.call("destroy engine details", "hipdnnEnginePluginDestroyEngineDetails", ph, details)
+    except HipdnnError as e:
+        log.log(2, e.message)
+    except Exception:  # never raise from a finalizer
+        pass
+
+
+class EngineDescriptor(Descriptor):
+    DESCRIPTOR_TYPE = DescriptorType.HIPDNN_BACKEND_ENGINE_DESCRIPTOR
+    NAME = "EngineDescriptor"
+
+    def __init__(self):
+        super().__init__()
+        self.graph = None
+        self.engine_id = None
+        self._details = None     # parsed: (knobs, notes)
+        self.plugin = None
+
+    @classmethod
+    def prebuilt(cls, graph, engine_id: int):
+        """A finalized engine for an id the heuristics just got from the plugins (details lazy)."""
+        e = cls()
+        e.graph, e.engine_id, e.finalized = graph, engine_id, True
+        return e
+
+    # ------------------------------------------------------------------ set
+    @setter(A.HIPDNN_ATTR_ENGINE_OPERATION_GRAPH)
+    def _set_graph(self, ctx, atype, count, arr, nbytes):
+        self.graph = attrs.set_descriptor(ctx, atype, count, arr, nbytes, GRAPH_KINDS)
+
+    @setter(A.HIPDNN_ATTR_ENGINE_GLOBAL_INDEX)
+    def _set_id(self, ctx, atype, count, arr, nbytes):
+        self.engine_id = attrs.set_int64(ctx, atype, count, arr, nbytes)
+
+    # ------------------------------------------------------------------ finalize
+    def _finalize(self):
+        if self.graph is None:
+            raise BadParamError("EngineDescriptor::finalize() failed: operation graph not set")
+        if self.engine_id is None:
+            raise BadParamError("EngineDescriptor::finalize() failed: engine id not set")
+        hp = handle_plugins(self.graph)
+        if self.engine_id not in hp.applicable(self.graph):
+            raise BadParamError(RANGE_MSG)
+        self.details()
+
+    # ------------------------------------------------------------------ details
+    def owner(self):
+        return handle_plugins(self.graph).require(self.engine_id)
+
+    def details(self):
+        """(knob descriptors, behaviour notes) from the plugin's EngineDetails (fetched once)."""
+        d = self._details
+        if d is not None:
+            return d
+        from . import knob_info
+        ffi = runtime.ffi
+        hp = handle_plugins(self.graph)
+        plugin, ph = hp.require(self.engine_id)
+        from ...plugins.host import graph_const_data
+        gd = graph_const_data(self.graph)
+        out = ffi.new("hipdnnPluginConstData_t*")
+        plugin.call("get engine details", "hipdnnEnginePluginGetEngineDetails",
+                    ph, self.engine_id, gd.c, out)
+        if not out.ptr or not out.size:
+            if out.ptr:
+                weakref.finalize(self, _destroy_details, hp, plugin, ph, out)
+            raise PluginError(f"Engine details for engine ID {self.engine_id} are empty or null")
+        weakref.finalize(self, _destroy_details, hp, plugin, ph, out)
+        raw = ffi.buffer(out.ptr, out.size)[:]
+        from ...schemas import verifier
+        try:
+            verifier.verify(raw, "EngineDetails")
+        except verifier.VerificationError as e:
+            raise BadParamError(f"Engine details for engine ID {self.engine_id} failed "
+                                f"verification: {e}") from None
+        from ...schemas._generated.EngineDetails import EngineDetails
+        ed = EngineDetails.GetRootAs(raw, 0)
+        knobs = []
+        for i in range(ed.KnobsLength()):
+            knobs.append(knob_info.from_flatbuffer(ed.Knobs(i)))
+        notes = [ed.BehaviorNotes(i) for i in range(ed.BehaviorNotesLength())]
+        self.plugin = plugin
+        self._details = d = (knobs, notes)
+        return d
+
+    # ------------------------------------------------------------------ get
+    @getter(A.HIPDNN_ATTR_ENGINE_OPERATION_GRAPH)
+    def _get_graph(self, ctx, atype, req, cnt, arr):
+        attrs.get_descriptor_one(ctx, atype, req, cnt, arr, self.graph)
+
+    @getter(A.HIPDNN_ATTR_ENGINE_GLOBAL_INDEX)
+    def _get_id(self, ctx, atype, req, cnt, arr):
+        attrs.get_exact_one(ctx, atype, T.HIPDNN_TYPE_INT64, req, cnt, arr,
+                            attrs.pack_i64(self.engine_id))
+
+    @getter(A.HIPDNN_ATTR_ENGINE_KNOB_INFO)
+    def _get_knobs(self, ctx, atype, req, cnt, arr):
+        attrs._type(ctx, atype, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
+        knobs = self.details()[0]
+        attrs.get_descriptor_array(ctx, atype, req, cnt, arr, knobs, require_full=True)
+
+    @getter(A.HIPDNN_ATTR_ENGINE_BEHAVIOR_NOTE)
+    def _get_notes(self, ctx, atype, req, cnt, arr):
+        attrs._type(ctx, atype, T.HIPDNN_TYPE_BEHAVIOR_NOTE)
+        notes = self.details()[1]
+        if arr and req != 0 and any(n < 0 for n in notes):
+            raise BadParamError(f"{ctx}: the plugin reported a negative behaviour note")
+        attrs.get_packed_vector(ctx, atype, T.HIPDNN_TYPE_BEHAVIOR_NOTE, req, cnt, arr, notes, "i",
+                                require_full=True)
+
+    @getter(A.HIPDNN_ATTR_ENGINE_NAME_EXT)
+    def _get_name(self, ctx, atype, req, cnt, arr):
+        from ...plugins.host import engine_name
+        r = handle_plugins(self.graph).owner(self.engine_id)
+        attrs.get_string(ctx, atype, req, cnt, arr, engine_name(r[0] if r else None, self.engine_id))
+
+
+def require_finalized_engine(e):
+    if not e.finalized:
+        raise NotInitializedError("EngineDescriptor is not finalized")

@@ -1,0 +1,120 @@
+"""HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (spec §1.9).
+
+Finalize creates the plugin's execution context; the context is destroyed through the plugin
+(DestroyExecutionContext) when the plan implementation dies (last wrapper and last reference).
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
+from ...errors import BadParamError, HipdnnError, InternalError, NullPointerError
+from .. import attrs, log, runtime
+from .base import Descriptor, getter, setter
+
+CFG_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR,)
+INT64_MAX = (1 << 63) - 1
+
+
+def _destroy_context(hp, plugin, ph, ctx):
+    if hp is None or hp.closed:
+        return
+    try:
+        plugin.call("destroy execution context", "hipdnnEnginePluginDestroyExecutionContext", ph, ctx)
+    except HipdnnError as e:
+        log.log(2, e.message)
+    except Exception:
+        pass
+
+
+class ExecutionPlanDescriptor(Descriptor):
+    DESCRIPTOR_TYPE = DescriptorType.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
+    NAME = "ExecutionPlanDescriptor"
+
+    def __init__(self):
+        super().__init__()
+        self.engine_config = None
+        self.engine_id = None
+        self.workspace_size = 0
+        self.tensor_uids: list[int] = []
+        self.alignments: dict[int, int] = {}
+        self.override_shape_enabled = False
+        self.context = None          # hipdnnEnginePluginExecutionContext_t cdata
+        self.plugin = None
+        self.plugin_handle = None
+        self.handle_plugins = None
+
+    @setter(A.HIPDNN_ATTR_EXECUTION_PLAN_HANDLE)
+    def _set_handle(self, ctx, atype, count, arr, nbytes):
+        if not attrs.set_pointer(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_HANDLE):
+            raise NullPointerError(f"{ctx}: handle is nullptr")
+
+    @setter(A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
+    def _set_cfg(self, ctx, atype, count, arr, nbytes):
+        self.engine_config = attrs.set_descriptor(ctx, atype, count, arr, nbytes, CFG_KINDS)
+
+    def adopt_context(self, hp, plugin, ph, context, engine_id, workspace_size, tensor_uids,
+                      alignments=None, override=False):
+        """Install an execution context (also used by plan deserialization)."""
+        weakref.finalize(self, _destroy_context, hp, plugin, ph, context)
+        self.handle_plugins, self.plugin, self.plugin_handle, self.context = hp, plugin, ph, context
+        self.engine_id = engine_id
+        self.workspace_size = workspace_size
+        self.tensor_uids = list(tensor_uids)
+        self.alignments = dict(alignments or {})
+        self.override_shape_enabled = bool(override)
+
+    def _finalize(self):
+        if self.engine_config is None:
+            raise BadParamError("ExecutionPlanDescriptor::finalize() failed: engine config not set")
+        from ...plugins.host import ConstData, graph_const_data
+        from .engine import handle_plugins
+        cfg = self.engine_config
+        engine = cfg.engine
+        graph = engine.graph
+        hp = handle_plugins(graph)
+        plugin, ph = hp.require(engine.engine_id)
+        ffi = runtime.ffi
+        cd = ConstData(cfg.serialized())
+        gd = graph_const_data(graph)
+        out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
+        plugin.call("create execution context", "hipdnnEnginePluginCreateExecutionContext",
+                    ph, cd.c, gd.c, out)
+        context = out[0]
+        if not context:
+            raise InternalError("ExecutionPlanDescriptor::finalize() failed: the plugin returned a "
+                                "null execution context")
+        uids = list(graph.tensor_uids())
+        aligns = dict(graph.tensor_alignments()) if hasattr(graph, "tensor_alignments") else {}
+        self.adopt_context(hp, plugin, ph, context, engine.engine_id, 0, uids, aligns,
+                           getattr(graph, "override_shape_enabled", False))
+        ws = ffi.new("size_t*")
+        plugin.call("get workspace size from execution context",
+                    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", ph, context, ws)
+        if ws[0] > INT64_MAX:
+            raise InternalError("ExecutionPlanDescriptor::finalize() failed: negative workspace size")
+        self.workspace_size = int(ws[0])
+
+    @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)
+    def _get_ws(self, ctx, atype, req, cnt, arr):
+        attrs.get_exact_one(ctx, atype, T.HIPDNN_TYPE_INT64, req, cnt, arr,
+                            attrs.pack_i64(self.workspace_size))
+
+    @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
+    def _get_cfg(self, ctx, atype, req, cnt, arr):
+        attrs._type(ctx, atype, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
+        if self.engine_config is None:
+            raise NullPointerError(f"{ctx}: the plan has no engine config")
+        attrs.get_descriptor_one(ctx, atype, req, cnt, arr, self.engine_config)
+
+    @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_TENSOR_UIDS_EXT)
+    def _get_uids(self, ctx, atype, req, cnt, arr):
+        attrs.get_int64_vector(ctx, atype, req, cnt, arr, self.tensor_uids, require_full=True)
+
+    @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT)
+    def _get_eid(self, ctx, atype, req, cnt, arr):
+        attrs.get_int64(ctx, atype, req, cnt, arr, self.engine_id)
+
+    @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_IS_OVERRIDE_SHAPE_ENABLED_EXT)
+    def _get_ovr(self, ctx, atype, req, cnt, arr):
+        attrs.get_bool(ctx, atype, req, cnt, arr, self.override_shape_enabled)

@@ -1,0 +1,118 @@
+"""HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR (spec §1.10)."""
+from __future__ import annotations
+
+import struct
+
+from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
+from ...errors import BadParamError, NullPointerError
+from .. import attrs
+from .base import Descriptor, getter, setter
+
+
+class VariantPackDescriptor(Descriptor):
+    DESCRIPTOR_TYPE = DescriptorType.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
+    NAME = "VariantPackDescriptor"
+    REFINALIZE_ALLOWED = True
+
+    def __init__(self):
+        super().__init__()
+        self.pointers: tuple = ()
+        self.uids: tuple = ()
+        self.workspace = 0
+        self.override_uids = None
+        self.override_shapes = None
+        self.override_strides = None
+        self.override_lengths = None
+        self.packed = b""            # hipdnnPluginDeviceBuffer_t[] bytes, built at finalize
+        self.buffers = None          # cached cdata array (built on first execute)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS)
+    def _set_ptrs(self, ctx, atype, count, arr, nbytes):
+        self.pointers = attrs.set_pointer_vector(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_VOID_PTR)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)
+    def _set_uids(self, ctx, atype, count, arr, nbytes):
+        self.uids = attrs.set_int64_vector(ctx, atype, count, arr, nbytes)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_WORKSPACE)
+    def _set_ws(self, ctx, atype, count, arr, nbytes):
+        self.workspace = attrs.set_pointer(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_VOID_PTR)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT)
+    def _set_ouids(self, ctx, atype, count, arr, nbytes):
+        self.override_uids = attrs.set_int64_vector(ctx, atype, count, arr, nbytes)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES_EXT)
+    def _set_oshapes(self, ctx, atype, count, arr, nbytes):
+        self.override_shapes = attrs.set_int64_vector(ctx, atype, count, arr, nbytes)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES_EXT)
+    def _set_ostrides(self, ctx, atype, count, arr, nbytes):
+        self.override_strides = attrs.set_int64_vector(ctx, atype, count, arr, nbytes)
+
+    @setter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_LENGTHS_EXT)
+    def _set_olengths(self, ctx, atype, count, arr, nbytes):
+        self.override_lengths = attrs.set_int64_vector(ctx, atype, count, arr, nbytes)
+
+    def _finalize(self):
+        n = len(self.uids)
+        if len(self.pointers) != n:
+            raise BadParamError(f"VariantPackDescriptor::finalize() failed: {len(self.pointers)} data "
+                                f"pointers but {n} unique ids")
+        if n == 0:
+            raise BadParamError("VariantPackDescriptor::finalize() failed: empty variant pack")
+        inter = [0] * (2 * n)
+        inter[0::2] = self.uids
+        inter[1::2] = self.pointers
+        self.packed = struct.pack(f"<{2 * n}q", *[(p - (1 << 64)) if p >= 1 << 63 else p for p in inter])
+        self.buffers = None
+
+    @property
+    def has_overrides(self) -> bool:
+        return any(x is not None for x in (self.override_uids, self.override_shapes,
+                                            self.override_strides, self.override_lengths))
+
+    def _need_arr(self, ctx, arr):
+        if not arr:
+            raise NullPointerError(f"{ctx}: arrayOfElements is nullptr")
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS)
+    def _get_ptrs(self, ctx, atype, req, cnt, arr):
+        attrs._type(ctx, atype, T.HIPDNN_TYPE_VOID_PTR)
+        self._need_arr(ctx, arr)
+        if not cnt:
+            raise NullPointerError(f"{ctx}: elementCount is nullptr")
+        if req < 0:
+            raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
+        k = min(req, len(self.pointers))
+        attrs._write(arr, struct.pack(f"<{k}Q", *self.pointers[:k]))
+        cnt[0] = k
+
+    def _vec(self, ctx, atype, req, cnt, arr, values):
+        self._need_arr(ctx, arr)
+        attrs.get_int64_vector(ctx, atype, req, cnt, arr, list(values or ()))
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)
+    def _get_uids(self, ctx, atype, req, cnt, arr):
+        self._vec(ctx, atype, req, cnt, arr, self.uids)
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT)
+    def _get_ouids(self, ctx, atype, req, cnt, arr):
+        self._vec(ctx, atype, req, cnt, arr, self.override_uids)
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES_EXT)
+    def _get_oshapes(self, ctx, atype, req, cnt, arr):
+        self._vec(ctx, atype, req, cnt, arr, self.override_shapes)
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES_EXT)
+    def _get_ostrides(self, ctx, atype, req, cnt, arr):
+        self._vec(ctx, atype, req, cnt, arr, self.override_strides)
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_LENGTHS_EXT)
+    def _get_olengths(self, ctx, atype, req, cnt, arr):
+        self._vec(ctx, atype, req, cnt, arr, self.override_lengths)
+
+    @getter(A.HIPDNN_ATTR_VARIANT_PACK_WORKSPACE)
+    def _get_ws(self, ctx, atype, req, cnt, arr):
+        attrs.get_exact_one(ctx, atype, T.HIPDNN_TYPE_VOID_PTR, req, cnt, arr,
+                            attrs.pack_u64(self.workspace))
