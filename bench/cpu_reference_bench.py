@@ -2,7 +2,7 @@
 """Micro benchmark of the CPU reference kernels (not a test).
 
 Times conv2d forward on the ResNet-50 layer shapes (batch 8, float32, NCHW and
-NHWC inputs), a few pointwise modes and batchnorm, and - when ``torch`` is
+NHWC inputs), dgrad/wgrad on four of them, a few pointwise modes and batchnorm, and - when ``torch`` is
 importable - the same work on torch CPU with the same thread count.  Writes
 JSON to ``bench/results/cpu_reference.json`` (``--out`` to change).
 
@@ -117,6 +117,37 @@ def bench_conv(rng, results):
         _print(entry)
 
 
+def bench_conv_bwd(rng, results):
+    """dgrad / wgrad on a few of the shapes (numpy vs torch.nn.grad when present)."""
+    N = ARGS.batch
+    for name, C, K, H, R, s, p in RESNET50:
+        if name not in QUICK:
+            continue
+        x = rng.standard_normal((N, C, H, H), dtype=np.float32)
+        w = (rng.standard_normal((K, C, R, R), dtype=np.float32) * 0.05).astype(np.float32)
+        O = (H + 2 * p - R) // s + 1
+        dy = rng.standard_normal((N, K, O, O), dtype=np.float32)
+        flop = 2.0 * N * K * O * O * C * R * R
+        for op, fn in (("conv2d_bwd_data", lambda: conv.conv_bwd_data(dy, w, x.shape, p, p, s, 1)),
+                       ("conv2d_bwd_filter", lambda: conv.conv_bwd_filter(x, dy, w.shape, p, p, s, 1))):
+            entry = {"op": op, "name": name, "x": [N, C, H, H], "w": [K, C, R, R], "stride": s, "pad": p,
+                     "gflop": flop / 1e9}
+            t = _best(fn, ARGS.repeat)
+            entry["numpy_s"] = t
+            entry["numpy_gflops"] = flop / t / 1e9
+            if torch is not None:
+                tx, tw, tdy = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(dy)
+                if op == "conv2d_bwd_data":
+                    tfn = lambda: torch.nn.grad.conv2d_input(tx.shape, tw, tdy, stride=s, padding=p)  # noqa: E731
+                else:
+                    tfn = lambda: torch.nn.grad.conv2d_weight(tx, tw.shape, tdy, stride=s, padding=p)  # noqa: E731
+                with torch.no_grad():
+                    entry["torch_s"] = _best(tfn, ARGS.repeat)
+                entry["numpy_over_torch"] = t / entry["torch_s"]
+            results.append(entry)
+            _print(entry)
+
+
 def bench_pointwise(rng, results):
     shape = (ARGS.batch, 256, 56, 56)
     x = rng.standard_normal(shape, dtype=np.float32)
@@ -182,6 +213,7 @@ def main():
     results: list[dict] = []
     t0 = time.perf_counter()
     bench_conv(rng, results)
+    bench_conv_bwd(rng, results)
     bench_pointwise(rng, results)
     bench_batchnorm(rng, results)
     meta = {

@@ -174,6 +174,19 @@ def _weight_matrix(w, G, Kg, flip, acc):
         G, int(np.prod(R, dtype=np.int64)) * Cg, Kg)
 
 
+def _weight_matrix_t(w, G, Kg, flip, acc):
+    """w (K, Cg, *R) -> (G, Kg, prod(R)*Cg) contiguous in dtype acc (dgrad operand)."""
+    K, Cg = w.shape[:2]
+    R = w.shape[2:]
+    nsp = len(R)
+    if flip:
+        w = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nsp]
+    wg = np.asarray(w).reshape((G, Kg, Cg) + tuple(R))
+    perm = (0, 1) + tuple(range(3, 3 + nsp)) + (2,)
+    return np.ascontiguousarray(wg.transpose(perm), dtype=acc).reshape(
+        G, Kg, int(np.prod(R, dtype=np.int64)) * Cg)
+
+
 def _acc_dtype(compute_dtype, *arrays):
     if compute_dtype is not None:
         dt = np.dtype(compute_dtype)
@@ -243,34 +256,47 @@ def conv_bwd_data(dy, w, x_shape, pre_padding=None, post_padding=None, stride=No
     O = tuple(dy.shape[2:])
     acc = _acc_dtype(compute_dtype, dy, w)
     Sp = tuple(s + a + b for s, a, b in zip(S, pre, post))
-    dxp = np.zeros((N,) + Sp + (G, Cg), dtype=acc)
+    # Accumulate in the layout whose innermost run is longer: channels-last when
+    # C >= the last output extent, channels-first otherwise (e.g. a 3-channel stem).
+    chan_last = C >= (O[-1] if O else 1)
+    if chan_last:
+        dxp = np.zeros((N,) + Sp + (G, Cg), dtype=acc)
+    else:
+        dxp = np.zeros((N, G, Cg) + Sp, dtype=acc)
     if dxp.size and dy.size and all(R):
-        wm = _weight_matrix(w, G, Kg, is_convolution_mode(conv_mode), acc)  # (G, RC, Kg)
-        wt = np.ascontiguousarray(wm.transpose(0, 2, 1))  # (G, Kg, RC)
+        wt = _weight_matrix_t(w, G, Kg, is_convolution_mode(conv_mode), acc)  # (G, Kg, RC)
         Op = int(np.prod(O, dtype=np.int64))
-        RC = wm.shape[1]
+        RC = wt.shape[2]
         nb = _chunk(N, Op * RC * G * acc.itemsize)
         taps = list(itertools.product(*(range(r) for r in R)))
+        # dcols axes: 0=G, 1=m, 2..1+nsp=O, 2+nsp..1+2nsp=R, 2+2nsp=Cg
+        if chan_last:
+            perm = (1,) + tuple(range(2, 2 + 2 * nsp)) + (0, 2 + 2 * nsp)  # (m, *O, *R, G, Cg)
+        else:
+            perm = (1, 0, 2 + 2 * nsp) + tuple(range(2, 2 + 2 * nsp))  # (m, G, Cg, *O, *R)
+        all_o = (slice(None),) * nsp
         for n0 in range(0, N, nb):
             n1 = min(N, n0 + nb)
             m = n1 - n0
             # dy chunk as (G, M, Kg)
             dyc = np.moveaxis(dy[n0:n1], 1, -1).reshape((m * Op, G, Kg)).astype(acc, copy=False)
             dyg = np.ascontiguousarray(dyc.transpose(1, 0, 2))
-            dcols = np.matmul(dyg, wt)  # (G, M, RC)
-            dcols = dcols.reshape((G, m) + O + R + (Cg,))
-            # -> (m, *O, *R, G, Cg) view
-            perm = (1,) + tuple(range(2, 2 + 2 * nsp)) + (0, 2 + 2 * nsp)
+            dcols = np.matmul(dyg, wt).reshape((G, m) + O + R + (Cg,))  # (G, M, RC) -> split
             dct = dcols.transpose(perm)
             for tap in taps:
-                dst = (slice(n0, n1),) + tuple(
-                    slice(r * d, r * d + t * (o - 1) + 1, t)
-                    for r, d, t, o in zip(tap, dil, st, O)) + (slice(None), slice(None))
-                src = (slice(None),) + (slice(None),) * nsp + tuple(tap) + (slice(None), slice(None))
-                dxp[dst] += dct[src]
-    inner = (slice(None),) + tuple(slice(a, a + s) for a, s in zip(pre, S))
-    dx_cl = dxp.reshape((N,) + Sp + (C,))[inner + (slice(None),)]
-    return np.moveaxis(dx_cl, -1, 1)
+                sp = tuple(slice(r * d, r * d + t * (o - 1) + 1, t)
+                           for r, d, t, o in zip(tap, dil, st, O))
+                if chan_last:
+                    dxp[(slice(n0, n1),) + sp + (slice(None), slice(None))] += \
+                        dct[(slice(None),) + all_o + tuple(tap) + (slice(None), slice(None))]
+                else:
+                    dxp[(slice(n0, n1), slice(None), slice(None)) + sp] += \
+                        dct[(slice(None), slice(None), slice(None)) + all_o + tuple(tap)]
+    crop = tuple(slice(a, a + s) for a, s in zip(pre, S))
+    if chan_last:
+        dx_cl = dxp.reshape((N,) + Sp + (C,))[(slice(None),) + crop + (slice(None),)]
+        return np.moveaxis(dx_cl, -1, 1)
+    return dxp.reshape((N, C) + Sp)[(slice(None), slice(None)) + crop]
 
 
 def conv_bwd_filter(x, dy, w_shape, pre_padding=None, post_padding=None, stride=None,
