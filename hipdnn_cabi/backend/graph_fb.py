@@ -1,0 +1,463 @@
+"""Schema-table-driven FlatBuffers reading, writing and JSON conversion for the graph schemas.
+
+The intermediate form is a plain dict per table holding only the fields that are *present* on the
+wire: scalars and enums as numbers, strings as ``str``, scalar vectors as lists, sub-tables as
+dicts, vectors of tables as lists of dicts, structs as dicts (``Uuid.bytes`` a list of 16 ints),
+and a union as ``(type_index, member)`` under the union field's name (its hidden ``_type`` tag is
+not stored separately).  A TensorValue member (a struct) is ``{"value": x}``.
+
+* :func:`read` (``buf`` must have passed ``hipdnn_cabi.schemas.verifier.verify`` first) and
+  :func:`build` (bytes) are inverses of each other.
+* :func:`to_json` / :func:`from_json` give flatc's JSON form of the same data: field names as in the
+  schema, enum values by name, union ``<field>_type`` by member name, absent fields left out.
+
+Slots, kinds and enum/union tables come from ``hipdnn_cabi.schemas._generated.schema_table``
+(computed by flatc), so no layout fact is typed by hand here except the list of ``= null``
+(optional) scalar fields, taken from /work/shared/abi/hipdnn_schemas.json.
+"""
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import flatbuffers
+from flatbuffers.table import Table
+
+from ..schemas._generated.schema_table import ENUMS, STRUCTS, TABLES, UNIONS
+
+# scalar type -> struct format
+FMT = {"bool": "<?", "byte": "<b", "ubyte": "<B", "short": "<h", "ushort": "<H", "int": "<i",
+       "uint": "<I", "long": "<q", "ulong": "<Q", "float": "<f", "double": "<d"}
+SIZE = {k: struct.calcsize(v) for k, v in FMT.items()}
+RANGE = {"byte": (-2 ** 7, 2 ** 7 - 1), "ubyte": (0, 2 ** 8 - 1), "short": (-2 ** 15, 2 ** 15 - 1),
+         "ushort": (0, 2 ** 16 - 1), "int": (-2 ** 31, 2 ** 31 - 1), "uint": (0, 2 ** 32 - 1),
+         "long": (-2 ** 63, 2 ** 63 - 1), "ulong": (0, 2 ** 64 - 1)}
+
+# Fields declared `= null` (absent = not set) in the newest schemas (hipdnn_schemas.json facts).
+OPTIONAL_SCALARS = {
+    "BatchnormAttributes": {"prev_running_mean_tensor_uid", "prev_running_variance_tensor_uid",
+                            "momentum_tensor_uid", "mean_tensor_uid", "inv_variance_tensor_uid",
+                            "next_running_mean_tensor_uid", "next_running_variance_tensor_uid"},
+    "BatchnormBackwardAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid"},
+    "BlockScaleQuantizeAttributes": {"axis"},
+    "Graph": {"preferred_engine_id"},
+    "LayernormAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid"},
+    "LayernormBackwardAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid", "epsilon_tensor_uid"},
+    "MoeGroupedMatmulAttributes": {"token_index_tensor_uid", "token_ks_tensor_uid"},
+    "PointwiseAttributes": {"relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope",
+                            "axis_tensor_uid", "in_1_tensor_uid", "in_2_tensor_uid", "swish_beta",
+                            "elu_alpha", "softplus_beta"},
+    "ResampleBwdAttributes": {"index_tensor_uid"},
+    "ResampleFwdAttributes": {"index_tensor_uid", "generate_index"},
+    "RMSNormAttributes": {"bias_tensor_uid", "inv_rms_tensor_uid"},
+    "RMSNormBackwardAttributes": {"dbias_tensor_uid"},
+    "SdpaAttributes": {"attn_mask_tensor_uid", "scale_tensor_uid", "seq_len_q_tensor_uid",
+                       "seq_len_kv_tensor_uid", "seed_tensor_uid", "offset_tensor_uid",
+                       "dropout_mask_tensor_uid", "dropout_scale_tensor_uid",
+                       "page_table_k_tensor_uid", "page_table_v_tensor_uid", "block_mask_tensor_uid",
+                       "sink_token_tensor_uid", "descale_q_tensor_uid", "descale_k_tensor_uid",
+                       "descale_v_tensor_uid", "descale_s_tensor_uid", "scale_s_tensor_uid",
+                       "scale_o_tensor_uid", "stats_tensor_uid", "max_tensor_uid",
+                       "sum_exp_tensor_uid", "rng_dump_tensor_uid", "amax_s_tensor_uid",
+                       "amax_o_tensor_uid", "generate_stats", "dropout_probability",
+                       "attn_scale_value", "left_bound", "right_bound", "max_seq_len_kv"},
+    "SdpaBackwardAttributes": {"scale_tensor_uid", "attn_mask_tensor_uid", "seq_len_q_tensor_uid",
+                               "seq_len_kv_tensor_uid", "seed_tensor_uid", "offset_tensor_uid",
+                               "dropout_mask_tensor_uid", "dropout_scale_tensor_uid",
+                               "dropout_scale_inv_tensor_uid", "dbias_tensor_uid",
+                               "dropout_probability", "attn_scale_value", "left_bound", "right_bound"},
+    "TensorAttributes": {"ragged_offset_tensor_uid"},
+}
+# Non-zero schema defaults of plain scalars.
+DEFAULTS = {("TensorAttributes", "alignment"): 16, ("TensorAttributes", "ragged_offset_multiplier"): 1}
+
+
+class SchemaError(ValueError):
+    """A dict / JSON value that does not fit the schema."""
+
+
+def scalar_type(ref: str) -> str:
+    """Underlying scalar type of a scalar field's ``ref`` (an enum name or a scalar name)."""
+    e = ENUMS.get(ref)
+    return e[0] if e else ref
+
+
+def default_of(tname, fname, ref):
+    return DEFAULTS.get((tname, fname), False if ref == "bool" else 0.0 if ref in ("float", "double") else 0)
+
+
+# ------------------------------------------------------------------------------------ reading
+def _read_struct(buf, pos, sname):
+    _, _, fields = STRUCTS[sname]
+    res = {}
+    for fname, kind, off, size, ftype in fields:
+        if kind == "array":
+            res[fname] = list(buf[pos + off:pos + off + size])
+        else:
+            res[fname] = struct.unpack_from(FMT[ftype], buf, pos + off)[0]
+    return res
+
+
+def _read_table(buf, pos, tname):
+    tab = Table(buf, pos)
+    res = {}
+    fields = TABLES[tname]
+    for slot, fname, kind, size, align, ref, _req in fields:
+        o = tab.Offset(4 + 2 * slot)
+        if not o:
+            continue
+        p = pos + o
+        if kind == "scalar":
+            res[fname] = struct.unpack_from(FMT[scalar_type(ref)], buf, p)[0]
+        elif kind == "string":
+            res[fname] = bytes(tab.String(p)).decode("utf-8", "replace")
+        elif kind == "vec_scalar":
+            start = tab.Vector(o)
+            n = tab.VectorLen(o)
+            fmt = FMT[scalar_type(ref)]
+            res[fname] = list(struct.unpack_from("<%d%s" % (n, fmt[1]), buf, start)) if n else []
+        elif kind == "vec_table":
+            start = tab.Vector(o)
+            n = tab.VectorLen(o)
+            res[fname] = [_read_table(buf, tab.Indirect(start + 4 * i), ref) for i in range(n)]
+        elif kind == "vec_string":
+            start = tab.Vector(o)
+            n = tab.VectorLen(o)
+            res[fname] = [bytes(tab.String(start + 4 * i)).decode("utf-8", "replace") for i in range(n)]
+        elif kind == "table":
+            res[fname] = _read_table(buf, tab.Indirect(p), ref)
+        elif kind == "struct":
+            res[fname] = _read_struct(buf, p, ref)
+        elif kind == "utype":
+            continue
+        elif kind == "union":
+            to = tab.Offset(4 + 2 * (slot - 1))
+            utype = buf[pos + to] if to else 0
+            if utype == 0:
+                continue
+            member = UNIONS[ref].get(utype)
+            if member is None:
+                res[fname] = (utype, None)
+                continue
+            mname, mkind, mtype = member
+            target = tab.Indirect(p)
+            if mkind == "table":
+                res[fname] = (utype, _read_table(buf, target, mtype))
+            else:
+                res[fname] = (utype, _read_struct(buf, target, mtype))
+        else:  # vec_struct: unused by the graph schemas
+            raise SchemaError("%s.%s: unsupported field kind %s" % (tname, fname, kind))
+    return res
+
+
+def read(buf, root: str) -> dict:
+    buf = bytes(buf)
+    return _read_table(buf, struct.unpack_from("<I", buf, 0)[0], root)
+
+
+# ------------------------------------------------------------------------------------ writing
+def _check_scalar(where, stype, v):
+    if stype == "bool":
+        if not isinstance(v, (bool, int)):
+            raise SchemaError("%s: expected a bool" % where)
+        return bool(v)
+    if stype in ("float", "double"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SchemaError("%s: expected a number" % where)
+        v = float(v)
+        if stype == "float" and math.isfinite(v) and abs(v) > 3.4028234663852886e38:
+            raise SchemaError("%s: %r does not fit a float" % (where, v))
+        return v
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SchemaError("%s: expected an integer" % where)
+    lo, hi = RANGE[stype]
+    if not lo <= v <= hi:
+        raise SchemaError("%s: %d out of range for %s" % (where, v, stype))
+    return v
+
+
+def _prep_struct(b, sname, value, where):
+    size, align, fields = STRUCTS[sname]
+    if not isinstance(value, dict):
+        raise SchemaError("%s: expected an object for struct %s" % (where, sname))
+    b.Prep(align, size)
+    # structs are written back to front
+    for fname, kind, off, fsize, ftype in reversed(fields):
+        v = value.get(fname, 0 if kind != "array" else [0] * fsize)
+        if kind == "array":
+            if not isinstance(v, list) or len(v) != fsize:
+                raise SchemaError("%s.%s: expected %d elements" % (where, fname, fsize))
+            for x in reversed(v):
+                b.PrependUint8(_check_scalar(where + "." + fname, ftype, x))
+        else:
+            x = _check_scalar(where + "." + fname, ftype, v)
+            b.Prep(SIZE[ftype], 0)
+            b.Place(x, _flags(ftype))
+
+
+_FLAGS = {"bool": flatbuffers.number_types.BoolFlags, "byte": flatbuffers.number_types.Int8Flags,
+          "ubyte": flatbuffers.number_types.Uint8Flags, "short": flatbuffers.number_types.Int16Flags,
+          "ushort": flatbuffers.number_types.Uint16Flags, "int": flatbuffers.number_types.Int32Flags,
+          "uint": flatbuffers.number_types.Uint32Flags, "long": flatbuffers.number_types.Int64Flags,
+          "ulong": flatbuffers.number_types.Uint64Flags, "float": flatbuffers.number_types.Float32Flags,
+          "double": flatbuffers.number_types.Float64Flags}
+
+
+def _flags(stype):
+    return _FLAGS[stype]
+
+
+def _write_table(b, tname, d, where):
+    if not isinstance(d, dict):
+        raise SchemaError("%s: expected an object" % where)
+    fields = TABLES[tname]
+    known = {f[1] for f in fields}
+    for k in d:
+        if k not in known:
+            raise SchemaError("%s: unknown field %r" % (where, k))
+    # 1. out-of-line children first
+    offs = {}
+    for slot, fname, kind, size, align, ref, req in fields:
+        if fname not in d or kind in ("scalar", "struct", "utype"):
+            continue
+        v = d[fname]
+        w = "%s.%s" % (where, fname)
+        if kind == "string":
+            if not isinstance(v, str):
+                raise SchemaError("%s: expected a string" % w)
+            offs[fname] = b.CreateString(v.encode("utf-8"))
+        elif kind == "vec_scalar":
+            if not isinstance(v, (list, tuple)):
+                raise SchemaError("%s: expected an array" % w)
+            st = scalar_type(ref)
+            vals = [_check_scalar(w, st, x) for x in v]
+            b.StartVector(SIZE[st], len(vals), SIZE[st])
+            fl = _flags(st)
+            for x in reversed(vals):
+                b.Prepend(fl, x)
+            offs[fname] = b.EndVector(len(vals))
+        elif kind == "vec_table":
+            if not isinstance(v, (list, tuple)):
+                raise SchemaError("%s: expected an array" % w)
+            elems = [_write_table(b, ref, x, "%s[%d]" % (w, i)) for i, x in enumerate(v)]
+            b.StartVector(4, len(elems), 4)
+            for e in reversed(elems):
+                b.PrependUOffsetTRelative(e)
+            offs[fname] = b.EndVector(len(elems))
+        elif kind == "vec_string":
+            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+                raise SchemaError("%s: expected an array of strings" % w)
+            elems = [b.CreateString(x.encode("utf-8")) for x in v]
+            b.StartVector(4, len(elems), 4)
+            for e in reversed(elems):
+                b.PrependUOffsetTRelative(e)
+            offs[fname] = b.EndVector(len(elems))
+        elif kind == "table":
+            offs[fname] = _write_table(b, ref, v, w)
+        elif kind == "union":
+            if not (isinstance(v, tuple) and len(v) == 2):
+                raise SchemaError("%s: expected a (type, value) union" % w)
+            utype, val = v
+            member = UNIONS[ref].get(utype)
+            if member is None:
+                raise SchemaError("%s: unknown %s member %r" % (w, ref, utype))
+            mname, mkind, mtype = member
+            if mkind == "table":
+                offs[fname] = _write_table(b, mtype, val, "%s<%s>" % (w, mname))
+            else:
+                _prep_struct(b, mtype, val, "%s<%s>" % (w, mname))
+                offs[fname] = b.Offset()
+        else:
+            raise SchemaError("%s: unsupported field kind %s" % (w, kind))
+    # 2. the table: fields largest first, reverse declaration order within a size (like flatc)
+    b.StartObject(len(fields))
+    order = []
+    for slot, fname, kind, size, align, ref, req in fields:
+        if kind == "utype":
+            union_field = fields[slot + 1][1]
+            if union_field in d:
+                order.append((1, slot, fname, kind, ref))
+        elif fname in d:
+            sz = SIZE[scalar_type(ref)] if kind == "scalar" else size if kind == "struct" else 4
+            order.append((sz, slot, fname, kind, ref))
+    order.sort(key=lambda t: (-t[0], -t[1]))
+    for sz, slot, fname, kind, ref in order:
+        w = "%s.%s" % (where, fname)
+        if kind == "utype":
+            b.PrependUint8Slot(slot, d[fields[slot + 1][1]][0], 0)
+        elif kind == "scalar":
+            st = scalar_type(ref)
+            x = _check_scalar(w, st, d[fname])
+            b.PrependSlot(_flags(st), slot, x, None)
+        elif kind == "struct":
+            _prep_struct(b, ref, d[fname], w)
+            b.Slot(slot)
+        else:
+            b.PrependUOffsetTRelativeSlot(slot, offs[fname], 0)
+    return b.EndObject()
+
+
+def build(root: str, d: dict, file_identifier: bytes | None = None) -> bytes:
+    b = flatbuffers.Builder(1024)
+    b.ForceDefaults(True)
+    off = _write_table(b, root, d, root)
+    b.Finish(off, file_identifier)
+    return bytes(b.Output())
+
+
+# ------------------------------------------------------------------------------------ JSON
+_ENUM_NAMES = {name: {v: n for n, v in vals} for name, (_, vals) in ENUMS.items()}
+_ENUM_VALUES = {name: {n: v for n, v in vals} for name, (_, vals) in ENUMS.items()}
+
+
+def _num_json(stype, v):
+    if stype in ("float", "double"):
+        return float(v)
+    if stype == "bool":
+        return bool(v)
+    return int(v)
+
+
+def _table_to_json(tname, d):
+    res = {}
+    for slot, fname, kind, size, align, ref, req in TABLES[tname]:
+        if kind == "utype":
+            uf = TABLES[tname][slot + 1][1]
+            if uf in d:
+                utype = d[uf][0]
+                m = UNIONS[ref].get(utype)
+                res[fname] = m[0] if m else utype
+            continue
+        if fname not in d:
+            continue
+        v = d[fname]
+        if kind == "scalar":
+            names = _ENUM_NAMES.get(ref)
+            if names is not None:
+                res[fname] = names.get(v, v)
+            else:
+                res[fname] = _num_json(ref, v)
+        elif kind in ("string", "vec_scalar", "vec_string"):
+            res[fname] = list(v) if kind != "string" else v
+        elif kind == "vec_table":
+            res[fname] = [_table_to_json(ref, x) for x in v]
+        elif kind == "table":
+            res[fname] = _table_to_json(ref, v)
+        elif kind == "struct":
+            res[fname] = dict(v)
+        elif kind == "union":
+            utype, val = v
+            m = UNIONS[ref].get(utype)
+            if m is None or val is None:
+                res[fname] = None
+            elif m[1] == "table":
+                res[fname] = _table_to_json(m[2], val)
+            else:
+                res[fname] = dict(val)
+    return res
+
+
+def to_json(root: str, d: dict) -> str:
+    return json.dumps(_table_to_json(root, d), indent=2)
+
+
+def _table_from_json(tname, j, where):
+    if not isinstance(j, dict):
+        raise SchemaError("%s: expected an object" % where)
+    fields = TABLES[tname]
+    by_name = {f[1]: f for f in fields}
+    for k in j:
+        if k not in by_name:
+            raise SchemaError("%s: unknown field %r" % (where, k))
+    res = {}
+    for slot, fname, kind, size, align, ref, req in fields:
+        if fname not in j or kind == "utype":
+            continue
+        v = j[fname]
+        w = "%s.%s" % (where, fname)
+        if kind == "scalar":
+            values = _ENUM_VALUES.get(ref)
+            if values is not None and isinstance(v, str):
+                if v not in values:
+                    raise SchemaError("%s: unknown %s value %r" % (w, ref, v))
+                v = values[v]
+            res[fname] = _check_scalar(w, scalar_type(ref), v)
+        elif kind == "string":
+            if not isinstance(v, str):
+                raise SchemaError("%s: expected a string" % w)
+            res[fname] = v
+        elif kind == "vec_scalar":
+            if not isinstance(v, list):
+                raise SchemaError("%s: expected an array" % w)
+            st = scalar_type(ref)
+            values = _ENUM_VALUES.get(ref)
+            out = []
+            for x in v:
+                if values is not None and isinstance(x, str):
+                    if x not in values:
+                        raise SchemaError("%s: unknown %s value %r" % (w, ref, x))
+                    x = values[x]
+                out.append(_check_scalar(w, st, x))
+            res[fname] = out
+        elif kind == "vec_string":
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise SchemaError("%s: expected an array of strings" % w)
+            res[fname] = list(v)
+        elif kind == "vec_table":
+            if not isinstance(v, list):
+                raise SchemaError("%s: expected an array" % w)
+            res[fname] = [_table_from_json(ref, x, "%s[%d]" % (w, i)) for i, x in enumerate(v)]
+        elif kind == "table":
+            res[fname] = _table_from_json(ref, v, w)
+        elif kind == "struct":
+            res[fname] = _struct_from_json(ref, v, w)
+        elif kind == "union":
+            tname_field = fields[slot - 1][1]
+            t = j.get(tname_field, "NONE")
+            if t in ("NONE", 0) or v is None:
+                continue
+            members = UNIONS[ref]
+            if isinstance(t, str):
+                idx = next((i for i, m in members.items() if m[0] == t), None)
+            elif isinstance(t, int) and not isinstance(t, bool):
+                idx = t if t in members else None
+            else:
+                idx = None
+            if idx is None:
+                raise SchemaError("%s: unknown %s member %r" % (w, ref, t))
+            mname, mkind, mtype = members[idx]
+            if mkind == "table":
+                res[fname] = (idx, _table_from_json(mtype, v, "%s<%s>" % (w, mname)))
+            else:
+                res[fname] = (idx, _struct_from_json(mtype, v, "%s<%s>" % (w, mname)))
+    return res
+
+
+def _struct_from_json(sname, v, where):
+    if not isinstance(v, dict):
+        raise SchemaError("%s: expected an object" % where)
+    _, _, fields = STRUCTS[sname]
+    names = {f[0]: f for f in fields}
+    for k in v:
+        if k not in names:
+            raise SchemaError("%s: unknown field %r" % (where, k))
+    res = {}
+    for fname, kind, off, size, ftype in fields:
+        w = "%s.%s" % (where, fname)
+        if kind == "array":
+            x = v.get(fname, [0] * size)
+            if not isinstance(x, list) or len(x) != size:
+                raise SchemaError("%s: expected %d elements" % (w, size))
+            res[fname] = [_check_scalar(w, ftype, e) for e in x]
+        else:
+            res[fname] = _check_scalar(w, ftype, v.get(fname, 0))
+    return res
+
+
+def from_json(root: str, text: str) -> dict:
+    try:
+        j = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise SchemaError("JSON parse error: %s" % e) from None
+    return _table_from_json(root, j, root)
