@@ -1,0 +1,113 @@
+/* A tiny configurable engine plugin for the plugin-loading tests.  Compile-time switches:
+ *   MINI_TAG="x"         plugin name "mini_x", engine name "MINI_x" (id = FNV-1a-64 of the name)
+ *   NO_GET_NAME          omit the required hipdnnPluginGetName
+ *   NO_API_VERSION       omit hipdnnPluginGetApiVersion;  API_VERSION="1.0.0" otherwise
+ *   NO_ENGINE_NAME       omit hipdnnEnginePluginGetEngineName
+ *   BAD_NAME_HASH        GetEngineName answers a name whose hash is not the id
+ *   FAIL_APPLICABLE      GetApplicableEngineIds fails with INTERNAL_ERROR + a message
+ *   FAIL_EXECUTE         ExecuteOpGraph fails with BAD_PARAM + a message
+ */
+#include <hipdnn_plugin_sdk/EnginePluginApi.h>
+#include <string.h>
+#ifndef MINI_TAG
+#define MINI_TAG "a"
+#endif
+#ifndef API_VERSION
+#define API_VERSION "1.0.0"
+#endif
+#define P HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t
+static const char* g_err = "";
+static int g_handle;
+static int g_ctx;
+/* An EngineDetails FlatBuffer with no fields: root offset 8, vtable {4,4}, table soffset 4. */
+static const unsigned char k_details[12] = {8, 0, 0, 0, 4, 0, 4, 0, 4, 0, 0, 0};
+static int64_t engine_id(void)
+{
+    const char* s = "MINI_" MINI_TAG;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for(; *s; s++) { h ^= (unsigned char)*s; h *= 0x100000001b3ull; }
+    return (int64_t)h;
+}
+#ifndef NO_GET_NAME
+P hipdnnPluginGetName(const char** n) { *n = "mini_" MINI_TAG; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
+P hipdnnPluginGetVersion(const char** v) { *v = "9.9.9"; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#ifndef NO_API_VERSION
+P hipdnnPluginGetApiVersion(const char** v) { *v = API_VERSION; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
+P hipdnnPluginGetType(hipdnnPluginType_t* t) { *t = HIPDNN_PLUGIN_TYPE_ENGINE; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** e) { *e = g_err; }
+P hipdnnEnginePluginGetAllEngineIds(int64_t* ids, uint32_t max, uint32_t* n)
+{
+    *n = 1;
+    if(ids && max >= 1) ids[0] = engine_id();
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+#ifndef NO_ENGINE_NAME
+P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
+{
+    (void)id;
+#ifdef BAD_NAME_HASH
+    *name = "NOT_THE_HASHED_NAME";
+#else
+    *name = "MINI_" MINI_TAG;
+#endif
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+#endif
+P hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* h) { *h = (hipdnnEnginePluginHandle_t)&g_handle; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t h) { (void)h; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t h, hipStream_t s) { (void)h; (void)s; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* g,
+                                           int64_t* ids, uint32_t max, uint32_t* n)
+{
+    (void)h; (void)g; (void)max;
+#ifdef FAIL_APPLICABLE
+    g_err = "mini: applicability check exploded";
+    return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+#endif
+    ids[0] = engine_id();
+    *n = 1;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+P hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t h, int64_t id, const hipdnnPluginConstData_t* g,
+                                     hipdnnPluginConstData_t* d)
+{
+    (void)h; (void)id; (void)g;
+    d->ptr = k_details;
+    d->size = sizeof k_details;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+P hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t h, hipdnnPluginConstData_t* d) { (void)h; (void)d; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
+                                     const hipdnnPluginConstData_t* g, size_t* ws)
+{
+    (void)h; (void)c; (void)g;
+    *ws = 64;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+P hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
+                                           const hipdnnPluginConstData_t* g, hipdnnEnginePluginExecutionContext_t* x)
+{
+    (void)h; (void)c; (void)g;
+    *x = (hipdnnEnginePluginExecutionContext_t)&g_ctx;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+P hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t h, hipdnnEnginePluginExecutionContext_t x) { (void)h; (void)x; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(hipdnnEnginePluginHandle_t h,
+                                                         hipdnnEnginePluginExecutionContext_t x, size_t* ws)
+{
+    (void)h; (void)x;
+    *ws = 64;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+P hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t h, hipdnnEnginePluginExecutionContext_t x, void* ws,
+                                   const hipdnnPluginDeviceBuffer_t* b, uint32_t n)
+{
+    (void)h; (void)x; (void)ws; (void)b; (void)n;
+#ifdef FAIL_EXECUTE
+    g_err = "mini: execution refused";
+    return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
+#endif
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
