@@ -82,6 +82,8 @@ def _configs():
         (1, 4, 6, 2, (5, 4, 4), (3, 1, 2), (0, 0, 1), (2, 1, 0), (2, 1, 1), (1, 1, 1), "HIPDNN_CONVOLUTION"),
         (2, 5, 3, 1, (8, 8), (1, 1), (0, 0), (0, 0), (1, 1), (1, 1), "HIPDNN_CROSS_CORRELATION"),
         (2, 3, 4, 1, (9, 9), (4, 4), (0, 0), (0, 0), (3, 3), (1, 1), "HIPDNN_CROSS_CORRELATION"),
+        (3, 4, 2, 2, (11,), (3,), (2,), (1,), (2,), (2,), "HIPDNN_CONVOLUTION"),  # 1-D
+        (2, 40, 8, 1, (3, 3), (2, 2), (1, 0), (0, 1), (1, 1), (1, 1), "HIPDNN_CROSS_CORRELATION"),
     ]
     for _ in range(3):  # random 2-D problems
         G = int(rng.integers(1, 3))

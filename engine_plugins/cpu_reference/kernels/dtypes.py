@@ -38,6 +38,8 @@ __all__ = [
     "bf16_to_float32",
     "float32_to_bf16",
     "round_to_bf16",
+    "to_float32",
+    "from_float32",
     "decode",
     "encode",
     "compute_dtype_for",
@@ -141,6 +143,11 @@ def float32_to_bf16(values) -> np.ndarray:
         # keep the sign and make it a quiet NaN
         rounded = np.where(nan, (u >> np.uint32(16)) | np.uint32(0x0040), rounded)
     return rounded.astype(np.uint16)
+
+
+#: short aliases: bfloat16 bits -> float32 / float32 -> bfloat16 bits
+to_float32 = bf16_to_float32
+from_float32 = float32_to_bf16
 
 
 def round_to_bf16(values) -> np.ndarray:
