@@ -236,7 +236,7 @@ def _write_table(b, tname, d, where):
             fl = _flags(st)
             for x in reversed(vals):
                 b.Prepend(fl, x)
-            offs[fname] = b.EndVector(len(vals))
+            offs[fname] = b.EndVector()
         elif kind == "vec_table":
             if not isinstance(v, (list, tuple)):
                 raise SchemaError("%s: expected an array" % w)
@@ -244,7 +244,7 @@ def _write_table(b, tname, d, where):
             b.StartVector(4, len(elems), 4)
             for e in reversed(elems):
                 b.PrependUOffsetTRelative(e)
-            offs[fname] = b.EndVector(len(elems))
+            offs[fname] = b.EndVector()
         elif kind == "vec_string":
             if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
                 raise SchemaError("%s: expected an array of strings" % w)
@@ -252,7 +252,7 @@ def _write_table(b, tname, d, where):
             b.StartVector(4, len(elems), 4)
             for e in reversed(elems):
                 b.PrependUOffsetTRelative(e)
-            offs[fname] = b.EndVector(len(elems))
+            offs[fname] = b.EndVector()
         elif kind == "table":
             offs[fname] = _write_table(b, ref, v, w)
         elif kind == "union":

@@ -573,6 +573,10 @@ def _set_enum(a, ctx, atype, count, arr, nbytes):
     if m.also_int64 and atype == T.HIPDNN_TYPE_INT64:
         v = attrs.set_int64(ctx, atype, count, arr, nbytes)
     else:
+        if atype == m.atype and arr and count == 1 and nbytes == 0:
+            # the C shim does not know the element size of every enum type (NORM_FWD_PHASE):
+            # all of them are 4-byte C enums
+            nbytes = 4
         v = attrs.set_enum(ctx, atype, count, arr, nbytes, m.atype)
     if v not in m.valid:
         raise BadParamError(f"{ctx}: invalid value {v}")
