@@ -230,6 +230,11 @@ def test_relu_parameters(t):
     # default upper clip is the compute type's max: inf clamps to it
     big = pw.pointwise(P + "RELU_FWD", np.array([np.inf, -np.inf, 5.0], np.float32))
     assert big[0] == np.finfo(np.float32).max and big[1] == 0 and big[2] == 5
+    z = pw.pointwise(P + "RELU_FWD", np.array([-0.0, np.nan], np.float32))
+    assert z[0] == 0 and not np.signbit(z[0]) and np.isnan(z[1])
+    # lower clip above upper clip: the lower test wins, as in hipDNN's reference
+    inv = pw.pointwise(P + "RELU_FWD", np.array([-3.0, 0.5, 5.0]), relu_lower_clip=1.0, relu_upper_clip=0.0)
+    np.testing.assert_array_equal(inv, [1.0, 1.0, 0.0])
 
 
 @pytest.mark.parametrize("t", FLOAT_TYPES)

@@ -208,13 +208,12 @@ def _relu_fwd(x, p):
     lo, hi, sl = p.relu_lower_clip, p.relu_upper_clip, p.relu_lower_clip_slope
     dt = x.dtype.type
     lo_, hi_, sl_ = dt(lo), dt(hi), dt(sl)
-    y = np.asarray(np.minimum(x, hi_))  # x >= upper -> upper; NaN propagates
-    below = x <= lo_  # checked first, as hipDNN's reference does
-    if sl == 0.0:
-        np.copyto(y, lo_, where=below)
-    else:
-        np.copyto(y, sl_ * (x - lo_) + lo_, where=below)
-    return y
+    y = np.minimum(x, hi_)  # x >= upper -> upper; NaN propagates
+    if sl == 0.0 and lo <= hi:
+        # x <= lower -> lower (also turns -0.0 into +0.0 for lower = 0); NaN stays NaN
+        return np.maximum(y, lo_)
+    # the lower-clip test comes first, as in hipDNN's reference
+    return np.where(x <= lo_, sl_ * (x - lo_) + lo_, y)
 
 
 def _relu_bwd(dy, x, p):
