@@ -26,8 +26,8 @@ def names(h):
         out.append([ffi.string(b).decode() for b in B] + [eid[0]])
     return out
 def set_paths(ps, mode):
-    arr = ffi.new("char*[]", [ffi.new("char[]", p.encode()) for p in ps]) if ps else ffi.NULL
-    keep = arr
+    keep = [ffi.new("char[]", p.encode()) for p in ps]
+    arr = ffi.new("char*[]", keep) if ps else ffi.NULL
     return lib.hipdnnSetEnginePluginPaths_ext(len(ps), arr, mode)
 """
 
