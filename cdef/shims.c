@@ -152,7 +152,20 @@ static int64_t attr_elem_size(hipdnnBackendAttributeType_t t)
     case HIPDNN_TYPE_PADDING_MODE:
     case HIPDNN_TYPE_MOE_GROUPED_MATMUL_MODE:
     case HIPDNN_TYPE_OPERATION_TYPE_EXT:
+    /* undocumented element types of the enum: all C enums (4 bytes) in hipDNN's headers */
+    case HIPDNN_TYPE_KNOB_TYPE:
+    case HIPDNN_TYPE_NAN_PROPOGATION:
+    case HIPDNN_TYPE_NUMERICAL_NOTE:
+    case HIPDNN_TYPE_LAYOUT_TYPE:
+    case HIPDNN_TYPE_GENSTATS_MODE:
+    case HIPDNN_TYPE_BN_FINALIZE_STATS_MODE:
+    case HIPDNN_TYPE_TENSOR_REORDERING_MODE:
+    case HIPDNN_TYPE_SIGNAL_MODE:
+    case HIPDNN_TYPE_NORM_FWD_PHASE:
+    case HIPDNN_TYPE_RNG_DISTRIBUTION:
         return 4;
+    case HIPDNN_TYPE_FRACTION:
+        return 16; /* {int64 numerator; int64 denominator} as in cuDNN */
     default:
         return 0;
     }
