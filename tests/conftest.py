@@ -7,12 +7,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INCLUDE = os.path.join(ROOT, "include")
-LIBDIR = os.path.join(ROOT, "hipdnn_cabi", "lib")
-LIB = os.path.join(LIBDIR, "libhipdnn_backend.so")
-SHARED = os.path.join(ROOT, "..", "shared")
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cabi_testlib import INCLUDE, LIB, LIBDIR, ROOT, SHARED, run  # noqa: E402,F401
 
 
 def pytest_configure(config):
@@ -69,14 +65,3 @@ def c_build(tmp_path_factory):
         return exe
 
     return build
-
-
-def run(cmd, *, env=None, timeout=120, check=True):
-    """Run a program; return CompletedProcess (text)."""
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=timeout)
-    if check:
-        assert r.returncode == 0, f"{cmd} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
-    return r

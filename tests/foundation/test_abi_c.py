@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import INCLUDE, ROOT
+from cabi_testlib import INCLUDE, ROOT
 
 FACTS = os.path.join(ROOT, "tools", "facts", "hipdnn_abi.json")
 OPTIONAL_ENUMS = set()  # we ship the legacy families too, so every enum is checked

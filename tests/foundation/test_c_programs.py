@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, run
+from cabi_testlib import ROOT, run
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c")
 EXAMPLE = os.path.join(ROOT, "examples", "hello_backend.c")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED
+from cabi_testlib import ROOT, SHARED
 
 
 def _run(*args):

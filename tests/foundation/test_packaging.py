@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conftest import LIBDIR, ROOT, run
+from cabi_testlib import LIBDIR, ROOT, run
 
 HELLO = os.path.join(ROOT, "examples", "hello_backend.c")
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT, run
+from cabi_testlib import ROOT, run
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c")
 
