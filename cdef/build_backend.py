@@ -124,6 +124,13 @@ def make_ffibuilder(default_python: str | None = None):
     ffi.cdef(DL_HELPERS_CDEF)
     tramp_cdef, tramp_code = trampolines(generated)
     ffi.cdef(tramp_cdef)
+    # Python-plugin slots (hipdnn_cabi.plugin_sdk): static slot<K>_<Fn> C functions with the exact
+    # plugin API signatures, each calling the extern "Python" dispatcher hpy_plugin_<Fn>(K, ...).
+    from hipdnn_cabi.plugin_sdk import signatures as plugin_sigs
+    ffi.cdef("\n".join(f'extern "Python" {decl};'
+                       for decl in plugin_sigs.dispatcher_externs(generated).values()))
+    slot_cdef, slot_code = plugin_sigs.slot_c_code(generated)
+    ffi.cdef(slot_cdef)
     ffi.embedding_init_code(INIT_CODE)
 
     python = default_python or sys.executable
@@ -138,6 +145,7 @@ def make_ffibuilder(default_python: str | None = None):
         generated.function_pointer_typedefs(generated.PLUGIN_HEADERS),
         DL_HELPERS_C,
         tramp_code,
+        slot_code,
     ])
     libdir = sysconfig.get_config_var("LIBDIR")
     ver = sysconfig.get_config_var("LDVERSION") or sysconfig.get_python_version()

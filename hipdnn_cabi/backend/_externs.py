@@ -72,6 +72,10 @@ EXTERNS = {
         "int* outcome)",
 }
 
+# The Python-plugin dispatchers ``hpy_plugin_<PluginFunction>(int slot, <exact args>)`` are not
+# listed here: cdef/build_backend.py declares them from hipdnn_cabi.plugin_sdk.signatures and
+# entry.install() attaches them through hipdnn_cabi.plugin_sdk.slots.install().
+
 # Externs returning an int64 id on success and -status on failure.
 ID_RETURNING = {"hpy_create_handle", "hpy_create_descriptor"}
 VOID_RETURNING = {"hpy_logging_callback", "hpy_log_api"}

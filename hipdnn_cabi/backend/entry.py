@@ -361,6 +361,8 @@ def install(ffi, lib) -> None:
             ffi.def_extern(name=name, onerror=_onerror_void)(fn)
         else:
             ffi.def_extern(name=name, error=INTERNAL, onerror=_onerror)(fn)
+    from ..plugin_sdk import slots as _plugin_slots  # hpy_plugin_* dispatchers (Python plugins)
+    _plugin_slots.install(ffi, lib)
     log.configure_from_env()
     lib.hipdnn_cabi_mark_ready()
 

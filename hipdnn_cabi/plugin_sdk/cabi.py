@@ -1,0 +1,309 @@
+"""The C ABI adapter: one object per Python plugin whose methods are the plugin C API functions,
+taking and returning cffi cdata exactly as the C signatures do.
+
+It is reached through the ``extern "Python"`` dispatchers ``hpy_plugin_<Fn>(int slot, ...)``
+(:mod:`.slots`), either from the static slot functions inside libhipdnn_backend.so or from the
+exported entry points of a library built by :mod:`.export`.  Every entry point turns exceptions
+into plugin status codes and sets the per-thread last error; nothing ever propagates into C.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+
+from .errors import BAD_PARAM, INTERNAL_ERROR, NOT_APPLICABLE, PluginError
+from .graph import parse_engine_config, parse_graph
+from .signatures import signatures
+
+ENGINE_TYPE = 1  # HIPDNN_PLUGIN_TYPE_ENGINE
+_ids = itertools.count(1)
+
+
+def _entry(fn):
+    @functools.wraps(fn)
+    def wrapper(self, *args):
+        try:
+            st = fn(self, *args)
+            return 0 if st is None else int(st)
+        except PluginError as e:
+            self.set_error(e.message or f"plugin error {e.status}")
+            return e.status
+        except BaseException as e:  # noqa: BLE001 - never let anything reach C
+            try:
+                msg = f"{type(e).__name__}: {e}"
+            except BaseException:
+                msg = type(e).__name__
+            self.set_error(msg)
+            return INTERNAL_ERROR
+    wrapper.is_entry = True
+    return wrapper
+
+
+class CAdapter:
+    """The plugin C API over a Python plugin object (see :class:`.core.EnginePluginBase`)."""
+
+    def __init__(self, plugin, ffi):
+        self.plugin = plugin
+        self.ffi = ffi
+        self._tls = threading.local()
+        self._empty = ffi.new("char[]", b"")
+        self._strings = {}
+        for key in ("name", "version", "api_version"):
+            self._strings[key] = ffi.new("char[]", str(getattr(plugin, key)).encode())
+        self._engine_names = {}
+        self._handles = {}
+        self._contexts = {}
+        self._details = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ helpers
+    def set_error(self, msg: str):
+        self._tls.buf = self.ffi.new("char[]", msg.encode("utf-8", "replace")[:2047])
+
+    def last_error(self) -> str:
+        buf = getattr(self._tls, "buf", None)
+        return self.ffi.string(buf).decode("utf-8", "replace") if buf is not None else ""
+
+    def _addr(self, p) -> int:
+        return int(self.ffi.cast("uintptr_t", p))
+
+    def _container(self, handle):
+        c = self._handles.get(self._addr(handle))
+        if c is None:
+            raise PluginError(BAD_PARAM, "invalid or destroyed hipdnnEnginePluginHandle_t")
+        return c
+
+    def _context(self, ctx):
+        c = self._contexts.get(self._addr(ctx))
+        if c is None:
+            raise PluginError(BAD_PARAM, "invalid or destroyed hipdnnEnginePluginExecutionContext_t")
+        return c
+
+    def _data(self, d, what):
+        if d == self.ffi.NULL:
+            raise PluginError(BAD_PARAM, f"{what} is NULL")
+        if d.ptr == self.ffi.NULL or d.size == 0:
+            raise PluginError(BAD_PARAM, f"{what} is empty")
+        return self.ffi.buffer(self.ffi.cast("char*", d.ptr), d.size)[:]
+
+    def _graph(self, d):
+        return parse_graph(self._data(d, "op graph"))
+
+    def _config(self, d):
+        return parse_engine_config(self._data(d, "engine config"))
+
+    def _null(self, p, what):
+        if p == self.ffi.NULL:
+            raise PluginError(BAD_PARAM, f"{what} is NULL")
+
+    def _fill_ids(self, ids, engine_ids, max_engines, num_engines):
+        self._null(num_engines, "num_engines")
+        if engine_ids == self.ffi.NULL and max_engines > 0:
+            raise PluginError(BAD_PARAM, f"engine_ids is NULL but max_engines is {max_engines}")
+        for i, eid in enumerate(ids[:max_engines]):
+            engine_ids[i] = eid
+        num_engines[0] = len(ids)
+
+    def _string(self, out, key):
+        self._null(out, key.replace("_", " "))
+        out[0] = self._strings[key]
+
+    # ------------------------------------------------------------------ PluginApi.h
+    @_entry
+    def hipdnnPluginGetName(self, name):
+        self._string(name, "name")
+
+    @_entry
+    def hipdnnPluginGetVersion(self, version):
+        self._string(version, "version")
+
+    @_entry
+    def hipdnnPluginGetApiVersion(self, version):
+        self._string(version, "api_version")
+
+    @_entry
+    def hipdnnPluginGetType(self, type_):
+        self._null(type_, "type")
+        type_[0] = ENGINE_TYPE
+
+    def hipdnnPluginGetLastErrorString(self, error_str):
+        if error_str != self.ffi.NULL:
+            buf = getattr(self._tls, "buf", None)
+            error_str[0] = buf if buf is not None else self._empty
+
+    @_entry
+    def hipdnnPluginSetLoggingCallback(self, callback):
+        if callback == self.ffi.NULL:
+            self.plugin.log_callback = None
+            return
+        cb = callback
+
+        def log(sev, msg, _cb=cb, _ffi=self.ffi):
+            _cb(sev, msg.encode("utf-8", "replace"))
+        self.plugin.log_callback = log
+
+    @_entry
+    def hipdnnPluginSetLogLevel(self, level):
+        self.plugin.log_level = int(level)
+
+    # ------------------------------------------------------------------ EnginePluginApi.h
+    @_entry
+    def hipdnnEnginePluginGetAllEngineIds(self, engine_ids, max_engines, num_engines):
+        self._fill_ids(list(self.plugin.get_all_engine_ids()), engine_ids, max_engines, num_engines)
+
+    @_entry
+    def hipdnnEnginePluginGetEngineName(self, engine_id, name):
+        self._null(name, "name")
+        s = self._engine_names.get(engine_id)
+        if s is None:
+            s = self._engine_names[engine_id] = self.ffi.new(
+                "char[]", self.plugin.get_engine_name(engine_id).encode())
+        name[0] = s
+
+    @_entry
+    def hipdnnEnginePluginCreate(self, handle):
+        self._null(handle, "handle")
+        c = self.plugin.create_container()
+        key = next(_ids) << 4
+        with self._lock:
+            self._handles[key] = c
+        handle[0] = self.ffi.cast("hipdnnEnginePluginHandle_t", key)
+
+    @_entry
+    def hipdnnEnginePluginDestroy(self, handle):
+        c = self._container(handle)
+        with self._lock:
+            self._handles.pop(self._addr(handle), None)
+        c.close()
+
+    @_entry
+    def hipdnnEnginePluginSetStream(self, handle, stream):
+        self._container(handle).set_stream(self._addr(stream))
+
+    @_entry
+    def hipdnnEnginePluginGetApplicableEngineIds(self, handle, op_graph, engine_ids, max_engines,
+                                                 num_engines):
+        c = self._container(handle)
+        self._null(num_engines, "num_engines")
+        g = self._graph(op_graph)
+        self._fill_ids(list(c.get_applicable_engine_ids(g)), engine_ids, max_engines, num_engines)
+
+    @_entry
+    def hipdnnEnginePluginGetEngineDetails(self, handle, engine_id, op_graph, engine_details):
+        c = self._container(handle)
+        self._null(engine_details, "engine_details")
+        data = bytes(c.get_engine_details(engine_id, self._graph(op_graph)))
+        buf = self.ffi.new("char[]", data)
+        with self._lock:
+            self._details[self._addr(buf)] = buf
+        engine_details.ptr = buf
+        engine_details.size = len(data)
+
+    @_entry
+    def hipdnnEnginePluginDestroyEngineDetails(self, handle, engine_details):
+        self._container(handle)
+        self._null(engine_details, "engine_details")
+        with self._lock:
+            buf = self._details.pop(self._addr(engine_details.ptr), None)
+        if buf is None:
+            raise PluginError(BAD_PARAM, "engine_details were not created by this plugin")
+        engine_details.ptr = self.ffi.NULL
+        engine_details.size = 0
+
+    @_entry
+    def hipdnnEnginePluginGetWorkspaceSize(self, handle, engine_config, op_graph, workspace_size):
+        c = self._container(handle)
+        self._null(workspace_size, "workspace_size")
+        workspace_size[0] = int(c.get_workspace_size(self._config(engine_config),
+                                                     self._graph(op_graph)))
+
+    @_entry
+    def hipdnnEnginePluginCreateExecutionContext(self, handle, engine_config, op_graph,
+                                                 execution_context):
+        c = self._container(handle)
+        self._null(execution_context, "execution_context")
+        ctx = c.create_execution_context(self._config(engine_config), self._graph(op_graph))
+        key = next(_ids) << 4
+        with self._lock:
+            self._contexts[key] = ctx
+        execution_context[0] = self.ffi.cast("hipdnnEnginePluginExecutionContext_t", key)
+
+    @_entry
+    def hipdnnEnginePluginDestroyExecutionContext(self, handle, execution_context):
+        self._container(handle)
+        self._context(execution_context)
+        with self._lock:
+            self._contexts.pop(self._addr(execution_context), None)
+
+    @_entry
+    def hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(self, handle, execution_context,
+                                                               workspace_size):
+        c = self._container(handle)
+        ctx = self._context(execution_context)
+        self._null(workspace_size, "workspace_size")
+        workspace_size[0] = int(c.get_workspace_size_from_context(ctx))
+
+    def _buffers(self, device_buffers, n):
+        from .core import DeviceBuffers
+        if n and device_buffers == self.ffi.NULL:
+            raise PluginError(BAD_PARAM, f"device_buffers is NULL but num_device_buffers is {n}")
+        m = {}
+        for i in range(n):
+            b = device_buffers[i]
+            m[int(b.uid)] = self._addr(b.ptr)
+        return DeviceBuffers(m, self.ffi)
+
+    @_entry
+    def hipdnnEnginePluginExecuteOpGraph(self, handle, execution_context, workspace, device_buffers,
+                                         num_device_buffers):
+        c = self._container(handle)
+        ctx = self._context(execution_context)
+        c.execute(ctx, self._addr(workspace), self._buffers(device_buffers, num_device_buffers))
+
+    @_entry
+    def hipdnnEnginePluginExecuteOpGraphWithOverrides(self, handle, execution_context, workspace,
+                                                      device_buffers, num_device_buffers,
+                                                      num_overrides, *rest):
+        self._container(handle)
+        self._context(execution_context)
+        raise PluginError(NOT_APPLICABLE, "this Python plugin does not support shape overrides")
+
+    def _no_serialization(self):
+        raise PluginError(NOT_APPLICABLE,
+                          "this Python plugin does not support execution context serialization")
+
+    @_entry
+    def hipdnnEnginePluginSerializeExecutionContextWithEngineId(self, handle, engine_id,
+                                                                execution_context, serialized):
+        self._no_serialization()
+
+    @_entry
+    def hipdnnEnginePluginSerializeExecutionContext(self, handle, execution_context, serialized):
+        self._no_serialization()
+
+    @_entry
+    def hipdnnEnginePluginDestroySerializedExecutionContext(self, handle, serialized):
+        self._no_serialization()
+
+    @_entry
+    def hipdnnEnginePluginCreateExecutionContextFromSerialized(self, handle, serialized,
+                                                               execution_context):
+        self._no_serialization()
+
+    # ------------------------------------------------------------------ table
+    SERIALIZATION = ("hipdnnEnginePluginSerializeExecutionContext",
+                     "hipdnnEnginePluginSerializeExecutionContextWithEngineId",
+                     "hipdnnEnginePluginDestroySerializedExecutionContext",
+                     "hipdnnEnginePluginCreateExecutionContextFromSerialized")
+    UNSUPPORTED = SERIALIZATION + ("hipdnnEnginePluginExecuteOpGraphWithOverrides",)
+
+    def provided(self) -> list:
+        """The C functions this plugin provides (what a host's function table should hold)."""
+        return [s.name for s in signatures() if s.name not in self.UNSUPPORTED]
+
+
+def check_complete():
+    missing = [s.name for s in signatures() if not hasattr(CAdapter, s.name)]
+    if missing:
+        raise RuntimeError(f"CAdapter lacks: {', '.join(missing)}")

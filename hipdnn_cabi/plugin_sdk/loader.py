@@ -1,0 +1,143 @@
+"""Finding Python plugins and turning one into a C function table.
+
+A Python plugin is a ``.py`` file or a package directory (with ``__init__.py``) — or an importable
+module name, or a ``hipdnn_cabi.engine_plugins`` entry point — whose module exposes either
+``hipdnn_plugin`` (an :class:`EnginePluginBase` instance or subclass) or ``create_plugin()``.
+
+:func:`load_python_plugin` returns the same shape the host's .so loader
+(``hipdnn_cabi.plugins.loader.load_shared_object``) produces as its table:
+``{C function name: function pointer as int}`` — here the addresses of static slot functions
+inside libhipdnn_backend.so — so the host runs one code path for both kinds::
+
+    table = load_python_plugin(path)
+    plugin = EnginePlugin(path, table, 0)        # hipdnn_cabi.plugins.loader.EnginePlugin
+    plugin.initialize(cb)
+    ...
+    unload_python_plugin(table)                   # frees the slot (after the host is done)
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+
+ENTRY_POINT_GROUP = "hipdnn_cabi.engine_plugins"
+_loaded: dict = {}   # id(table) -> slot
+
+
+def is_python_plugin_path(path: str) -> bool:
+    if os.path.isdir(path):
+        return os.path.isfile(os.path.join(path, "__init__.py"))
+    return path.endswith(".py") and os.path.isfile(path)
+
+
+def find_python_plugins(directory: str) -> list:
+    """Python plugin candidates in a plugin directory (``*.py`` files and package dirs)."""
+    out = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for n in names:
+        if n.startswith(("_", ".")):
+            continue
+        p = os.path.join(directory, n)
+        if is_python_plugin_path(p):
+            out.append(os.path.realpath(p))
+    return out
+
+
+def entry_point_plugins() -> list:
+    """(name, loaded object) for every ``hipdnn_cabi.engine_plugins`` entry point."""
+    from importlib.metadata import entry_points
+    try:
+        eps = entry_points(group=ENTRY_POINT_GROUP)
+    except TypeError:  # Python < 3.10
+        eps = entry_points().get(ENTRY_POINT_GROUP, [])
+    return [(ep.name, ep) for ep in eps]
+
+
+def import_plugin_module(spec: str):
+    """A module from a ``.py`` path, a package directory or a module name."""
+    if os.path.exists(spec):
+        path = os.path.realpath(spec)
+        if os.path.isdir(path):
+            init = os.path.join(path, "__init__.py")
+            if not os.path.isfile(init):
+                raise ImportError(f"{path} is not a Python package (no __init__.py)")
+            file, search = init, [path]
+        else:
+            file, search = path, None
+        stem = os.path.splitext(os.path.basename(path.rstrip("/")))[0]
+        modname = "_hipdnn_pyplugin_%s_%s" % (stem, hashlib.sha1(path.encode()).hexdigest()[:10])
+        if modname in sys.modules:
+            return sys.modules[modname]
+        s = importlib.util.spec_from_file_location(modname, file,
+                                                   submodule_search_locations=search)
+        mod = importlib.util.module_from_spec(s)
+        sys.modules[modname] = mod
+        try:
+            s.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(modname, None)
+            raise
+        return mod
+    return importlib.import_module(spec)
+
+
+def plugin_object(obj):
+    """The plugin instance behind a module / class / instance / factory."""
+    from .core import EnginePluginBase
+    if isinstance(obj, EnginePluginBase):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, EnginePluginBase):
+        return obj()
+    if hasattr(obj, "hipdnn_plugin"):
+        return plugin_object(obj.hipdnn_plugin)
+    if hasattr(obj, "create_plugin"):
+        return plugin_object(obj.create_plugin())
+    if callable(obj) and not isinstance(obj, type(os)):
+        return plugin_object(obj())
+    raise TypeError(f"{obj!r} exposes neither hipdnn_plugin nor create_plugin()")
+
+
+def resolve(path_or_module):
+    """Plugin instance from a path, module name, module object or plugin object."""
+    if isinstance(path_or_module, str):
+        return plugin_object(import_plugin_module(path_or_module))
+    if hasattr(path_or_module, "load") and hasattr(path_or_module, "group"):  # entry point
+        return plugin_object(path_or_module.load())
+    return plugin_object(path_or_module)
+
+
+def load_python_plugin(path_or_module) -> dict:
+    """Bind the plugin to a free slot of libhipdnn_backend.so and return its function table
+    ``{C function name: address}``.  Must run inside the embedded backend (runtime attached)."""
+    from ..backend import runtime
+    from . import slots
+    from .cabi import CAdapter
+    if runtime.lib is None or not slots.installed():
+        raise RuntimeError("load_python_plugin needs the embedded libhipdnn_backend.so")
+    plugin = resolve(path_or_module)
+    adapter = CAdapter(plugin, runtime.ffi)
+    k = slots.BACKEND.bind(adapter)
+    table = {}
+    for name in adapter.provided():
+        p = runtime.lib.hipdnn_cabi_plugin_slot_fn(k, name.encode())
+        if not p:
+            slots.BACKEND.unbind(k)
+            raise RuntimeError(f"no slot function for {name}")
+        table[name] = int(p)
+    _loaded[id(table)] = (k, table)
+    return table
+
+
+def unload_python_plugin(table: dict) -> None:
+    """Free the slot behind a table returned by load_python_plugin (its pointers become inert:
+    they return HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED)."""
+    from . import slots
+    ent = _loaded.pop(id(table), None)
+    if ent is not None:
+        slots.BACKEND.unbind(ent[0])

@@ -1,0 +1,93 @@
+"""The plugin C API signatures, parsed from the generated declarations (cdef/generated.py).
+
+Used by the build (C slot functions / exported entry points) and by the adapter.  Only the
+engine-plugin surface (PluginApi.h + EnginePluginApi.h) is covered.
+"""
+from __future__ import annotations
+
+import re
+
+HEADERS = ("hipdnn_plugin_sdk/PluginApi.h", "hipdnn_plugin_sdk/EnginePluginApi.h")
+NUM_SLOTS = 8  # Python plugins loadable at once inside libhipdnn_backend.so
+
+
+class Sig:
+    __slots__ = ("name", "ret", "params", "names")
+
+    def __init__(self, name, ret, params, names):
+        self.name, self.ret, self.params, self.names = name, ret, params, names
+
+    @property
+    def is_void(self) -> bool:
+        return self.ret == "void"
+
+    def decl(self, prefix_params=(), name=None) -> str:
+        ps = list(prefix_params) + self.params
+        return f"{self.ret} {name or self.name}({', '.join(ps) if ps else 'void'})"
+
+
+def parse(proto: str) -> Sig:
+    m = re.match(r"^(.*?)\b(\w+)\((.*)\);$", proto.strip(), re.S)
+    ret, name, args = m.group(1).strip(), m.group(2), m.group(3).strip()
+    params = [a.strip() for a in args.split(",")] if args and args != "void" else []
+    names = [re.findall(r"\w+", p)[-1] for p in params]
+    return Sig(name, ret, params, names)
+
+
+def signatures(generated=None) -> list[Sig]:
+    if generated is None:
+        from .._cdef import load
+        generated = load()
+    return [parse(p) for h in HEADERS for p in generated.FUNCTIONS[h]]
+
+
+def dispatcher_name(fn: str) -> str:
+    return "hpy_plugin_" + fn
+
+
+def dispatcher_externs(generated=None) -> dict:
+    """name -> C declaration of the extern "Python" dispatchers: ``hpy_plugin_<Fn>(int slot, ...)``."""
+    return {dispatcher_name(s.name): s.decl(["int slot"], dispatcher_name(s.name))
+            for s in signatures(generated)}
+
+
+def slot_c_code(generated=None, nslots: int = NUM_SLOTS) -> tuple[str, str]:
+    """(cdef, C source) of the static slot functions ``slot<K>_<Fn>`` and of
+    ``uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name)``."""
+    sigs = signatures(generated)
+    code = ["#include <string.h>"]
+    for s in sigs:
+        code.append(f"static {s.decl(['int slot'], dispatcher_name(s.name))};")
+    for k in range(nslots):
+        for s in sigs:
+            call = f"{dispatcher_name(s.name)}({', '.join([str(k)] + s.names)})"
+            body = f"{call};" if s.is_void else f"return {call};"
+            code.append(f"static {s.decl(name=f'slot{k}_{s.name}')} {{ {body} }}")
+    code.append("static uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name)\n{")
+    code.append("    if (name == NULL) return 0;")
+    code.append("    switch (slot) {")
+    for k in range(nslots):
+        code.append(f"    case {k}:")
+        for s in sigs:
+            code.append(f'        if (strcmp(name, "{s.name}") == 0) '
+                        f"return (uint64_t)(uintptr_t)&slot{k}_{s.name};")
+        code.append("        return 0;")
+    code.append("    default: return 0;\n    }\n}")
+    code.append(f"static int hipdnn_cabi_plugin_slot_count(void) {{ return {nslots}; }}")
+    cdef = ("uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name);\n"
+            "int hipdnn_cabi_plugin_slot_count(void);")
+    return cdef, "\n".join(code)
+
+
+def export_c_code(generated=None) -> str:
+    """C source of the exported plugin entry points (default visibility), each calling the
+    dispatcher with slot 0 (a standalone exported plugin has exactly one plugin)."""
+    sigs = signatures(generated)
+    code = []
+    for s in sigs:
+        code.append(f"static {s.decl(['int slot'], dispatcher_name(s.name))};")
+    for s in sigs:
+        call = f"{dispatcher_name(s.name)}({', '.join(['0'] + s.names)})"
+        body = f"{call};" if s.is_void else f"return {call};"
+        code.append(f'__attribute__((visibility("default"))) {s.decl()} {{ {body} }}')
+    return "\n".join(code)

@@ -1,0 +1,85 @@
+"""The ``extern "Python"`` dispatchers ``hpy_plugin_<Fn>(int slot, ...)`` and the slot table.
+
+Inside libhipdnn_backend.so there are NUM_SLOTS sets of static C functions ``slot<K>_<Fn>`` with
+the exact plugin API signatures; each calls ``hpy_plugin_<Fn>(K, ...)``.  Binding a
+:class:`.cabi.CAdapter` to slot K makes those C function pointers the plugin's function table
+(``hipdnn_cabi_plugin_slot_fn(K, name)`` gives an address).  An exported plugin library
+(:mod:`.export`) uses the same dispatchers with slot 0 behind its exported entry points.
+"""
+from __future__ import annotations
+
+import threading
+
+from .errors import INTERNAL_ERROR, NOT_INITIALIZED
+from .signatures import NUM_SLOTS, dispatcher_name, signatures
+
+
+class SlotTable:
+    def __init__(self, n: int):
+        self.adapters = [None] * n
+        self.lock = threading.Lock()
+
+    def bind(self, adapter) -> int:
+        with self.lock:
+            for k, a in enumerate(self.adapters):
+                if a is None:
+                    self.adapters[k] = adapter
+                    return k
+        raise RuntimeError(f"all {len(self.adapters)} Python plugin slots are in use")
+
+    def unbind(self, k: int):
+        with self.lock:
+            self.adapters[k] = None
+
+
+def _body(table: SlotTable, sig):
+    name = sig.name
+    if sig.is_void:
+        def body(slot, *args):
+            a = table.adapters[slot] if 0 <= slot < len(table.adapters) else None
+            if a is not None:
+                getattr(a, name)(*args)
+    else:
+        def body(slot, *args):
+            a = table.adapters[slot] if 0 <= slot < len(table.adapters) else None
+            if a is None:
+                return NOT_INITIALIZED
+            return getattr(a, name)(*args)
+    return body
+
+
+def _onerror_status(exc_type, exc, tb):
+    return INTERNAL_ERROR
+
+
+def _onerror_void(exc_type, exc, tb):
+    return None
+
+
+def attach(ffi, table: SlotTable) -> None:
+    """def_extern every dispatcher of ``ffi`` onto ``table``."""
+    for sig in signatures():
+        fn = _body(table, sig)
+        if sig.is_void:
+            ffi.def_extern(name=dispatcher_name(sig.name), onerror=_onerror_void)(fn)
+        else:
+            ffi.def_extern(name=dispatcher_name(sig.name), error=INTERNAL_ERROR,
+                           onerror=_onerror_status)(fn)
+
+
+# ------------------------------------------------------------------ inside libhipdnn_backend.so
+BACKEND = SlotTable(NUM_SLOTS)
+_installed = False
+
+
+def install(ffi, lib) -> None:
+    """Called by hipdnn_cabi.backend.entry.install(): attach the backend's dispatchers."""
+    global _installed
+    from .cabi import check_complete
+    check_complete()
+    attach(ffi, BACKEND)
+    _installed = True
+
+
+def installed() -> bool:
+    return _installed
