@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import BadParamError, HipdnnError, NotInitializedError, PluginError
+from ...errors import BadParamError, HipdnnError, NotInitializedError, NullPointerError, PluginError
 from .. import attrs, log, runtime
 from .base import Descriptor, getter, setter
 
@@ -46,6 +46,7 @@ class EngineDescriptor(Descriptor):
         self.engine_id = None
         self._details = None     # parsed: (knobs, notes)
         self.plugin = None
+        self._knob_blobs = None
 
     @classmethod
     def prebuilt(cls, graph, engine_id: int):
@@ -129,6 +130,32 @@ class EngineDescriptor(Descriptor):
         attrs._type(ctx, atype, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         knobs = self.details()[0]
         attrs.get_descriptor_array(ctx, atype, req, cnt, arr, knobs, require_full=True)
+
+    @getter(A.HIPDNN_ATTR_KNOB_INFO_SERIALIZED_VALUE)
+    def _get_knob_blobs(self, ctx, atype, req, cnt, arr):
+        attrs._type(ctx, atype, T.HIPDNN_TYPE_FLATBUFFER_DATA_STRUCT_EXT)
+        knobs = self.details()[0]
+        if req == 0:
+            if cnt:
+                cnt[0] = len(knobs)
+            return
+        if not arr:
+            raise NullPointerError(f"{ctx}: arrayOfElements is nullptr")
+        if req < 0:
+            raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
+        blobs = self._knob_blobs
+        if blobs is None:
+            from .knob_info import serialize_knob
+            ffi = runtime.ffi
+            raws = [serialize_knob(k) for k in knobs]
+            blobs = self._knob_blobs = [(ffi.new("char[]", r), len(r)) for r in raws]
+        k = min(req, len(blobs))
+        ffi = runtime.ffi
+        packed = b"".join(attrs.pack_u64(int(ffi.cast("uintptr_t", c))) + attrs.pack_u64(n)
+                          for c, n in blobs[:k])
+        attrs._write(arr, packed)
+        if cnt:
+            cnt[0] = k
 
     @getter(A.HIPDNN_ATTR_ENGINE_BEHAVIOR_NOTE)
     def _get_notes(self, ctx, atype, req, cnt, arr):

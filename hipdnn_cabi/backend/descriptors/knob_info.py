@@ -240,3 +240,75 @@ def from_flatbuffer(knob, serialized: bytes = b"") -> KnobInfoDescriptor:
     k.serialized = serialized
     k.finalized = True
     return k
+
+
+def serialize_knob(k: KnobInfoDescriptor) -> bytes:
+    """A standalone ``Knob`` FlatBuffer (knob_value.fbs) for KNOB_INFO_SERIALIZED_VALUE.
+    Slots: knob_id 0, description 1, default_value_type 2, default_value 3, constraint_type 4,
+    constraint 5, deprecated 6."""
+    import flatbuffers
+    b = flatbuffers.Builder(256)
+
+    def value(kind, v):
+        if kind == STRING:
+            s = b.CreateString(v)
+            b.StartObject(1); b.PrependUOffsetTRelativeSlot(0, s, 0)
+        else:
+            b.StartObject(1)
+            if kind == INT:
+                b.PrependInt64Slot(0, int(v), 0)
+            else:
+                b.PrependFloat64Slot(0, float(v), 0.0)
+        return b.EndObject()
+
+    def int_vec(vals):
+        b.StartVector(8, len(vals), 8)
+        for x in reversed(vals):
+            b.PrependInt64(int(x))
+        return b.EndVector()
+
+    dv = value(*k.default)
+    ctype, con = 0, None
+    kind = k.default[0]
+    if kind == INT and (k.minimum is not None or k.stride is not None or k.valid_ints):
+        vv = int_vec(k.valid_ints) if k.valid_ints else None
+        b.StartObject(4)
+        if k.minimum is not None:
+            b.PrependInt64Slot(0, int(k.minimum[1]), 0)
+            b.PrependInt64Slot(1, int(k.maximum[1]), 0)
+        b.PrependInt64Slot(2, int(k.stride if k.stride is not None else 1), 1)
+        if vv is not None:
+            b.PrependUOffsetTRelativeSlot(3, vv, 0)
+        ctype, con = 1, b.EndObject()
+    elif kind == FLOAT and k.minimum is not None:
+        b.StartObject(2)
+        b.PrependFloat64Slot(0, float(k.minimum[1]), 0.0)
+        b.PrependFloat64Slot(1, float(k.maximum[1]), 0.0)
+        ctype, con = 2, b.EndObject()
+    elif kind == STRING and (k.valid_strings or k.string_max_length is not None):
+        vs = None
+        if k.valid_strings:
+            offs = [b.CreateString(s) for s in k.valid_strings]
+            b.StartVector(4, len(offs), 4)
+            for o in reversed(offs):
+                b.PrependUOffsetTRelative(o)
+            vs = b.EndVector()
+        b.StartObject(2)
+        if k.string_max_length is not None:
+            b.PrependInt32Slot(0, int(k.string_max_length), 0)
+        if vs is not None:
+            b.PrependUOffsetTRelativeSlot(1, vs, 0)
+        ctype, con = 3, b.EndObject()
+    kid = b.CreateString(k.knob_id or "")
+    desc = b.CreateString(k.description or "")
+    b.StartObject(7)
+    b.PrependUOffsetTRelativeSlot(0, kid, 0)
+    b.PrependUOffsetTRelativeSlot(1, desc, 0)
+    b.PrependUint8Slot(2, k.default[0], 0)
+    b.PrependUOffsetTRelativeSlot(3, dv, 0)
+    if con is not None:
+        b.PrependUint8Slot(4, ctype, 0)
+        b.PrependUOffsetTRelativeSlot(5, con, 0)
+    b.PrependBoolSlot(6, bool(k.deprecated), False)
+    b.Finish(b.EndObject())
+    return bytes(b.Output())
