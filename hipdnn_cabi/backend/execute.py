@@ -46,26 +46,38 @@ def execute(handle, plan_id, vp_id, _objects=_objects, _D=Descriptor):
     if n != len(ptrs):
         raise BadParamError("hipdnnBackendExecute: unique ids and data pointers differ in number")
     aligns = plan.alignments
-    if aligns:
+    if aligns and vp.checked_alignments is not aligns:
         for u, p in zip(uids, ptrs):
             if p:
                 a = aligns.get(u, 0)
                 if a > 0 and p % a:
                     raise BadParamError(f"Tensor uid {u} device pointer is not aligned to the "
                                         f"required {a} bytes")
+        vp.checked_alignments = aligns  # a finalized pack and plan never change
     hp = handle.plugins
     r = hp.owner(plan.engine_id) if hp is not None else None
     if r is None:
         from ..errors import InternalError
         raise InternalError(f"Invalid engine ID: {plan.engine_id}")
     plugin, ph = r
-    ffi = runtime.ffi
-    ws = ffi.cast("void*", vp.workspace)
     if vp.has_overrides:
-        return _execute_overrides(plan, vp, plugin, ph, ws, n)
-    plugin.call("execute op graph", "hipdnnEnginePluginExecuteOpGraph",
-                ph, plan.context, ws, _buffers(vp), n)
+        return _execute_overrides(plan, vp, plugin, ph, _workspace(vp), n)
+    tramp = plugin.tramp_execute
+    if tramp is None:
+        tramp = plugin.tramp_execute = (
+            getattr(runtime.lib, "tramp_hipdnnEnginePluginExecuteOpGraph"),
+            plugin.fn["hipdnnEnginePluginExecuteOpGraph"])
+    st = tramp[0](tramp[1], ph, plan.context, _workspace(vp), _buffers(vp), n)
+    if st:
+        plugin.fail("execute op graph", st)
     return 0
+
+
+def _workspace(vp):
+    w = vp.workspace_c
+    if w is None:
+        w = vp.workspace_c = runtime.ffi.cast("void*", vp.workspace)
+    return w
 
 
 def _execute_overrides(plan, vp, plugin, ph, ws, n):

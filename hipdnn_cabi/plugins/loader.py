@@ -113,9 +113,7 @@ class EnginePlugin:
         self.names: dict[int, str] = {}      # id -> name given by GetEngineName
         self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
         self.has_serialization = all(n in table for n in ENGINE_OPTIONAL[:3])
-        ffi = runtime.ffi
-        self._cstr = ffi.new("const char**")
-        self._u32 = ffi.new("uint32_t*")
+        self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
     # ---------------------------------------------------------------- calls
     def last_error(self) -> str:

@@ -25,6 +25,8 @@ class VariantPackDescriptor(Descriptor):
         self.override_lengths = None
         self.packed = b""            # hipdnnPluginDeviceBuffer_t[] bytes, built at finalize
         self.buffers = None          # cached cdata array (built on first execute)
+        self.workspace_c = None      # cached void* cdata of the workspace
+        self.checked_alignments = None  # the plan alignment table this pack was checked against
 
     @setter(A.HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS)
     def _set_ptrs(self, ctx, atype, count, arr, nbytes):
@@ -66,6 +68,8 @@ class VariantPackDescriptor(Descriptor):
         inter[1::2] = self.pointers
         self.packed = struct.pack(f"<{2 * n}q", *[(p - (1 << 64)) if p >= 1 << 63 else p for p in inter])
         self.buffers = None
+        self.workspace_c = None
+        self.checked_alignments = None
 
     @property
     def has_overrides(self) -> bool:
