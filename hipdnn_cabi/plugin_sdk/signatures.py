@@ -77,17 +77,3 @@ def slot_c_code(generated=None, nslots: int = NUM_SLOTS) -> tuple[str, str]:
     cdef = ("uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name);\n"
             "int hipdnn_cabi_plugin_slot_count(void);")
     return cdef, "\n".join(code)
-
-
-def export_c_code(generated=None) -> str:
-    """C source of the exported plugin entry points (default visibility), each calling the
-    dispatcher with slot 0 (a standalone exported plugin has exactly one plugin)."""
-    sigs = signatures(generated)
-    code = []
-    for s in sigs:
-        code.append(f"static {s.decl(['int slot'], dispatcher_name(s.name))};")
-    for s in sigs:
-        call = f"{dispatcher_name(s.name)}({', '.join(['0'] + s.names)})"
-        body = f"{call};" if s.is_void else f"return {call};"
-        code.append(f'__attribute__((visibility("default"))) {s.decl()} {{ {body} }}')
-    return "\n".join(code)
