@@ -201,3 +201,23 @@ ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
 print(json.dumps({"errors": errors}))
 """, {"HIPDNN_PLUGIN_DIR": c_sample})
     assert r["errors"] == []
+
+
+def test_set_stream_forwarded_and_handle_lifecycle(c_sample):
+    r = py("""
+h = create_handle()
+st = lib.hipdnnSetStream(h, ffi.cast("hipStream_t", 0x1000))
+s = ffi.new("hipStream_t*")
+lib.hipdnnGetStream(h, s)
+out = {"set": st, "get": int(ffi.cast("uintptr_t", s[0]))}
+from hipdnn_cabi.backend import registry
+hp = registry.objects[hid(h)].plugins
+out["plugin_handles"] = len(hp.entries)
+out["destroy"] = lib.hipdnnDestroy(h)
+out["closed"] = hp.closed
+h2 = create_handle(); h3 = create_handle()
+out["two"] = [lib.hipdnnDestroy(h2), lib.hipdnnDestroy(h3)]
+print(json.dumps(out))
+""", {"HIPDNN_PLUGIN_DIR": c_sample})
+    assert r == {"set": 0, "get": 0x1000, "plugin_handles": 1, "destroy": 0, "closed": True,
+                 "two": [0, 0]}
