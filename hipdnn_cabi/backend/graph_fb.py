@@ -22,7 +22,6 @@ import math
 import struct
 
 import flatbuffers
-from flatbuffers.table import Table
 
 from ..schemas._generated.schema_table import ENUMS, STRUCTS, TABLES, UNIONS
 
@@ -99,55 +98,90 @@ def _read_struct(buf, pos, sname):
     return res
 
 
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_RPLANS: dict = {}
+
+
+def _read_plan(tname):
+    plan = _RPLANS.get(tname)
+    if plan is None:
+        plan = []
+        fields = TABLES[tname]
+        for slot, fname, kind, size, align, ref, _req in fields:
+            if kind == "utype":
+                continue
+            extra = None
+            if kind == "scalar":
+                extra = struct.Struct(FMT[scalar_type(ref)]).unpack_from
+            elif kind == "vec_scalar":
+                extra = FMT[scalar_type(ref)][1]
+            elif kind == "union":
+                extra = 4 + 2 * (slot - 1)
+            plan.append((4 + 2 * slot, fname, kind, ref, extra))
+        _RPLANS[tname] = plan = tuple(plan)
+    return plan
+
+
 def _read_table(buf, pos, tname):
-    tab = Table(buf, pos)
+    """Read the present fields of the table at ``pos`` (buf verified beforehand)."""
+    vt = pos - _I32(buf, pos)[0]
+    vtsize = _U16(buf, vt)[0]
     res = {}
-    fields = TABLES[tname]
-    for slot, fname, kind, size, align, ref, _req in fields:
-        o = tab.Offset(4 + 2 * slot)
+    for vto, fname, kind, ref, extra in _read_plan(tname):
+        if vto >= vtsize:
+            continue
+        o = _U16(buf, vt + vto)[0]
         if not o:
             continue
         p = pos + o
         if kind == "scalar":
-            res[fname] = struct.unpack_from(FMT[scalar_type(ref)], buf, p)[0]
-        elif kind == "string":
-            res[fname] = bytes(tab.String(p)).decode("utf-8", "replace")
-        elif kind == "vec_scalar":
-            start = tab.Vector(o)
-            n = tab.VectorLen(o)
-            fmt = FMT[scalar_type(ref)]
-            res[fname] = list(struct.unpack_from("<%d%s" % (n, fmt[1]), buf, start)) if n else []
-        elif kind == "vec_table":
-            start = tab.Vector(o)
-            n = tab.VectorLen(o)
-            res[fname] = [_read_table(buf, tab.Indirect(start + 4 * i), ref) for i in range(n)]
-        elif kind == "vec_string":
-            start = tab.Vector(o)
-            n = tab.VectorLen(o)
-            res[fname] = [bytes(tab.String(start + 4 * i)).decode("utf-8", "replace") for i in range(n)]
-        elif kind == "table":
-            res[fname] = _read_table(buf, tab.Indirect(p), ref)
+            res[fname] = extra(buf, p)[0]
         elif kind == "struct":
             res[fname] = _read_struct(buf, p, ref)
-        elif kind == "utype":
-            continue
-        elif kind == "union":
-            to = tab.Offset(4 + 2 * (slot - 1))
-            utype = buf[pos + to] if to else 0
-            if utype == 0:
-                continue
-            member = UNIONS[ref].get(utype)
-            if member is None:
-                res[fname] = (utype, None)
-                continue
-            mname, mkind, mtype = member
-            target = tab.Indirect(p)
-            if mkind == "table":
-                res[fname] = (utype, _read_table(buf, target, mtype))
-            else:
-                res[fname] = (utype, _read_struct(buf, target, mtype))
-        else:  # vec_struct: unused by the graph schemas
-            raise SchemaError("%s.%s: unsupported field kind %s" % (tname, fname, kind))
+        else:
+            target = p + _U32(buf, p)[0]
+            if kind == "string":
+                n = _U32(buf, target)[0]
+                res[fname] = buf[target + 4:target + 4 + n].decode("utf-8", "replace")
+            elif kind == "vec_scalar":
+                n = _U32(buf, target)[0]
+                res[fname] = list(struct.unpack_from("<%d%s" % (n, extra), buf, target + 4)) if n else []
+            elif kind == "vec_table":
+                n = _U32(buf, target)[0]
+                lst = []
+                for i in range(n):
+                    e = target + 4 + 4 * i
+                    lst.append(_read_table(buf, e + _U32(buf, e)[0], ref))
+                res[fname] = lst
+            elif kind == "vec_string":
+                n = _U32(buf, target)[0]
+                lst = []
+                for i in range(n):
+                    e = target + 4 + 4 * i
+                    s0 = e + _U32(buf, e)[0]
+                    ln = _U32(buf, s0)[0]
+                    lst.append(buf[s0 + 4:s0 + 4 + ln].decode("utf-8", "replace"))
+                res[fname] = lst
+            elif kind == "table":
+                res[fname] = _read_table(buf, target, ref)
+            elif kind == "union":
+                to = _U16(buf, vt + extra)[0] if extra < vtsize else 0
+                utype = buf[pos + to] if to else 0
+                if utype == 0:
+                    continue
+                member = UNIONS[ref].get(utype)
+                if member is None:
+                    res[fname] = (utype, None)
+                    continue
+                mname, mkind, mtype = member
+                if mkind == "table":
+                    res[fname] = (utype, _read_table(buf, target, mtype))
+                else:
+                    res[fname] = (utype, _read_struct(buf, target, mtype))
+            else:  # vec_struct: unused by the graph schemas
+                raise SchemaError("%s.%s: unsupported field kind %s" % (tname, fname, kind))
     return res
 
 
@@ -208,6 +242,45 @@ def _flags(stype):
     return _FLAGS[stype]
 
 
+_WORDER: dict = {}
+
+
+def _write_order(tname):
+    order = _WORDER.get(tname)
+    if order is None:
+        fields = TABLES[tname]
+        lst = []
+        for slot, fname, kind, size, align, ref, req in fields:
+            if kind == "utype":
+                lst.append((1, slot, fname, kind, ref, fields[slot + 1][1], None))
+            else:
+                st = scalar_type(ref) if kind == "scalar" else None
+                sz = SIZE[st] if kind == "scalar" else size if kind == "struct" else 4
+                lst.append((sz, slot, fname, kind, ref, fname, st))
+        lst.sort(key=lambda t: (-t[0], -t[1]))
+        _WORDER[tname] = order = tuple(t[1:] for t in lst)
+    return order
+
+
+def _scalar_vector(b, st, v, where):
+    """A vector of scalars written in one block (not element by element)."""
+    n = len(v)
+    size = SIZE[st]
+    try:
+        data = struct.pack("<%d%s" % (n, FMT[st][1]), *v)
+    except struct.error:
+        for x in v:
+            _check_scalar(where, st, x)
+        raise SchemaError("%s: invalid vector element" % where) from None
+    if st in ("float", "double", "bool") or any(isinstance(x, bool) for x in v):
+        for x in v:  # struct accepts what the schema does not (bool as int, int as float, ...)
+            _check_scalar(where, st, x)
+    b.StartVector(size, n, size)
+    b.head = b.head - len(data)
+    b.Bytes[b.head:b.head + len(data)] = data
+    return b.EndVector()
+
+
 def _write_table(b, tname, d, where):
     if not isinstance(d, dict):
         raise SchemaError("%s: expected an object" % where)
@@ -230,13 +303,7 @@ def _write_table(b, tname, d, where):
         elif kind == "vec_scalar":
             if not isinstance(v, (list, tuple)):
                 raise SchemaError("%s: expected an array" % w)
-            st = scalar_type(ref)
-            vals = [_check_scalar(w, st, x) for x in v]
-            b.StartVector(SIZE[st], len(vals), SIZE[st])
-            fl = _flags(st)
-            for x in reversed(vals):
-                b.Prepend(fl, x)
-            offs[fname] = b.EndVector()
+            offs[fname] = _scalar_vector(b, scalar_type(ref), v, w)
         elif kind == "vec_table":
             if not isinstance(v, (list, tuple)):
                 raise SchemaError("%s: expected an array" % w)
@@ -272,25 +339,17 @@ def _write_table(b, tname, d, where):
             raise SchemaError("%s: unsupported field kind %s" % (w, kind))
     # 2. the table: fields largest first, reverse declaration order within a size (like flatc)
     b.StartObject(len(fields))
-    order = []
-    for slot, fname, kind, size, align, ref, req in fields:
+    for slot, fname, kind, ref, key, st in _write_order(tname):
+        if key not in d:
+            continue
         if kind == "utype":
-            union_field = fields[slot + 1][1]
-            if union_field in d:
-                order.append((1, slot, fname, kind, ref))
-        elif fname in d:
-            sz = SIZE[scalar_type(ref)] if kind == "scalar" else size if kind == "struct" else 4
-            order.append((sz, slot, fname, kind, ref))
-    order.sort(key=lambda t: (-t[0], -t[1]))
-    for sz, slot, fname, kind, ref in order:
-        w = "%s.%s" % (where, fname)
-        if kind == "utype":
-            b.PrependUint8Slot(slot, d[fields[slot + 1][1]][0], 0)
+            b.PrependUint8Slot(slot, d[key][0], 0)
         elif kind == "scalar":
-            st = scalar_type(ref)
-            x = _check_scalar(w, st, d[fname])
-            b.PrependSlot(_flags(st), slot, x, None)
+            x = _check_scalar("%s.%s" % (where, fname), st, d[fname])
+            b.Prepend(_FLAGS[st], x)
+            b.Slot(slot)
         elif kind == "struct":
+            w = "%s.%s" % (where, fname)
             _prep_struct(b, ref, d[fname], w)
             b.Slot(slot)
         else:

@@ -67,7 +67,7 @@ def graph_from_bytes(data: bytes) -> GraphDescriptor:
         raise
     except Exception as e:  # verified buffers should never get here; keep the contract anyway
         raise BadParamError(f"Invalid serialized graph: {type(e).__name__}: {e}") from None
-    return GraphDescriptor.from_fb(g)
+    return GraphDescriptor.from_fb(g, data)
 
 
 def _register_out(out, g):

@@ -97,6 +97,12 @@ def main():
             if st3 not in (0, lib.HIPDNN_STATUS_BAD_PARAM):
                 print(json.dumps({"fail": "reserialize", "case": i, "status": st3, "msg": c.err()}))
                 sys.exit(4)
+            # force a rebuild by our writer (a set other than HANDLE drops the cached bytes)
+            c.ok(c.set_str(g, lib.HIPDNN_ATTR_OPERATIONGRAPH_NAME_EXT, b"fuzz"))
+            st4 = lib.hipdnnBackendGetSerializedBinaryGraph_ext(g, 0, sz, ffi.NULL)
+            if st4 not in (0, lib.HIPDNN_STATUS_BAD_PARAM):
+                print(json.dumps({"fail": "rebuild", "case": i, "status": st4, "msg": c.err()}))
+                sys.exit(5)
             lib.hipdnnBackendDestroyDescriptor(g)
         else:
             c.err()  # message retrievable

@@ -232,8 +232,8 @@ class GraphDescriptor(Descriptor):
             self.uuid = _uuid.uuid4().bytes
             self._serialized = None
         self._tensors = None
-        self._serialized = None
-        self.serialized()
+        self.tensors()      # uid checks
+        self.serialized()   # (re)built unless the cache is still valid
 
     # ---------------------------------------------------------------- get
     @getter(A.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
@@ -337,8 +337,13 @@ class GraphDescriptor(Descriptor):
 
     # ---------------------------------------------------------------- deserialization
     @classmethod
-    def from_fb(cls, g: dict) -> "GraphDescriptor":
-        """Rebuild an unfinalized graph (real tensor and op descriptors) from a Graph dict."""
+    def from_fb(cls, g: dict, blob: bytes | None = None) -> "GraphDescriptor":
+        """Rebuild an unfinalized graph (real tensor and op descriptors) from a Graph dict.
+
+        ``blob``: the verified bytes ``g`` was read from.  They become the cached serialization
+        when they carry an id and the version stamp this graph requires (so plugins see exactly
+        what the caller serialized); any later set other than HANDLE discards them.
+        """
         self = cls()
         v = g.get("min_required_engine_api_version")
         if v is not None:
@@ -371,4 +376,7 @@ class GraphDescriptor(Descriptor):
         uid = g.get("id")
         if uid is not None:
             self.uuid = bytes(uid["bytes"])
+            if blob is not None and v is not None and \
+                    (v["major"], v["minor"], v["patch"]) == self.required_api_version():
+                self._serialized = bytes(blob)
         return self
