@@ -155,14 +155,12 @@ def get_attribute(d, name, atype, req, count, arr, _objects=_objects, _D=Descrip
     return 0
 
 
+from .execute import execute as _run_execute  # noqa: E402
+
+
 @body("hpy_execute")
-def execute(h, plan, vp):
-    handle = handle_of(h, "hipdnnBackendExecute")
-    try:
-        from .execute import execute as run
-    except ImportError:
-        not_implemented("hipdnnBackendExecute")
-    run(handle, plan, vp)
+def execute(h, plan, vp, _run=_run_execute):
+    _run(handle_of(h, "hipdnnBackendExecute"), plan, vp)
     return 0
 
 

@@ -16,6 +16,7 @@ from .._generated.enums import Severity
 from ..backend import log, runtime
 from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
                       NullPointerError, PluginError)
+from ..plugin_sdk import loader as pyloader
 from . import loader
 from .loader import EnginePlugin, fnv1a64, hex_id
 
@@ -75,20 +76,25 @@ def engine_name(plugin: EnginePlugin | None, eid: int) -> str:
 class PluginManager:
     """The loaded plugins (shared by all handles)."""
 
-    def __init__(self, search_paths):
+    def __init__(self, search_paths, entry_points=False):
         self.plugins: list[EnginePlugin] = []
         self.loaded_paths: list[str] = []
         self.owner: dict[int, EnginePlugin] = {}
         self.dropped: set[int] = set()
         self.users = 0
         self.errors: list[str] = []
-        self._load(search_paths)
+        self._load(search_paths, entry_points)
 
-    def _candidates(self, search_paths):
+    def _candidates(self, search_paths, entry_points=False):
         out = set()
+        if entry_points:
+            out.update(_entry_point_paths())
         for raw in search_paths:
             p = _resolve(raw)
-            if os.path.isdir(p):
+            if pyloader.is_python_plugin_path(p):
+                out.add(os.path.realpath(p))  # a Python plugin named directly (.py or package)
+            elif os.path.isdir(p):
+                out.update(pyloader.find_python_plugins(p))
                 try:
                     names = os.listdir(p)
                 except OSError as e:
@@ -109,16 +115,23 @@ class PluginManager:
                 _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
         return sorted(out)
 
-    def _load(self, search_paths):
+    def _load(self, search_paths, entry_points=False):
         cb = runtime.lib.hipdnn_cabi_backend_logging_callback()
-        for path in self._candidates(search_paths):
+        for path in self._candidates(search_paths, entry_points):
             try:
-                if os.path.splitext(path)[1] != ".so":
-                    raise BadParamError("Invalid file extension. Expected .so")
-                if not os.path.exists(path):
-                    raise PluginError(f"Shared libary: plugin file does not exist: {path}")
-                h, table = loader.load_shared_object(path)
-                plugin = EnginePlugin(path, table, h)
+                if pyloader.is_python_plugin_path(path):
+                    # A Python plugin: the SDK binds it to C function pointers with the exact
+                    # plugin signatures, and from here on it takes the same path as a .so.
+                    table = pyloader.load_python_plugin(path)
+                    plugin = EnginePlugin(path, table, 0)
+                    plugin.python_table = table
+                else:
+                    if os.path.splitext(path)[1] != ".so":
+                        raise BadParamError("Invalid file extension. Expected .so")
+                    if not os.path.exists(path):
+                        raise PluginError(f"Shared libary: plugin file does not exist: {path}")
+                    h, table = loader.load_shared_object(path)
+                    plugin = EnginePlugin(path, table, h)
                 try:
                     for w in plugin.initialize(cb):
                         _err(w)
@@ -171,7 +184,40 @@ class PluginManager:
     def unload(self):
         for p in self.plugins:
             p.close()
+            table = getattr(p, "python_table", None)
+            if table is not None:
+                pyloader.unload_python_plugin(table)
         self.plugins = []
+
+
+def _entry_point_paths():
+    """Plugins registered under the ``hipdnn_cabi.engine_plugins`` entry-point group (loaded in
+    ADDITIVE mode, like the default directory), as the paths of their modules."""
+    import importlib.util
+    out = []
+    try:
+        eps = pyloader.entry_point_plugins()
+    except Exception as e:  # broken metadata must not break hipdnnCreate
+        _warn(f"Cannot read {pyloader.ENTRY_POINT_GROUP} entry points: {e}")
+        return out
+    for name, ep in eps:
+        try:
+            spec = importlib.util.find_spec(ep.value.split(":")[0])
+        except Exception as e:
+            _warn(f"Engine plugin entry point {name} ({ep.value}) cannot be found: {e}")
+            continue
+        if spec is None or not spec.origin:
+            _warn(f"Engine plugin entry point {name} ({ep.value}) cannot be found")
+            continue
+        origin = spec.origin
+        if os.path.basename(origin) == "__init__.py":
+            origin = os.path.dirname(origin)
+        out.append(os.path.realpath(origin))
+    return out
+
+
+def _entry_points_enabled() -> bool:
+    return _mode != ABSOLUTE and os.environ.get("HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS", "") in ("", "0")
 
 
 def _search_paths():
@@ -336,7 +382,7 @@ def attach_handle(handle):
     global _manager, _persistent
     with _lock:
         if _manager is None:
-            _manager = PluginManager(_search_paths())
+            _manager = PluginManager(_search_paths(), _entry_points_enabled())
         m = _manager
         if _unload_mode == LAZY:
             _persistent = m
