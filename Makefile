@@ -28,6 +28,7 @@ $(LIB): $(VENV)/.stamp $(LIB_SOURCES)
 lib: $(LIB)
 
 plugins: $(LIB)
+	$(PY) tools/install_default_plugins.py --out $(LIBDIR)/hipdnn_plugins/engines
 	@if [ -f engine_plugins/c_sample/Makefile ]; then \
 	  $(MAKE) -s -C engine_plugins/c_sample OUT=$(CURDIR)/$(BUILD)/plugins; fi
 

@@ -20,6 +20,8 @@ class build_py(_build_py):
         sys.path.insert(0, ROOT)
         from build_backend import build  # cdef/build_backend.py
         build(os.path.join(pkg, "lib"), os.path.join(ROOT, "build", "cffi-wheel"))
+        from tools.install_default_plugins import install as install_default_plugins
+        install_default_plugins(os.path.join(pkg, "lib", "hipdnn_plugins", "engines"))
         shutil.copyfile(os.path.join(ROOT, "cdef", "generated.py"),
                         os.path.join(pkg, "_cdef_generated.py"))
         inc = os.path.join(pkg, "include")
