@@ -525,7 +525,7 @@ class RmsnormBwdBuilder(_LnBase):
 _PW_EXACT_INT = {"ADD", "SUB", "MUL", "MAX_OP", "MIN_OP", "ABS", "NEG", "IDENTITY"}
 _PW_CMP = {"CMP_EQ", "CMP_GE", "CMP_GT", "CMP_LE", "CMP_LT", "CMP_NEQ"}
 _PW_LOGIC = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"}
-_LOGIC_TYPES = (BOOL, "UINT8", "INT8", "INT32", "FLOAT")
+_LOGIC_TYPES = (BOOL,) + INTS + FLOATS
 _ALL_TYPES = FLOATS + INTS + ("INT64", BOOL)
 _PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
               "elu_alpha", "softplus_beta")
