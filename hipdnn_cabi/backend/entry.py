@@ -8,10 +8,8 @@ and never touches the last-error slot.
 """
 from __future__ import annotations
 
-import struct
-
 from .._generated.enums import Severity, Status
-from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError
+from ..errors import HipdnnError, NotSupportedError, NullPointerError
 from . import log, registry, runtime
 from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
 from .descriptors import factory
@@ -365,5 +363,4 @@ def install(ffi, lib) -> None:
     lib.hipdnn_cabi_mark_ready()
 
 
-__all__ = ["install", "body", "not_implemented", "handle_of", "descriptor_of", "BadParamError",
-           "struct"]
+__all__ = ["install", "body", "not_implemented", "handle_of", "descriptor_of"]
