@@ -154,7 +154,7 @@ class _ConvBase(NodeBuilder):
     def supported_keys(cls):
         a, b, o = cls.ROLES
         for t in FLOATS:
-            outs = (t, "FLOAT") if t in FP16 else (t,)
+            outs = tuple(sorted({t, "FLOAT"}))
             for ot in outs:
                 for c in _float_compute(t):
                     yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), c, STRIDED)
@@ -270,11 +270,14 @@ class _NormBase(NodeBuilder):
 
     @classmethod
     def supported_keys(cls):
+        # data inputs: the io type t; data outputs: t or FLOAT; parameters: t or FLOAT
         for t in FLOATS:
-            for pt in sorted({t, "FLOAT"}):
-                for c in _float_compute(t):
-                    yield SignatureKey(cls.KIND, tuple((r, t) for r in cls.DATA) + (("param", pt),),
-                                       c, STRIDED)
+            choices = [(t,) if r in cls.INPUTS else tuple(sorted({t, "FLOAT"})) for r in cls.DATA]
+            for data in itertools.product(*choices):
+                for pt in sorted({t, "FLOAT"}):
+                    for c in _float_compute(t):
+                        yield SignatureKey(cls.KIND, tuple(zip(cls.DATA, data)) + (("param", pt),),
+                                           c, STRIDED)
 
     def common_key(self, node, graph, ts):
         ptypes = {dtype_name(ts[r].dtype) for r in self.PARAMS if r in ts}
