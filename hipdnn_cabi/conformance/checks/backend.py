@@ -1,0 +1,1 @@
+"""Backend-API checks: see hipdnn_cabi/conformance/backend_driver.c."""

@@ -1,0 +1,93 @@
+"""``hipdnn-cabi conform``: the plugin ABI conformance suite (or ``--backend``: the backend-API checks).
+
+    hipdnn-cabi conform path/to/libplugin.so [--report report.json] [-k EXPR] [--xfail-file F]
+    hipdnn-cabi conform --backend [path/to/libhipdnn_backend.so]
+
+Exit status: 0 when every selected must-pass check passes (skips and xfails allowed), 1 when one
+fails, 2 on usage errors.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .core import Scale, Suite, keyword_matcher, load_checks, read_xfail_file, run_checks
+from .report import plugin_identity, table, to_json, write_json
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="hipdnn-cabi conform", description=__doc__.split("\n\n")[0])
+    p.add_argument("plugin", nargs="?", help="engine plugin shared object (.so)")
+    p.add_argument("--backend", nargs="?", const="", default=None, metavar="LIB",
+                   help="check a backend library instead (default: this package's libhipdnn_backend.so)")
+    p.add_argument("--report", metavar="JSON", help="write the JSON report here")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="select checks: substrings with and/or/not")
+    p.add_argument("--xfail-file", metavar="F", help="file of check ids (or id substrings) expected to fail")
+    p.add_argument("--list", action="store_true", help="list the check ids and exit")
+    p.add_argument("--quick", action="store_true", help="reduced iteration counts (leak, threads, lifecycle)")
+    p.add_argument("--leak-cycles", type=int, help="create/destroy cycles for conform.leak (default 10000)")
+    p.add_argument("--timeout", type=float, help="seconds per child process (default 30)")
+    p.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1), help="checks run in parallel")
+    p.add_argument("--workdir", help="keep the driver, graphs and cases here (default: a temp dir)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
+    return p
+
+
+def default_backend() -> str:
+    from ..capi import __file__ as capi_file  # noqa: F401
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib",
+                        "libhipdnn_backend.so")
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    plugin_checks, backend_checks = load_checks()
+    backend_mode = a.backend is not None
+    reg = backend_checks if backend_mode else plugin_checks
+    sel = keyword_matcher(a.keyword)
+    checks = [c for c in reg.values() if sel(c.id)]
+    if a.list:
+        for c in checks:
+            print(f"{c.id}{'' if c.mustpass else '  (advisory)'}  {c.doc}")
+        return 0
+    scale = Scale.quick() if a.quick else Scale()
+    if a.leak_cycles:
+        scale.leak_cycles = a.leak_cycles
+    if a.timeout:
+        scale.timeout = a.timeout
+    if backend_mode:
+        target = a.backend or a.plugin or default_backend()
+    else:
+        if not a.plugin:
+            parser().error("a plugin .so is required (or --backend)")
+        target = a.plugin
+    if not os.path.exists(target):
+        print(f"hipdnn-cabi conform: {target}: no such file", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    suite = Suite(target, scale=scale, workdir=a.workdir)
+    try:
+        results = run_checks(suite, checks, xfails=read_xfail_file(a.xfail_file), jobs=a.jobs)
+        subject = ({"path": suite.plugin, "kind": "backend"} if backend_mode else plugin_identity(suite))
+        data = to_json(results, subject, "backend" if backend_mode else "plugin", time.monotonic() - t0)
+    finally:
+        suite.close()
+    if a.report:
+        write_json(a.report, data)
+    if not a.quiet:
+        if not backend_mode:
+            print(f"plugin {subject.get('name')!r} version {subject.get('version')!r} "
+                  f"API {subject.get('api_version')!r}: {suite.plugin}")
+        else:
+            print(f"backend: {suite.plugin}")
+        print(table(results))
+    else:
+        s = data["summary"]
+        print("CONFORMANT" if s["conformant"] else "NOT CONFORMANT: " + ", ".join(s["failed_mustpass"]))
+    return 0 if data["summary"]["conformant"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

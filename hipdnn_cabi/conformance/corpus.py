@@ -1,0 +1,238 @@
+"""The graph corpus the conformance checks feed to a plugin, with an independent numpy reference.
+
+Each :class:`CorpusGraph` is a hipDNN ``Graph`` FlatBuffer (built with the generated schema
+classes) plus a reference evaluator.  ``runnable`` graphs are ordinary graphs a plugin may or may
+not support; ``degenerate`` graphs are well-formed graphs no engine can run (no nodes, an unknown
+node kind, a dangling tensor uid) — a plugin must answer them with SUCCESS and no (or known) ids.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import flatbuffers
+import numpy as np
+
+from ..schemas._generated import (EngineConfig, Graph, MatmulAttributes, Node,
+                                  PointwiseAttributes, TensorAttributes)
+
+FLOAT, HALF = 1, 2
+NP_DTYPE = {FLOAT: np.float32, HALF: np.float16}
+# per-type tolerance (rtol, atol)
+TOLERANCE = {FLOAT: (1e-5, 1e-6), HALF: (2e-3, 2e-3)}
+PW, MATMUL, UNKNOWN_KIND = 2, 9, 200
+ADD, MUL, RELU_FWD = 2, 30, 34
+
+
+@dataclass
+class T:
+    uid: int
+    dims: list
+    dtype: int = FLOAT
+    virtual: bool = False
+
+    @property
+    def strides(self):
+        s, out = 1, []
+        for d in reversed(self.dims):
+            out.append(s)
+            s *= d
+        return list(reversed(out))
+
+    @property
+    def nbytes(self):
+        return int(np.prod(self.dims)) * np.dtype(NP_DTYPE[self.dtype]).itemsize
+
+
+@dataclass
+class Op:
+    kind: int            # NodeAttributes index
+    ins: tuple
+    out: int
+    mode: int = 0        # pointwise mode
+
+
+@dataclass
+class CorpusGraph:
+    name: str
+    tensors: list
+    ops: list
+    degenerate: bool = False
+    seed: int = 0
+    _bytes: bytes = field(default=b"", repr=False)
+
+    # ------------------------------------------------------------------ FlatBuffer
+    def to_bytes(self) -> bytes:
+        if self._bytes:
+            return self._bytes
+        b = flatbuffers.Builder(1024)
+        toffs = []
+        for t in self.tensors:
+            TensorAttributes.StartStridesVector(b, len(t.dims))
+            for s in reversed(t.strides):
+                b.PrependInt64(s)
+            strides = b.EndVector()
+            TensorAttributes.StartDimsVector(b, len(t.dims))
+            for d in reversed(t.dims):
+                b.PrependInt64(d)
+            dims = b.EndVector()
+            nm = b.CreateString(f"t{t.uid}")
+            TensorAttributes.Start(b)
+            TensorAttributes.AddUid(b, t.uid)
+            TensorAttributes.AddName(b, nm)
+            TensorAttributes.AddDataType(b, t.dtype)
+            TensorAttributes.AddStrides(b, strides)
+            TensorAttributes.AddDims(b, dims)
+            TensorAttributes.AddVirtual(b, t.virtual)
+            toffs.append(TensorAttributes.End(b))
+        noffs = []
+        for i, op in enumerate(self.ops):
+            if op.kind == PW:
+                PointwiseAttributes.Start(b)
+                PointwiseAttributes.AddOperation(b, op.mode)
+                PointwiseAttributes.AddIn0TensorUid(b, op.ins[0])
+                if len(op.ins) > 1:
+                    PointwiseAttributes.AddIn1TensorUid(b, op.ins[1])
+                PointwiseAttributes.AddOut0TensorUid(b, op.out)
+                attrs = PointwiseAttributes.End(b)
+            elif op.kind == MATMUL:
+                MatmulAttributes.Start(b)
+                MatmulAttributes.AddATensorUid(b, op.ins[0])
+                MatmulAttributes.AddBTensorUid(b, op.ins[1])
+                MatmulAttributes.AddCTensorUid(b, op.out)
+                attrs = MatmulAttributes.End(b)
+            else:  # an unknown union member: an empty table behind an unknown type index
+                b.StartObject(0)
+                attrs = b.EndObject()
+            nm = b.CreateString(f"node{i}")
+            Node.Start(b)
+            Node.AddName(b, nm)
+            Node.AddComputeDataType(b, FLOAT)
+            Node.AddAttributesType(b, op.kind)
+            Node.AddAttributes(b, attrs)
+            noffs.append(Node.End(b))
+        Graph.StartTensorsVector(b, len(toffs))
+        for o in reversed(toffs):
+            b.PrependUOffsetTRelative(o)
+        tv = b.EndVector()
+        Graph.StartNodesVector(b, len(noffs))
+        for o in reversed(noffs):
+            b.PrependUOffsetTRelative(o)
+        nv = b.EndVector()
+        gname = b.CreateString(self.name)
+        Graph.Start(b)
+        Graph.AddName(b, gname)
+        Graph.AddComputeDataType(b, FLOAT)
+        Graph.AddTensors(b, tv)
+        Graph.AddNodes(b, nv)
+        b.Finish(Graph.End(b))
+        self._bytes = bytes(b.Output())
+        return self._bytes
+
+    # ------------------------------------------------------------------ data and reference
+    def tensor(self, uid) -> T:
+        return next(t for t in self.tensors if t.uid == uid)
+
+    def io(self):
+        """(inputs, outputs): non-virtual tensors read / written by the graph, in uid order."""
+        produced = {op.out for op in self.ops}
+        inputs = [t for t in self.tensors if not t.virtual and t.uid not in produced]
+        outputs = [t for t in self.tensors if not t.virtual and t.uid in produced]
+        return inputs, outputs
+
+    def inputs(self) -> dict:
+        rng = np.random.default_rng(1234 + self.seed)
+        ins, _ = self.io()
+        return {t.uid: rng.uniform(-2.0, 2.0, size=t.dims).astype(NP_DTYPE[t.dtype]) for t in ins}
+
+    def reference(self, inputs: dict) -> dict:
+        """Independent numpy evaluation (float64 accumulation, cast to each output's type)."""
+        vals = {u: a.astype(np.float64) for u, a in inputs.items()}
+        for op in self.ops:
+            xs = [vals[u] for u in op.ins]
+            if op.kind == PW and op.mode == ADD:
+                y = xs[0] + xs[1]
+            elif op.kind == PW and op.mode == MUL:
+                y = xs[0] * xs[1]
+            elif op.kind == PW and op.mode == RELU_FWD:
+                y = np.maximum(xs[0], 0.0)
+            elif op.kind == MATMUL:
+                y = np.matmul(xs[0], xs[1])
+            else:
+                raise NotImplementedError(f"no reference for node kind {op.kind} mode {op.mode}")
+            t = self.tensor(op.out)
+            vals[op.out] = np.broadcast_to(y, t.dims).astype(NP_DTYPE[t.dtype]).astype(np.float64)
+        _, outs = self.io()
+        return {t.uid: vals[t.uid].astype(NP_DTYPE[t.dtype]) for t in outs}
+
+
+def _pw(name, mode, shapes, out_shape, dtype=FLOAT, seed=0):
+    ts = [T(i + 1, list(s), dtype) for i, s in enumerate(shapes)]
+    out = T(len(shapes) + 1, list(out_shape), dtype)
+    return CorpusGraph(name, ts + [out], [Op(PW, tuple(t.uid for t in ts), out.uid, mode)], seed=seed)
+
+
+def build_corpus() -> list:
+    g = [
+        _pw("pw_add_f32", ADD, [[1, 7], [1, 7]], [1, 7], seed=1),
+        _pw("pw_mul_f32", MUL, [[2, 3, 4], [2, 3, 4]], [2, 3, 4], seed=2),
+        _pw("pw_relu_f32", RELU_FWD, [[4, 5]], [4, 5], seed=3),
+        _pw("pw_add_bcast_f32", ADD, [[2, 3, 4], [1, 3, 1]], [2, 3, 4], seed=4),
+        _pw("pw_mul_nchw_f32", MUL, [[2, 3, 4, 5], [2, 3, 4, 5]], [2, 3, 4, 5], seed=5),
+        CorpusGraph("pw_add_relu_chain_f32",
+                    [T(1, [3, 4]), T(2, [3, 4]), T(3, [3, 4], virtual=True), T(4, [3, 4])],
+                    [Op(PW, (1, 2), 3, ADD), Op(PW, (3,), 4, RELU_FWD)], seed=6),
+        _pw("pw_add_f16", ADD, [[1, 8], [1, 8]], [1, 8], dtype=HALF, seed=7),
+        CorpusGraph("matmul_f32", [T(1, [1, 4, 3]), T(2, [1, 3, 5]), T(3, [1, 4, 5])],
+                    [Op(MATMUL, (1, 2), 3)], seed=8),
+        # degenerate: well-formed, but nothing can run them
+        CorpusGraph("degenerate_no_nodes", [T(1, [1, 4])], [], degenerate=True),
+        CorpusGraph("degenerate_unknown_node_kind", [T(1, [1, 4]), T(2, [1, 4])],
+                    [Op(UNKNOWN_KIND, (1,), 2)], degenerate=True),
+        CorpusGraph("degenerate_dangling_uid", [T(1, [1, 4]), T(2, [1, 4])],
+                    [Op(PW, (1, 77), 2, ADD)], degenerate=True),
+    ]
+    return g
+
+
+def engine_config(engine_id: int) -> bytes:
+    b = flatbuffers.Builder(64)
+    EngineConfig.Start(b)
+    EngineConfig.AddEngineId(b, int(engine_id))
+    b.Finish(EngineConfig.End(b))
+    return bytes(b.Output())
+
+
+def write_case(workdir: str, g: CorpusGraph, engine_id: int) -> str:
+    """Write graph/config/input files and the case file the driver reads; returns its path."""
+    d = os.path.join(workdir, f"case_{g.name}_{engine_id & 0xFFFFFFFFFFFFFFFF:016x}")
+    case = os.path.join(d, "case.txt")
+    if os.path.exists(case):
+        return case
+    os.makedirs(d, exist_ok=True)
+    lines = []
+    gp = os.path.join(d, "graph.bin")
+    with open(gp, "wb") as f:
+        f.write(g.to_bytes())
+    cp = os.path.join(d, "config.bin")
+    with open(cp, "wb") as f:
+        f.write(engine_config(engine_id))
+    lines += [f"graph {gp}", f"config {cp}", f"engine {engine_id}"]
+    ins, outs = g.io()
+    data = g.inputs()
+    for t in ins:
+        p = os.path.join(d, f"in_{t.uid}.bin")
+        with open(p, "wb") as f:
+            f.write(np.ascontiguousarray(data[t.uid]).tobytes())
+        lines.append(f"in {t.uid} {t.nbytes} {p}")
+    for t in outs:
+        lines.append(f"out {t.uid} {t.nbytes}")
+    with open(case + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(case + ".tmp", case)
+    return case
+
+
+def decode_output(g: CorpusGraph, uid: int, hexstr: str) -> np.ndarray:
+    t = g.tensor(uid)
+    return np.frombuffer(bytes.fromhex(hexstr), dtype=NP_DTYPE[t.dtype]).reshape(t.dims)
