@@ -1,0 +1,45 @@
+"""Python frontend: build and run hipDNN graphs over the backend C API.
+
+Shaped like hipDNN's Python bindings and cudnn-frontend's ``pygraph``::
+
+    from hipdnn_cabi import frontend as hf
+    with hf.Handle() as h:
+        g = hf.Graph(handle=h, io_data_type=hf.DataType.FLOAT, compute_data_type=hf.DataType.FLOAT)
+        x = g.tensor(name="x", dim=[1, 3, 8, 8])
+        w = g.tensor(name="w", dim=[4, 3, 3, 3])
+        y = g.relu(g.conv_fprop(x, w, padding=1)).set_output(True)
+        g.build()
+        g.execute({x: xa, w: wa, y: ya})
+
+The frontend talks to the backend only through the C API (cffi ABI mode on
+``libhipdnn_backend.so``; ``HIPDNN_CABI_BACKEND_LIB`` selects another library), with the call
+sequences of hipDNN's C++ frontend.  Errors raise :mod:`hipdnn_cabi.errors` exceptions carrying
+the backend's last-error text.
+"""
+from __future__ import annotations
+
+from .._generated.enums import (BehaviorNote, ConvolutionMode, DataType, HeurMode, PointwiseMode,
+                                ReduceTensorOp)
+from ..errors import (BadParamError, ExecutionFailedError, HipdnnError, InternalError,
+                      NotFinalizedError, NotInitializedError, NotSupportedError, NullPointerError,
+                      PluginError)
+from ._ops import NormFwdPhase
+from .graph import BuildPlanPolicy, Graph, GraphNotSupportedError
+from .handle import (EngineInfo, Handle, engines, loaded_plugin_paths, set_engine_plugin_paths,
+                     version_string)
+from .tensor import ScalarType, Tensor, from_numpy_dtype, to_numpy_dtype
+
+TensorAttributes = Tensor
+pygraph = Graph
+heur_mode = HeurMode
+build_plan_policy = BuildPlanPolicy
+
+__all__ = [
+    "Graph", "pygraph", "Handle", "Tensor", "TensorAttributes", "ScalarType", "NormFwdPhase",
+    "BuildPlanPolicy", "build_plan_policy", "heur_mode", "HeurMode", "DataType", "PointwiseMode",
+    "ReduceTensorOp", "ConvolutionMode", "BehaviorNote", "EngineInfo", "engines",
+    "set_engine_plugin_paths", "loaded_plugin_paths", "version_string", "from_numpy_dtype",
+    "to_numpy_dtype", "GraphNotSupportedError", "HipdnnError", "BadParamError", "NullPointerError",
+    "NotFinalizedError", "NotInitializedError", "NotSupportedError", "InternalError",
+    "ExecutionFailedError", "PluginError",
+]

@@ -1,0 +1,164 @@
+"""Output-shape inference (the cases hipDNN / cudnn-frontend infer) and graph validation helpers."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BadParamError
+from .tensor import packed_strides, stride_order
+
+
+def _known(*ts):
+    return all(t is not None and t.dim is not None for t in ts)
+
+
+def like_strides(dims, ref):
+    """Packed strides for ``dims`` in ``ref``'s stride order (same rank), else row-major."""
+    if ref is not None and ref.stride is not None and len(ref.stride) == len(dims):
+        return packed_strides(dims, stride_order(ref.stride))
+    return packed_strides(dims)
+
+
+def fill(t, dims, ref=None):
+    """Set t's dims (if unset) and strides (if unset)."""
+    if t is None:
+        return
+    if t.dim is None and dims is not None:
+        t.dim = [int(d) for d in dims]
+    if t.stride is None and t.dim is not None:
+        t.stride = like_strides(t.dim, ref)
+
+
+def conv_params(node, nsp):
+    a = node.attrs
+
+    def vec(key, default):
+        v = a.get(key)
+        if v is None:
+            return [default] * nsp
+        if isinstance(v, int):
+            return [v] * nsp
+        v = [int(e) for e in v]
+        if len(v) != nsp:
+            raise BadParamError(f"{node.name}: {key} has {len(v)} entries for {nsp} spatial dims")
+        return v
+
+    pad = a.get("padding")
+    pre = vec("pre_padding" if a.get("pre_padding") is not None else "padding", 0)
+    post = vec("post_padding" if a.get("post_padding") is not None else "padding", 0)
+    del pad
+    return pre, post, vec("stride", 1), vec("dilation", 1)
+
+
+def infer_conv(node):
+    i, o = node.inputs, node.outputs
+    if node.kind == "conv_fprop":
+        x, w, y = i["x"], i["w"], o["y"]
+        if not _known(x, w):
+            return
+        nsp = len(x.dim) - 2
+        pre, post, st, dil = conv_params(node, nsp)
+        out = [(x.dim[2 + k] + pre[k] + post[k] - dil[k] * (w.dim[2 + k] - 1) - 1) // st[k] + 1
+               for k in range(nsp)]
+        fill(y, [x.dim[0], w.dim[0]] + out, x)
+    elif node.kind == "conv_dgrad":
+        dy, w, dx = i["dy"], i["w"], o["dx"]
+        if not _known(dy, w):
+            return
+        nsp = len(dy.dim) - 2
+        pre, post, st, dil = conv_params(node, nsp)
+        inn = [(dy.dim[2 + k] - 1) * st[k] - pre[k] - post[k] + dil[k] * (w.dim[2 + k] - 1) + 1
+               for k in range(nsp)]
+        fill(dx, [dy.dim[0], w.dim[1]] + inn, dy)
+    else:
+        x, dy, dw = i["x"], i["dy"], o["dw"]
+        if not _known(x, dy):
+            return
+        nsp = len(x.dim) - 2
+        pre, post, st, dil = conv_params(node, nsp)
+        ks = [(x.dim[2 + k] + pre[k] + post[k] - (dy.dim[2 + k] - 1) * st[k] - 1) // dil[k] + 1
+              for k in range(nsp)]
+        fill(dw, [dy.dim[1], x.dim[1]] + ks, x)
+
+
+def broadcast(*dims):
+    try:
+        return list(np.broadcast_shapes(*[tuple(d) for d in dims]))
+    except ValueError:
+        raise BadParamError(f"shapes {[list(d) for d in dims]} do not broadcast") from None
+
+
+def infer_pointwise(node):
+    ins = [t for r, t in node.inputs.items() if t is not None]
+    if not _known(*ins):
+        return
+    shape = broadcast(*[t.dim for t in ins])
+    ref = next((t for t in ins if list(t.dim) == shape), ins[0])
+    fill(node.outputs["out_0"], shape, ref)
+
+
+def infer_matmul(node):
+    a, b = node.inputs["a"], node.inputs["b"]
+    if not _known(a, b):
+        return
+    if len(a.dim) < 2 or len(b.dim) < 2:
+        raise BadParamError(f"{node.name}: matmul operands need rank >= 2")
+    batch = broadcast(a.dim[:-2], b.dim[:-2])
+    fill(node.outputs["c"], batch + [a.dim[-2], b.dim[-1]], a)
+
+
+def channel_dims(x):
+    return [1, x.dim[1]] + [1] * (len(x.dim) - 2)
+
+
+def infer_batchnorm(node):
+    i, o = node.inputs, node.outputs
+    x = i.get("x") if node.kind != "batchnorm_backward" else i.get("x")
+    if not _known(x):
+        return
+    if node.kind == "batchnorm_backward":
+        fill(o.get("dx"), x.dim, x)
+        sc = i.get("scale")
+        ref = sc.dim if _known(sc) else channel_dims(x)
+        fill(o.get("dscale"), ref, sc)
+        fill(o.get("dbias"), ref, sc)
+        return
+    fill(o.get("y"), x.dim, x)
+    if node.kind == "batchnorm":
+        fill(o.get("mean"), channel_dims(x))
+        fill(o.get("inv_variance"), channel_dims(x))
+        for src, dst in (("prev_running_mean", "next_running_mean"),
+                         ("prev_running_variance", "next_running_variance")):
+            p = i.get(src)
+            fill(o.get(dst), p.dim if _known(p) else channel_dims(x), p)
+
+
+def norm_stats_dims(node):
+    x, sc = node.inputs["x"], node.inputs.get("scale")
+    n = len(x.dim)
+    k = node.attrs.get("normalized_dim_count")
+    if k:
+        axes = range(n - int(k), n)
+    elif _known(sc) and len(sc.dim) == n and any(d != 1 for d in sc.dim):
+        first = next(j for j, d in enumerate(sc.dim) if d != 1)
+        axes = range(first, n)
+    else:
+        axes = range(1, n)
+    return [1 if j in axes else d for j, d in enumerate(x.dim)]
+
+
+def infer_norm(node):
+    x = node.inputs["x"]
+    if not _known(x):
+        return
+    o = node.outputs
+    fill(o.get("y"), x.dim, x)
+    stats = norm_stats_dims(node)
+    for r in ("mean", "inv_variance", "inv_rms"):
+        fill(o.get(r), stats)
+
+
+INFER = {"conv_fprop": infer_conv, "conv_dgrad": infer_conv, "conv_wgrad": infer_conv,
+         "pointwise": infer_pointwise, "matmul": infer_matmul,
+         "batchnorm": infer_batchnorm, "batchnorm_inference": infer_batchnorm,
+         "batchnorm_backward": infer_batchnorm, "layernorm": infer_norm, "rmsnorm": infer_norm,
+         "reduction": lambda node: None}

@@ -1,0 +1,109 @@
+"""Per-operation lowering table: descriptor type, tensor slots (role -> attribute), compute-type
+attribute.  Role names are the FlatBuffers schema field stems (``x``, ``w``, ``in_0``, ...)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .._generated.enums import AttributeName as A
+from .._generated.enums import DescriptorType as D
+from .._generated.enums import OperationType as O
+
+
+class NormFwdPhase(enum.IntEnum):
+    """hipdnnNormFwdPhase_t (values of hipDNN's public header; not in the pinned ABI enums)."""
+    INFERENCE = 1
+    TRAINING = 2
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    kind: str
+    dtype: D
+    optype: O
+    inputs: tuple          # ((role, attr), ...)
+    outputs: tuple
+    comp: A | None
+    arrays: tuple = ()     # ((role, attr), ...) descriptor-array slots (peer stats)
+
+    def slots(self):
+        return self.inputs + self.outputs
+
+
+def _a(n):
+    return A["HIPDNN_ATTR_" + n]
+
+
+def _slots(prefix, roles, suffix=""):
+    return tuple((r, _a(f"{prefix}{up}{suffix}")) for r, up in roles)
+
+
+_CONV = "HIPDNN_ATTR_CONVOLUTION_"
+SPECS = {s.kind: s for s in [
+    OpSpec("conv_fprop", D.HIPDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_CONVOLUTION_FORWARD_EXT,
+           _slots("OPERATION_CONVOLUTION_FORWARD_", [("x", "X"), ("w", "W")]),
+           _slots("OPERATION_CONVOLUTION_FORWARD_", [("y", "Y")]), _a("CONVOLUTION_COMP_TYPE")),
+    OpSpec("conv_dgrad", D.HIPDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_CONVOLUTION_BACKWARD_DATA_EXT,
+           _slots("OPERATION_CONVOLUTION_BWD_DATA_", [("dy", "DY"), ("w", "W")]),
+           _slots("OPERATION_CONVOLUTION_BWD_DATA_", [("dx", "DX")]), _a("CONVOLUTION_COMP_TYPE")),
+    OpSpec("conv_wgrad", D.HIPDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_CONVOLUTION_BACKWARD_WEIGHTS_EXT,
+           _slots("OPERATION_CONVOLUTION_BWD_FILTER_", [("x", "X"), ("dy", "DY")]),
+           _slots("OPERATION_CONVOLUTION_BWD_FILTER_", [("dw", "DW")]), _a("CONVOLUTION_COMP_TYPE")),
+    OpSpec("batchnorm_inference", D.HIPDNN_BACKEND_OPERATION_BATCHNORM_INFERENCE_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_BATCHNORM_INFERENCE_EXT,
+           _slots("OPERATION_BATCHNORM_INFERENCE_", [("x", "X"), ("mean", "MEAN"),
+                                                     ("inv_variance", "INV_VARIANCE"),
+                                                     ("scale", "SCALE"), ("bias", "BIAS")], "_EXT"),
+           _slots("OPERATION_BATCHNORM_INFERENCE_", [("y", "Y")], "_EXT"),
+           _a("BATCHNORM_INF_COMP_TYPE_EXT")),
+    OpSpec("batchnorm", D.HIPDNN_BACKEND_OPERATION_BATCHNORM_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_BATCHNORM_EXT,
+           _slots("OPERATION_BATCHNORM_", [("x", "X"), ("scale", "SCALE"), ("bias", "BIAS"),
+                                           ("epsilon", "EPSILON"),
+                                           ("prev_running_mean", "PREV_RUNNING_MEAN"),
+                                           ("prev_running_variance", "PREV_RUNNING_VARIANCE"),
+                                           ("momentum", "MOMENTUM")], "_EXT"),
+           _slots("OPERATION_BATCHNORM_", [("y", "Y"), ("mean", "MEAN"), ("inv_variance", "INV_VARIANCE"),
+                                           ("next_running_mean", "NEXT_RUNNING_MEAN"),
+                                           ("next_running_variance", "NEXT_RUNNING_VARIANCE")], "_EXT"),
+           _a("BATCHNORM_COMP_TYPE_EXT"),
+           arrays=(("peer_stats", _a("OPERATION_BATCHNORM_PEER_STATS_EXT")),)),
+    OpSpec("batchnorm_backward", D.HIPDNN_BACKEND_OPERATION_BATCHNORM_BACKWARD_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_BATCHNORM_BACKWARD_EXT,
+           _slots("OPERATION_BATCHNORM_BACKWARD_", [("dy", "DY"), ("x", "X"), ("mean", "MEAN"),
+                                                    ("inv_variance", "INV_VARIANCE"),
+                                                    ("scale", "SCALE")], "_EXT"),
+           _slots("OPERATION_BATCHNORM_BACKWARD_", [("dx", "DX"), ("dscale", "DSCALE"),
+                                                    ("dbias", "DBIAS")], "_EXT"),
+           _a("BATCHNORM_BACKWARD_COMP_TYPE_EXT"),
+           arrays=(("peer_stats", _a("OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT")),)),
+    OpSpec("pointwise", D.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_POINTWISE_EXT,
+           _slots("OPERATION_POINTWISE_", [("in_0", "IN_0"), ("in_1", "IN_1"), ("in_2", "IN_2")], "_EXT"),
+           _slots("OPERATION_POINTWISE_", [("out_0", "OUT_0")], "_EXT"), _a("POINTWISE_MATH_PREC")),
+    OpSpec("matmul", D.HIPDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, O.HIPDNN_OPERATION_TYPE_MATMUL_EXT,
+           _slots("OPERATION_MATMUL_", [("a", "ADESC"), ("b", "BDESC")]),
+           _slots("OPERATION_MATMUL_", [("c", "CDESC")]), _a("MATMUL_COMP_TYPE")),
+    OpSpec("reduction", D.HIPDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_REDUCTION_EXT,
+           _slots("OPERATION_REDUCTION_", [("in", "XDESC")]),
+           _slots("OPERATION_REDUCTION_", [("out", "YDESC")]), _a("REDUCTION_COMP_TYPE")),
+    OpSpec("layernorm", D.HIPDNN_BACKEND_OPERATION_LAYERNORM_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_LAYERNORM_EXT,
+           _slots("OPERATION_LAYERNORM_", [("x", "X"), ("scale", "SCALE"), ("bias", "BIAS"),
+                                           ("epsilon", "EPSILON")], "_EXT"),
+           _slots("OPERATION_LAYERNORM_", [("y", "Y"), ("mean", "MEAN"),
+                                           ("inv_variance", "INV_VARIANCE")], "_EXT"),
+           _a("LAYERNORM_COMP_TYPE_EXT")),
+    OpSpec("rmsnorm", D.HIPDNN_BACKEND_OPERATION_RMSNORM_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_RMSNORM_EXT,
+           _slots("OPERATION_RMSNORM_", [("x", "X"), ("scale", "SCALE"), ("epsilon", "EPSILON"),
+                                         ("bias", "BIAS")], "_EXT"),
+           _slots("OPERATION_RMSNORM_", [("y", "Y"), ("inv_rms", "INV_RMS")], "_EXT"),
+           _a("RMSNORM_COMP_TYPE_EXT")),
+]}
+
+BY_OPTYPE = {int(s.optype): s for s in SPECS.values()}

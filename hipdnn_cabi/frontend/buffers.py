@@ -1,0 +1,111 @@
+"""Variant-pack buffers → data pointers.
+
+* numpy arrays: host memory (``__array_interface__``), size-checked against the tensor;
+* objects with ``__cuda_array_interface__`` (CuPy, PyTorch CUDA/ROCm tensors, Numba): device pointer;
+* objects with ``__dlpack__`` (PyTorch, JAX, ...): the DLTensor's ``data + byte_offset``;
+* ``int``: a raw address; cffi pointers;
+* a Python / numpy number: a host scalar of the tensor's type (runtime pass-by-value scalars).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..errors import BadParamError
+from .tensor import element_size, to_numpy_dtype
+
+DLPACK_CPU = 1
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype = ctypes.c_void_p
+_capsule_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype = ctypes.c_int
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def dlpack_pointer(obj):
+    """(address, device_type, capsule) of an object exporting DLPack."""
+    cap = obj.__dlpack__()
+    for name in (b"dltensor", b"dltensor_versioned"):
+        if _capsule_valid(cap, name):
+            p = _capsule_ptr(cap, name)
+            if name == b"dltensor_versioned":
+                # DLManagedTensorVersioned: {DLPackVersion version (2x u32); void* manager_ctx;
+                # void (*deleter)(...); uint64 flags; DLTensor dl_tensor}
+                p += 8 + 2 * ctypes.sizeof(ctypes.c_void_p) + 8
+            t = _DLTensor.from_address(p)
+            return (t.data or 0) + t.byte_offset, t.device.device_type, cap
+    raise BadParamError("object's __dlpack__ did not return a DLPack capsule")
+
+
+def span_bytes(t) -> int:
+    if t is None or t.dim is None or t.stride is None:
+        return 0
+    if any(int(d) == 0 for d in t.dim):
+        return 0
+    n = 1 + sum((int(d) - 1) * int(s) for d, s in zip(t.dim, t.stride))
+    return n * element_size(t.data_type)
+
+
+def resolve_pointer(value, tensor):
+    """(address, keep-alive object) for one variant-pack entry."""
+    if isinstance(value, np.ndarray):
+        if tensor is not None and tensor.data_type is not None:
+            need = span_bytes(tensor)
+            if value.flags.c_contiguous or value.flags.f_contiguous:
+                if value.nbytes < need:
+                    raise BadParamError(f"buffer for tensor {tensor.name!r} (uid {tensor.uid}) holds "
+                                        f"{value.nbytes} bytes, the tensor spans {need}")
+            if value.itemsize != element_size(tensor.data_type) and value.dtype != np.uint8:
+                raise BadParamError(f"buffer for tensor {tensor.name!r} (uid {tensor.uid}) has element "
+                                    f"type {value.dtype}, the tensor is {tensor.data_type.name}")
+        return value.__array_interface__["data"][0], value
+    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                (tensor is None or not tensor.get_is_pass_by_value()):
+            return value, None            # a raw address
+        npd = to_numpy_dtype(tensor.data_type) if tensor is not None else None
+        if npd is None:
+            npd = np.dtype(np.float32)
+        arr = np.array([value], dtype=npd)
+        return arr.__array_interface__["data"][0], arr
+    iface = getattr(value, "__cuda_array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0]), value
+    if hasattr(value, "__dlpack__"):
+        ptr, _dev, cap = dlpack_pointer(value)
+        return ptr, (value, cap)
+    if hasattr(value, "__array_interface__"):
+        return int(value.__array_interface__["data"][0]), value
+    try:
+        import cffi  # noqa: F401
+        from ._capi import api
+        ffi = api().ffi
+        if isinstance(value, ffi.CData):
+            return int(ffi.cast("uintptr_t", value)), value
+    except Exception:
+        pass
+    try:
+        mv = memoryview(value)
+        arr = np.frombuffer(mv, dtype=np.uint8)
+        return arr.__array_interface__["data"][0], (value, arr)
+    except TypeError:
+        pass
+    raise BadParamError(f"cannot use a {type(value).__name__} as a tensor buffer")

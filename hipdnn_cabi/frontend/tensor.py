@@ -1,0 +1,248 @@
+"""Frontend tensors (``TensorAttributes``) and pass-by-value scalars (RFC 0016 §4.2–4.3)."""
+from __future__ import annotations
+
+import enum
+import struct
+import warnings
+
+import numpy as np
+
+from .._generated.enums import DataType
+
+# hipdnnDataType_t <-> numpy (types numpy has)
+_NP = {
+    DataType.HIPDNN_DATA_FLOAT: np.dtype(np.float32),
+    DataType.HIPDNN_DATA_DOUBLE: np.dtype(np.float64),
+    DataType.HIPDNN_DATA_HALF: np.dtype(np.float16),
+    DataType.HIPDNN_DATA_INT8: np.dtype(np.int8),
+    DataType.HIPDNN_DATA_INT32: np.dtype(np.int32),
+    DataType.HIPDNN_DATA_UINT8: np.dtype(np.uint8),
+    DataType.HIPDNN_DATA_INT64: np.dtype(np.int64),
+    DataType.HIPDNN_DATA_BOOLEAN: np.dtype(np.bool_),
+}
+_FROM_NP = {v: k for k, v in _NP.items()}
+# element sizes of the types numpy lacks
+_SIZE = {DataType.HIPDNN_DATA_BFLOAT16: 2, DataType.HIPDNN_DATA_FP8_E4M3: 1,
+         DataType.HIPDNN_DATA_FP8_E5M2: 1, DataType.HIPDNN_DATA_FP8_E8M0: 1,
+         DataType.HIPDNN_DATA_FP8_E4M3_FNUZ: 1, DataType.HIPDNN_DATA_FP8_E5M2_FNUZ: 1}
+
+
+def to_numpy_dtype(dt) -> np.dtype | None:
+    return _NP.get(DataType(dt)) if dt is not None else None
+
+
+def from_numpy_dtype(d) -> DataType:
+    d = np.dtype(d)
+    if d.name == "bfloat16":
+        return DataType.HIPDNN_DATA_BFLOAT16
+    try:
+        return _FROM_NP[d]
+    except KeyError:
+        raise TypeError(f"no hipDNN data type for numpy dtype {d}") from None
+
+
+def element_size(dt) -> int:
+    dt = DataType(dt)
+    if dt in _NP:
+        return _NP[dt].itemsize
+    return _SIZE.get(dt, 1)
+
+
+def scalar_bytes(value, dt) -> bytes:
+    """The VALUE_EXT bytes of a scalar of type ``dt`` (little-endian, the type's byte size)."""
+    dt = DataType(dt)
+    if dt == DataType.HIPDNN_DATA_BFLOAT16:
+        return struct.pack("<f", float(value))[2:]
+    npd = _NP.get(dt)
+    if npd is None:
+        raise TypeError(f"cannot encode a scalar of type {dt.name}")
+    return np.asarray(value, dtype=npd).tobytes()
+
+
+def packed_strides(dims, order=None) -> list[int]:
+    """Packed strides for ``dims``; ``order`` lists the axes from the innermost (stride-1) outwards
+    (default: row-major, the last axis innermost)."""
+    n = len(dims)
+    order = list(range(n - 1, -1, -1)) if order is None else list(order)
+    st = [0] * n
+    acc = 1
+    for ax in order:
+        st[ax] = acc
+        acc *= max(int(dims[ax]), 1)
+    return st
+
+
+def stride_order(strides) -> list[int]:
+    """Axes from the innermost outwards (ties: the later axis is inner)."""
+    n = len(strides)
+    return sorted(range(n), key=lambda i: (strides[i], -i))
+
+
+class ScalarType(enum.Enum):
+    """How a scalar tensor's value is delivered (RFC 0016 §4.3)."""
+    RUNTIME_PARAM = "runtime_param"
+    COMPILE_TIME_CONST = "compile_time_const"
+
+
+_UNSET = object()
+
+
+class Tensor:
+    """A graph tensor (hipDNN ``TensorAttributes`` / cudnn-frontend ``Tensor_attributes``).
+
+    Setters return ``self`` so they chain.  Tensors created by operations are virtual until
+    ``set_output(True)``.
+    """
+
+    def __init__(self, graph=None, name="", dim=None, stride=None, data_type=None,
+                 is_virtual=False, uid=None):
+        self._graph = graph
+        self.name = name or ""
+        self.dim = list(dim) if dim is not None else None
+        self.stride = list(stride) if stride is not None else None
+        self.data_type = DataType(data_type) if data_type is not None else None
+        self.is_virtual = bool(is_virtual)
+        self.uid = uid
+        self.byte_alignment = 16
+        self._value = _UNSET
+        self._runtime = False
+        self._producer = None     # the node that writes it (None for graph inputs)
+
+    # ------------------------------------------------------------------ repr
+    def __repr__(self):
+        dt = self.data_type.name[len("HIPDNN_DATA_"):] if self.data_type is not None else "?"
+        return (f"Tensor(name={self.name!r}, uid={self.uid}, dim={self.dim}, stride={self.stride}, "
+                f"data_type={dt}, virtual={self.is_virtual})")
+
+    def _post_build(self, what):
+        g = self._graph
+        if g is not None and g._lowered:
+            warnings.warn(f"Tensor {self.name or self.uid}: {what} after the graph was built has no "
+                          f"effect on the compiled plan", RuntimeWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ setters
+    def set_name(self, name):
+        self.name = name
+        return self
+
+    def set_uid(self, uid):
+        self.uid = int(uid)
+        return self
+
+    def set_dim(self, dim):
+        self.dim = [int(d) for d in dim]
+        return self
+
+    def set_stride(self, stride):
+        self.stride = [int(s) for s in stride]
+        return self
+
+    def set_data_type(self, data_type):
+        self.data_type = DataType(data_type)
+        return self
+
+    def set_is_virtual(self, v=True):
+        self.is_virtual = bool(v)
+        return self
+
+    def set_output(self, v=True):
+        self.is_virtual = not v
+        return self
+
+    def set_byte_alignment(self, n):
+        self.byte_alignment = int(n)
+        return self
+
+    # ------------------------------------------------------------------ getters
+    def get_name(self):
+        return self.name
+
+    def get_uid(self):
+        return self.uid
+
+    def get_dim(self):
+        return list(self.dim) if self.dim is not None else None
+
+    def get_stride(self):
+        return list(self.stride) if self.stride is not None else None
+
+    def get_data_type(self):
+        return self.data_type
+
+    def get_is_virtual(self):
+        return self.is_virtual
+
+    @property
+    def shape(self):
+        return tuple(self.dim) if self.dim is not None else None
+
+    # ------------------------------------------------------------------ by-value scalars (RFC 0016)
+    def _set_scalar_shape(self, value):
+        if self.dim is None:
+            self.dim = [1]
+        if self.stride is None:
+            self.stride = [1]
+        if self.data_type is None:
+            self.data_type = _scalar_dtype(value)
+
+    def set_value(self, value):
+        """Compile-time constant (value baked, runtime flag clear)."""
+        self._post_build("set_value")
+        self._value = value
+        self._runtime = False
+        self._set_scalar_shape(value)
+        return self
+
+    set_compile_time_constant = set_value
+
+    def set_as_runtime_parameter(self):
+        """Runtime user-supplied scalar: runtime flag set, any prior value cleared; the value is a
+        host scalar given in the variant pack at execute."""
+        self._post_build("set_as_runtime_parameter")
+        self._runtime = True
+        self._value = _UNSET
+        if self.dim is None:
+            self.dim = [1]
+        if self.stride is None:
+            self.stride = [1]
+        return self
+
+    def set_is_pass_by_value(self, v=True):
+        """Sets only the runtime flag (a value, if any, is kept: runtime-with-default)."""
+        self._post_build("set_is_pass_by_value")
+        self._runtime = bool(v)
+        return self
+
+    def get_pass_by_value(self):
+        """The value in the runtime-with-default state, else None."""
+        return self._value if (self._runtime and self._value is not _UNSET) else None
+
+    def get_compile_time_constant(self):
+        """The value of a compile-time constant, else None."""
+        return self._value if (not self._runtime and self._value is not _UNSET) else None
+
+    def get_has_compile_time_constant(self) -> bool:
+        return not self._runtime and self._value is not _UNSET
+
+    def get_is_pass_by_value(self) -> bool:
+        return self._runtime or self._value is not _UNSET
+
+    def get_is_runtime_pass_by_value(self) -> bool:
+        return self._runtime
+
+    def get_value_variant(self):
+        return None if self._value is _UNSET else self._value
+
+    @property
+    def has_value(self) -> bool:
+        return self._value is not _UNSET
+
+
+def _scalar_dtype(value) -> DataType:
+    if isinstance(value, (bool, np.bool_)):
+        return DataType.HIPDNN_DATA_BOOLEAN
+    if isinstance(value, np.generic):
+        return from_numpy_dtype(value.dtype)
+    if isinstance(value, int):
+        return DataType.HIPDNN_DATA_INT32
+    return DataType.HIPDNN_DATA_FLOAT
