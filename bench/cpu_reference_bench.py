@@ -4,7 +4,16 @@
 Times conv2d forward on the ResNet-50 layer shapes (batch 8, float32, NCHW and
 NHWC inputs), dgrad/wgrad on four of them, a few pointwise modes and batchnorm, and - when ``torch`` is
 importable - the same work on torch CPU with the same thread count.  Writes
-JSON to ``bench/results/cpu_reference.json`` (``--out`` to change).
+JSON to ``bench/results/cpu_reference.json`` (``--out`` to change) and, when matplotlib is
+importable, a chart next to it (``.png``).
+
+Ratios are *throughput* ratios ``torch_s / numpy_s`` (``ratio_vs_torch``: 1.0 = as fast as
+PyTorch CPU, 0.5 = half its throughput).  Pointwise and batchnorm are also timed through the
+engine itself (``engine_s``: the CPU reference plugin's plan executing a one-node graph on
+host buffers, in-process), which is what a C caller gets minus the C-ABI call overhead.
+
+torch is not a project dependency; install it next to the project for the benchmark only, e.g.
+``pip install --target /tmp/torchpkgs torch==2.13.0`` and run with ``PYTHONPATH=/tmp/torchpkgs``.
 
     .venv/bin/python bench/cpu_reference_bench.py [--threads N] [--repeat R] [--quick]
 
@@ -113,6 +122,8 @@ def bench_conv(rng, results):
             entry["torch_s"] = t
             entry["torch_gflops"] = flop / t / 1e9
             entry["numpy_nchw_over_torch"] = entry["numpy_nchw_s"] / t
+            entry["ratio_vs_torch"] = t / entry["numpy_nchw_s"]
+            entry["ratio_vs_torch_nhwc"] = t / entry["numpy_nhwc_s"]
         results.append(entry)
         _print(entry)
 
@@ -144,6 +155,7 @@ def bench_conv_bwd(rng, results):
                 with torch.no_grad():
                     entry["torch_s"] = _best(tfn, ARGS.repeat)
                 entry["numpy_over_torch"] = t / entry["torch_s"]
+                entry["ratio_vs_torch"] = entry["torch_s"] / t
             results.append(entry)
             _print(entry)
 
@@ -163,11 +175,15 @@ def bench_pointwise(rng, results):
         t = _best(lambda: pointwise.pointwise(mode, *inputs), ARGS.repeat)
         entry["numpy_s"] = t
         entry["numpy_gelem_per_s"] = x.size / t / 1e9
+        run = _engine_pointwise(mode[len("HIPDNN_POINTWISE_"):], inputs)
+        if run is not None:
+            entry["engine_s"] = _best(run, ARGS.repeat)
         if torch is not None:
             tx, tb = torch.from_numpy(x), torch.from_numpy(b)
             t = _best(lambda: tfn(tx, tb), ARGS.repeat)
             entry["torch_s"] = t
             entry["numpy_over_torch"] = entry["numpy_s"] / t
+            entry["ratio_vs_torch"] = t / entry.get("engine_s", entry["numpy_s"])
         results.append(entry)
         _print(entry)
 
@@ -194,17 +210,113 @@ def bench_batchnorm(rng, results):
     for name, fn, tfn in cases:
         entry = {"op": "batchnorm", "name": name, "shape": list(shape)}
         entry["numpy_s"] = _best(fn, ARGS.repeat)
+        if name == "inference":
+            run = _engine_bn_inference(x, scale, bias, mean, var)
+            if run is not None:
+                entry["engine_s"] = _best(run, ARGS.repeat)
         if torch is not None and tfn is not None:
             tx = torch.from_numpy(x)
             with torch.no_grad():
                 entry["torch_s"] = _best(lambda: tfn(tx), ARGS.repeat)
             entry["numpy_over_torch"] = entry["numpy_s"] / entry["torch_s"]
+            entry["ratio_vs_torch"] = entry["torch_s"] / entry.get("engine_s", entry["numpy_s"])
         results.append(entry)
         _print(entry)
 
 
+# ----------------------------------------------------------------- through the engine's plan
+def _engine_plan(tensors, nodes, bufs):
+    """(plan, DeviceBuffers) for a graph of (uid, array, virtual) tensors, or None when the
+    plugin SDK cannot be imported."""
+    try:
+        from hipdnn_cabi.backend import graph_fb
+        from hipdnn_cabi.plugin_sdk import DeviceBuffers, parse_graph
+        from engine_plugins.cpu_reference.engine import CpuReferencePlanBuilder
+    except Exception as e:  # pragma: no cover - environment dependent
+        print(f"engine timing skipped: {e}")
+        return None
+    g = {"name": "bench", "compute_data_type": 1, "tensors": tensors, "nodes": nodes}
+    graph = parse_graph(graph_fb.build("Graph", g))
+    pb = CpuReferencePlanBuilder()
+    assert pb.is_applicable(None, graph)
+    plan = pb.build_plan(None, graph, None)
+    db = DeviceBuffers({u: a.ctypes.data for u, a in bufs.items()})
+    return lambda _keep=bufs: plan.execute(None, db, 0)   # _keep: the arrays outlive the plan
+
+
+def _t(uid, a):
+    return {"uid": uid, "data_type": 1, "dims": list(a.shape),
+            "strides": [s // a.itemsize for s in a.strides]}
+
+
+_PW_FB = {"ADD": 2, "RELU_FWD": 34, "GELU_FWD": 21, "SIGMOID_FWD": 37}
+
+
+def _engine_pointwise(mode, inputs):
+    out = np.empty(inputs[0].shape, np.float32)
+    bufs = {i + 1: a for i, a in enumerate(inputs)}
+    bufs[9] = out
+    attrs = {"operation": _PW_FB[mode], "in_0_tensor_uid": 1, "out_0_tensor_uid": 9}
+    if len(inputs) > 1:
+        attrs["in_1_tensor_uid"] = 2
+    nodes = [{"name": "pw", "compute_data_type": 1, "attributes": (2, attrs)}]
+    return _engine_plan([_t(u, a) for u, a in bufs.items()], nodes, bufs)
+
+
+def _engine_bn_inference(x, scale, bias, mean, var):
+    C = x.shape[1]
+    inv = (1.0 / np.sqrt(var + 1e-5)).astype(np.float32)
+    bufs = {1: x, 2: mean.reshape(1, C, 1, 1), 3: inv.reshape(1, C, 1, 1),
+            4: scale.reshape(1, C, 1, 1), 5: bias.reshape(1, C, 1, 1), 6: np.empty_like(x)}
+    attrs = {"x_tensor_uid": 1, "mean_tensor_uid": 2, "inv_variance_tensor_uid": 3,
+             "scale_tensor_uid": 4, "bias_tensor_uid": 5, "y_tensor_uid": 6}
+    nodes = [{"name": "bn", "compute_data_type": 1, "attributes": (1, attrs)}]
+    return _engine_plan([_t(u, a) for u, a in bufs.items()], nodes, bufs)
+
+
+def _summary(results):
+    out = {}
+    for op in ("conv2d_fwd", "pointwise", "batchnorm"):
+        r = [e["ratio_vs_torch"] for e in results if e["op"] == op and "ratio_vs_torch" in e]
+        if r:
+            out[op] = {"min": min(r), "geomean": float(np.exp(np.mean(np.log(r)))), "n": len(r)}
+    return out
+
+
+def _chart(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not importable: no chart")
+        return None
+    rows = [e for e in results if "ratio_vs_torch" in e]
+    if not rows:
+        return None
+    labels = [f"{e['op']}:{e['name'].replace('HIPDNN_POINTWISE_', '')}" for e in rows]
+    vals = [e["ratio_vs_torch"] for e in rows]
+    colors = ["#4c72b0" if e["op"].startswith("conv2d_fwd") else
+              "#dd8452" if e["op"] == "pointwise" else
+              "#55a868" if e["op"] == "batchnorm" else "#8172b3" for e in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(rows) + 1.5))
+    ax.barh(range(len(rows)), vals, color=colors)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.axvline(0.5, color="r", lw=0.6, ls="--")
+    ax.axvline(0.7, color="g", lw=0.6, ls="--")
+    ax.set_xlabel("throughput vs PyTorch CPU (torch_s / ours_s), same threads")
+    ax.set_title("CPU reference engine vs PyTorch CPU (batch %d, float32, %d threads)"
+                 % (ARGS.batch, ARGS.threads), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def _print(entry):
-    keys = [k for k in entry if k.endswith("_s") or k.endswith("gflops") or k.endswith("over_torch")]
+    keys = [k for k in entry if k.endswith("_s") or k.endswith("gflops") or k.startswith("ratio")]
     print(f"{entry['op']:>11} {entry['name']:<28} " + " ".join(f"{k}={entry[k]:.4g}" for k in keys), flush=True)
 
 
@@ -231,8 +343,13 @@ def main():
         "timing": "best of --repeat runs after one warm-up, seconds",
     }
     os.makedirs(os.path.dirname(os.path.abspath(ARGS.out)), exist_ok=True)
+    summary = _summary(results)
+    png = _chart(results, os.path.splitext(ARGS.out)[0] + ".png")
+    meta["chart"] = os.path.basename(png) if png else None
     with open(ARGS.out, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+        json.dump({"meta": meta, "summary_ratio_vs_torch": summary, "results": results}, f, indent=1)
+    for op, v in summary.items():
+        print(f"{op:>11}: throughput vs torch min {v['min']:.2f} geomean {v['geomean']:.2f} ({v['n']} cases)")
     print(f"wrote {ARGS.out} ({len(results)} cases, {meta['total_wall_s']:.1f} s)")
 
 
