@@ -147,3 +147,153 @@ def get_serialized_binary_contents(data, size, flags):
         f |= int(SCF.HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN)
     flags[0] = f
     return 0
+
+
+# =========================================================================== compiled plans (RFC 0009)
+# Spec §5.1: the envelope is a SerializedExecutionPlan FlatBuffer without a file identifier; the
+# graph+plan container is an HDGP SerializedGraphAndPlan whose two embedded blobs are 8-byte
+# aligned.  Checks run in the shipped order, and nothing reaches a plugin before the envelope has
+# been verified and every required field checked.
+
+def _plan_of(d, fn):
+    from .descriptors.execution_plan import ExecutionPlanDescriptor
+    obj = registry.objects.get(d)
+    if not isinstance(obj, Descriptor):
+        raise NullPointerError(f"{fn}: execution plan descriptor is invalid or was destroyed")
+    if not isinstance(obj, ExecutionPlanDescriptor):
+        raise BadParamError("Unpacking HipdnnBackendDescriptor failed: Descriptor type mismatch.")
+    if not obj.finalized:
+        from ..errors import NotInitializedError
+        raise NotInitializedError(f"{fn}: the execution plan is not finalized")
+    return obj
+
+
+def get_serialized_execution_plan(d, req, size, buf):
+    fn = "hipdnnBackendGetSerializedExecutionPlan_ext"
+    plan = _plan_of(d, fn)
+    if not size:
+        raise NullPointerError(f"{fn}: planByteSize is nullptr")
+    return _copy_out(fn, plan.serialize(), req, size, buf)
+
+
+def _aligned_blob(b, data: bytes):
+    b.StartVector(1, len(data), 8)
+    b.head -= len(data)
+    b.Bytes[b.head:b.head + len(data)] = data
+    return b.EndVector()
+
+
+def build_container(graph_blob: bytes, plan_blob: bytes | None) -> bytes:
+    """An HDGP SerializedGraphAndPlan with 8-byte-aligned blobs (plan_blob omitted when None)."""
+    import flatbuffers
+    from ..schemas._generated import SerializedGraphAndPlan as C
+    b = flatbuffers.Builder(len(graph_blob) + len(plan_blob or b"") + 64)
+    pv = _aligned_blob(b, plan_blob) if plan_blob else None
+    gv = _aligned_blob(b, graph_blob)
+    C.Start(b)
+    C.AddGraphBlob(b, gv)
+    if pv is not None:
+        C.AddPlanBlob(b, pv)
+    b.Finish(C.End(b), file_identifier=HDGP)
+    return bytes(b.Output())
+
+
+def get_serialized_binary_graph_and_plan(g, p, req, size, buf):
+    fn = "hipdnnBackendGetSerializedBinaryGraphAndPlan_ext"
+    graph = _graph_of(g)
+    if not size:
+        raise NullPointerError(f"{fn}: blobByteSize is nullptr")
+    plan_blob = _plan_of(p, fn).serialize() if p else None
+    return _copy_out(fn, build_container(graph.serialized(), plan_blob), req, size, buf)
+
+
+def _plan_blob(data: bytes) -> bytes:
+    if len(data) >= 8 and data[4:8] == HDGP:
+        try:
+            verify(data, "SerializedGraphAndPlan", HDGP)
+        except VerificationError as e:
+            raise BadParamError(f"Invalid serialized graph-and-plan container: {e}") from None
+        c = graph_fb.read(data, "SerializedGraphAndPlan")
+        blob = c.get("plan_blob")
+        if not blob:
+            raise BadParamError("Serialized graph-and-plan container carries no execution plan.")
+        return bytes(blob)
+    return data
+
+
+def read_envelope(data: bytes) -> dict:
+    """Verify + check a SerializedExecutionPlan (or the plan of an HDGP container): returns
+    {engine_id, workspace_size, tensor_uids, plugin_payload, is_override_shape_enabled}."""
+    from .descriptors.execution_plan import PLAN_SERIALIZATION_VERSION
+    from ..errors import NotSupportedError
+    from ..schemas._generated.SerializedExecutionPlan import SerializedExecutionPlan
+    data = _plan_blob(bytes(data))
+    try:
+        verify(data, "SerializedExecutionPlan")
+    except VerificationError as e:
+        raise BadParamError(f"Invalid serialized execution plan: {e}") from None
+    e = SerializedExecutionPlan.GetRootAs(data, 0)
+    version = e.Version()
+    if version != PLAN_SERIALIZATION_VERSION:
+        raise NotSupportedError(f"Unsupported serialized execution plan version {version} "
+                                f"(this backend reads version {PLAN_SERIALIZATION_VERSION})")
+    if e.PluginPayloadIsNone() or e.PluginPayloadLength() == 0:
+        raise BadParamError("Serialized execution plan has an empty plugin payload.")
+    if e.TensorUidsIsNone() or e.TensorUidsLength() == 0:
+        raise BadParamError("Serialized execution plan has no tensor uids.")
+    ws = e.WorkspaceSize()
+    if ws < 0:
+        raise BadParamError(f"Serialized execution plan has a negative workspace size ({ws}).")
+    return {
+        "engine_id": e.EngineId(),
+        "workspace_size": ws,
+        "tensor_uids": [int(x) for x in e.TensorUidsAsNumpy()],
+        "plugin_payload": e.PluginPayloadAsNumpy().tobytes(),
+        "is_override_shape_enabled": bool(e.IsOverrideShapeEnabled()),
+    }
+
+
+def plan_from_bytes(handle, data: bytes):
+    """A finalized, graph-less ExecutionPlanDescriptor restored through the plugin owning the
+    envelope's engine id in ``handle``."""
+    from ..errors import InternalError, NotSupportedError
+    from .descriptors.execution_plan import ExecutionPlanDescriptor
+    env = read_envelope(data)
+    eid = env["engine_id"]
+    hp = getattr(handle, "plugins", None)
+    r = hp.owner(eid) if hp is not None else None
+    if r is None:
+        raise InternalError(f"Invalid engine ID: {eid}")
+    plugin, ph = r
+    if not plugin.has_serialization:
+        raise NotSupportedError("Engine plugin does not support execution context serialization")
+    ffi = runtime.ffi
+    from ..plugins.host import ConstData
+    cd = ConstData(env["plugin_payload"])
+    out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
+    plugin.call("create execution context from serialized data",
+                "hipdnnEnginePluginCreateExecutionContextFromSerialized", ph, cd.c, out)
+    if not out[0]:
+        raise InternalError("hipdnnBackendCreateAndDeserializeExecutionPlan_ext: the plugin "
+                            "returned a null execution context")
+    p = ExecutionPlanDescriptor()
+    p.adopt_context(hp, plugin, ph, out[0], eid, env["workspace_size"], env["tensor_uids"],
+                    None, env["is_override_shape_enabled"])
+    p.restored = True
+    p.finalized = True
+    return p
+
+
+def create_and_deserialize_execution_plan(h, out, data, size):
+    from .entry import handle_of
+    fn = "hipdnnBackendCreateAndDeserializeExecutionPlan_ext"
+    handle = handle_of(h, fn)
+    if not out:
+        raise NullPointerError(f"{fn}: descriptor is nullptr")
+    if not data:
+        raise NullPointerError(f"{fn}: serializedPlan is nullptr")
+    if size == 0:
+        raise BadParamError(f"{fn}: planByteSize is 0")
+    p = plan_from_bytes(handle, runtime.ffi.unpack(data, size))
+    out[0] = registry.register(p)
+    return 0

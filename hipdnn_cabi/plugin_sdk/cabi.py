@@ -12,7 +12,7 @@ import functools
 import itertools
 import threading
 
-from .errors import BAD_PARAM, INTERNAL_ERROR, NOT_APPLICABLE, PluginError
+from .errors import BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import parse_engine_config, parse_graph
 from .signatures import signatures
 
@@ -55,6 +55,7 @@ class CAdapter:
         self._handles = {}
         self._contexts = {}
         self._details = {}
+        self._payloads = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
@@ -269,38 +270,76 @@ class CAdapter:
         self._context(execution_context)
         raise PluginError(NOT_APPLICABLE, "this Python plugin does not support shape overrides")
 
-    def _no_serialization(self):
-        raise PluginError(NOT_APPLICABLE,
-                          "this Python plugin does not support execution context serialization")
+    # ------------------------------------------------------------------ serialization (RFC 0009)
+    def _serialize(self, handle, ctx_handle, serialized, engine_id=None):
+        c = self._container(handle)
+        ctx = self._context(ctx_handle)
+        self._null(serialized, "serialized_context")
+        if engine_id is not None and int(engine_id) != ctx.engine_id:
+            raise PluginError(INVALID_VALUE, f"engine id {engine_id} does not match the execution "
+                                             f"context's engine {ctx.engine_id}")
+        data = bytes(c.serialize_execution_context(ctx))
+        if not data:
+            raise PluginError(INTERNAL_ERROR, "the engine produced an empty serialized context")
+        buf = self.ffi.new("char[]", data)
+        with self._lock:
+            self._payloads[self._addr(buf)] = buf
+        serialized.ptr = buf
+        serialized.size = len(data)
 
     @_entry
     def hipdnnEnginePluginSerializeExecutionContextWithEngineId(self, handle, engine_id,
                                                                 execution_context, serialized):
-        self._no_serialization()
+        self._serialize(handle, execution_context, serialized, engine_id)
 
     @_entry
     def hipdnnEnginePluginSerializeExecutionContext(self, handle, execution_context, serialized):
-        self._no_serialization()
+        self._serialize(handle, execution_context, serialized)
 
     @_entry
     def hipdnnEnginePluginDestroySerializedExecutionContext(self, handle, serialized):
-        self._no_serialization()
+        self._container(handle)
+        self._null(serialized, "serialized_context")
+        if serialized.ptr == self.ffi.NULL:
+            serialized.size = 0
+            return  # already destroyed
+        with self._lock:
+            buf = self._payloads.pop(self._addr(serialized.ptr), None)
+        if buf is None:
+            raise PluginError(BAD_PARAM, "serialized_context was not created by this plugin")
+        serialized.ptr = self.ffi.NULL
+        serialized.size = 0
 
     @_entry
     def hipdnnEnginePluginCreateExecutionContextFromSerialized(self, handle, serialized,
                                                                execution_context):
-        self._no_serialization()
+        c = self._container(handle)
+        self._null(execution_context, "execution_context")
+        self._null(serialized, "serialized_context")
+        if serialized.ptr == self.ffi.NULL or serialized.size == 0:
+            raise PluginError(BAD_PARAM, "serialized_context is empty")
+        data = self.ffi.buffer(self.ffi.cast("char*", serialized.ptr), serialized.size)[:]
+        ctx = c.create_execution_context_from_serialized(data)
+        key = next(_ids) << 4
+        with self._lock:
+            self._contexts[key] = ctx
+        execution_context[0] = self.ffi.cast("hipdnnEnginePluginExecutionContext_t", key)
 
     # ------------------------------------------------------------------ table
     SERIALIZATION = ("hipdnnEnginePluginSerializeExecutionContext",
                      "hipdnnEnginePluginSerializeExecutionContextWithEngineId",
                      "hipdnnEnginePluginDestroySerializedExecutionContext",
                      "hipdnnEnginePluginCreateExecutionContextFromSerialized")
-    UNSUPPORTED = SERIALIZATION + ("hipdnnEnginePluginExecuteOpGraphWithOverrides",)
+    UNSUPPORTED = ("hipdnnEnginePluginExecuteOpGraphWithOverrides",)
 
     def provided(self) -> list:
-        """The C functions this plugin provides (what a host's function table should hold)."""
-        return [s.name for s in signatures() if s.name not in self.UNSUPPORTED]
+        """The C functions this plugin provides (what a host's function table should hold).
+        The serialization trio is provided unless the plugin opts out
+        (``supports_plan_serialization = False`` on the plugin class)."""
+        skip = set(self.UNSUPPORTED)
+        if not getattr(self.plugin, "supports_plan_serialization", True):
+            skip.update(self.SERIALIZATION)
+        return [s.name for s in signatures() if s.name not in skip]
 
 
 def check_complete():

@@ -9,6 +9,7 @@ import threading
 from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import OpGraph, build_engine_details
 
+SUPPORTS_PLAN_SERIALIZATION = 4   # HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 _M64 = (1 << 64) - 1
@@ -29,6 +30,12 @@ class PlanBase:
     def get_workspace_size(self, handle) -> int:
         return 0
 
+    def serialize_plan(self):
+        """Plan serialization hook (RFC 0009): return the plan's own bytes, restored later by
+        the plan builder's :meth:`PlanBuilderBase.deserialize_plan`, or None (the default) to let
+        the SDK store the op graph + engine config and re-derive the plan from them."""
+        return None
+
     def execute(self, handle, buffers: "DeviceBuffers", workspace: int) -> None:
         raise NotImplementedError
 
@@ -45,12 +52,24 @@ class PlanBuilderBase:
     def build_plan(self, handle, graph: OpGraph, config) -> PlanBase:
         raise NotImplementedError
 
+    def deserialize_plan(self, handle, data: bytes, config, scalars) -> PlanBase:
+        """Restore a plan from the bytes its :meth:`PlanBase.serialize_plan` returned (no op
+        graph is available; ``scalars`` is the restored pass-by-value ScalarTable)."""
+        raise PluginError(INVALID_VALUE, f"{type(self).__name__} cannot restore plan-owned "
+                                         "serialized data")
+
 
 class EngineBase:
-    """An engine: a name (its id is FNV-1a-64 of the name), one plan builder, behaviour notes."""
+    """An engine: a name (its id is FNV-1a-64 of the name), one plan builder, behaviour notes.
+
+    ``supports_plan_serialization`` (default True): the SDK serializes this engine's execution
+    contexts (see :mod:`.serialization`) and adds behaviour note 4
+    (SUPPORTS_EXECUTION_PLAN_SERIALIZATION) to its EngineDetails; set False to opt out (the
+    serialize hook then answers NOT_APPLICABLE and the note is not reported)."""
     name: str = ""
     behavior_notes: tuple = ()
     plan_builder: PlanBuilderBase | None = None
+    supports_plan_serialization: bool = True
 
     def __init__(self):
         if not self.name:
@@ -69,8 +88,15 @@ class EngineBase:
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
         return []
 
+    def reported_behavior_notes(self) -> list:
+        notes = [int(n) for n in self.behavior_notes]
+        if self.supports_plan_serialization and SUPPORTS_PLAN_SERIALIZATION not in notes:
+            notes.append(SUPPORTS_PLAN_SERIALIZATION)
+        return notes
+
     def get_details(self, handle, graph: OpGraph) -> bytes:
-        return build_engine_details(self.id, self.behavior_notes, self.name, self.knobs)
+        return build_engine_details(self.id, self.reported_behavior_notes(), self.name,
+                                    self.knobs)
 
     def _require(self, handle, graph):
         if not self.is_applicable(handle, graph):
@@ -84,6 +110,47 @@ class EngineBase:
         self._require(handle, graph)
         plan = self.get_plan_builder().build_plan(handle, graph, config)
         return ExecutionContext(self.id, plan, graph, config)
+
+    # -------------------------------------------------------------- serialization (RFC 0009)
+    def serialize_execution_context(self, handle, ctx: "ExecutionContext") -> bytes:
+        from . import serialization as ser
+        if not self.supports_plan_serialization:
+            raise PluginError(NOT_APPLICABLE, f"engine {self.name} does not serialize its "
+                                              "execution contexts")
+        own = ctx.plan.serialize_plan()
+        config = ctx.config.raw if ctx.config is not None else b""
+        if own is not None:
+            return ser.pack(ser.KIND_PLAN, self.id, ctx.scalars, bytes(own), config)
+        if ctx.graph is None:
+            raise PluginError(INVALID_VALUE, f"engine {self.name}: the execution context has no "
+                                             "op graph to serialize (restored from a plan-owned "
+                                             "payload whose plan has no serialize_plan)")
+        return ser.pack(ser.KIND_REDERIVE, self.id, ctx.scalars, ctx.graph.raw, config)
+
+    def restore_execution_context(self, handle, payload) -> "ExecutionContext":
+        """Rebuild a context from a checked :class:`.serialization.Payload`."""
+        from . import serialization as ser
+        from .graph import parse_engine_config, parse_graph
+        if not self.supports_plan_serialization:
+            raise PluginError(NOT_APPLICABLE, f"engine {self.name} does not restore serialized "
+                                              "execution contexts")
+        config = parse_engine_config(payload.config) if payload.config else None
+        if config is not None and config.engine_id != self.id:
+            raise PluginError(INVALID_VALUE, "serialized execution context: the engine config is "
+                                             "for another engine")
+        if payload.kind == ser.KIND_REDERIVE:
+            graph = parse_graph(payload.blob)
+            table = ser.ScalarTable.from_graph(graph)
+            if table.runtime_uids != payload.scalars.runtime_uids:
+                raise PluginError(BAD_PARAM, "serialized execution context: the stored runtime "
+                                             "pass-by-value uid set does not match the op graph")
+            ctx = self.initialize_execution_context(handle, graph, config)
+            return ctx
+        plan = self.get_plan_builder().deserialize_plan(handle, payload.blob, config,
+                                                        payload.scalars)
+        if not isinstance(plan, PlanBase):
+            raise PluginError(INVALID_VALUE, "deserialize_plan did not return a plan")
+        return ExecutionContext(self.id, plan, None, config, payload.scalars)
 
 
 class EngineManager:
@@ -120,18 +187,38 @@ class EngineManager:
 
 
 class ExecutionContext:
-    """What an hipdnnEnginePluginExecutionContext_t stands for: the plan plus what built it."""
+    """What an hipdnnEnginePluginExecutionContext_t stands for: the plan plus what built it, and
+    the pass-by-value scalar table (from the op graph, or restored from a serialized payload)."""
 
-    def __init__(self, engine_id, plan, graph, config):
+    def __init__(self, engine_id, plan, graph, config, scalars=None):
+        from .serialization import ScalarTable
         self.engine_id, self.plan, self.graph, self.config = engine_id, plan, graph, config
+        if scalars is None:
+            scalars = ScalarTable.from_graph(graph) if graph is not None else ScalarTable()
+        self.scalars = scalars
 
 
 class DeviceBuffers:
-    """uid → device pointer (int).  ``buffers[uid]`` fails with INVALID_VALUE naming the uid."""
+    """uid → device pointer (int).  ``buffers[uid]`` fails with INVALID_VALUE naming the uid.
 
-    def __init__(self, mapping: dict, ffi=None):
+    ``buffers.scalar(uid)`` is the pass-by-value provider contract (RFC 0016 §4.6): the baked
+    value of a compile-time constant or runtime-with-default tensor (a variant-pack entry for it
+    is inert), or the value read through the **host** pointer of a runtime user-supplied tensor
+    (missing → INVALID_VALUE)."""
+
+    def __init__(self, mapping: dict, ffi=None, scalars=None):
         self._m = mapping
         self._ffi = ffi
+        self.scalars = scalars
+
+    def scalar(self, uid):
+        from .serialization import ScalarTable
+        table = self.scalars if self.scalars is not None else ScalarTable()
+        return table.value(uid, self._m, self._ffi)
+
+    def is_runtime_scalar(self, uid) -> bool:
+        s = self.scalars.get(uid) if self.scalars is not None else None
+        return bool(s is not None and s.runtime)
 
     def __getitem__(self, uid) -> int:
         try:
@@ -193,19 +280,36 @@ class EnginePluginContainer:
         return int(ctx.plan.get_workspace_size(self))
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers) -> None:
+        buffers.scalars = ctx.scalars
         ctx.plan.execute(self, buffers, workspace)
+
+    def serialize_execution_context(self, ctx: ExecutionContext) -> bytes:
+        return self.engine_manager.engine(ctx.engine_id).serialize_execution_context(self, ctx)
+
+    def create_execution_context_from_serialized(self, data: bytes) -> ExecutionContext:
+        from . import serialization as ser
+        em = self.engine_manager
+        p = ser.unpack(data, known_engine_ids=set(em.by_id),
+                       api_version=ser.parse_api_version(self.plugin.api_version))
+        return em.engine(p.engine_id).restore_execution_context(self, p)
 
     def close(self):
         pass
 
 
 class EnginePluginBase:
-    """Subclass (or instantiate) this to make a plugin: name, version, engines."""
+    """Subclass (or instantiate) this to make a plugin: name, version, engines.
+
+    ``api_version``: report "1.2.0" or higher only when every engine honours the runtime
+    pass-by-value provider contract (read scalars with ``buffers.scalar(uid)``, RFC 0016 §4.6).
+    ``supports_plan_serialization = False`` leaves the serialization trio out of the function
+    table (the host then answers HIPDNN_STATUS_NOT_SUPPORTED for plans of this plugin)."""
     name: str = ""
     version: str = "1.0.0"
     api_version: str = "1.0.0"
     engines: list = []
     container_class = EnginePluginContainer
+    supports_plan_serialization: bool = True
 
     def __init__(self, name=None, version=None, engines=None, api_version=None):
         if name is not None:

@@ -35,10 +35,17 @@ ENGINE_REQUIRED = (
     "hipdnnEnginePluginDestroyExecutionContext",
     "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", "hipdnnEnginePluginExecuteOpGraph",
 )
-ENGINE_OPTIONAL = (
-    "hipdnnEnginePluginSerializeExecutionContext", "hipdnnEnginePluginDestroySerializedExecutionContext",
+# The plan-serialization trio (RFC 0009).  The newest backend calls the WithEngineId save hook; a
+# plugin exporting only the legacy 3-argument hipdnnEnginePluginSerializeExecutionContext is
+# treated as not supporting serialization (the legacy name is still resolved, never called).
+SERIALIZATION_SYMBOLS = (
+    "hipdnnEnginePluginSerializeExecutionContextWithEngineId",
+    "hipdnnEnginePluginDestroySerializedExecutionContext",
     "hipdnnEnginePluginCreateExecutionContextFromSerialized",
+)
+ENGINE_OPTIONAL = SERIALIZATION_SYMBOLS + (
     "hipdnnEnginePluginExecuteOpGraphWithOverrides", "hipdnnEnginePluginGetEngineName",
+    "hipdnnEnginePluginSerializeExecutionContext",
 )
 
 FNV_OFFSET = 0xCBF29CE484222325
@@ -112,7 +119,7 @@ class EnginePlugin:
         self.known: frozenset = frozenset()
         self.names: dict[int, str] = {}      # id -> name given by GetEngineName
         self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
-        self.has_serialization = all(n in table for n in ENGINE_OPTIONAL[:3])
+        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
         self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
     # ---------------------------------------------------------------- calls

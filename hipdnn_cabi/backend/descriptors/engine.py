@@ -73,7 +73,10 @@ class EngineDescriptor(Descriptor):
         hp = handle_plugins(self.graph)
         if self.engine_id not in hp.applicable(self.graph):
             raise BadParamError(RANGE_MSG)
-        self.details()
+        bad = [n for n in self.details()[1] if n < 0]
+        if bad:  # RFC 0010 §4.2: invalid raw note values are rejected when the engine finalizes
+            raise BadParamError(f"EngineDescriptor::finalize() failed: engine {self.engine_id} "
+                                f"reports invalid behaviour note value(s) {bad}")
 
     # ------------------------------------------------------------------ details
     def owner(self):

@@ -14,6 +14,7 @@ from .base import Descriptor, getter, setter
 
 CFG_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR,)
 INT64_MAX = (1 << 63) - 1
+PLAN_SERIALIZATION_VERSION = 1
 
 
 def _destroy_context(hp, plugin, ph, ctx):
@@ -43,6 +44,8 @@ class ExecutionPlanDescriptor(Descriptor):
         self.plugin = None
         self.plugin_handle = None
         self.handle_plugins = None
+        self.restored = False        # True for a plan built from serialized bytes (graph-less)
+        self._serialized = None      # cached SerializedExecutionPlan bytes (a plan never changes)
 
     @setter(A.HIPDNN_ATTR_EXECUTION_PLAN_HANDLE)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
@@ -95,6 +98,76 @@ class ExecutionPlanDescriptor(Descriptor):
             raise InternalError("ExecutionPlanDescriptor::finalize() failed: negative workspace size")
         self.workspace_size = int(ws[0])
 
+    # ------------------------------------------------------------------ serialization (RFC 0009)
+    def plugin_payload(self) -> bytes:
+        """The plugin's serialized execution context (spec §3.8 "plan serialize"): the plugin owns
+        the bytes for the duration of the call; they are copied, then the plugin's destroy hook
+        runs (also when the save hook failed)."""
+        from ...errors import NotSupportedError, PluginError
+        plugin, ph, ffi = self.plugin, self.plugin_handle, runtime.ffi
+        if plugin is None or not plugin.has_serialization:
+            raise NotSupportedError("Engine plugin does not support execution context serialization")
+        out = ffi.new("hipdnnPluginConstData_t*")
+        lib = runtime.lib
+        st = lib.tramp_hipdnnEnginePluginSerializeExecutionContextWithEngineId(
+            plugin.fn["hipdnnEnginePluginSerializeExecutionContextWithEngineId"], ph,
+            self.engine_id, self.context, out)
+        if st:
+            err = None
+            try:
+                plugin.fail("serialize execution context", st)
+            except HipdnnError as e:
+                err = e
+            self._destroy_payload(out, quiet=True)
+            raise err
+        try:
+            if not out.ptr or not out.size:
+                raise PluginError("Failed to serialize execution context: the plugin returned an "
+                                  "empty or null payload")
+            data = ffi.buffer(ffi.cast("char*", out.ptr), out.size)[:]
+        except BaseException:
+            self._destroy_payload(out, quiet=True)
+            raise
+        self._destroy_payload(out, quiet=False)
+        return data
+
+    def _destroy_payload(self, out, quiet):
+        try:
+            self.plugin.call("destroy serialized execution context",
+                             "hipdnnEnginePluginDestroySerializedExecutionContext",
+                             self.plugin_handle, out)
+        except HipdnnError as e:
+            if not quiet:
+                raise
+            log.log(2, e.message)
+
+    def serialize(self) -> bytes:
+        """The SerializedExecutionPlan envelope (no file identifier, version 1)."""
+        if self._serialized is None:
+            import flatbuffers
+            from ...schemas._generated import SerializedExecutionPlan as S
+            payload = self.plugin_payload()
+            b = flatbuffers.Builder(len(payload) + 8 * len(self.tensor_uids) + 128)
+            b.StartVector(1, len(payload), 8)
+            b.head -= len(payload)
+            b.Bytes[b.head:b.head + len(payload)] = payload
+            pv = b.EndVector()
+            S.StartTensorUidsVector(b, len(self.tensor_uids))
+            for u in reversed(self.tensor_uids):
+                b.PrependInt64(u)
+            uv = b.EndVector()
+            S.Start(b)
+            S.AddVersion(b, PLAN_SERIALIZATION_VERSION)
+            S.AddEngineId(b, self.engine_id)
+            S.AddWorkspaceSize(b, self.workspace_size)
+            S.AddTensorUids(b, uv)
+            S.AddPluginPayload(b, pv)
+            if self.override_shape_enabled:
+                S.AddIsOverrideShapeEnabled(b, True)
+            b.Finish(S.End(b))
+            self._serialized = bytes(b.Output())
+        return self._serialized
+
     @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)
     def _get_ws(self, ctx, atype, req, cnt, arr):
         attrs.get_exact_one(ctx, atype, T.HIPDNN_TYPE_INT64, req, cnt, arr,
@@ -104,7 +177,9 @@ class ExecutionPlanDescriptor(Descriptor):
     def _get_cfg(self, ctx, atype, req, cnt, arr):
         attrs._type(ctx, atype, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         if self.engine_config is None:
-            raise NullPointerError(f"{ctx}: the plan has no engine config")
+            raise NullPointerError(f"{ctx}: the execution plan was restored from serialized bytes "
+                                   "and has no engine config (a serialized plan carries neither "
+                                   "the source graph nor the engine config)")
         attrs.get_descriptor_one(ctx, atype, req, cnt, arr, self.engine_config)
 
     @getter(A.HIPDNN_ATTR_EXECUTION_PLAN_TENSOR_UIDS_EXT)
