@@ -101,8 +101,9 @@ def main() -> int:
         failed = results
     if any(r[1] == 2 for r in results):
         print("\nNo loaded engine supports the demo graph on host memory. The CPU reference engine "
-              "(engine_plugins/cpu_reference) is loaded by default through the "
-              "hipdnn_cabi.engine_plugins entry point; check `hipdnn-cabi engines`.")
+              "(engine_plugins/cpu_reference) loads by default (hipdnn_plugins/engines/ beside "
+              "the library, or the hipdnn_cabi.engine_plugins entry point) unless HIPDNN_PLUGIN_DIR "
+              "or hipdnnSetEnginePluginPaths_ext replace it; check `hipdnn-cabi engines`.")
     print("\ndemo: " + ("FAILED" if failed else "all checks passed"))
     return 1 if failed else 0
 

@@ -8,8 +8,12 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: hipdnn-cabi export-plugin <module-or-file.py> -o lib<name>.so")
+        print("       hipdnn-cabi info [--json] | engines [--json] | demo")
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
+    if cmd in ("info", "engines", "demo"):
+        from .frontend import cli_cmds
+        return {"info": cli_cmds.info, "engines": cli_cmds.engines_cmd, "demo": cli_cmds.demo}[cmd](rest)
     if cmd == "export-plugin":
         from .plugin_sdk.export import main as export_main
         return export_main(rest)
