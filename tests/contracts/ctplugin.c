@@ -35,7 +35,6 @@ static int g_handle;
 static int g_ctx;
 static int g_restored_ctx;
 static long g_n[6];
-static const unsigned char k_payload[8] = {'C', 'T', 'P', 'L', 1, 0, 0, 0};
 
 static int64_t engine_id(void)
 {
@@ -117,6 +116,7 @@ P hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t h, hipdnnEnginePlu
 }
 
 #ifndef NO_SERIALIZE
+static const unsigned char k_payload[8] = {'C', 'T', 'P', 'L', 1, 0, 0, 0};
 static hipdnnPluginStatus_t save(hipdnnEnginePluginExecutionContext_t x, hipdnnPluginConstData_t* out)
 {
     (void)x;
