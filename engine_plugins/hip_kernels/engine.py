@@ -1,0 +1,167 @@
+"""The HIP GPU engine on the plugin SDK: plans are generated kernels compiled at plan build."""
+from __future__ import annotations
+
+import collections
+import os
+import threading
+
+from hipdnn_cabi import device
+from hipdnn_cabi._generated.enums import BehaviorNote
+from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
+from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
+
+from . import codegen
+from .program import NotApplicable, build_program
+
+ENGINE_NAME = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
+PLUGIN_NAME = "hipdnn_cabi_hip_kernels"
+PLUGIN_VERSION = "0.1.0"
+API_VERSION = "1.0.0"
+
+
+def use_mma() -> bool:
+    """The NVIDIA matrix-unit fast path for 16-bit GEMM/conv (HIPDNN_CABI_HIP_MMA=0: off)."""
+    if os.environ.get("HIPDNN_CABI_HIP_MMA", "1") in ("0", "off"):
+        return False
+    try:
+        return device.get_runtime().kind == "cuda"
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class Analysis:
+    __slots__ = ("ok", "reason", "program")
+
+    def __init__(self, ok, reason="", program=None):
+        self.ok, self.reason, self.program = ok, reason, program
+
+
+_cache = collections.OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def analyse(graph) -> Analysis:
+    raw = getattr(graph, "raw", None)
+    mma = use_mma()
+    key = (raw, mma)
+    if raw is not None:
+        with _cache_lock:
+            a = _cache.get(key)
+            if a is not None:
+                _cache.move_to_end(key)
+                return a
+    try:
+        a = Analysis(True, "", build_program(graph, use_mma=mma))
+    except NotApplicable as e:
+        a = Analysis(False, str(e))
+    except (KeyError, ValueError, TypeError, IndexError) as e:
+        a = Analysis(False, f"{type(e).__name__}: {e}")
+    if raw is not None:
+        with _cache_lock:
+            _cache[key] = a
+            while len(_cache) > 64:
+                _cache.popitem(last=False)
+    return a
+
+
+class _Launch:
+    __slots__ = ("fn", "grid", "block", "args", "packed")
+
+    def __init__(self, fn, grid, block, args):
+        self.fn, self.grid, self.block, self.args = fn, grid, block, args
+        self.packed = {}
+
+
+class GpuPlan(PlanBase):
+    """Compiled steps; execute only enqueues work on the handle's stream."""
+
+    def __init__(self, program):
+        rt = device.get_runtime()
+        self.rt = rt
+        self.ws_size = program.ws_size
+        self.external = list(program.external)
+        self.steps = []
+        hdr = codegen.headers()
+        for st in program.steps:
+            if st[0] == "memset":
+                self.steps.append(("memset", st[1], st[2]))
+                continue
+            _, src, name, grid, block, args = st
+            mod = rt.module(src, f"{name}.hip", (), hdr)
+            self.steps.append(("launch", _Launch(mod.function(name), grid, block, args)))
+        self._checked = {}
+
+    def get_workspace_size(self, handle) -> int:
+        return self.ws_size
+
+    def _check(self, uid, ptr):
+        ok = self._checked.get(ptr)
+        if ok is None:
+            ok = self.rt.device_accessible(ptr)
+            if len(self._checked) > 4096:
+                self._checked.clear()
+            self._checked[ptr] = ok
+        if not ok:
+            raise PluginError(INVALID_VALUE,
+                              f"tensor uid {uid}: buffer 0x{int(ptr):x} is host memory the GPU "
+                              f"cannot access (use device, managed or pinned memory)")
+
+    def execute(self, handle, buffers, workspace):
+        ptrs = {}
+        for uid in self.external:
+            p = buffers[uid]
+            if not p:
+                raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {uid} is NULL")
+            self._check(uid, p)
+            ptrs[uid] = p
+        ws = int(workspace or 0)
+        if self.ws_size and not ws:
+            raise PluginError(INVALID_VALUE, f"the plan needs {self.ws_size} bytes of workspace "
+                                             f"and the variant pack has none")
+        stream = int(getattr(handle, "stream", 0) or 0)
+        rt = self.rt
+        for st in self.steps:
+            if st[0] == "memset":
+                rt.memset(ws + st[1], 0, st[2], stream)
+                continue
+            L = st[1]
+            vals = tuple(ptrs[a[1]] if a[0] == "t" else ws + a[1] for a in L.args)
+            pk = L.packed.get(vals)
+            if pk is None:
+                if len(L.packed) > 64:
+                    L.packed.clear()
+                pk = L.packed[vals] = rt.pack(vals)
+            rt.launch(L.fn, L.grid, L.block, pk, 0, stream)
+
+
+class HipPlanBuilder(PlanBuilderBase):
+    def is_applicable(self, handle, graph) -> bool:
+        if not device.available():
+            return False
+        return analyse(graph).ok
+
+    def get_max_workspace_size(self, handle, graph, config) -> int:
+        a = analyse(graph)
+        return a.program.ws_size if a.ok else 0
+
+    def build_plan(self, handle, graph, config):
+        if not device.available():
+            raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: no GPU ({device.unavailable_reason()})")
+        a = analyse(graph)
+        if not a.ok:
+            raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
+        return GpuPlan(a.program)
+
+
+class HipKernelsEngine(EngineBase):
+    name = ENGINE_NAME
+    behavior_notes = (int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION),
+                      int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_GRAPH_CAPTURE))
+    plan_builder = HipPlanBuilder()
+
+
+class HipKernelsPlugin(EnginePluginBase):
+    name = PLUGIN_NAME
+    version = PLUGIN_VERSION
+    api_version = API_VERSION
+    engines = [HipKernelsEngine]

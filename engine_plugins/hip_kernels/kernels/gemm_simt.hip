@@ -1,0 +1,115 @@
+// gemm_simt.hip - tiled GEMM on the plain FMA units (any float type, float32 accumulation).
+//   C[b, m, n] = epilogue(sum_k A[b, m, k] * B[b, k, n])
+// The plan builder prepends a generated prelude: storage types TA/TB, sizes GM/GN/GK/GBATCH,
+// the operand loaders load_a/load_b (matmul strides, or the implicit-GEMM gather of a
+// convolution), and store_c (the output write, with any fused epilogue).  Every size is a
+// compile-time constant, so index arithmetic folds.  Tile 128x128x8, 256 threads, 8x8 results
+// per thread, register-staged double buffering (one barrier per k step).
+#ifndef HDN_GENERATED
+#include "hdn_compat.h"
+typedef float TA;
+typedef float TB;
+#define GM 256
+#define GN 256
+#define GK 256
+#define GBATCH 1
+#define A_K_CONTIG 1
+#define B_K_CONTIG 0
+#define HDN_EPI_PARAMS float* __restrict__ C
+#define HDN_EPI_ARGS C
+__device__ __forceinline__ float load_a(const TA* __restrict__ A, int b, int m, int k) { return hdn_to_float(A[(long long)b * GM * GK + (long long)m * GK + k]); }
+__device__ __forceinline__ float load_b(const TB* __restrict__ B, int b, int k, int n) { return hdn_to_float(B[(long long)b * GK * GN + (long long)k * GN + n]); }
+__device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, float v) { C[(long long)b * GM * GN + (long long)m * GN + n] = v; }
+#endif
+
+#define SBM 128
+#define SBN 128
+#define SBK 8
+
+extern "C" __global__ void __launch_bounds__(256)
+hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
+{
+    __shared__ __align__(16) float As[2][SBK][SBM + 4];
+    __shared__ __align__(16) float Bs[2][SBK][SBN + 4];
+    const int tid = threadIdx.x;
+    const int b = blockIdx.z;
+    const int m0 = blockIdx.y * SBM, n0 = blockIdx.x * SBN;
+    float ra[4], rb[4];
+
+    auto gload = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+#if A_K_CONTIG
+            const int m = tid / 8 + 32 * i, k = tid % 8;
+#else
+            const int k = tid / 32, m = tid % 32 + 32 * i;
+#endif
+            const int gm = m0 + m, gk = k0 + k;
+            ra[i] = (gm < GM && gk < GK) ? load_a(A, b, gm, gk) : 0.f;
+#if B_K_CONTIG
+            const int n = tid / 8 + 32 * i, kb = tid % 8;
+#else
+            const int kb = tid / 32, n = tid % 32 + 32 * i;
+#endif
+            const int gn = n0 + n, gkb = k0 + kb;
+            rb[i] = (gn < GN && gkb < GK) ? load_b(B, b, gkb, gn) : 0.f;
+        }
+    };
+    auto sstore = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+#if A_K_CONTIG
+            As[buf][tid % 8][tid / 8 + 32 * i] = ra[i];
+#else
+            As[buf][tid / 32][tid % 32 + 32 * i] = ra[i];
+#endif
+#if B_K_CONTIG
+            Bs[buf][tid % 8][tid / 8 + 32 * i] = rb[i];
+#else
+            Bs[buf][tid / 32][tid % 32 + 32 * i] = rb[i];
+#endif
+        }
+    };
+
+    const int ty = tid / 16, tx = tid % 16;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+
+    gload(0);
+    sstore(0);
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = 0; k0 < GK; k0 += SBK) {
+        const bool more = k0 + SBK < GK;
+        if (more) gload(k0 + SBK);
+#pragma unroll
+        for (int kk = 0; kk < SBK; ++kk) {
+            const float4 a0 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4*>(&As[buf][kk][64 + ty * 4]);
+            const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][64 + tx * 4]);
+            const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (more) sstore(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int gm = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (gm >= GM) continue;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int gn = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            if (gn < GN) store_c(HDN_EPI_ARGS, b, gm, gn, acc[i][j]);
+        }
+    }
+}

@@ -1,0 +1,587 @@
+"""Op graph -> program: kernels (generated source, launch shape, argument sources) in order.
+
+:func:`build_program` needs no GPU (CI compiles every generated source with NVRTC alone).  A
+program is a list of steps; each step is ``("launch", source, kernel, grid, block, args)`` or
+``("memset", ws_offset, nbytes)``; an arg is ``("t", uid)`` (a bound pointer), ``("ws", off)``
+(workspace + offset).  Units:
+
+* a connected run of pointwise nodes -> ONE elementwise kernel (broadcast operands baked in);
+* matmul / convolution forward -> one GEMM kernel (SIMT, or the 16-bit matrix-unit kernel on
+  NVIDIA), with a following pointwise run fused into its epilogue when the GEMM output is
+  virtual and only that run reads it (conv -> bias -> relu, matmul -> bias -> activation);
+* batchnorm inference -> one elementwise kernel; training forward -> memset + statistics +
+  finalize + apply (4 stream operations).
+Virtual tensors that cross units live in the workspace.
+"""
+from __future__ import annotations
+
+import math
+
+from . import codegen as cg
+from .codegen import CTYPE, GemmSpec, EwIn, EwOut
+
+FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+IO = {
+    "PointwiseAttributes": (("in_0", "in_1", "in_2"), ("out_0",)),
+    "MatmulAttributes": (("a", "b"), ("c",)),
+    "ConvolutionFwdAttributes": (("x", "w"), ("y",)),
+    "BatchnormInferenceAttributes": (("x", "mean", "inv_variance", "scale", "bias"), ("y",)),
+    "BatchnormAttributes": (("x", "scale", "bias", "epsilon", "prev_running_mean",
+                             "prev_running_variance", "momentum"),
+                            ("y", "mean", "inv_variance", "next_running_mean",
+                             "next_running_variance")),
+}
+GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes")
+
+
+class NotApplicable(Exception):
+    pass
+
+
+def _need(c, why):
+    if not c:
+        raise NotApplicable(why)
+
+
+def roles(node, graph):
+    ins, outs = IO[node.kind]
+    r = {}
+    for role in ins + outs:
+        u = node.attrs.get(role + "_tensor_uid")
+        if u is not None and u != 0 and u in graph.tensors:
+            r[role] = graph.tensors[u]
+        elif u is not None and u != 0:
+            raise NotApplicable(f"{node.kind}: tensor uid {u} ({role}) is not in the graph")
+    return r
+
+
+def io_uids(node, graph):
+    ins, outs = IO[node.kind]
+    r = roles(node, graph)
+    return [r[x].uid for x in ins if x in r], [r[x].uid for x in outs if x in r]
+
+
+def dims(t):
+    return [int(d) for d in t.dims]
+
+
+def strides(t):
+    return [int(s) for s in t.strides]
+
+
+def dt(t):
+    return cg.dtype_name(t.dtype)
+
+
+def span_elems(t):
+    return 1 + sum((d - 1) * abs(s) for d, s in zip(dims(t), strides(t)) if d > 0)
+
+
+# =========================================================================== analysis
+class Program:
+    def __init__(self):
+        self.steps = []
+        self.ws_size = 0
+        self.external = []   # uids bound by the caller (checked at execute)
+        self.notes = []
+
+    def ws_alloc(self, nbytes):
+        off = self.ws_size
+        self.ws_size += (int(nbytes) + 255) // 256 * 256
+        return off
+
+
+def check_node(node, graph):
+    _need(node.kind in IO, f"{node.kind} is not supported by the HIP engine")
+    r = roles(node, graph)
+    for role, t in r.items():
+        _need(len(t.dims) == len(t.strides) and len(t.dims) > 0, f"{role}: bad rank")
+        _need(not t.is_runtime_pass_by_value, "runtime pass-by-value scalars are not supported")
+        _need(t.value is not None or dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
+        _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
+    cd = cg.dtype_name(node.compute_dtype)
+    _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
+    if node.kind == "PointwiseAttributes":
+        mode = cg.pw_mode_name(node)
+        _need(mode in cg.PW_EXPR, f"pointwise mode {mode} not supported")
+        ar = cg.PW_EXPR[mode][0]
+        _need(all(x in r for x in ("in_0", "in_1", "in_2")[:ar]) and "out_0" in r,
+              f"pointwise {mode}: operands missing")
+        _need(r["out_0"].value is None, "pointwise output cannot be a constant")
+    elif node.kind == "MatmulAttributes":
+        _need(all(x in r for x in ("a", "b", "c")), "matmul operands missing")
+        a, b, c = dims(r["a"]), dims(r["b"]), dims(r["c"])
+        _need(len(a) >= 2 and len(b) >= 2 and len(c) >= 2, "matmul rank < 2")
+        _need(a[-1] == b[-2] and c[-2] == a[-2] and c[-1] == b[-1], "matmul shapes")
+        _need(dt(r["a"]) == dt(r["b"]), "matmul a/b types differ")
+    elif node.kind == "ConvolutionFwdAttributes":
+        _need(all(x in r for x in ("x", "w", "y")), "conv operands missing")
+        x, w, y = dims(r["x"]), dims(r["w"]), dims(r["y"])
+        _need(3 <= len(x) <= 5 and len(w) == len(x) == len(y), "conv ranks")
+        _need(w[1] == x[1] and y[1] == w[0] and y[0] == x[0], "grouped conv not supported")
+        _need(dt(r["x"]) == dt(r["w"]), "conv x/w types differ")
+        p = conv_params(node, len(x) - 2)
+        for j in range(len(x) - 2):
+            eff = (w[2 + j] - 1) * p["dilation"][j] + 1
+            o = (x[2 + j] + p["pre_padding"][j] + p["post_padding"][j] - eff) // p["stride"][j] + 1
+            _need(o == y[2 + j], "conv output shape")
+    elif node.kind.startswith("Batchnorm"):
+        _need(not node.attrs.get("peer_stats_tensor_uid"), "peer stats not supported")
+        x = r["x"]
+        _need(len(x.dims) >= 2 and dims(r["y"]) == dims(x), "batchnorm shapes")
+        C = dims(x)[1]
+        for role, t in r.items():
+            if role not in ("x", "y", "epsilon", "momentum"):
+                _need(t.numel == C and t.value is None, f"batchnorm {role} must hold C elements")
+        if node.kind == "BatchnormAttributes":
+            run = [x in r for x in ("prev_running_mean", "prev_running_variance", "momentum")]
+            nxt = [x in r for x in ("next_running_mean", "next_running_variance")]
+            _need(all(run) or not any(nxt), "running stats need prev stats and momentum")
+            _need("epsilon" in r, "epsilon missing")
+            ptypes = {dt(t) for ro, t in r.items() if ro not in ("x", "y", "epsilon", "momentum")}
+            _need(len(ptypes) == 1, "batchnorm parameter tensors of mixed types")
+        _need(is_dense_nonneg(r["x"]) or True, "")
+    return r
+
+
+def is_dense_nonneg(t):
+    return all(s >= 0 for s in strides(t))
+
+
+def conv_params(node, nsp):
+    a = node.attrs
+    p = {}
+    for f, default in (("pre_padding", 0), ("post_padding", 0), ("stride", 1), ("dilation", 1)):
+        v = a.get(f)
+        v = [default] * nsp if v is None else [int(e) for e in v]
+        _need(len(v) == nsp, f"conv {f} length")
+        p[f] = v
+    _need(all(e >= 1 for e in p["stride"] + p["dilation"]), "conv stride/dilation")
+    _need(all(e >= 0 for e in p["pre_padding"] + p["post_padding"]), "conv padding")
+    mode = cg.FB_NAMES["ConvMode"].get(a.get("conv_mode"))
+    _need(mode in ("CONVOLUTION", "CROSS_CORRELATION"), f"conv mode {mode}")
+    p["flip"] = mode == "CONVOLUTION"
+    return p
+
+
+def build_program(graph, use_mma=True) -> Program:
+    _need(graph.nodes, "graph has no nodes")
+    _need(not graph.is_override_shape_enabled, "shape overrides not supported")
+    nodes = graph.nodes
+    R = [check_node(n, graph) for n in nodes]
+    IOs = [io_uids(n, graph) for n in nodes]
+    producer = {}
+    consumers = {}
+    for i, (ins, outs) in enumerate(IOs):
+        for u in outs:
+            _need(u not in producer, f"tensor {u} written twice")
+            producer[u] = i
+        for u in ins:
+            consumers.setdefault(u, []).append(i)
+    for u, t in graph.tensors.items():
+        if t.virtual and u in consumers:
+            _need(u in producer, f"virtual tensor {u} read but never written")
+    # pointwise groups (union-find over virtual tensors between pointwise nodes)
+    parent = list(range(len(nodes)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    pw = [i for i, n in enumerate(nodes) if n.kind == "PointwiseAttributes"]
+    for i in pw:
+        for u in IOs[i][1]:
+            if graph.tensors[u].virtual:
+                for j in consumers.get(u, []):
+                    if nodes[j].kind == "PointwiseAttributes":
+                        parent[find(j)] = find(i)
+    groups = {}
+    for i in pw:
+        groups.setdefault(find(i), []).append(i)
+    # units: list of (kind, node indices)
+    unit_of = {}
+    units = []
+    fused_into = {}
+    for g, members in groups.items():
+        units.append(["pw", sorted(members)])
+        for i in members:
+            unit_of[i] = len(units) - 1
+    for i, n in enumerate(nodes):
+        if n.kind != "PointwiseAttributes":
+            units.append([n.kind, [i]])
+            unit_of[i] = len(units) - 1
+    # epilogue fusion: GEMM output virtual, read only by one pointwise unit that reads nothing
+    # else produced by another node
+    for ui, (kind, members) in enumerate(units):
+        if kind not in GEMM_KINDS:
+            continue
+        y = IOs[members[0]][1][0]
+        if not graph.tensors[y].virtual:
+            continue
+        cons = consumers.get(y, [])
+        cu = {unit_of[j] for j in cons}
+        if len(cu) != 1:
+            continue
+        pu = cu.pop()
+        if units[pu][0] != "pw":
+            continue
+        pmembers = units[pu][1]
+        ok = True
+        for j in pmembers:
+            for u in IOs[j][0]:
+                if u != y and u in producer and unit_of[producer[u]] != pu:
+                    ok = False
+            for u in IOs[j][1]:
+                if dims(graph.tensors[u]) != dims(graph.tensors[y]):
+                    ok = False
+        if ok:
+            fused_into[pu] = ui
+    # topological order of units
+    live = [ui for ui in range(len(units)) if ui not in fused_into]
+    merged = {ui: [ui] + [p for p, g in fused_into.items() if g == ui] for ui in live}
+    node_unit = {}
+    for ui, parts in merged.items():
+        for p in parts:
+            for i in units[p][1]:
+                node_unit[i] = ui
+    deps = {ui: set() for ui in live}
+    for i, (ins, _) in enumerate(IOs):
+        for u in ins:
+            if u in producer and node_unit[producer[u]] != node_unit[i]:
+                deps[node_unit[i]].add(node_unit[producer[u]])
+    order, done = [], set()
+    while len(order) < len(live):
+        ready = [ui for ui in live if ui not in done and deps[ui] <= done]
+        _need(ready, "graph has a cycle")
+        order.append(ready[0])
+        done.add(ready[0])
+    # where each tensor lives
+    prog = Program()
+    loc = {}
+    ext = []
+    for u, t in graph.tensors.items():
+        used = u in consumers or u in producer
+        if not used or t.value is not None:
+            continue
+        if not t.virtual:
+            loc[u] = ("t", u)
+            ext.append(u)
+    for ui in order:
+        for p in merged[ui]:
+            for i in units[p][1]:
+                for u in IOs[i][1]:
+                    t = graph.tensors[u]
+                    if t.virtual and u not in loc:
+                        inside = all(node_unit[j] == ui for j in consumers.get(u, []))
+                        if not inside:
+                            loc[u] = ("ws", prog.ws_alloc(span_elems(t) * cg.ELEM_SIZE[dt(t)]))
+    prog.external = ext
+    for k, ui in enumerate(order):
+        kind, members = units[ui]
+        fused = [p for p in merged[ui] if p != ui]
+        tag = f"u{k}"
+        if kind == "pw":
+            _emit_pw(prog, graph, nodes, members, IOs, loc, consumers, node_unit, ui, tag)
+        elif kind in GEMM_KINDS:
+            epi = units[fused[0]][1] if fused else []
+            _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
+                       consumers, node_unit, ui, tag, use_mma)
+        elif kind == "BatchnormInferenceAttributes":
+            _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
+        elif kind == "BatchnormAttributes":
+            _emit_bn_train(prog, graph, R[members[0]], loc, tag)
+    return prog
+
+
+# =========================================================================== pointwise
+def _topo(members, IOs):
+    made = {u: i for i in members for u in IOs[i][1]}
+    out, done = [], set()
+    while len(out) < len(members):
+        for i in members:
+            if i in done:
+                continue
+            if all(made.get(u) in done or u not in made for u in IOs[i][0]):
+                out.append(i)
+                done.add(i)
+                break
+        else:
+            raise NotApplicable("pointwise cycle")
+    return out
+
+
+def _pw_body(graph, nodes, members, IOs, loc, consumers, node_unit, ui, domain, seed=None):
+    """(inputs {uid: strides or const}, stmts, outputs [(uid, strides)]).  ``seed``: uid whose
+    value is the variable ``v`` (GEMM epilogue)."""
+    order = _topo(members, IOs)
+    made = {u for i in members for u in IOs[i][1]}
+    ins, stmts, outs = {}, [], []
+    for i in order:
+        n = nodes[i]
+        r = roles(n, graph)
+        ar = cg.PW_EXPR[cg.pw_mode_name(n)][0]
+        args = []
+        for role in ("in_0", "in_1", "in_2")[:ar]:
+            t = r[role]
+            if t.uid == seed:
+                args.append("v")
+            elif t.uid in made:
+                args.append(f"v{t.uid}")
+            else:
+                if t.value is not None:
+                    ins[t.uid] = ("const", float(t.value) if not isinstance(t.value, (list, tuple)) else float(t.value[0]))
+                else:
+                    s = cg.bcast_strides(dims(t), strides(t), domain)
+                    _need(s is not None, f"tensor {t.uid} does not broadcast to {domain}")
+                    ins[t.uid] = ("ptr", s, dt(t))
+                args.append(f"x{t.uid}")
+        o = r["out_0"]
+        _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
+        expr = cg.pw_expression(n, args)
+        if dt(o) != "FLOAT":
+            expr = f"hdn_round<{CTYPE[dt(o)]}>({expr})"
+        stmts.append(f"const float v{o.uid} = {expr};")
+        needed = (not o.virtual) or any(node_unit[j] != ui for j in consumers.get(o.uid, []))
+        if needed:
+            outs.append((o.uid, strides(o), dt(o)))
+    return ins, stmts, outs
+
+
+def _emit_pw(prog, graph, nodes, members, IOs, loc, consumers, node_unit, ui, tag):
+    first_out = graph.tensors[IOs[_topo(members, IOs)[-1]][1][0]]
+    domain = dims(first_out)
+    ins, stmts, outs = _pw_body(graph, nodes, members, IOs, loc, consumers, node_unit, ui, domain)
+    _need(outs, "pointwise run writes nothing")
+    prim = outs[-1]
+    order = cg.dense_order(domain, prim[1])
+    ew_ins = []
+    args = []
+    for u, spec in ins.items():
+        if spec[0] == "const":
+            ew_ins.append(EwIn(f"x{u}", const=spec[1]))
+        else:
+            ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
+            args.append(loc[u])
+    ew_outs = [EwOut(f"v{u}", d, s, f"o{u}") for u, s, d in [outs[-1]] + outs[:-1]]
+    for u, s, d in [outs[-1]] + outs[:-1]:
+        args.append(loc[u])
+    name = f"hdn_pw_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, order, ew_ins, stmts, ew_outs)
+    prog.steps.append(("launch", src, name, grid, block, args))
+
+
+# =========================================================================== GEMM
+def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
+               tag, use_mma):
+    spec = GemmSpec()
+    if node.kind == "MatmulAttributes":
+        a, b, c = r["a"], r["b"], r["c"]
+        cd = dims(c)
+        M, K, N = dims(a)[-2], dims(a)[-1], dims(b)[-1]
+        bdims = cd[:-2]
+        batch = math.prod(bdims) if bdims else 1
+        sa = cg.bcast_strides(dims(a)[:-2], strides(a)[:-2], bdims) if bdims else []
+        sb = cg.bcast_strides(dims(b)[:-2], strides(b)[:-2], bdims) if bdims else []
+        _need(sa is not None and sb is not None, "matmul batch dims do not broadcast")
+        sAm, sAk = strides(a)[-2], strides(a)[-1]
+        sBk, sBn = strides(b)[-2], strides(b)[-1]
+        spec.M, spec.N, spec.K, spec.batch = M, N, K, batch
+        spec.ta, spec.tb = dt(a), dt(b)
+        spec.load_a = (cg.batch_offset_code("bo", bdims, sa) +
+                       f" return bo + (long long)m * {sAm} + (long long)k * {sAk};")
+        spec.load_b = (cg.batch_offset_code("bo", bdims, sb) +
+                       f" return bo + (long long)k * {sBk} + (long long)n * {sBn};")
+        spec.a_kcontig = abs(sAk) <= abs(sAm)
+        spec.b_kcontig = abs(sBk) <= abs(sBn)
+        al8 = lambda xs: all(x % 8 == 0 for x in xs)  # noqa: E731
+        if sAk == 1 and K % 8 == 0 and al8([sAm] + sa):
+            spec.a_mode = 1
+        elif sAm == 1 and M % 8 == 0 and al8([sAk] + sa):
+            spec.a_mode = 2
+        if sBk == 1 and K % 8 == 0 and al8([sBn] + sb):
+            spec.b_mode = 1
+        elif sBn == 1 and N % 8 == 0 and al8([sBk] + sb):
+            spec.b_mode = 2
+        out = c
+        # output coordinates c<d> from (b, m, n)
+        coord = []
+        rem = "b"
+        for d in reversed(range(len(bdims))):
+            coord.append(f"const int c{d} = {rem} % {bdims[d]}; const int rc{d} = {rem} / {bdims[d]};")
+            rem = f"rc{d}"
+        coord.append(f"const int c{len(cd) - 2} = m; const int c{len(cd) - 1} = n;")
+        domain = cd
+    else:
+        x, w, y = r["x"], r["w"], r["y"]
+        xd, wd, yd = dims(x), dims(w), dims(y)
+        xs, ws_, ys = strides(x), strides(w), strides(y)
+        nsp = len(xd) - 2
+        p = conv_params(node, nsp)
+        N, C, K = xd[0], xd[1], wd[0]
+        P, Rk, H = yd[2:], wd[2:], xd[2:]
+        M = N * math.prod(P)
+        KG = C * math.prod(Rk)
+        spec.M, spec.N, spec.K, spec.batch = M, K, KG, 1
+        spec.ta, spec.tb = dt(x), dt(w)
+        cl = xs[1] == 1 and C > 1   # channels-last: reduction order (r..., c)
+        # decompose m -> n, p_j ; k -> c, r_j
+        mdec = []
+        rem = "m"
+        for j in reversed(range(nsp)):
+            mdec.append(f"const int p{j} = {rem} % {P[j]}; const int rp{j} = {rem} / {P[j]};")
+            rem = f"rp{j}"
+        mdec.append(f"const int nn = {rem};")
+        kdec = []
+        rem = "k"
+        if cl:
+            kdec.append(f"const int cc = k % {C}; const int rk = k / {C};")
+            rem = "rk"
+            for j in reversed(range(nsp)):
+                kdec.append(f"const int r{j} = {rem} % {Rk[j]}; const int rr{j} = {rem} / {Rk[j]};")
+                rem = f"rr{j}"
+        else:
+            for j in reversed(range(nsp)):
+                kdec.append(f"const int r{j} = {rem} % {Rk[j]}; const int rr{j} = {rem} / {Rk[j]};")
+                rem = f"rr{j}"
+            kdec.append(f"const int cc = {rem};")
+        la = list(mdec) + list(kdec)
+        offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+        for j in range(nsp):
+            la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
+            la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
+            offs.append(f"(long long)h{j} * {xs[2 + j]}")
+        la.append("return " + " + ".join(offs) + ";")
+        spec.load_a = " ".join(la)
+        lb = list(kdec)
+        boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"]
+        for j in range(nsp):
+            rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
+            boffs.append(f"(long long){rj} * {ws_[2 + j]}")
+        lb.append("return " + " + ".join(boffs) + ";")
+        spec.load_b = " ".join(lb)
+        spec.a_kcontig = cl
+        spec.b_kcontig = True
+        al8 = lambda xs_: all(v % 8 == 0 for v in xs_)  # noqa: E731
+        if cl and C % 8 == 0 and al8([xs[0]] + xs[2:]):
+            spec.a_mode = 1
+        if cl and ws_[1] == 1 and C % 8 == 0 and al8([ws_[0]] + ws_[2:]):
+            spec.b_mode = 1
+        elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
+            packed = all(ws_[2 + j] == math.prod(Rk[j + 1:]) for j in range(nsp)) and ws_[1] == math.prod(Rk)
+            if packed:
+                spec.b_mode = 1
+        out = y
+        coord = list(mdec) + [f"const int c0 = nn; const int c1 = n;"] + \
+            [f"const int c{2 + j} = p{j};" for j in range(nsp)]
+        domain = yd
+    # epilogue: the fused pointwise run (or a plain store)
+    params = []
+    args = []
+    if epi_members:
+        ins, stmts, outs = _pw_body(graph, nodes, epi_members, IOs, loc, consumers, node_unit,
+                                    ui, domain, seed=out.uid)
+        body = list(coord)
+        for u, s in ins.items():
+            if s[0] == "const":
+                body.append(f"const float x{u} = {cg.flit(s[1])};")
+            else:
+                params.append(f"const {CTYPE[s[2]]}* __restrict__ p{u}")
+                args.append(loc[u])
+                st = [v if domain[d] != 1 else 0 for d, v in enumerate(s[1])]
+                body.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+        body += stmts
+        for u, s, d in outs:
+            params.append(f"{CTYPE[d]}* __restrict__ o{u}")
+            args.append(loc[u])
+            st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
+            body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[d]}>(v{u});")
+        prog.notes.append(f"{node.kind} + {len(epi_members)} pointwise node(s) fused")
+    else:
+        params.append(f"{CTYPE[dt(out)]}* __restrict__ o{out.uid}")
+        args.append(loc[out.uid])
+        st = [v if domain[d] != 1 else 0 for d, v in enumerate(strides(out))]
+        body = list(coord) + [f"o{out.uid}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[dt(out)]}>(v);"]
+    spec.epi_params = params
+    spec.store = " ".join(body)
+    mma = use_mma and spec.ta in ("HALF", "BFLOAT16") and spec.ta == spec.tb
+    src, name, grid, block = cg.gemm_source(spec, mma)
+    first = [r["a"], r["b"]] if node.kind == "MatmulAttributes" else [r["x"], r["w"]]
+    prog.steps.append(("launch", src, name, grid, block, [loc[first[0].uid], loc[first[1].uid]] + args))
+
+
+# =========================================================================== batchnorm
+def _chan_in(t, domain, var, loc, ins, args):
+    s = cg.per_channel_strides(t, domain)
+    _need(s is not None, f"tensor {t.uid}: per-channel layout")
+    ins.append(EwIn(var, dt(t), s, param=f"p_{var}"))
+    args.append(loc[t.uid])
+
+
+def _emit_bn_inf(prog, graph, r, loc, tag):
+    x, y = r["x"], r["y"]
+    domain = dims(x)
+    ins, args = [EwIn("xv", dt(x), strides(x), param="px")], [loc[x.uid]]
+    for role, var in (("mean", "mu"), ("inv_variance", "iv"), ("scale", "sc"), ("bias", "bi")):
+        _chan_in(r[role], domain, var, loc, ins, args)
+    stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
+    outs = [EwOut("yv", dt(y), strides(y), "py")]
+    args.append(loc[y.uid])
+    name = f"hdn_bn_inf_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)),
+                                             ins, stmts, outs)
+    prog.steps.append(("launch", src, name, grid, block, args))
+
+
+def _scalar(t):
+    if t is None:
+        return None
+    v = t.value
+    if v is None:
+        return None
+    return float(v[0] if isinstance(v, (list, tuple)) else v)
+
+
+def _emit_bn_train(prog, graph, r, loc, tag):
+    x, y = r["x"], r["y"]
+    domain = dims(x)
+    C = domain[1]
+    M = math.prod(domain) // max(1, C)
+    xs = strides(x)
+    # channels-last packed: x viewed as [M, C]
+    cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
+    ws = prog.ws_alloc(16 * C)      # double sum[C], sumsq[C]
+    ab = prog.ws_alloc(8 * C)       # float A[C], B[C]
+    prog.steps.append(("memset", ws, 16 * C))
+    src, grid, block = cg.bn_stats_source(x, C, cl, M)
+    prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ("ws", ws)]))
+    pdt = dt(r["scale"])
+    outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
+    eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
+    run = "next_running_mean" in outs or "next_running_variance" in outs
+    sptr = {}
+    fargs = [("ws", ws), ("ws", ab), loc[r["scale"].uid], loc[r["bias"].uid]]
+    if run:
+        fargs += [loc[r["prev_running_mean"].uid], loc[r["prev_running_variance"].uid]]
+    for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
+        if ro in r:
+            fargs.append(loc[r[ro].uid])
+    if eps is None:
+        sptr["epsilon"] = CTYPE[dt(r["epsilon"])]
+        fargs.append(loc[r["epsilon"].uid])
+    if run and mom is None:
+        sptr["momentum"] = CTYPE[dt(r["momentum"])]
+        fargs.append(loc[r["momentum"].uid])
+    src, grid, block = cg.bn_finalize_source(C, M, pdt, eps, mom, outs, sptr)
+    prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
+    # apply: y = x * A[c] + B[c]
+    cs = [0] * len(domain)
+    cs[1] = 1
+    ins = [EwIn("xv", dt(x), xs, param="px"), EwIn("fa", "FLOAT", cs, param="pa"),
+           EwIn("fb", "FLOAT", cs, param="pb")]
+    name = f"hdn_bn_apply_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)), ins,
+                                             ["const float yv = fmaf(xv, fa, fb);"],
+                                             [EwOut("yv", dt(y), strides(y), "py")])
+    prog.steps.append(("launch", src, name, grid, block,
+                       [loc[x.uid], ("ws", ab), ("ws", ab + 4 * C), loc[y.uid]]))

@@ -1,0 +1,180 @@
+"""Graph builders and helpers for the HIP engine tests (no GPU needed to build graphs)."""
+from __future__ import annotations
+
+import numpy as np
+
+from hipdnn_cabi.backend import graph_fb
+from hipdnn_cabi.schemas._generated.schema_table import ENUMS, UNIONS
+
+FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "ConvMode")}
+UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
+TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3}
+NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16}
+TOL = {"FLOAT": 2e-5, "HALF": 4e-3, "BFLOAT16": 3e-2}
+
+
+def strides_for(dims, lay="nchw"):
+    nd = len(dims)
+    order = [0] + list(range(2, nd)) + [1] if (lay == "nhwc" and nd >= 3) else list(range(nd))
+    st = [0] * nd
+    s = 1
+    for ax in reversed(order):
+        st[ax] = s
+        s *= max(int(dims[ax]), 1)
+    return st
+
+
+class T:
+    def __init__(self, uid, dims, dtype="FLOAT", lay="nchw", virtual=False, value=None, strides=None):
+        self.uid, self.dims, self.dtype, self.lay = uid, list(dims), dtype, lay
+        self.virtual, self.value = virtual, value
+        self.strides = list(strides) if strides is not None else strides_for(dims, lay)
+
+    def fb(self):
+        d = {"uid": self.uid, "name": f"t{self.uid}", "data_type": FB["DataType"][self.dtype],
+             "dims": self.dims, "strides": self.strides}
+        if self.virtual:
+            d["virtual"] = True
+        if self.value is not None:
+            d["value"] = (TV[self.dtype], {"value": self.value})
+        return d
+
+    @property
+    def span(self):
+        return 1 + sum((d - 1) * s for d, s in zip(self.dims, self.strides))
+
+
+def node(kind, attrs, compute="FLOAT", name="n"):
+    return {"name": name, "compute_data_type": FB["DataType"][compute], "attributes": (UNION[kind], attrs)}
+
+
+def pw(mode, in0, out, in1=None, in2=None, **params):
+    a = {"operation": FB["PointwiseMode"][mode], "in_0_tensor_uid": in0, "out_0_tensor_uid": out}
+    if in1 is not None:
+        a["in_1_tensor_uid"] = in1
+    if in2 is not None:
+        a["in_2_tensor_uid"] = in2
+    a.update(params)
+    return node("PointwiseAttributes", a, name=f"pw_{mode}")
+
+
+def matmul(a, b, c):
+    return node("MatmulAttributes", {"a_tensor_uid": a, "b_tensor_uid": b, "c_tensor_uid": c}, name="mm")
+
+
+def conv_fwd(x, w, y, pad, stride, dil, mode="CROSS_CORRELATION"):
+    return node("ConvolutionFwdAttributes", {
+        "x_tensor_uid": x, "w_tensor_uid": w, "y_tensor_uid": y, "pre_padding": list(pad),
+        "post_padding": list(pad), "stride": list(stride), "dilation": list(dil),
+        "conv_mode": FB["ConvMode"][mode]}, name="conv")
+
+
+def bn_train(x, scale, bias, eps, y, mean=None, inv=None, prm=None, prv=None, mom=None, nrm=None, nrv=None):
+    a = {"x_tensor_uid": x, "scale_tensor_uid": scale, "bias_tensor_uid": bias,
+         "epsilon_tensor_uid": eps, "y_tensor_uid": y}
+    for k, v in (("mean", mean), ("inv_variance", inv), ("prev_running_mean", prm),
+                 ("prev_running_variance", prv), ("momentum", mom), ("next_running_mean", nrm),
+                 ("next_running_variance", nrv)):
+        if v is not None:
+            a[f"{k}_tensor_uid"] = v
+    return node("BatchnormAttributes", a, name="bn")
+
+
+def bn_inf(x, mean, inv, scale, bias, y):
+    return node("BatchnormInferenceAttributes", {
+        "x_tensor_uid": x, "mean_tensor_uid": mean, "inv_variance_tensor_uid": inv,
+        "scale_tensor_uid": scale, "bias_tensor_uid": bias, "y_tensor_uid": y}, name="bninf")
+
+
+def graph_bytes(tensors, nodes):
+    g = {"name": "hip_test", "compute_data_type": FB["DataType"]["FLOAT"],
+         "tensors": [t.fb() for t in tensors], "nodes": nodes}
+    return graph_fb.build("Graph", g)
+
+
+# ---------------------------------------------------------------- host values <-> storage
+def bf16_bits(a):
+    f = np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+    u = f.view(np.uint32).astype(np.uint64)
+    up = ((u & 0xFFFF) > 0x8000) | (((u & 0xFFFF) == 0x8000) & (((u >> 16) & 1) == 1))
+    return ((u >> 16) + up.astype(np.uint64)).astype(np.uint16)
+
+
+def encode(vals, dtype):
+    if dtype == "BFLOAT16":
+        return bf16_bits(vals)
+    return np.asarray(vals).astype(NP[dtype])
+
+
+def decode(mem, dtype):
+    if dtype == "BFLOAT16":
+        return (np.asarray(mem).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.asarray(mem).astype(np.float64)
+
+
+def to_storage(t: T, logical):
+    """Logical values -> flat storage array of t's span (strided placement)."""
+    buf = np.zeros(t.span, NP[t.dtype])
+    view = np.lib.stride_tricks.as_strided(buf, shape=t.dims, strides=[s * buf.itemsize for s in t.strides])
+    view[...] = encode(np.broadcast_to(logical, t.dims), t.dtype)
+    return buf
+
+
+def from_storage(t: T, buf):
+    view = np.lib.stride_tricks.as_strided(buf, shape=t.dims, strides=[s * buf.itemsize for s in t.strides])
+    return decode(view, t.dtype)
+
+
+def quantize(vals, dtype):
+    return decode(encode(vals, dtype), dtype)
+
+
+def relerr(out, ref):
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm((out - ref).ravel()) / max(np.linalg.norm(ref.ravel()), 1e-30))
+
+
+# ---------------------------------------------------------------- sample graphs (CI compile test)
+def sample_graphs():
+    """(name, graph bytes) covering every kernel family, dtype and layout."""
+    out = []
+    for dtp in ("FLOAT", "HALF", "BFLOAT16"):
+        for lay in ("nchw", "nhwc"):
+            x = T(1, [2, 16, 9, 9], dtp, lay)
+            b = T(2, [1, 16, 1, 1], dtp, lay)
+            v1 = T(3, [2, 16, 9, 9], "FLOAT", lay, virtual=True)
+            v2 = T(4, [2, 16, 9, 9], "FLOAT", lay, virtual=True)
+            s = T(5, [1, 1, 1, 1], "FLOAT", value=0.5)
+            y = T(6, [2, 16, 9, 9], dtp, lay)
+            out.append((f"pw_{dtp}_{lay}", graph_bytes([x, b, v1, v2, s, y], [
+                pw("ADD", 1, 3, 2), pw("RELU_FWD", 3, 4), pw("MUL", 4, 6, 5)])))
+            w = T(11, [32, 16, 3, 3], dtp, lay)
+            cy = T(12, [2, 32, 9, 9], dtp, lay)
+            out.append((f"conv_{dtp}_{lay}", graph_bytes([x, w, cy], [conv_fwd(1, 11, 12, [1, 1], [1, 1], [1, 1])])))
+            cv = T(13, [2, 32, 9, 9], "FLOAT", lay, virtual=True)
+            bb = T(14, [1, 32, 1, 1], dtp, lay)
+            bv = T(15, [2, 32, 9, 9], "FLOAT", lay, virtual=True)
+            out.append((f"conv_bias_relu_{dtp}_{lay}", graph_bytes([x, w, cv, bb, bv, cy], [
+                conv_fwd(1, 11, 13, [1, 1], [1, 1], [1, 1]), pw("ADD", 13, 15, 14), pw("RELU_FWD", 15, 12)])))
+            sc = T(21, [1, 16, 1, 1], "FLOAT")
+            bi = T(22, [1, 16, 1, 1], "FLOAT")
+            eps = T(23, [1, 1, 1, 1], "FLOAT", value=1e-5)
+            mom = T(24, [1, 1, 1, 1], "FLOAT", value=0.1)
+            mu = T(25, [1, 16, 1, 1], "FLOAT")
+            iv = T(26, [1, 16, 1, 1], "FLOAT")
+            prm = T(27, [1, 16, 1, 1], "FLOAT")
+            prv = T(28, [1, 16, 1, 1], "FLOAT")
+            nrm = T(29, [1, 16, 1, 1], "FLOAT")
+            nrv = T(30, [1, 16, 1, 1], "FLOAT")
+            out.append((f"bn_train_{dtp}_{lay}", graph_bytes(
+                [x, sc, bi, eps, mom, mu, iv, prm, prv, nrm, nrv, y],
+                [bn_train(1, 21, 22, 23, 6, 25, 26, 27, 28, 24, 29, 30)])))
+            out.append((f"bn_inf_{dtp}_{lay}", graph_bytes([x, mu, iv, sc, bi, y], [bn_inf(1, 25, 26, 21, 22, 6)])))
+        for ta, tb in (("nchw", "nchw"), ("nchw", "t")):
+            a = T(1, [3, 40, 24], dtp)
+            bdims = [3, 24, 56]
+            bst = [24 * 56, 56, 1] if tb == "nchw" else [24 * 56, 1, 24]
+            b = T(2, bdims, dtp, strides=bst)
+            c = T(3, [3, 40, 56], dtp)
+            out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)])))
+    return out
