@@ -42,6 +42,7 @@ def dirs(ct_base, c_sample_so):
         "v12": plugin_dir(ct_base, "d_v12", [v12]),
         "v10": plugin_dir(ct_base, "d_v10", [v10]),
         "v12_c_sample": plugin_dir(ct_base, "d_v12_cs", [v12, c_sample_so]),
+        "samples_v12": plugin_dir(ct_base, "d_samples_v12", [c_sample_so, py_sample, v12]),
     }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
+import sys  # noqa: F401 (scripts use it)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
