@@ -7,7 +7,8 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: hipdnn-cabi export-plugin <module-or-file.py> -o lib<name>.so")
+        print("usage: hipdnn-cabi export-plugin <module-or-file.py> -o lib<name>.so\n"
+              "       hipdnn-cabi conform <libplugin.so> | --backend [lib] [--report R.json] [-k EXPR]")
         print("       hipdnn-cabi info [--json] | engines [--json] | demo")
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
@@ -17,6 +18,9 @@ def main(argv=None) -> int:
     if cmd == "export-plugin":
         from .plugin_sdk.export import main as export_main
         return export_main(rest)
+    if cmd == "conform":
+        from .conformance.cli import main as conform_main
+        return conform_main(rest)
     print(f"hipdnn-cabi: unknown command {cmd!r}", file=sys.stderr)
     return 2
 

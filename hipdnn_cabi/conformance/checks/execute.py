@@ -13,7 +13,10 @@ def _runs(s):
         ps = s.pairs()
         if not ps:
             raise Skip("the plugin runs none of the corpus graphs")
-        return [(g, eid, s.child("execute", s.case(g, eid))) for g, eid in ps]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(ps)) as ex:  # a hang costs one timeout, not one per graph
+            runs = list(ex.map(lambda p: s.child("execute", s.case(*p)), ps))
+        return [(g, eid, run) for (g, eid), run in zip(ps, runs)]
     return s.memo("execute_runs", compute)
 
 

@@ -8,7 +8,10 @@ def _runs(s):
     ps = s.pairs()
     if not ps:
         raise Skip("the plugin runs none of the corpus graphs")
-    return [(g, eid, s.finished(s.child("workspace", s.case(g, eid)))) for g, eid in ps]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=len(ps)) as ex:
+        runs = list(ex.map(lambda p: s.child("workspace", s.case(*p)), ps))
+    return [(g, eid, s.finished(run)) for (g, eid), run in zip(ps, runs)]
 
 
 @check("conform.workspace.config_matches_context")

@@ -1,0 +1,166 @@
+"""The conformance suite itself: it passes on the plugins we ship (C sample, exported py_sample) and
+fails exactly the expected checks on deliberately broken plugins (tests/conformance/broken/*.c,
+one fault apiece, each forwarding everything else to the C sample plugin)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BROKEN = os.path.join(HERE, "broken")
+INCLUDE = os.path.join(ROOT, "include")
+PY = sys.executable
+
+# broken plugin -> the checks it must fail (and no others)
+EXPECTED = {
+    "missing_symbol": {"conform.symbols.required_exported", "conform.lifecycle.set_stream",
+                       "conform.null_args.set_stream"},
+    "bad_version": {"conform.api_version.parses"},
+    "wrong_engine_count": {"conform.engine_ids.two_call"},
+    "non_subset_applicable": {"conform.applicable.subset_of_all_ids", "conform.applicable.unrunnable_graphs"},
+    "invalid_details": {"conform.engine_details.valid_flatbuffer"},
+    "crash_on_null": {"conform.null_args.get_applicable_engine_ids"},
+    "hang_in_execute": {"conform.execute.numerics", "conform.execute.repeatable",
+                        "conform.execute.buffers_respected", "conform.threads.one_handle",
+                        "conform.threads.separate_handles", "conform.serialization.round_trip"},
+    "wrong_numbers": {"conform.execute.numerics"},
+    "no_last_error": {"conform.last_error.set_on_failure"},
+    "leak": {"conform.leak.create_destroy_cycles"},
+    "not_thread_safe": {"conform.threads.one_handle", "conform.threads.separate_handles"},
+}
+
+
+def quick():
+    from hipdnn_cabi.conformance import Scale
+    sc = Scale.quick()
+    sc.timeout = 6.0
+    sc.long_timeout = 10.0
+    return sc
+
+
+@pytest.fixture(scope="session")
+def c_sample(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conform_c_sample")
+    subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "engine_plugins", "c_sample"), f"OUT={out}"],
+                   check=True, capture_output=True)
+    return str(out / "libhipdnn_c_sample_plugin.so")
+
+
+@pytest.fixture(scope="session")
+def py_sample(tmp_path_factory):
+    from hipdnn_cabi.plugin_sdk.export import build
+    out = tmp_path_factory.mktemp("conform_py_sample")
+    return build(os.path.join(ROOT, "engine_plugins", "py_sample"), str(out / "libpy_sample.so"))
+
+
+@pytest.fixture(scope="session")
+def broken(c_sample, tmp_path_factory):
+    out = tmp_path_factory.mktemp("conform_broken")
+
+    def build(name):
+        lib = str(out / f"lib{name}.so")
+        cmd = ["gcc", "-std=gnu11", "-O1", "-Wall", "-Werror", "-fPIC", "-shared", "-fvisibility=hidden",
+               "-DHIPDNN_CABI_NO_HIP_HEADERS", f'-DBASE_PLUGIN="{c_sample}"', "-I", INCLUDE,
+               os.path.join(BROKEN, name + ".c"), "-o", lib, "-ldl"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return lib
+    return build
+
+
+def run_suite(lib, **kw):
+    from hipdnn_cabi.conformance import run_plugin_suite
+    return run_plugin_suite(lib, scale=quick(), **kw)
+
+
+def failing(results):
+    return {r.id for r in results if r.verdict == "fail"}
+
+
+def explain(results):
+    return "\n".join(f"{r.id}: {r.verdict}: {r.message}" for r in results if r.verdict != "pass")
+
+
+def test_c_sample_conforms(c_sample):
+    res = run_suite(c_sample)
+    assert not failing(res), explain(res)
+    assert not [r for r in res if r.verdict == "skip"], explain(res)
+
+
+def test_exported_py_sample_conforms(py_sample):
+    res = run_suite(py_sample)
+    assert not failing(res), explain(res)
+    assert not [r for r in res if r.verdict == "skip"], explain(res)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_broken_plugin_fails_exactly(broken, name):
+    res = run_suite(broken(name))
+    assert failing(res) == EXPECTED[name], explain(res)
+
+
+def test_failure_messages_name_the_call(broken):
+    res = {r.id: r for r in run_suite(broken("crash_on_null"), keyword="null_args.get_applicable")}
+    msg = res["conform.null_args.get_applicable_engine_ids"].message
+    assert "SIGSEGV" in msg and "hipdnnEnginePluginGetApplicableEngineIds(handle, graph=NULL" in msg, msg
+    res = {r.id: r for r in run_suite(broken("hang_in_execute"), keyword="execute.numerics")}
+    msg = res["conform.execute.numerics"].message
+    assert "timed out" in msg and "hipdnnEnginePluginExecuteOpGraph" in msg, msg
+
+
+def test_cli_report_keyword_and_xfail(broken, tmp_path):
+    lib = broken("wrong_numbers")
+    xf = tmp_path / "xfail.txt"
+    xf.write_text("# known bad numbers\nconform.execute.numerics\n")
+    rep = tmp_path / "r.json"
+    cmd = [PY, "-m", "hipdnn_cabi.cli", "conform", lib, "--quick", "-k", "execute or plugin_info",
+           "--report", str(rep)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "conform.execute.numerics" in r.stdout and "FAIL" in r.stdout
+    data = json.loads(rep.read_text())
+    assert data["subject"]["name"] == "hipdnn_c_sample_plugin"
+    assert data["subject"]["api_version"] == "1.1.0" and data["subject"]["version"] == "0.1.0"
+    ids = {x["id"] for x in data["results"]}
+    assert ids and all("execute" in i or "plugin_info" in i for i in ids)
+    r = subprocess.run(cmd + ["--xfail-file", str(xf)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "XFAIL" in r.stdout
+
+
+def test_mustpass_list_matches_docs():
+    from hipdnn_cabi.conformance.mustpass import mustpass
+    doc = open(os.path.join(ROOT, "docs", "conformance.md")).read()
+    for cid in mustpass("plugin") + mustpass("backend"):
+        assert f"`{cid}`" in doc, cid
+
+
+def test_pytest_plugin(c_sample, tmp_path):
+    r = subprocess.run([PY, "-m", "pytest", "-q", "-p", "hipdnn_cabi.conformance.pytest_plugin",
+                        "--hipdnn-plugin", c_sample, "--hipdnn-quick", "-k", "plugin_info or engine_ids",
+                        "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", os.devnull],
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "10 passed" in r.stdout, r.stdout
+
+
+def test_backend_checks_pass_on_our_backend():
+    from hipdnn_cabi.conformance import run_plugin_suite
+    from hipdnn_cabi.conformance.cli import default_backend
+    if not os.path.exists(default_backend()):
+        pytest.skip("libhipdnn_backend.so not built")
+    res = run_plugin_suite(default_backend(), backend=True, scale=quick())
+    assert len(res) >= 10 and not failing(res), explain(res)
+
+
+def test_backend_checks_fail_on_a_non_backend(c_sample):
+    from hipdnn_cabi.conformance import run_plugin_suite
+    res = run_plugin_suite(c_sample, backend=True, scale=quick())
+    assert all(r.verdict == "fail" for r in res)
+    assert "required symbol hipdnnCreate is not exported" in {r.id: r for r in res}[
+        "conform.backend.handle_null"].message
