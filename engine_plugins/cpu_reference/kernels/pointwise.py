@@ -81,6 +81,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import blocked
 from .dtypes import compute_dtype_for
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "canonical_mode",
     "pointwise",
     "erf",
+    "erf_f32",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -352,6 +354,214 @@ _TABLE = {
     "TANH_FWD": (_U, "compute", True, (), lambda x, p: np.tanh(x)),
 }
 
+# ------------------------------------------------------------ float32 fast paths
+# Float32 compute (float/half/bf16 operands) of the transcendental and composite modes runs in
+# float32 with in-place ufuncs over cache-sized blocks (kernels/blocked.py), not in float64:
+# numpy's float32 exp/log/tanh/sin are accurate to a few ulp, and the composite formulas below
+# keep the result within a few float32 ulp of the exact value relative to max(|y|, |x|-scale).
+#
+# erf_f32: rational approximation erf(x) = x * P(x^2) / Q(x^2) on x clamped to [-4, 4]
+# (erf rounds to +-1 in float32 beyond); degree-6 / degree-4 coefficients as in Eigen's
+# generic_fast_erf_float.  Measured max relative error in float32 arithmetic: 4.2e-7.
+_ERF_P = (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
+          -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
+          -2.72614225801306e-10)
+_ERF_Q = (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
+          -2.13374055278905e-04, -1.45660718464996e-05)
+_F32 = np.float32
+
+
+def _erf_f32_into(o, x, zscale=1.0, pscale=1.0):
+    """o = pscale * erf(zscale * x) in float32 (o may not alias x); the scalings are folded into
+    the polynomial coefficients."""
+    n = x.size
+    x2, q = blocked.scratch(2, n)
+    lim = _F32(4.0 / zscale)
+    np.minimum(x, lim, out=o)
+    np.maximum(o, -lim, out=o)               # NaN stays NaN
+    np.multiply(o, o, out=x2)
+    z2 = zscale * zscale
+    pc = [c * pscale * zscale * z2 ** k for k, c in enumerate(_ERF_P)]
+    qc = [c * z2 ** k for k, c in enumerate(_ERF_Q)]
+    np.multiply(x2, _F32(pc[-1]), out=q)     # q: numerator accumulator first
+    for c in pc[-2:0:-1]:
+        q += _F32(c)
+        q *= x2
+    q += _F32(pc[0])
+    o *= q                                   # o = xc * P
+    np.multiply(x2, _F32(qc[-1]), out=q)
+    for c in qc[-2:0:-1]:
+        q += _F32(c)
+        q *= x2
+    q += _F32(qc[0])
+    np.divide(o, q, out=o)
+    return o
+
+
+def erf_f32(x) -> np.ndarray:
+    """Vectorised error function in float32 (relative error <= 5e-7; NaN -> NaN, +-inf -> +-1)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    xf, of = x.reshape(-1), out.reshape(-1)
+    blocked.run(lambda s, e: _erf_f32_into(of[s:e], xf[s:e]), xf.size)
+    return out
+
+
+def _f32_sigmoid_into(o, x, beta=1.0):
+    np.multiply(x, _F32(-beta), out=o)
+    np.exp(o, out=o)
+    o += _F32(1)
+    np.divide(_F32(1), o, out=o)             # exp overflow -> 1/inf = 0
+
+
+def _k_sigmoid(o, x, p):
+    _f32_sigmoid_into(o, x)
+
+
+def _k_swish(o, x, p):
+    (t,) = blocked.scratch(1, x.size)
+    np.multiply(x, _F32(-p.swish_beta), out=t)
+    np.exp(t, out=t)
+    t += _F32(1)
+    np.divide(x, t, out=o)
+
+
+def _k_gelu(o, x, p):
+    # 0.5 x (1 + erf(x / sqrt 2)) = x * (0.5 + 0.5 erf(x / sqrt 2))
+    _erf_f32_into(o, x, zscale=1.0 / _SQRT2, pscale=0.5)
+    o += _F32(0.5)
+    o *= x
+
+
+def _k_gelu_tanh(o, x, p):
+    np.multiply(x, x, out=o)
+    o *= _F32(_SQRT_2_OVER_PI * _GELU_TANH_C)
+    o += _F32(_SQRT_2_OVER_PI)
+    o *= x
+    np.tanh(o, out=o)
+    o += _F32(1)
+    o *= x
+    o *= _F32(0.5)
+
+
+def _k_elu(o, x, p):
+    (t,) = blocked.scratch(1, x.size)
+    np.minimum(x, _F32(0), out=t)
+    np.expm1(t, out=t)
+    t *= _F32(p.elu_alpha)
+    np.copyto(o, t)
+    np.copyto(o, x, where=x > 0)
+
+
+def _k_softplus(o, x, p):
+    b = p.softplus_beta
+    (z,) = blocked.scratch(1, x.size)
+    np.multiply(x, _F32(b), out=z)
+    np.abs(z, out=o)
+    np.negative(o, out=o)
+    np.exp(o, out=o)
+    np.log1p(o, out=o)
+    np.maximum(z, _F32(0), out=z)
+    o += z
+    if b != 1.0:
+        o /= _F32(b)
+
+
+def _k_gelu_bwd(o, dy, x, p):
+    # dy * (Phi(x) + x * phi(x))
+    (t,) = blocked.scratch(1, x.size)
+    np.multiply(x, x, out=t)
+    t *= _F32(-0.5)
+    np.exp(t, out=t)
+    t *= x
+    t *= _F32(_INV_SQRT_2PI)
+    _erf_f32_into(o, x, zscale=1.0 / _SQRT2, pscale=0.5)
+    o += _F32(0.5)
+    o += t
+    o *= dy
+
+
+def _k_sigmoid_bwd(o, dy, x, p):
+    (t,) = blocked.scratch(1, x.size)
+    _f32_sigmoid_into(t, x)
+    np.subtract(_F32(1), t, out=o)
+    o *= t
+    o *= dy
+
+
+def _k_tanh_bwd(o, dy, x, p):
+    np.tanh(x, out=o)
+    np.multiply(o, o, out=o)
+    np.subtract(_F32(1), o, out=o)
+    o *= dy
+
+
+def _k_unary(uf):
+    def k(o, x, p):
+        uf(x, out=o)
+    return k
+
+
+def _k_rsqrt(o, x, p):
+    np.sqrt(x, out=o)
+    np.divide(_F32(1), o, out=o)
+
+
+_F32_KERNELS = {
+    "EXP": _k_unary(np.exp),
+    "LOG": _k_unary(np.log),
+    "SIN": _k_unary(np.sin),
+    "TAN": _k_unary(np.tan),
+    "TANH_FWD": _k_unary(np.tanh),
+    "RSQRT": _k_rsqrt,
+    "ERF": lambda o, x, p: _erf_f32_into(o, x),
+    "SIGMOID_FWD": _k_sigmoid,
+    "SWISH_FWD": _k_swish,
+    "GELU_FWD": _k_gelu,
+    "GELU_APPROX_TANH_FWD": _k_gelu_tanh,
+    "ELU_FWD": _k_elu,
+    "SOFTPLUS_FWD": _k_softplus,
+    "GELU_BWD": _k_gelu_bwd,
+    "SIGMOID_BWD": _k_sigmoid_bwd,
+    "TANH_BWD": _k_tanh_bwd,
+}
+
+
+def _f32_generic(fn):
+    """Any other wide mode: its float64 formula evaluated on float32 blocks (temporaries are
+    block-sized)."""
+    def k(o, *xs_p):
+        *xs, p = xs_p
+        o[...] = fn(*xs, p)
+    return k
+
+
+def _pointwise_f32(short, fn, arrs, p, out):
+    """Wide mode *short* in float32 over blocks; returns the float32 result (*out* when given)."""
+    kern = _F32_KERNELS.get(short) or _f32_generic(fn)
+    xs = [a.astype(np.float32, copy=False) for a in arrs]
+    shape = np.broadcast_shapes(*(a.shape for a in xs))
+    if any(a.shape != shape for a in xs):
+        xs = [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in xs]
+    dst = out
+    if dst is None or any(np.shares_memory(dst, a) for a in xs):
+        dst = np.empty_like(xs[0], dtype=np.float32)     # same memory order as in_0
+    views = blocked.flat_views(dst, *xs)
+    if views is None:
+        xs = [np.ascontiguousarray(a) for a in xs]
+        tmp = np.empty(shape, np.float32)
+        views = [tmp.reshape(-1)] + [a.reshape(-1) for a in xs]
+    else:
+        tmp = None
+    of, xf = views[0], views[1:]
+    blocked.run(lambda s, e: kern(of[s:e], *(v[s:e] for v in xf), p), of.size)
+    res = dst if tmp is None else tmp
+    if out is not None and res is not out:
+        np.copyto(out, res)
+        return out
+    return res
+
+
 _PREFIX = "HIPDNN_POINTWISE_"
 _ARITY = {_U: 1, _B: 2, _BW: 2, _T: 3}
 
@@ -387,12 +597,16 @@ def _f(v, default):
 
 def pointwise(mode, *inputs, relu_lower_clip=None, relu_upper_clip=None,
               relu_lower_clip_slope=None, swish_beta=None, elu_alpha=None,
-              softplus_beta=None, axis=None, compute_dtype=None, out_shape=None) -> np.ndarray:
+              softplus_beta=None, axis=None, compute_dtype=None, out_shape=None,
+              out=None) -> np.ndarray:
     """Evaluate pointwise *mode* on *inputs* (see the module docstring).
 
     Returns a new ndarray (compute dtype, ``bool`` or ``int32``) of the
     broadcast shape of the inputs, or of *out_shape* when given (the result is
-    broadcast to it)."""
+    broadcast to it).
+
+    *out* (optional, float32 of the broadcast shape): float32-computed modes write their result
+    into it (and return it); other modes ignore it."""
     info = POINTWISE_MODES[canonical_mode(mode)]
     if len(inputs) != info.arity:
         raise ValueError(f"{info.name} takes {info.arity} input(s), got {len(inputs)}")
@@ -425,6 +639,12 @@ def pointwise(mode, *inputs, relu_lower_clip=None, relu_upper_clip=None,
         elif short == "BINARY_SELECT":
             a, b = (x.astype(cdt, copy=False) for x in arrs[:2])
             res = np.where(_nz(arrs[2]), a, b)
+        elif (info.wide and cdt == np.float32 and info.output == "compute" and arrs
+              and all(a.dtype.kind == "f" for a in arrs)):
+            if out is not None and (out.dtype != np.float32 or
+                                    out.shape != np.broadcast_shapes(*(a.shape for a in arrs))):
+                out = None
+            res = _pointwise_f32(short, info.fn, arrs, p, out)
         else:
             work = np.dtype(np.float64) if info.wide else cdt
             xs = [x.astype(work, copy=False) for x in arrs]
