@@ -63,6 +63,7 @@ class NvrtcCompiler:
             n = _check(nv.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
             log = b" " * n
             nv.nvrtcGetProgramLog(prog, log)
+            self.last_log = log.decode("utf-8", "replace").rstrip("\0")
             if int(err) != 0:
                 raise DeviceError(f"NVRTC failed to compile {name} for {arch}:\n"
                                   + log.decode("utf-8", "replace").rstrip("\0"))

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""`make bench-gpu`: the HIP engine side by side with PyTorch (cuBLAS / cuDNN) on the same GPU.
+
+Medians of >= 20 timed runs after warm-up, CUDA events on one stream (PyTorch's current stream,
+which the engine is given as the handle stream).  Buffers are PyTorch tensors (cudaMalloc'd
+device memory).  Writes bench/results/gpu.json (or --out); `--plots DIR` draws one PNG per
+benchmark from a JSON file (run where matplotlib is).
+
+Benchmarks: fp32 GEMM 4096^3 (TF32 off), conv2d fwd fp32/fp16 ResNet-50 shapes batch 32 NHWC,
+batchnorm training forward and a 4-op pointwise chain on 256 MB tensors, execute overhead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+REPS, WARM = 30, 5
+
+
+def median_ms(torch, fn, reps=REPS, warm=WARM):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts), min(ts), max(ts)
+
+
+class Engine:
+    def __init__(self, torch):
+        from hipdnn_cabi import device
+        from engine_plugins.hip_kernels import create_plugin
+        from engine_plugins.hip_kernels.engine import ENGINE_NAME
+        from hipdnn_cabi.plugin_sdk import engine_id_of
+        self.torch = torch
+        self.rt = device.get_runtime()
+        self.container = create_plugin().create_container()
+        self.container.set_stream(torch.cuda.current_stream().cuda_stream)
+        self.cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
+
+    def prepare(self, gbytes, bufs):
+        from hipdnn_cabi.plugin_sdk import DeviceBuffers, parse_graph
+        t0 = time.perf_counter()
+        ctx = self.container.create_execution_context(self.cfg, parse_graph(gbytes))
+        build_s = time.perf_counter() - t0
+        wsz = self.container.get_workspace_size_from_context(ctx)
+        ws = self.torch.empty(max(1, wsz), dtype=self.torch.uint8, device="cuda")
+        db = DeviceBuffers({u: t.data_ptr() for u, t in bufs.items()})
+        wsp = ws.data_ptr() if wsz else 0
+
+        def run():
+            self.container.execute(ctx, wsp, db)
+        run._keep = (ws, bufs, ctx)
+        return run, build_s
+
+
+def tstrides(t):
+    return list(t.stride())
+
+
+def bench_gemm(torch, E, res):
+    from gpu_testlib import T, graph_bytes, matmul
+    n = 4096
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    c = torch.empty(n, n, device="cuda")
+    g = graph_bytes([T(1, [n, n]), T(2, [n, n]), T(3, [n, n])], [matmul(1, 2, 3)])
+    run, bs = E.prepare(g, {1: a, 2: b, 3: c})
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ours = median_ms(torch, run)
+    ref = torch.matmul(a.double(), b.double()).float()
+    err = float((c - ref).norm() / ref.norm())
+    d = torch.empty_like(c)
+    theirs = median_ms(torch, lambda: torch.matmul(a, b, out=d))
+    fl = 2 * n ** 3
+    res["gemm_fp32_4096"] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                             "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
+                             "rel_err": err, "plan_build_s": bs, "target": 0.6}
+    print(f"GEMM fp32 4096^3: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TFLOP/s), cuBLAS "
+          f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x  err {err:.1e}", flush=True)
+
+
+RESNET = [  # name, C, K, H, R, stride, pad
+    ("conv2_3x3", 64, 64, 56, 3, 1, 1),
+    ("conv2_1x1_expand", 64, 256, 56, 1, 1, 0),
+    ("conv3_3x3", 128, 128, 28, 3, 1, 1),
+    ("conv4_3x3", 256, 256, 14, 3, 1, 1),
+    ("conv5_3x3", 512, 512, 7, 3, 1, 1),
+    ("conv4_1x1_s2", 512, 1024, 28, 1, 2, 0),
+]
+
+
+def bench_conv(torch, E, res):
+    import torch.nn.functional as F
+    from gpu_testlib import T, conv_fwd, graph_bytes
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    N = 32
+    out = {}
+    for dt_name, tdt in (("FLOAT", torch.float32), ("HALF", torch.float16)):
+        for name, C, K, H, R, st, pad in RESNET:
+            x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
+            w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=torch.channels_last)
+            P = (H + 2 * pad - R) // st + 1
+            y = torch.empty(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
+            g = graph_bytes([T(1, [N, C, H, H], dt_name, strides=tstrides(x)),
+                             T(2, [K, C, R, R], dt_name, strides=tstrides(w)),
+                             T(3, [N, K, P, P], dt_name, strides=tstrides(y))],
+                            [conv_fwd(1, 2, 3, [pad, pad], [st, st], [1, 1])])
+            run, bs = E.prepare(g, {1: x, 2: w, 3: y})
+            ours = median_ms(torch, run)
+            ref = F.conv2d(x.float(), w.float(), stride=st, padding=pad)
+            err = float((y.float() - ref).norm() / ref.norm())
+            theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
+            fl = 2 * N * K * P * P * C * R * R
+            key = f"{dt_name.lower()}_{name}"
+            out[key] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                        "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
+                        "rel_err": err, "plan_build_s": bs}
+            print(f"conv {key}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TF/s) cuDNN "
+                  f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+            del x, w, y
+    res["conv2d_fwd_nhwc_b32"] = {"cases": out, "target": 0.4}
+
+
+def bench_bn(torch, E, res):
+    import torch.nn.functional as F
+    from gpu_testlib import T, bn_train, graph_bytes
+    N, C, H = 32, 128, 128   # 256 MiB fp32
+    x = torch.randn(N, C, H, H, device="cuda").to(memory_format=torch.channels_last) * 2 + 1
+    y = torch.empty_like(x)
+    sc = torch.rand(C, device="cuda") + 0.5
+    bi = torch.randn(C, device="cuda")
+    mu, iv = torch.empty(C, device="cuda"), torch.empty(C, device="cuda")
+    cd = [1, C, 1, 1]
+    g = graph_bytes([T(1, [N, C, H, H], strides=tstrides(x)), T(2, [N, C, H, H], strides=tstrides(y)),
+                     T(3, cd), T(4, cd), T(5, [1, 1, 1, 1], value=1e-5), T(6, cd), T(7, cd)],
+                    [bn_train(1, 3, 4, 5, 2, 6, 7)])
+    run, bs = E.prepare(g, {1: x, 2: y, 3: sc, 4: bi, 6: mu, 7: iv})
+    ours = median_ms(torch, run)
+    ref = F.batch_norm(x, None, None, sc, bi, training=True, eps=1e-5)
+    err = float((y - ref).norm() / ref.norm())
+    rm, rv = torch.zeros(C, device="cuda"), torch.ones(C, device="cuda")
+    theirs = median_ms(torch, lambda: F.batch_norm(x, rm, rv, sc, bi, training=True, momentum=0.1, eps=1e-5))
+    nbytes = 2 * x.numel() * 4
+    res["batchnorm_train_fwd_256MB"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nbytes / ours[0] / 1e6,
+        "torch_GBps": nbytes / theirs[0] / 1e6, "ratio": theirs[0] / ours[0], "rel_err": err,
+        "bytes_counted": "x read once + y written once", "target": 0.85}
+    print(f"BN train fwd 256MB NHWC: ours {ours[0]:.3f} ms ({nbytes / ours[0] / 1e6:.0f} GB/s) torch "
+          f"{theirs[0]:.3f} ms ({nbytes / theirs[0] / 1e6:.0f} GB/s) -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+def bench_pointwise(torch, E, res):
+    from gpu_testlib import T, graph_bytes, pw
+    R, Cc = 8192, 8192  # 256 MiB fp32
+    x = torch.randn(R, Cc, device="cuda")
+    bias = torch.randn(1, Cc, device="cuda")
+    y = torch.empty_like(x)
+    d = [R, Cc]
+    g = graph_bytes([T(1, d), T(2, [1, Cc]), T(3, [1, 1], value=0.5), T(4, d, virtual=True),
+                     T(5, d, virtual=True), T(6, d, virtual=True), T(7, d)],
+                    [pw("MUL", 1, 4, 3), pw("ADD", 4, 5, 2), pw("RELU_FWD", 5, 6), pw("SUB", 6, 7, 1)])
+    run, bs = E.prepare(g, {1: x, 2: bias, 7: y})
+    ours = median_ms(torch, run)
+    ref = torch.relu(x * 0.5 + bias) - x
+    err = float((y - ref).norm() / ref.norm())
+    t1, t2, t3, t4 = (torch.empty_like(x) for _ in range(4))
+
+    def separate():
+        torch.mul(x, 0.5, out=t1)
+        torch.add(t1, bias, out=t2)
+        torch.relu_(t2)
+        torch.sub(t2, x, out=t4)
+    sep = median_ms(torch, separate)
+    one = median_ms(torch, lambda: torch.clamp(x, min=0, out=t3))
+    copy = median_ms(torch, lambda: t3.copy_(x))
+    nbytes = 2 * x.numel() * 4
+    res["pointwise_chain4_256MB"] = {
+        "ours_ms": ours[0], "torch_separate_ms": sep[0], "torch_single_op_ms": one[0],
+        "torch_copy_ms": copy[0], "ours_GBps": nbytes / ours[0] / 1e6,
+        "torch_single_op_GBps": nbytes / one[0] / 1e6, "torch_copy_GBps": nbytes / copy[0] / 1e6,
+        "bandwidth_ratio_vs_torch_single_op": one[0] / ours[0], "speedup_vs_separate": sep[0] / ours[0],
+        "rel_err": err, "chain": "y = relu(x * 0.5 + bias[col]) - x", "target_bw": 0.85, "target_speedup": 2.0}
+    print(f"pointwise chain: ours {ours[0]:.3f} ms ({nbytes / ours[0] / 1e6:.0f} GB/s), torch 1-op "
+          f"{one[0]:.3f} ms ({nbytes / one[0] / 1e6:.0f} GB/s), separate 4 ops {sep[0]:.3f} ms -> "
+          f"{sep[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+def bench_overhead(torch, E, res, c_exe=None, c_env=None):
+    from gpu_testlib import T, graph_bytes, pw
+    x = torch.randn(1, 256, device="cuda")
+    y = torch.empty_like(x)
+    g = graph_bytes([T(1, [1, 256]), T(2, [1, 256])], [pw("RELU_FWD", 1, 2)])
+    run, _ = E.prepare(g, {1: x, 2: y})
+    ctx = run._keep[2]
+    launch = ctx.plan.steps[0][1]
+    rt = E.rt
+    stream = torch.cuda.current_stream().cuda_stream
+    pk = rt.pack((x.data_ptr(), y.data_ptr()))
+
+    def per_call(fn, n=5000):
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        best = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            best.append((t1 - t0) / n * 1e6)
+        return statistics.median(best)
+    bare = per_call(lambda: rt.launch(launch.fn, launch.grid, launch.block, pk, 0, stream))
+    plug = per_call(run)
+    out = {"bare_launch_us": bare, "plugin_execute_us": plug}
+    if c_exe:
+        r = subprocess.run([c_exe, "20000"], capture_output=True, text=True, env=c_env, timeout=300)
+        for line in r.stdout.splitlines():
+            if line.startswith("execute_us"):
+                out["hipdnnBackendExecute_us"] = float(line.split()[1])
+        if "hipdnnBackendExecute_us" not in out:
+            out["c_error"] = (r.stdout + r.stderr)[-2000:]
+    if "hipdnnBackendExecute_us" in out:
+        out["ratio_execute_vs_bare"] = out["hipdnnBackendExecute_us"] / bare
+    out["ratio_plugin_vs_bare"] = plug / bare
+    out["target"] = 2.0
+    res["execute_overhead"] = out
+    print("overhead:", json.dumps(out), flush=True)
+
+
+def plots(json_path, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(json_path) as f:
+        R = json.load(f)
+    os.makedirs(out_dir, exist_ok=True)
+
+    def bars(fname, title, labels, a, b, ylabel, la="hip_kernels", lb="PyTorch"):
+        fig, ax = plt.subplots(figsize=(max(5, len(labels) * 1.1), 3.6))
+        xs = range(len(labels))
+        ax.bar([i - 0.2 for i in xs], a, 0.4, label=la)
+        ax.bar([i + 0.2 for i in xs], b, 0.4, label=lb)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, fname), dpi=110)
+        plt.close(fig)
+    g = R.get("gemm_fp32_4096")
+    if g:
+        bars("gpu_gemm.png", f"fp32 GEMM 4096^3 (TF32 off), {R.get('device', '')}", ["GEMM"],
+             [g["ours_tflops"]], [g["torch_tflops"]], "TFLOP/s", lb="cuBLAS")
+    c = R.get("conv2d_fwd_nhwc_b32")
+    if c:
+        ks = list(c["cases"])
+        bars("gpu_conv.png", "conv2d fwd NHWC batch 32 (ResNet-50 layers)", ks,
+             [c["cases"][k]["ours_tflops"] for k in ks], [c["cases"][k]["torch_tflops"] for k in ks],
+             "TFLOP/s", lb="cuDNN")
+    b = R.get("batchnorm_train_fwd_256MB")
+    p = R.get("pointwise_chain4_256MB")
+    if b and p:
+        bars("gpu_bandwidth.png", "256 MB tensors: effective bandwidth (x read + y written)",
+             ["batchnorm train fwd", "4-op chain (fused vs 1 torch op)"],
+             [b["ours_GBps"], p["ours_GBps"]], [b["torch_GBps"], p["torch_single_op_GBps"]], "GB/s")
+        bars("gpu_pointwise.png", "4-op pointwise chain, 256 MB: time", ["chain"],
+             [p["ours_ms"]], [p["torch_separate_ms"]], "ms", lb="PyTorch, 4 separate ops")
+    o = R.get("execute_overhead")
+    if o:
+        labels = ["bare launch (cuda-bindings)", "plugin execute (Python)"]
+        vals = [o["bare_launch_us"], o["plugin_execute_us"]]
+        if "hipdnnBackendExecute_us" in o:
+            labels.append("hipdnnBackendExecute (C)")
+            vals.append(o["hipdnnBackendExecute_us"])
+        fig, ax = plt.subplots(figsize=(6, 3.4))
+        ax.bar(labels, vals, color=["gray", "tab:blue", "tab:orange"][:len(vals)])
+        ax.set_ylabel("host time per call (µs)")
+        ax.set_title("dispatch overhead, tiny graph", fontsize=10)
+        plt.setp(ax.get_xticklabels(), fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "gpu_overhead.png"), dpi=110)
+        plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
+    ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
+    ap.add_argument("--only", default="gemm,conv,bn,pointwise,overhead")
+    ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
+    a = ap.parse_args()
+    if a.plots:
+        plots(a.out, a.plots)
+        return
+    import torch
+    E = Engine(torch)
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "runtime": E.rt.describe(), "reps": REPS, "warmup": WARM, "statistic": "median",
+           "date": time.strftime("%Y-%m-%d")}
+    only = a.only.split(",")
+    steps = [("gemm", bench_gemm), ("conv", bench_conv), ("bn", bench_bn), ("pointwise", bench_pointwise)]
+    for k, fn in steps:
+        if k in only:
+            try:
+                fn(torch, E, res)
+            except Exception as e:  # noqa: BLE001 - record and go on
+                import traceback
+                traceback.print_exc()
+                res[f"{k}_error"] = f"{type(e).__name__}: {e}"
+            torch.cuda.empty_cache()
+    if "overhead" in only:
+        env = None
+        if a.c_exe:
+            from test_c_program import c_env
+            env = c_env()
+        try:
+            bench_overhead(torch, E, res, a.c_exe, env)
+        except Exception as e:  # noqa: BLE001
+            res["overhead_error"] = f"{type(e).__name__}: {e}"
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()

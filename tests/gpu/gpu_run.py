@@ -1,0 +1,67 @@
+"""Run graphs on the HIP engine in-process (plugin SDK objects, device buffers)."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from gpu_testlib import NP, from_storage, to_storage
+
+
+class Runner:
+    def __init__(self):
+        from hipdnn_cabi import device
+        from engine_plugins.hip_kernels import create_plugin
+        from engine_plugins.hip_kernels.engine import ENGINE_NAME
+        from hipdnn_cabi.plugin_sdk import engine_id_of
+        self.rt = device.get_runtime()
+        self.plugin = create_plugin()
+        self.container = self.plugin.create_container()
+        self.stream = self.rt.stream_create()
+        self.container.set_stream(self.stream)
+        self.cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
+
+    def plan(self, gbytes):
+        from hipdnn_cabi.plugin_sdk import parse_graph
+        g = parse_graph(gbytes)
+        ids = self.container.get_applicable_engine_ids(g)
+        assert ids == [self.cfg.engine_id], ids
+        ctx = self.container.create_execution_context(self.cfg, g)
+        return ctx
+
+    def alloc(self, t, logical=None, poison=True):
+        host = to_storage(t, logical if logical is not None else np.zeros(t.dims))
+        p = self.rt.malloc(host.nbytes)
+        if logical is None and poison:
+            self.rt.memset(p, 0xFF, host.nbytes, 0)   # NaN in every float type
+            self.rt.synchronize()
+        else:
+            self.rt.memcpy_htod(p, host.ctypes.data, host.nbytes)
+        return p, host
+
+    def run(self, gbytes, inputs, outputs, reps=1):
+        """inputs: {T: logical values}; outputs: [T] -> {uid: logical float64 result}."""
+        from hipdnn_cabi.plugin_sdk import DeviceBuffers
+        ctx = self.plan(gbytes)
+        ptrs, hosts, owned = {}, {}, []
+        for t, v in inputs.items():
+            ptrs[t.uid], _ = self.alloc(t, v)
+            owned.append(ptrs[t.uid])
+        for t in outputs:
+            ptrs[t.uid], hosts[t.uid] = self.alloc(t)
+            owned.append(ptrs[t.uid])
+        wsz = self.container.get_workspace_size_from_context(ctx)
+        ws = self.rt.malloc(wsz) if wsz else 0
+        for _ in range(reps):
+            self.container.execute(ctx, ws, DeviceBuffers(ptrs))
+        self.rt.stream_synchronize(self.stream)
+        res = {}
+        for t in outputs:
+            h = hosts[t.uid]
+            self.rt.memcpy_dtoh(h.ctypes.data, ptrs[t.uid], h.nbytes)
+            res[t.uid] = from_storage(t, h)
+        for p in owned:
+            self.rt.free(p)
+        if ws:
+            self.rt.free(ws)
+        return res
