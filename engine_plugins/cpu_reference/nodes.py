@@ -322,11 +322,15 @@ class BatchnormInferenceBuilder(_BatchnormBase):
     def build(self, node, graph):
         ts = self.tensors(node, graph)
 
+        y32 = dtype_name(ts["y"].dtype) == "FLOAT"
+
         def fn(env):
+            dst = env[ts["y"].uid] if y32 else None
             r = kbn.batchnorm_inference(load(env, ts["x"]), load(env, ts["scale"]),
                                         load(env, ts["bias"]), load(env, ts["mean"]),
-                                        load(env, ts["inv_variance"]))
-            store(env, ts["y"], r)
+                                        load(env, ts["inv_variance"]), out=dst)
+            if r is not dst:
+                store(env, ts["y"], r)
         return NodePlan(node, *self.io_uids(node, graph), fn)
 
 
@@ -338,11 +342,16 @@ class BatchnormInferenceVarianceBuilder(_BatchnormBase):
     def build(self, node, graph):
         ts = self.tensors(node, graph)
 
+        y32 = dtype_name(ts["y"].dtype) == "FLOAT"
+
         def fn(env):
+            dst = env[ts["y"].uid] if y32 else None
             r = kbn.batchnorm_inference_variance(
                 load(env, ts["x"]), load(env, ts["scale"]), load(env, ts["bias"]),
-                load(env, ts["mean"]), load(env, ts["variance"]), _scalar_value(env, ts["epsilon"]))
-            store(env, ts["y"], r)
+                load(env, ts["mean"]), load(env, ts["variance"]), _scalar_value(env, ts["epsilon"]),
+                out=dst)
+            if r is not dst:
+                store(env, ts["y"], r)
         return NodePlan(node, *self.io_uids(node, graph), fn)
 
 
@@ -649,10 +658,14 @@ class PointwiseBuilder(NodeBuilder):
                 np.maximum(env[ins[0].uid], np.float32(0), out=env[out.uid])
             return NodePlan(node, [ins[0].uid], [out.uid], relu)
 
+        f32_out = otype == "FLOAT" and cdt == np.float32 and info.output == "compute"
+
         def fn(env):
+            dst = env[out.uid] if f32_out else None
             r = kpw.pointwise(mode, *[load(env, t) for t in ins], compute_dtype=cdt,
-                              out_shape=oshape, **params)
-            store(env, out, r)
+                              out_shape=oshape, out=dst, **params)
+            if r is not dst:
+                store(env, out, r)
         return NodePlan(node, [t.uid for t in ins], [out.uid], fn)
 
 

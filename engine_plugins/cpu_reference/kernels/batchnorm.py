@@ -8,8 +8,13 @@ and per-channel results are returned with the keep-dims shape
 epsilon and momentum may be Python scalars or 1-element arrays (hipDNN passes
 them as tensors).
 
-Numerics: statistics are accumulated in float64 and every result is returned
-in the compute dtype (float32, or float64 when x is float64).  The statistics
+Numerics: every result is returned in the compute dtype (float32, or float64
+when x is float64).  float64 x: statistics accumulate in float64.  float32 x
+(inference and training forward): one pass over x computes x - K (K a
+per-channel shift estimated from a sample of x, so there is no cancellation)
+with per-block float32 sums (pairwise along contiguous rows) of x - K and
+(x - K)^2 combined per channel in float64; y is then one per-channel
+multiply-add in place, over cache-sized blocks of the dense view of x.  The statistics
 used to normalise are the *biased* (population) batch mean/variance.
 
 Running statistics (training forward, cuDNN semantics):
@@ -26,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import blocked
 from .dtypes import compute_dtype_for
 
 __all__ = [
@@ -74,24 +80,139 @@ def _axes(x):
     return (0,) + tuple(range(2, x.ndim))
 
 
-def batchnorm_inference(x, scale, bias, mean, inv_variance) -> np.ndarray:
-    """y = scale * (x - mean) * inv_variance + bias  (BatchnormInferenceAttributes)."""
+# ------------------------------------------------------------------ float32 fast paths
+# x in float32 (float / half / bf16 compute): the per-channel work runs over a dense 2-D view of
+# x's memory in cache-sized row blocks (kernels/blocked.py), in place in the output.
+def _rows_per_block(L, per_row):
+    r = max(1, blocked.BLOCK // max(L, 1))
+    return r if per_row else min(r, 64)   # column sums accumulate sequentially: keep blocks short
+
+
+def _param_for(v, per_row, dims):
+    """Per-channel float64 (C,) -> float32 operand broadcasting against a (rows, L) block."""
+    outer, C, inner = dims
+    v = np.asarray(v, np.float64).reshape(C)
+    if per_row:
+        return np.tile(v, outer).astype(np.float32)[:, None]
+    return np.repeat(v, inner).astype(np.float32)[None, :]
+
+
+def _affine_f32(x, a, c, out, shift=None):
+    """out = (x - shift) * a + c per channel (a, c, shift: float64 (C,)); None if not dense."""
+    cv = blocked.channel_rows(x)
+    ov = blocked.channel_rows(out)
+    if cv is None or ov is None or cv[2] != ov[2] or cv[1] != ov[1] or cv[0].shape != ov[0].shape:
+        return None
+    x2, per_row, dims = cv
+    o2 = ov[0]
+    A, Cc = _param_for(a, per_row, dims), _param_for(c, per_row, dims)
+    K = None if shift is None else _param_for(shift, per_row, dims)
+    R, L = x2.shape
+    rb = _rows_per_block(L, per_row)
+
+    def blk(s, e):
+        r0, r1 = s * rb, min(R, e * rb)
+        sl = slice(r0, r1) if per_row else slice(None)
+        o = o2[r0:r1]
+        if K is None:
+            np.multiply(x2[r0:r1], A[sl], out=o)
+        else:
+            np.subtract(x2[r0:r1], K[sl], out=o)
+            o *= A[sl]
+        o += Cc[sl]
+    nblk = -(-R // rb)
+    blocked.run(blk, nblk, block=1, parallel=x.size >= blocked.PARALLEL_MIN)
+    return out
+
+
+def _shifted_stats_f32(x, out):
+    """One pass over x: out = x - K (K: a per-channel shift from a sample of x), and per-channel
+    float64 sums S1 = sum(x - K), S2 = sum((x - K)^2), accumulated in float32 within blocks
+    (pairwise along rows) and combined in float64.  Returns (K, S1, S2) as float64 (C,) or None."""
+    cv = blocked.channel_rows(x)
+    ov = blocked.channel_rows(out)
+    if cv is None or ov is None or cv[2] != ov[2] or cv[1] != ov[1] or cv[0].shape != ov[0].shape:
+        return None
+    x2, per_row, dims = cv
+    o2 = ov[0]
+    outer, C, inner = dims
+    R, L = x2.shape
+    if per_row:
+        Kc = x2[:C].astype(np.float64).mean(axis=1)
+    else:
+        Kc = x2[:min(R, 64)].astype(np.float64).mean(axis=0).reshape(C, inner).mean(axis=1)
+    K = _param_for(Kc, per_row, dims)
+    rb = _rows_per_block(L, per_row)
+    nblk = -(-R // rb)
+    if per_row:
+        s1 = np.zeros(R)
+        s2 = np.zeros(R)
+    else:
+        s1 = np.zeros((nblk, L))
+        s2 = np.zeros((nblk, L))
+
+    def blk(s, e):
+        for b in range(s, e):
+            r0, r1 = b * rb, min(R, (b + 1) * rb)
+            o = o2[r0:r1]
+            (t,) = blocked.scratch(1, o.size)
+            t = t.reshape(o.shape)
+            if per_row:
+                np.subtract(x2[r0:r1], K[r0:r1], out=o)
+                s1[r0:r1] = o.sum(axis=1)
+                np.multiply(o, o, out=t)
+                s2[r0:r1] = t.sum(axis=1)
+            else:
+                np.subtract(x2[r0:r1], K, out=o)
+                s1[b] = o.sum(axis=0)
+                np.multiply(o, o, out=t)
+                s2[b] = t.sum(axis=0)
+    blocked.run(blk, nblk, block=1, parallel=x.size >= blocked.PARALLEL_MIN)
+    if per_row:
+        S1 = s1.reshape(outer, C).sum(axis=0)
+        S2 = s2.reshape(outer, C).sum(axis=0)
+    else:
+        S1 = s1.sum(axis=0).reshape(C, inner).sum(axis=1)
+        S2 = s2.sum(axis=0).reshape(C, inner).sum(axis=1)
+    return Kc, S1, S2
+
+
+def _f32_ok(x, out=None):
+    return (x.dtype == np.float32 and x.ndim >= 2 and x.size > 0
+            and (out is None or (out.dtype == np.float32 and out.shape == x.shape
+                                 and not np.shares_memory(out, x))))
+
+
+def batchnorm_inference(x, scale, bias, mean, inv_variance, out=None) -> np.ndarray:
+    """y = scale * (x - mean) * inv_variance + bias  (BatchnormInferenceAttributes).
+
+    float32 x: ``(x - mean) * (scale * inv_variance) + bias`` in float32 per channel, in place
+    in the result (*out*, a float32 array of x's shape, when given)."""
     x = np.asarray(x)
     C = x.shape[1]
     cdt = _cdt(x)
     s, b, m, iv = (_chan(a, x.ndim, C, n) for a, n in
                    ((scale, "scale"), (bias, "bias"), (mean, "mean"), (inv_variance, "inv_variance")))
-    return ((x.astype(np.float64) - m) * (iv * s) + b).astype(cdt)
+    if cdt == np.float32 and _f32_ok(x, out):
+        dst = np.empty_like(x) if out is None else out
+        r = _affine_f32(x, (iv * s).reshape(C), b.reshape(C), dst, shift=m.reshape(C))
+        if r is not None:
+            return r
+    y = ((x.astype(np.float64) - m) * (iv * s) + b).astype(cdt)
+    if out is not None:
+        np.copyto(out, y, casting="unsafe")
+        return out
+    return y
 
 
-def batchnorm_inference_variance(x, scale, bias, mean, variance, epsilon) -> np.ndarray:
+def batchnorm_inference_variance(x, scale, bias, mean, variance, epsilon, out=None) -> np.ndarray:
     """y = scale * (x - mean) / sqrt(variance + epsilon) + bias
     (BatchnormInferenceAttributesVarianceExt)."""
     x = np.asarray(x)
     C = x.shape[1]
     eps = _scalar(epsilon, "epsilon")
     v = _chan(variance, x.ndim, C, "variance")
-    return batchnorm_inference(x, scale, bias, mean, 1.0 / np.sqrt(v + eps))
+    return batchnorm_inference(x, scale, bias, mean, 1.0 / np.sqrt(v + eps), out=out)
 
 
 def batchnorm_train_fwd(x, scale, bias, epsilon, momentum=None, prev_running_mean=None,
@@ -108,14 +229,30 @@ def batchnorm_train_fwd(x, scale, bias, epsilon, momentum=None, prev_running_mea
     eps = _scalar(epsilon, "epsilon")
     ax = _axes(x)
     M = x.size // max(C, 1)
-    xd = x.astype(np.float64)
-    mean = xd.mean(axis=ax, keepdims=True)
-    xc = xd - mean
-    var = np.mean(xc * xc, axis=ax, keepdims=True)
-    inv = 1.0 / np.sqrt(var + eps)
     s = _chan(scale, x.ndim, C, "scale")
     b = _chan(bias, x.ndim, C, "bias")
-    y = (xc * (inv * s) + b).astype(cdt)
+    y = None
+    if cdt == np.float32 and _f32_ok(x) and M > 0:
+        y = np.empty_like(x)
+        st = _shifted_stats_f32(x, y)          # y = x - K
+        if st is None:
+            y = None
+        else:
+            K, S1, S2 = st
+            d = S1 / M                          # mean - K
+            var = np.maximum(S2 / M - d * d, 0.0)
+            mean = (K + d).reshape(s.shape)
+            var = var.reshape(s.shape)
+            inv = 1.0 / np.sqrt(var + eps)
+            a = (inv * s).reshape(C)
+            _affine_f32(y, a, b.reshape(C) - d * a, y)   # in place: (x - K) * a + (b - d * a)
+    if y is None:
+        xd = x.astype(np.float64)
+        mean = xd.mean(axis=ax, keepdims=True)
+        xc = xd - mean
+        var = np.mean(xc * xc, axis=ax, keepdims=True)
+        inv = 1.0 / np.sqrt(var + eps)
+        y = (xc * (inv * s) + b).astype(cdt)
     nrm = nrv = None
     if momentum is not None and prev_running_mean is not None and prev_running_variance is not None:
         mom = _scalar(momentum, "momentum")
