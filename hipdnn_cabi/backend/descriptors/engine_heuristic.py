@@ -45,9 +45,15 @@ def parse_policy_env(text: str) -> list[int]:
     return out
 
 
+# Reference engines rank after every other engine (after MIOPEN_ENGINE_DETERMINISTIC too): they are
+# the fallback that makes a graph run anywhere, never the fast path (see docs/plugins.md).
+REFERENCE_ENGINES = ("HIPDNN_CABI_CPU_REFERENCE_ENGINE",)
+
+
 def static_ordering(candidates: list[int], names) -> list[int] | None:
-    """MIOPEN_ENGINE first, the others in candidate order, MIOPEN_ENGINE_DETERMINISTIC last; or the
-    HIPDNN_HEUR_FALLBACK_ENGINE_ORDER list (names, 0x-hex or decimal ids) when set."""
+    """MIOPEN_ENGINE first, the others in candidate order, MIOPEN_ENGINE_DETERMINISTIC last, our
+    reference engines after that; or the HIPDNN_HEUR_FALLBACK_ENGINE_ORDER list (names, 0x-hex or
+    decimal ids) when set."""
     env = os.environ.get("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
     if env and env.strip():
         out = []
@@ -70,8 +76,9 @@ def static_ordering(candidates: list[int], names) -> list[int] | None:
         return out or None
     first = [e for e in candidates if names(e) == "MIOPEN_ENGINE"]
     last = [e for e in candidates if names(e) == "MIOPEN_ENGINE_DETERMINISTIC"]
-    mid = [e for e in candidates if e not in first and e not in last]
-    return first + mid + last
+    reference = [e for e in candidates if names(e) in REFERENCE_ENGINES]
+    mid = [e for e in candidates if e not in first and e not in last and e not in reference]
+    return first + mid + last + reference
 
 
 class EngineHeuristicDescriptor(Descriptor):
