@@ -140,8 +140,16 @@ def test_mustpass_list_matches_docs():
         assert f"`{cid}`" in doc, cid
 
 
+def _plugin_args():
+    """`-p` only when the package's pytest11 entry point is not installed (it auto-loads)."""
+    from importlib.metadata import entry_points
+    eps = {ep.value for ep in entry_points(group="pytest11")}
+    return [] if "hipdnn_cabi.conformance.pytest_plugin" in eps else [
+        "-p", "hipdnn_cabi.conformance.pytest_plugin"]
+
+
 def test_pytest_plugin(c_sample, tmp_path):
-    r = subprocess.run([PY, "-m", "pytest", "-q", "-p", "hipdnn_cabi.conformance.pytest_plugin",
+    r = subprocess.run([PY, "-m", "pytest", "-q", *_plugin_args(),
                         "--hipdnn-plugin", c_sample, "--hipdnn-quick", "-k", "plugin_info or engine_ids",
                         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", os.devnull],
                        capture_output=True, text=True, cwd=str(tmp_path))
