@@ -148,9 +148,11 @@ class GraphPlan(PlanBase):
                 if u not in seen:
                     seen.add(u)
                     used.append(graph.tensors[u])
-        self.runtime = [t for t in used if t.is_runtime_pass_by_value]
-        self.constants = {t.uid: constant(t) for t in used
-                          if t.value is not None and not t.is_runtime_pass_by_value}
+        # RFC 0016 provider contract (docs/contracts.md): a baked default wins (a variant-pack
+        # entry for a defaulted runtime scalar is ignored); a runtime scalar without a default is
+        # read through its host pointer at execute.
+        self.runtime = [t for t in used if t.is_runtime_pass_by_value and t.value is None]
+        self.constants = {t.uid: constant(t) for t in used if t.value is not None}
         self.virtual = {t.uid: t for t in used if t.virtual and t.uid not in self.constants
                         and not t.is_runtime_pass_by_value}
         self.external = [t for t in used if t.uid not in self.constants and t.uid not in self.virtual

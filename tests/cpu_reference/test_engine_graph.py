@@ -120,15 +120,24 @@ def _bn_infvar(eps_tensor):
 
 
 def test_runtime_pass_by_value_scalar_read_at_execute(tmp_path):
-    eps = Tensor(7, [1], "FLOAT", value=0.5, runtime=True)   # graph default 0.5
+    """RFC 0016 provider contract: a user-supplied runtime scalar (no default) is read from its host
+    pointer; unbound → INVALID_VALUE; a runtime-with-default keeps its baked value (override inert,
+    the RFC 0016 §9 matrix)."""
+    eps = Tensor(7, [1], "FLOAT", runtime=True)                # user-supplied, no default
     ts, g, y, ref = _bn_infvar(eps)
     eps.set([0.25])                                            # the value bound at execute
-    eps2 = Tensor(7, [1], "FLOAT", value=0.5, runtime=True)
-    ts2, g2, _, _ = _bn_infvar(eps2)
+    eps2 = Tensor(7, [1], "FLOAT", runtime=True)
+    ts2, g2, _, _ = _bn_infvar(eps2)                            # uid 7 left unbound
+    eps3 = Tensor(7, [1], "FLOAT", value=0.5, runtime=True)    # runtime with default 0.5
+    ts3, g3, y3, ref3 = _bn_infvar(eps3)
+    eps3.set([0.25])                                           # an override: inert
     batch = CabiBatch(tmp_path)
     batch.add(g, ts)
-    batch.add(g2, ts2)                                         # uid 7 left unbound
-    ok, missing = batch.run()
+    batch.add(g2, ts2)
+    batch.add(g3, ts3)
+    ok, missing, inert = batch.run()
+    assert inert["execute_status"] == 0, inert
+    _close(y3.get(), ref3(0.5), 2e-6)
     assert ok["api_version"] == "1.2.0"
     assert ok["execute_status"] == 0, ok
     _close(y.get(), ref(0.25), 2e-6)
