@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 import flatbuffers
 import numpy as np
 
-from ..schemas._generated import (EngineConfig, Graph, MatmulAttributes, Node,
+from ..schemas._generated import (EngineApiVersion, EngineConfig, Graph, MatmulAttributes, Node,
                                   PointwiseAttributes, TensorAttributes)
+from ..schemas.tensor_value import add_tensor_value, create_tensor_value
+
+FLOAT32_VALUE = 1    # TensorValue union index of Float32Value
 
 FLOAT, HALF = 1, 2
 NP_DTYPE = {FLOAT: np.float32, HALF: np.float16}
@@ -30,6 +34,8 @@ class T:
     dims: list
     dtype: int = FLOAT
     virtual: bool = False
+    value: Optional[float] = None    # a by-value scalar (baked constant or runtime default)
+    runtime: bool = False             # is_runtime_pass_by_value (RFC 0016)
 
     @property
     def strides(self):
@@ -59,6 +65,8 @@ class CorpusGraph:
     ops: list
     degenerate: bool = False
     seed: int = 0
+    override_shape: bool = False      # Graph.is_override_shape_enabled
+    min_api: Optional[tuple] = None   # Graph.min_required_engine_api_version stamp
     _bytes: bytes = field(default=b"", repr=False)
 
     # ------------------------------------------------------------------ FlatBuffer
@@ -77,6 +85,7 @@ class CorpusGraph:
                 b.PrependInt64(d)
             dims = b.EndVector()
             nm = b.CreateString(f"t{t.uid}")
+            voff = create_tensor_value(b, FLOAT32_VALUE, t.value) if t.value is not None else None
             TensorAttributes.Start(b)
             TensorAttributes.AddUid(b, t.uid)
             TensorAttributes.AddName(b, nm)
@@ -84,6 +93,10 @@ class CorpusGraph:
             TensorAttributes.AddStrides(b, strides)
             TensorAttributes.AddDims(b, dims)
             TensorAttributes.AddVirtual(b, t.virtual)
+            if voff is not None:
+                add_tensor_value(b, FLOAT32_VALUE, voff)
+            if t.runtime:
+                TensorAttributes.AddIsRuntimePassByValue(b, True)
             toffs.append(TensorAttributes.End(b))
         noffs = []
         for i, op in enumerate(self.ops):
@@ -125,6 +138,10 @@ class CorpusGraph:
         Graph.AddComputeDataType(b, FLOAT)
         Graph.AddTensors(b, tv)
         Graph.AddNodes(b, nv)
+        if self.override_shape:
+            Graph.AddIsOverrideShapeEnabled(b, True)
+        if self.min_api is not None:
+            Graph.AddMinRequiredEngineApiVersion(b, EngineApiVersion.CreateEngineApiVersion(b, *self.min_api))
         b.Finish(Graph.End(b))
         self._bytes = bytes(b.Output())
         return self._bytes
@@ -236,3 +253,65 @@ def write_case(workdir: str, g: CorpusGraph, engine_id: int) -> str:
 def decode_output(g: CorpusGraph, uid: int, hexstr: str) -> np.ndarray:
     t = g.tensor(uid)
     return np.frombuffer(bytes.fromhex(hexstr), dtype=NP_DTYPE[t.dtype]).reshape(t.dims)
+
+
+# ---------------------------------------------------------------------------------- runtime pass-by-value
+# RFC 0016 graphs: a pointwise MUL / ADD with a [1, 1] float32 scalar operand (uid 2).  Stamped
+# min_required_engine_api_version 1.2.0, as a backend stamps any graph with a runtime scalar.
+SCALAR_UID = 2
+
+
+def _scalar_graph(name, mode, *, value=None, runtime=True, seed=0):
+    return CorpusGraph(name, [T(1, [3, 4]), T(SCALAR_UID, [1, 1], value=value, runtime=runtime), T(3, [3, 4])],
+                       [Op(PW, (1, SCALAR_UID), 3, mode)], seed=seed,
+                       min_api=(1, 2, 0) if runtime else None)
+
+
+def pbv_corpus() -> dict:
+    """name -> graph: user-supplied (flag, no value) MUL and ADD, runtime-with-default MUL (default 1.5)."""
+    gs = [_scalar_graph("pbv_mul_user_f32", MUL, seed=11),
+          _scalar_graph("pbv_add_user_f32", ADD, seed=12),
+          _scalar_graph("pbv_mul_default_f32", MUL, value=1.5, seed=13)]
+    return {g.name: g for g in gs}
+
+
+# ---------------------------------------------------------------------------------- shape overrides
+def override_graph() -> CorpusGraph:
+    """An override-enabled float32 ADD (declared [4, 6]); stamped 1.1.0 as a backend stamps it."""
+    return CorpusGraph("ovr_add_f32", [T(1, [4, 6]), T(2, [4, 6]), T(3, [4, 6])], [Op(PW, (1, 2), 3, ADD)],
+                       seed=21, override_shape=True, min_api=(1, 1, 0))
+
+
+def write_custom_case(workdir: str, tag: str, g: CorpusGraph, engine_id: int, inputs: dict, outputs: dict,
+                      in2: dict = None, overrides=()) -> str:
+    """A case with explicit buffers.  inputs/in2: {uid: bytes}; outputs: {uid: nbytes};
+    overrides: [(uid, dims, strides)].  Returns the case path (written once per tag)."""
+    d = os.path.join(workdir, f"case_{tag}_{engine_id & 0xFFFFFFFFFFFFFFFF:016x}")
+    case = os.path.join(d, "case.txt")
+    if os.path.exists(case):
+        return case
+    os.makedirs(d, exist_ok=True)
+    gp, cp = os.path.join(d, "graph.bin"), os.path.join(d, "config.bin")
+    with open(gp, "wb") as f:
+        f.write(g.to_bytes())
+    with open(cp, "wb") as f:
+        f.write(engine_config(engine_id))
+    lines = [f"graph {gp}", f"config {cp}", f"engine {engine_id}"]
+    for uid, data in sorted(inputs.items()):
+        p = os.path.join(d, f"in_{uid}.bin")
+        with open(p, "wb") as f:
+            f.write(data)
+        lines.append(f"in {uid} {len(data)} {p}")
+    for uid, data in sorted((in2 or {}).items()):
+        p = os.path.join(d, f"in2_{uid}.bin")
+        with open(p, "wb") as f:
+            f.write(data)
+        lines.append(f"in2 {uid} {len(data)} {p}")
+    for uid, n in sorted(outputs.items()):
+        lines.append(f"out {uid} {n}")
+    for uid, dims, strides in overrides:
+        lines.append(f"ovr {uid} {len(dims)} " + " ".join(map(str, list(dims) + list(strides))))
+    with open(case + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(case + ".tmp", case)
+    return case

@@ -12,6 +12,8 @@
  *
  * A CASE file describes one (graph, engine) pair the plugin said it can run:
  *   graph PATH | config PATH | engine ID | in UID NBYTES PATH | out UID NBYTES
+ *   in2 UID NBYTES PATH   (execute: the input's contents for the second execution)
+ *   ovr UID NDIMS D... S...   (execute_ovr: one shape/stride override)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -160,12 +162,21 @@ typedef struct {
     int is_out;
     unsigned char* init; /* input contents */
 } BufSpec;
+#define MAXDIMS 8
+typedef struct {
+    int64_t uid;
+    uint32_t n;
+    int64_t dims[MAXDIMS], strides[MAXDIMS];
+} OvrSpec;
 typedef struct {
     int have;
     CD graph, config;
     int64_t engine;
     int nbuf;
     BufSpec b[MAXBUF];
+    unsigned char* in2[MAXBUF]; /* input contents for the second execution (rebinding), or NULL */
+    int novr;
+    OvrSpec ovr[MAXBUF];
 } Case;
 static Case C;
 
@@ -183,13 +194,31 @@ static void load_case(const char* path)
         if (sscanf(line, "graph %3999s", a) == 1) C.graph.ptr = slurp(a, &C.graph.size);
         else if (sscanf(line, "config %3999s", a) == 1) C.config.ptr = slurp(a, &C.config.size);
         else if (sscanf(line, "engine %lld", &uid) == 1) C.engine = uid;
-        else if (sscanf(line, "in %lld %zu %3999s", &uid, &n, a) == 3 && C.nbuf < MAXBUF) {
+        else if (sscanf(line, "in2 %lld %zu %3999s", &uid, &n, a) == 3) {
+            for (int i = 0; i < C.nbuf; i++)
+                if (C.b[i].uid == uid && !C.b[i].is_out && C.b[i].n == n) {
+                    size_t got;
+                    C.in2[i] = slurp(a, &got);
+                    if (got != n) { fprintf(stderr, "in2 size mismatch %s\n", a); exit(2); }
+                }
+        } else if (sscanf(line, "in %lld %zu %3999s", &uid, &n, a) == 3 && C.nbuf < MAXBUF) {
             size_t got;
             C.b[C.nbuf] = (BufSpec){uid, n, 0, slurp(a, &got)};
             if (got != n) { fprintf(stderr, "input size mismatch %s\n", a); exit(2); }
             C.nbuf++;
         } else if (sscanf(line, "out %lld %zu", &uid, &n) == 2 && C.nbuf < MAXBUF)
             C.b[C.nbuf++] = (BufSpec){uid, n, 1, NULL};
+        else if (!strncmp(line, "ovr ", 4) && C.novr < MAXBUF) {
+            /* ovr UID NDIMS d0..dn-1 s0..sn-1 */
+            OvrSpec* o = &C.ovr[C.novr];
+            char* q = line + 4;
+            o->uid = strtoll(q, &q, 10);
+            o->n = (uint32_t)strtoul(q, &q, 10);
+            if (o->n > MAXDIMS) { fprintf(stderr, "too many override dims\n"); exit(2); }
+            for (uint32_t d = 0; d < o->n; d++) o->dims[d] = strtoll(q, &q, 10);
+            for (uint32_t d = 0; d < o->n; d++) o->strides[d] = strtoll(q, &q, 10);
+            C.novr++;
+        }
     }
     fclose(f);
     C.have = C.graph.ptr && C.config.ptr;
@@ -490,13 +519,60 @@ static int m_execute(void)
     Bufs B;
     bufs_alloc(&B);
     for (int run = 1; run <= 2; run++) {
-        if (run == 2) bufs_reset_outputs(&B);
+        if (run == 2) {
+            bufs_reset_outputs(&B);
+            for (int i = 0; i < C.nbuf; i++) /* rebind: new input contents in the same buffers */
+                if (C.in2[i]) {
+                    memcpy(B.mem[i], C.in2[i], C.b[i].n);
+                    C.b[i].init = C.in2[i];
+                }
+        }
         St st = CALL(run == 1 ? "execute_1" : "execute_2", hipdnnEnginePluginExecuteOpGraph,
                      "handle, ctx, workspace, buffers, n", (h, ctx, w, B.db, (uint32_t)C.nbuf));
         int mod, g = bufs_check(&B, &mod);
         printf("{\"t\":\"exec\",\"run\":%d,\"st\":%d,\"guard_broken\":%d,\"input_modified\":%d}\n", run, st, g, mod);
         print_outputs(run == 1 ? "run1" : "run2", &B);
     }
+    CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (h, ctx));
+    CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
+    bufs_free(&B);
+    free(w);
+    done();
+    return 0;
+}
+
+/* execute_ovr: one ExecuteOpGraphWithOverrides with the case's `ovr` lines (none: num_overrides 0) */
+static int m_execute_ovr(void)
+{
+    H h = make_handle();
+    size_t ws;
+    Ctx ctx = make_ctx(h, &ws);
+    void* w = ws_alloc(ws);
+    Bufs B;
+    bufs_alloc(&B);
+    int64_t uids[MAXBUF];
+    uint32_t lens[MAXBUF];
+    const int64_t* shapes[MAXBUF];
+    const int64_t* strides[MAXBUF];
+    char args[1024];
+    int k = snprintf(args, sizeof args, "handle, ctx, workspace, buffers, %d, num_overrides=%d", C.nbuf, C.novr);
+    for (int i = 0; i < C.novr; i++) {
+        uids[i] = C.ovr[i].uid;
+        lens[i] = C.ovr[i].n;
+        shapes[i] = C.ovr[i].dims;
+        strides[i] = C.ovr[i].strides;
+        k += snprintf(args + k, sizeof args - (size_t)k, "%s uid %lld dims [", i ? ";" : ",", (long long)uids[i]);
+        for (uint32_t d = 0; d < lens[i] && k < 900; d++) k += snprintf(args + k, sizeof args - (size_t)k, "%s%lld", d ? "," : "", (long long)shapes[i][d]);
+        k += snprintf(args + k, sizeof args - (size_t)k, "] strides [");
+        for (uint32_t d = 0; d < lens[i] && k < 900; d++) k += snprintf(args + k, sizeof args - (size_t)k, "%s%lld", d ? "," : "", (long long)strides[i][d]);
+        k += snprintf(args + k, sizeof args - (size_t)k, "]");
+    }
+    St st = CALL("execute_ovr", hipdnnEnginePluginExecuteOpGraphWithOverrides, args,
+                 (h, ctx, w, B.db, (uint32_t)C.nbuf, (uint32_t)C.novr, C.novr ? uids : NULL, C.novr ? lens : NULL,
+                  C.novr ? shapes : NULL, C.novr ? strides : NULL));
+    int mod, g = bufs_check(&B, &mod);
+    printf("{\"t\":\"exec\",\"run\":1,\"st\":%d,\"guard_broken\":%d,\"input_modified\":%d}\n", st, g, mod);
+    print_outputs("run1", &B);
     CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (h, ctx));
     CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
     bufs_free(&B);
@@ -1026,6 +1102,7 @@ int main(int argc, char** argv)
     if (!strcmp(mode, "details")) return m_details(argc - 4, argv + 4);
     if (!strcmp(mode, "workspace")) return m_workspace();
     if (!strcmp(mode, "execute")) return m_execute();
+    if (!strcmp(mode, "execute_ovr")) return m_execute_ovr();
     if (!strcmp(mode, "null")) return m_null(argv[4]);
     if (!strcmp(mode, "lasterr_set")) return m_lasterr_set();
     if (!strcmp(mode, "lasterr_threads")) return m_lasterr_threads();
