@@ -196,8 +196,9 @@ def offset_expr(strides, prefix="c", itype="long long"):
 class EwIn:
     """An elementwise input: pointer param (strides over the domain) or a constant."""
 
-    def __init__(self, var, dtype=None, strides=None, const=None, param=None):
+    def __init__(self, var, dtype=None, strides=None, const=None, param=None, scalar=False):
         self.var, self.dtype, self.strides, self.const, self.param = var, dtype, strides, const, param
+        self.scalar = scalar   # a float kernel argument (runtime pass-by-value scalar)
 
 
 class EwOut:
@@ -213,11 +214,13 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
     for d in domain:
         total *= d
     span = max([total] + [1 + sum((domain[d] - 1) * abs(s) for d, s in enumerate(t.strides))
-                          for t in list(ins) + list(outs) if t.strides is not None])
+                          for t in list(ins) + list(outs) if t.strides is not None and not getattr(t, "scalar", False)])
     itype = "int" if span < 2 ** 31 - THREADS * ILP * 2 else "long long"
     params = []
     for t in ins:
-        if t.param:
+        if t.scalar:
+            params.append(f"const float {t.param}")
+        elif t.param:
             params.append(f"const {CTYPE[t.dtype]}* __restrict__ {t.param}")
     for t in outs:
         params.append(f"{CTYPE[t.dtype]}* __restrict__ {t.param}")
@@ -236,7 +239,7 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f'extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(params)}) {{',
          f"  const {itype} base = ({itype})blockIdx.x * {THREADS * ILP} + threadIdx.x;"]
-    ptr_ins = [t for t in ins if t.param]
+    ptr_ins = [t for t in ins if t.param and not t.scalar]
     for t in ptr_ins:
         L.append(f"  float ld_{t.var}[{ILP}];")
     L.append("#pragma unroll")
@@ -254,7 +257,9 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
     L.append(f"    if (i < {total}) {{")
     L += ["      " + s for s in coord_code(domain, order, "i", itype)]
     for t in ins:
-        if t.param:
+        if t.scalar:
+            L.append(f"      const float {t.var} = {t.param};")
+        elif t.param:
             L.append(f"      const float {t.var} = ld_{t.var}[j];")
         else:
             L.append(f"      const float {t.var} = {flit(t.const)};")
@@ -280,15 +285,39 @@ class GemmSpec:
         self.a_mode = self.b_mode = 0
         self.a_kcontig = self.b_kcontig = True
         self.store = ""                       # C body of store_c (uses v, b, m, n)
+        self.store8 = None                    # C body of store_c8 (vv[8] at n..n+7) or None
         self.epi_params = []                  # param declarations after A, B
 
 
-def gemm_source(spec: GemmSpec, use_mma: bool):
+TILE = 128
+KSTEP = 32
+
+
+def split_k(M, N, K, batch, sms):
+    """(splits, k per split): split the reduction when the tile grid leaves the GPU idle
+    (fewer tiles than SMs); about two resident CTAs per SM are the target."""
+    if os.environ.get("HIPDNN_CABI_HIP_SPLITK", "1") in ("0", "off"):
+        return 1, K
+    tiles = -(-M // TILE) * -(-N // TILE) * batch
+    ksteps = -(-K // KSTEP)
+    if tiles > sms:
+        return 1, K
+    s = min((2 * sms) // tiles, ksteps // 4, 64)
+    if s <= 1:
+        return 1, K
+    per = -(-ksteps // s) * KSTEP
+    return -(-K // per), per
+
+
+def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132):
+    """{"gemm": (src, name, grid, block), "split": S, "reduce": (...) or None, "part_bytes"}."""
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
+    S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f"typedef {ta} TA;", f"typedef {tb} TB;",
          f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {spec.K}",
-         f"#define GBATCH {spec.batch}",
+         f"#define GBATCH {spec.batch}", f"#define GSPLIT {S}", f"#define GKSPLIT {per}",
+         f"#define C_VEC {int(spec.store8 is not None)}",
          f"#define A_K_CONTIG {int(spec.a_kcontig)}", f"#define B_K_CONTIG {int(spec.b_kcontig)}",
          f"#define A_MODE {spec.a_mode}", f"#define B_MODE {spec.b_mode}",
          f'#define HDN_MMA_TYPE "{"bf16" if spec.ta == "BFLOAT16" else "f16"}"',
@@ -312,11 +341,21 @@ def gemm_source(spec: GemmSpec, use_mma: bool):
               "{ const long long o = b_off(b, k, n); return o < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(B + o); }"]
     L += ["__device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, float v) {",
           spec.store, "}"]
+    if spec.store8 is not None:
+        L += ["__device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, const float* vv) {",
+              spec.store8, "}"]
+    prelude = "\n".join(L) + "\n"
     body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
     name = "hdn_gemm_mma" if use_mma else "hdn_gemm_simt"
-    bm = 128
-    grid = ((spec.N + bm - 1) // bm, (spec.M + bm - 1) // bm, spec.batch)
-    return "\n".join(L) + "\n" + body, name, grid, (256, 1, 1)
+    grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
+    out = {"gemm": (prelude + body, name, grid, (256, 1, 1)), "split": S, "reduce": None,
+           "part_bytes": 4 * S * spec.batch * spec.M * spec.N}
+    if S > 1:
+        per_thread = 8 if spec.store8 is not None else 1
+        n = spec.batch * spec.M * spec.N // per_thread
+        out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",
+                         (max(1, (n + 255) // 256), 1, 1), (256, 1, 1))
+    return out
 
 
 def batch_offset_code(var, batch_dims, strides_over_batch):
@@ -417,12 +456,21 @@ def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
     for r in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
         if r in outs:
             params.append(f"{T}* __restrict__ o_{r}")
-    if eps is None:
-        params.append(f"const {scalar_ptrs['epsilon']}* __restrict__ eps_p")
-    if run and mom is None:
-        params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")
     eps_e = flit(eps) if eps is not None else "hdn_to_float(eps_p[0])"
     mom_e = (flit(mom) if mom is not None else "hdn_to_float(mom_p[0])") if run else "0.f"
+    # "ARG": a runtime pass-by-value scalar, passed by value (read from the host at execute)
+    if eps is None:
+        if scalar_ptrs["epsilon"] == "ARG":
+            params.append("const float eps_p")
+            eps_e = "eps_p"
+        else:
+            params.append(f"const {scalar_ptrs['epsilon']}* __restrict__ eps_p")
+    if run and mom is None:
+        if scalar_ptrs["momentum"] == "ARG":
+            params.append("const float mom_p")
+            mom_e = "mom_p"
+        else:
+            params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")
     body = f"""
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= {C}) return;
@@ -450,3 +498,210 @@ def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
     src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
            f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
     return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
+
+
+# --------------------------------------------------------------------------- batchnorm backward
+def _chan_offset_lines(dims, strides_list, names, cdim=1):
+    """Enumerate the non-channel elements (index e) of per-channel slices: lines defining
+    ``off_<name>`` for each tensor (strides over the same dims), channel excluded."""
+    order = sorted([d for d in range(len(dims)) if d != cdim],
+                   key=lambda d: (-abs(strides_list[0][d]), d))
+    lines = []
+    rem = "e"
+    live = [d for d in reversed(order) if dims[d] != 1]
+    for k, d in enumerate(live):
+        if k == len(live) - 1:
+            lines.append(f"const long long c{d} = {rem};")
+        else:
+            lines.append(f"const long long c{d} = {rem} % {dims[d]}; const long long r{d} = {rem} / {dims[d]};")
+            rem = f"r{d}"
+    for nm, st in zip(names, strides_list):
+        terms = [f"c{d} * {st[d]}" for d in live]
+        lines.append(f"const long long off_{nm} = {' + '.join(terms) if terms else '0'};")
+    return lines
+
+
+def bn_bwd_sums_source(x, dy, mean, inv, C, dims):
+    """Per channel: sum(dy) -> ws[c], sum(dy * (x - mean) * iv) -> ws[C + c] (double, zeroed)."""
+    Tx, Tdy = CTYPE[dtype_name(x.dtype)], CTYPE[dtype_name(dy.dtype)]
+    Tm, Ti = CTYPE[dtype_name(mean.dtype)], CTYPE[dtype_name(inv.dtype)]
+    xs, ys = [int(s) for s in x.strides], [int(s) for s in dy.strides]
+    ms, ivs = per_channel_strides(mean, dims), per_channel_strides(inv, dims)
+    per = 1
+    for d, n in enumerate(dims):
+        if d != 1:
+            per *= n
+    lines = _chan_offset_lines(dims, [xs, ys], ["x", "dy"])
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) hdn_bn_bwd_sums(const {Tdy}* __restrict__ dy, const {Tx}* __restrict__ x,
+    const {Tm}* __restrict__ mean, const {Ti}* __restrict__ inv, double* __restrict__ ws) {{
+  __shared__ float ss[256], sq[256];
+  const int c = blockIdx.x;
+  const {Tx}* xc = x + (long long)c * {xs[1]};
+  const {Tdy}* dyc = dy + (long long)c * {ys[1]};
+  const float mu = hdn_to_float(mean[(long long)c * {ms[1]}]), iv = hdn_to_float(inv[(long long)c * {ivs[1]}]);
+  float s = 0.f, q = 0.f;
+  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
+    {' '.join(lines)}
+    const float g = hdn_to_float(dyc[off_dy]);
+    s += g; q = fmaf(g, (hdn_to_float(xc[off_x]) - mu) * iv, q);
+  }}
+  ss[threadIdx.x] = s; sq[threadIdx.x] = q;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {{
+    if (threadIdx.x < w) {{ ss[threadIdx.x] += ss[threadIdx.x + w]; sq[threadIdx.x] += sq[threadIdx.x + w]; }}
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0) {{ atomicAdd(&ws[c], (double)ss[0]); atomicAdd(&ws[{C} + c], (double)sq[0]); }}
+}}
+"""
+    splits = max(1, min(8192 // max(1, C) + 1, per // 2048 + 1))
+    return src, (C, splits, 1), (256, 1, 1)
+
+
+def bn_bwd_finalize_source(C, M, r):
+    """dbias, dscale (outputs) and the per-channel coefficients of the apply pass:
+    co = [mean, iv, scale * iv, dbias / M, dscale / M] (float, C each)."""
+    T = {k: CTYPE[dtype_name(r[k].dtype)] for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
+    dims = [int(d) for d in r["x"].dims]
+    st = {k: per_channel_strides(r[k], dims)[1] if C > 1 else 0
+          for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, float* __restrict__ co,
+    const {T['mean']}* __restrict__ mean, const {T['inv_variance']}* __restrict__ inv,
+    const {T['scale']}* __restrict__ scale, {T['dscale']}* __restrict__ dscale, {T['dbias']}* __restrict__ dbias) {{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= {C}) return;
+  const double db = ws[c], ds = ws[{C} + c];
+  const float iv = hdn_to_float(inv[(long long)c * {st['inv_variance']}]);
+  dbias[(long long)c * {st['dbias']}] = hdn_from_float<{T['dbias']}>((float)db);
+  dscale[(long long)c * {st['dscale']}] = hdn_from_float<{T['dscale']}>((float)ds);
+  co[c] = hdn_to_float(mean[(long long)c * {st['mean']}]);
+  co[{C} + c] = iv;
+  co[{2 * C} + c] = hdn_to_float(scale[(long long)c * {st['scale']}]) * iv;
+  co[{3 * C} + c] = (float)(db / {float(M)!r});
+  co[{4 * C} + c] = (float)(ds / {float(M)!r});
+}}
+"""
+    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
+
+
+# --------------------------------------------------------------------------- reduction
+RED_INIT = {"ADD": "0.0", "AVG": "0.0", "NORM1": "0.0", "NORM2": "0.0", "MUL": "1.0",
+            "MUL_NO_ZEROS": "1.0", "MIN_OP": "HDN_INF", "MAX_OP": "-HDN_INF", "AMAX": "0.0"}
+RED_STEP = {"ADD": "a + v", "AVG": "a + v", "NORM1": "a + fabs(v)", "NORM2": "fma(v, v, a)",
+            "MUL": "a * v", "MUL_NO_ZEROS": "a * (v == 0.0 ? 1.0 : v)",
+            "MIN_OP": "hdn_dmin(a, v)", "MAX_OP": "hdn_dmax(a, v)", "AMAX": "hdn_dmax(a, fabs(v))"}
+RED_COMB = {"ADD": "a + v", "AVG": "a + v", "NORM1": "a + v", "NORM2": "a + v", "MUL": "a * v",
+            "MUL_NO_ZEROS": "a * v", "MIN_OP": "hdn_dmin(a, v)", "MAX_OP": "hdn_dmax(a, v)",
+            "AMAX": "hdn_dmax(a, v)"}
+RED_PRELUDE = r"""
+#define HDN_INF __longlong_as_double(0x7ff0000000000000LL)
+__device__ __forceinline__ double hdn_dmin(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+__device__ __forceinline__ double hdn_dmax(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+"""
+
+
+def _red_final(mode, count):
+    if mode == "AVG":
+        return f"a / {float(count)!r}"
+    if mode == "NORM2":
+        return "sqrt(a)"
+    return "a"
+
+
+def reduction_sources(mode, x, y, sms, tag):
+    """Steps [(src, name, grid, block, argspec)] and workspace bytes.  Accumulation in double.
+    Many outputs or short reductions: one thread per output.  Otherwise blocks of 256 threads
+    per (output, split) write double partials; a second kernel combines and finalizes."""
+    xd, yd = [int(d) for d in x.dims], [int(d) for d in y.dims]
+    xs, ys = [int(s) for s in x.strides], [int(s) for s in y.strides]
+    Tx, Ty = CTYPE[dtype_name(x.dtype)], CTYPE[dtype_name(y.dtype)]
+    red = [d for d in range(len(xd)) if yd[d] == 1 and xd[d] != 1]
+    keep = [d for d in range(len(xd)) if d not in red and yd[d] != 1]
+    nout = 1
+    for d in keep:
+        nout *= yd[d]
+    count = 1
+    for d in red:
+        count *= xd[d]
+    # output index o -> coordinates of kept dims (innermost = the output's smallest stride)
+    korder = sorted(keep, key=lambda d: (-abs(ys[d]), d))
+    ol = []
+    rem = "o"
+    for k, d in enumerate(reversed(korder)):
+        if k == len(korder) - 1:
+            ol.append(f"const long long k{d} = {rem};")
+        else:
+            ol.append(f"const long long k{d} = {rem} % {yd[d]}; const long long rk{d} = {rem} / {yd[d]};")
+            rem = f"rk{d}"
+    xbase = " + ".join([f"k{d} * {xs[d]}" for d in keep] or ["0"])
+    ybase = " + ".join([f"k{d} * {ys[d]}" for d in keep] or ["0"])
+    # reduced index e -> offset in x (innermost = x's smallest stride)
+    rorder = sorted(red, key=lambda d: (-abs(xs[d]), d))
+    rl = []
+    rem = "e"
+    for k, d in enumerate(reversed(rorder)):
+        if k == len(rorder) - 1:
+            rl.append(f"const long long j{d} = {rem};")
+        else:
+            rl.append(f"const long long j{d} = {rem} % {xd[d]}; const long long rj{d} = {rem} / {xd[d]};")
+            rem = f"rj{d}"
+    xoff = " + ".join([f"j{d} * {xs[d]}" for d in red] or ["0"])
+    head = "#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n" + RED_PRELUDE
+    step, comb, fin = RED_STEP[mode], RED_COMB[mode], _red_final(mode, count)
+    if count <= 256 or nout >= 16 * sms * 8:
+        name = f"hdn_reduce_{tag}"
+        src = head + f"""
+extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ x, {Ty}* __restrict__ y) {{
+  const long long o = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (o >= {nout}) return;
+  {' '.join(ol)}
+  const {Tx}* xb = x + ({xbase});
+  double a = {RED_INIT[mode]};
+  for (long long e = 0; e < {count}; ++e) {{
+    {' '.join(rl)}
+    const double v = (double)hdn_to_float(xb[{xoff}]);
+    a = {step};
+  }}
+  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
+}}
+"""
+        return [(src, name, (max(1, (nout + 255) // 256), 1, 1), (256, 1, 1), ("x", "y"))], 0
+    S = max(1, min(64, (4 * sms) // max(1, nout), count // 4096))
+    n1, n2 = f"hdn_reduce_part_{tag}", f"hdn_reduce_fin_{tag}"
+    src1 = head + f"""
+extern "C" __global__ void __launch_bounds__(256) {n1}(const {Tx}* __restrict__ x, double* __restrict__ part) {{
+  __shared__ double sh[256];
+  const long long o = blockIdx.x;
+  {' '.join(ol)}
+  const {Tx}* xb = x + ({xbase});
+  double a = {RED_INIT[mode]};
+  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {count}; e += {S * 256}LL) {{
+    {' '.join(rl)}
+    const double v = (double)hdn_to_float(xb[{xoff}]);
+    a = {step};
+  }}
+  sh[threadIdx.x] = a;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {{
+    if (threadIdx.x < w) {{ const double v = sh[threadIdx.x + w]; const double a2 = sh[threadIdx.x]; {{ const double a = a2; sh[threadIdx.x] = {comb}; }} }}
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0) part[o * {S} + blockIdx.y] = sh[0];
+}}
+"""
+    src2 = head + f"""
+extern "C" __global__ void __launch_bounds__(256) {n2}(const double* __restrict__ part, {Ty}* __restrict__ y) {{
+  const long long o = (long long)blockIdx.x * 256 + threadIdx.x;
+  if (o >= {nout}) return;
+  {' '.join(ol)}
+  double a = part[o * {S}];
+  for (int s = 1; s < {S}; ++s) {{ const double v = part[o * {S} + s]; a = {comb}; }}
+  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
+}}
+"""
+    return [(src1, n1, (nout, S, 1), (256, 1, 1), ("x", "ws")),
+            (src2, n2, (max(1, (nout + 255) // 256), 1, 1), (256, 1, 1), ("ws", "y"))], 8 * nout * S

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import ctypes
 import os
 import threading
 
@@ -15,8 +16,11 @@ from .program import NotApplicable, build_program
 
 ENGINE_NAME = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
 PLUGIN_NAME = "hipdnn_cabi_hip_kernels"
-PLUGIN_VERSION = "0.1.0"
-API_VERSION = "1.0.0"
+PLUGIN_VERSION = "0.2.0"
+# 1.2.0: honours runtime pass-by-value scalars (RFC 0016 provider contract through
+# buffers.scalar(uid): a baked default wins, a user-supplied value is read from its host pointer
+# at execute and passed to the kernel by value; unbound -> INVALID_VALUE)
+API_VERSION = "1.2.0"
 
 
 def use_mma() -> bool:
@@ -40,10 +44,18 @@ _cache = collections.OrderedDict()
 _cache_lock = threading.Lock()
 
 
+def sm_count() -> int:
+    try:
+        return int(getattr(device.get_runtime(), "sm_count", 0) or 132)
+    except Exception:  # noqa: BLE001
+        return 132
+
+
 def analyse(graph) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma()
-    key = (raw, mma)
+    sms = sm_count() if device.available() else 132
+    key = (raw, mma, sms)
     if raw is not None:
         with _cache_lock:
             a = _cache.get(key)
@@ -51,7 +63,7 @@ def analyse(graph) -> Analysis:
                 _cache.move_to_end(key)
                 return a
     try:
-        a = Analysis(True, "", build_program(graph, use_mma=mma))
+        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms))
     except NotApplicable as e:
         a = Analysis(False, str(e))
     except (KeyError, ValueError, TypeError, IndexError) as e:
@@ -80,6 +92,8 @@ class GpuPlan(PlanBase):
         self.rt = rt
         self.ws_size = program.ws_size
         self.external = list(program.external)
+        self.scalars = sorted({a[1] for st in program.steps if st[0] == "launch"
+                               for a in st[5] if a[0] == "s"})
         self.steps = []
         hdr = codegen.headers()
         for st in program.steps:
@@ -114,6 +128,10 @@ class GpuPlan(PlanBase):
                 raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {uid} is NULL")
             self._check(uid, p)
             ptrs[uid] = p
+        for uid in self.scalars:
+            # RFC 0016: baked default wins; user-supplied: read through the host pointer now
+            # (missing/NULL -> INVALID_VALUE from the SDK), passed to the kernels by value
+            ptrs[uid] = float(buffers.scalar(uid))
         ws = int(workspace or 0)
         if self.ws_size and not ws:
             raise PluginError(INVALID_VALUE, f"the plan needs {self.ws_size} bytes of workspace "
@@ -125,12 +143,13 @@ class GpuPlan(PlanBase):
                 rt.memset(ws + st[1], 0, st[2], stream)
                 continue
             L = st[1]
-            vals = tuple(ptrs[a[1]] if a[0] == "t" else ws + a[1] for a in L.args)
+            vals = tuple(ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args)
             pk = L.packed.get(vals)
             if pk is None:
                 if len(L.packed) > 64:
                     L.packed.clear()
-                pk = L.packed[vals] = rt.pack(vals)
+                pk = L.packed[vals] = rt.pack([ctypes.c_float(v) if isinstance(v, float) else v
+                                               for v in vals])
             rt.launch(L.fn, L.grid, L.block, pk, 0, stream)
 
 

@@ -30,8 +30,22 @@ IO = {
                              "prev_running_variance", "momentum"),
                             ("y", "mean", "inv_variance", "next_running_mean",
                              "next_running_variance")),
+    "ConvolutionBwdAttributes": (("dy", "w"), ("dx",)),
+    "ConvolutionWrwAttributes": (("x", "dy"), ("dw",)),
+    "BatchnormBackwardAttributes": (("dy", "x", "mean", "inv_variance", "scale"),
+                                    ("dx", "dscale", "dbias")),
+    "ReductionAttributes": (("in",), ("out",)),
 }
-GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes")
+GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
+              "ConvolutionWrwAttributes")
+FUSE_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes")   # epilogue fusion
+CONV_ROLES = {"ConvolutionFwdAttributes": ("x", "w", "y"),       # (x, w, y) roles
+              "ConvolutionBwdAttributes": ("dx", "w", "dy"),
+              "ConvolutionWrwAttributes": ("x", "dw", "dy")}
+RED_MODES = ("ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS")
+# roles that may be runtime pass-by-value scalars (RFC 0016): read from the host at execute
+SCALAR_ROLES = {"PointwiseAttributes": ("in_0", "in_1", "in_2"),
+                "BatchnormAttributes": ("epsilon", "momentum")}
 
 
 class NotApplicable(Exception):
@@ -96,7 +110,10 @@ def check_node(node, graph):
     r = roles(node, graph)
     for role, t in r.items():
         _need(len(t.dims) == len(t.strides) and len(t.dims) > 0, f"{role}: bad rank")
-        _need(not t.is_runtime_pass_by_value, "runtime pass-by-value scalars are not supported")
+        if t.is_runtime_pass_by_value:
+            _need(role in SCALAR_ROLES.get(node.kind, ()),
+                  f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
+            _need(t.numel == 1 and dt(t) in FLOATS, f"{role}: runtime scalar must be 1 float")
         _need(t.value is not None or dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
     cd = cg.dtype_name(node.compute_dtype)
@@ -114,24 +131,40 @@ def check_node(node, graph):
         _need(len(a) >= 2 and len(b) >= 2 and len(c) >= 2, "matmul rank < 2")
         _need(a[-1] == b[-2] and c[-2] == a[-2] and c[-1] == b[-1], "matmul shapes")
         _need(dt(r["a"]) == dt(r["b"]), "matmul a/b types differ")
-    elif node.kind == "ConvolutionFwdAttributes":
-        _need(all(x in r for x in ("x", "w", "y")), "conv operands missing")
-        x, w, y = dims(r["x"]), dims(r["w"]), dims(r["y"])
+    elif node.kind in CONV_ROLES:
+        rx, rw, ry = CONV_ROLES[node.kind]
+        _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
+        x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])
         _need(3 <= len(x) <= 5 and len(w) == len(x) == len(y), "conv ranks")
         _need(w[1] == x[1] and y[1] == w[0] and y[0] == x[0], "grouped conv not supported")
-        _need(dt(r["x"]) == dt(r["w"]), "conv x/w types differ")
+        ins = IO[node.kind][0]
+        _need(dt(r[ins[0]]) == dt(r[ins[1]]), "conv input types differ")
+        _need(all(r[q].value is None for q in (rx, rw, ry)), "conv operand is a constant")
         p = conv_params(node, len(x) - 2)
         for j in range(len(x) - 2):
             eff = (w[2 + j] - 1) * p["dilation"][j] + 1
             o = (x[2 + j] + p["pre_padding"][j] + p["post_padding"][j] - eff) // p["stride"][j] + 1
             _need(o == y[2 + j], "conv output shape")
+    elif node.kind == "ReductionAttributes":
+        _need("in" in r and "out" in r, "reduction operands missing")
+        mode = cg.FB_NAMES["ReductionMode"].get(node.attrs.get("mode"))
+        _need(mode in RED_MODES, f"reduction mode {mode} not supported")
+        xi, yo = dims(r["in"]), dims(r["out"])
+        _need(len(xi) == len(yo) and all(b in (a, 1) for a, b in zip(xi, yo)), "reduction shapes")
+        _need(all(a > 0 for a in xi), "empty reduction input")
+        _need(r["in"].value is None and r["out"].value is None, "reduction of a constant")
     elif node.kind.startswith("Batchnorm"):
         _need(not node.attrs.get("peer_stats_tensor_uid"), "peer stats not supported")
         x = r["x"]
-        _need(len(x.dims) >= 2 and dims(r["y"]) == dims(x), "batchnorm shapes")
+        yrole = "dx" if node.kind == "BatchnormBackwardAttributes" else "y"
+        _need(len(x.dims) >= 2 and dims(r[yrole]) == dims(x), "batchnorm shapes")
+        if node.kind == "BatchnormBackwardAttributes":
+            _need(all(q in r for q in ("dy", "mean", "inv_variance", "scale", "dx", "dscale", "dbias")),
+                  "batchnorm backward needs dy, x, mean, inv_variance, scale, dx, dscale, dbias")
+            _need(dims(r["dy"]) == dims(x), "batchnorm backward dy shape")
         C = dims(x)[1]
         for role, t in r.items():
-            if role not in ("x", "y", "epsilon", "momentum"):
+            if role not in ("x", "y", "dy", "dx", "epsilon", "momentum"):
                 _need(t.numel == C and t.value is None, f"batchnorm {role} must hold C elements")
         if node.kind == "BatchnormAttributes":
             run = [x in r for x in ("prev_running_mean", "prev_running_variance", "momentum")]
@@ -164,7 +197,7 @@ def conv_params(node, nsp):
     return p
 
 
-def build_program(graph, use_mma=True) -> Program:
+def build_program(graph, use_mma=True, sms=132) -> Program:
     _need(graph.nodes, "graph has no nodes")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
@@ -214,7 +247,7 @@ def build_program(graph, use_mma=True) -> Program:
     # epilogue fusion: GEMM output virtual, read only by one pointwise unit that reads nothing
     # else produced by another node
     for ui, (kind, members) in enumerate(units):
-        if kind not in GEMM_KINDS:
+        if kind not in FUSE_KINDS:
             continue
         y = IOs[members[0]][1][0]
         if not graph.tensors[y].virtual:
@@ -264,6 +297,9 @@ def build_program(graph, use_mma=True) -> Program:
         used = u in consumers or u in producer
         if not used or t.value is not None:
             continue
+        if t.is_runtime_pass_by_value:
+            loc[u] = ("s", u)        # host scalar, read at execute and passed by value
+            continue
         if not t.virtual:
             loc[u] = ("t", u)
             ext.append(u)
@@ -286,11 +322,15 @@ def build_program(graph, use_mma=True) -> Program:
         elif kind in GEMM_KINDS:
             epi = units[fused[0]][1] if fused else []
             _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
-                       consumers, node_unit, ui, tag, use_mma)
+                       consumers, node_unit, ui, tag, use_mma, sms)
         elif kind == "BatchnormInferenceAttributes":
             _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
         elif kind == "BatchnormAttributes":
             _emit_bn_train(prog, graph, R[members[0]], loc, tag)
+        elif kind == "BatchnormBackwardAttributes":
+            _emit_bn_bwd(prog, graph, R[members[0]], loc, tag)
+        elif kind == "ReductionAttributes":
+            _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
     return prog
 
 
@@ -329,8 +369,10 @@ def _pw_body(graph, nodes, members, IOs, loc, consumers, node_unit, ui, domain, 
             elif t.uid in made:
                 args.append(f"v{t.uid}")
             else:
-                if t.value is not None:
+                if t.value is not None:   # compile-time constant, or a runtime scalar's default
                     ins[t.uid] = ("const", float(t.value) if not isinstance(t.value, (list, tuple)) else float(t.value[0]))
+                elif t.is_runtime_pass_by_value:
+                    ins[t.uid] = ("scalar",)
                 else:
                     s = cg.bcast_strides(dims(t), strides(t), domain)
                     _need(s is not None, f"tensor {t.uid} does not broadcast to {domain}")
@@ -360,6 +402,9 @@ def _emit_pw(prog, graph, nodes, members, IOs, loc, consumers, node_unit, ui, ta
     for u, spec in ins.items():
         if spec[0] == "const":
             ew_ins.append(EwIn(f"x{u}", const=spec[1]))
+        elif spec[0] == "scalar":
+            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
+            args.append(loc[u])
         else:
             ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
             args.append(loc[u])
@@ -372,142 +417,294 @@ def _emit_pw(prog, graph, nodes, members, IOs, loc, consumers, node_unit, ui, ta
 
 
 # =========================================================================== GEMM
+def _al(xs, q=8):
+    return all(int(v) % q == 0 for v in xs)
+
+
+def _kdec(rem, sizes, names):
+    """C lines splitting ``rem`` into coordinates (innermost first in ``sizes``/``names``); the
+    last name takes what is left."""
+    out = []
+    for i, (sz, nm) in enumerate(zip(sizes, names)):
+        if i == len(sizes) - 1:
+            out.append(f"const int {nm} = {rem};")
+        else:
+            out.append(f"const int {nm} = {rem} % {sz}; const int r_{nm} = {rem} / {sz};")
+            rem = f"r_{nm}"
+    return out
+
+
+def _spec_matmul(spec, r):
+    a, b, c = r["a"], r["b"], r["c"]
+    cd = dims(c)
+    M, K, N = dims(a)[-2], dims(a)[-1], dims(b)[-1]
+    bdims = cd[:-2]
+    batch = math.prod(bdims) if bdims else 1
+    sa = cg.bcast_strides(dims(a)[:-2], strides(a)[:-2], bdims) if bdims else []
+    sb = cg.bcast_strides(dims(b)[:-2], strides(b)[:-2], bdims) if bdims else []
+    _need(sa is not None and sb is not None, "matmul batch dims do not broadcast")
+    sAm, sAk = strides(a)[-2], strides(a)[-1]
+    sBk, sBn = strides(b)[-2], strides(b)[-1]
+    spec.M, spec.N, spec.K, spec.batch = M, N, K, batch
+    spec.ta, spec.tb = dt(a), dt(b)
+    spec.load_a = (cg.batch_offset_code("bo", bdims, sa) +
+                   f" return bo + (long long)m * {sAm} + (long long)k * {sAk};")
+    spec.load_b = (cg.batch_offset_code("bo", bdims, sb) +
+                   f" return bo + (long long)k * {sBk} + (long long)n * {sBn};")
+    spec.a_kcontig = abs(sAk) <= abs(sAm)
+    spec.b_kcontig = abs(sBk) <= abs(sBn)
+    if sAk == 1 and K % 8 == 0 and _al([sAm] + sa):
+        spec.a_mode = 1
+    elif sAm == 1 and M % 8 == 0 and _al([sAk] + sa):
+        spec.a_mode = 2
+    if sBk == 1 and K % 8 == 0 and _al([sBn] + sb):
+        spec.b_mode = 1
+    elif sBn == 1 and N % 8 == 0 and _al([sBk] + sb):
+        spec.b_mode = 2
+    coord = []
+    rem = "b"
+    for d in reversed(range(len(bdims))):
+        coord.append(f"const int c{d} = {rem} % {bdims[d]}; const int rc{d} = {rem} / {bdims[d]};")
+        rem = f"rc{d}"
+    coord.append(f"const int c{len(cd) - 2} = m; const int c{len(cd) - 1} = n;")
+    return c, coord, cd, len(cd) - 1, True, [a, b]
+
+
+def _spec_conv_fwd(spec, node, r):
+    x, w, y = r["x"], r["w"], r["y"]
+    xd, wd, yd = dims(x), dims(w), dims(y)
+    xs, ws_, ys = strides(x), strides(w), strides(y)
+    nsp = len(xd) - 2
+    p = conv_params(node, nsp)
+    N, C, K = xd[0], xd[1], wd[0]
+    P, Rk, H = yd[2:], wd[2:], xd[2:]
+    spec.M, spec.N, spec.K, spec.batch = N * math.prod(P), K, C * math.prod(Rk), 1
+    KG = spec.K
+    spec.ta, spec.tb = dt(x), dt(w)
+    cl = xs[1] == 1 and C > 1   # channels-last: reduction order (r..., c)
+    mdec = _kdec("m", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
+    if cl:
+        kdec = _kdec("k", [C] + Rk[::-1] + [0], ["cc"] + [f"r{j}" for j in reversed(range(nsp))] + ["rlast"])
+    else:
+        kdec = _kdec("k", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["cc"])
+    la = list(mdec) + list(kdec)
+    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    for j in range(nsp):
+        la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
+        la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
+        offs.append(f"(long long)h{j} * {xs[2 + j]}")
+    la.append("return " + " + ".join(offs) + ";")
+    spec.load_a = " ".join(la)
+    lb = list(kdec)
+    boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"]
+    for j in range(nsp):
+        rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
+        boffs.append(f"(long long){rj} * {ws_[2 + j]}")
+    lb.append("return " + " + ".join(boffs) + ";")
+    spec.load_b = " ".join(lb)
+    spec.a_kcontig = cl
+    spec.b_kcontig = True
+    if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
+        spec.a_mode = 1
+    if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
+        spec.b_mode = 1
+    elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
+        packed = all(ws_[2 + j] == math.prod(Rk[j + 1:]) for j in range(nsp)) and ws_[1] == math.prod(Rk)
+        if packed:
+            spec.b_mode = 1
+    coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
+        [f"const int c{2 + j} = p{j};" for j in range(nsp)]
+    return y, coord, yd, 1, True, [x, w]
+
+
+def _spec_conv_bwd_data(spec, node, r):
+    """dx[n, c, h] = sum_{k, r} dy[n, k, (h + pad - r * dil) / stride] * w[k, c, r]:
+    GEMM M = N * prod(H) (dx positions), N = C, K = K * prod(R); taps whose output position is
+    not integral or out of range load zero."""
+    dy, w, dx = r["dy"], r["w"], r["dx"]
+    xd, wd, yd = dims(dx), dims(w), dims(dy)
+    xs, ws_, ys = strides(dx), strides(w), strides(dy)
+    nsp = len(xd) - 2
+    p = conv_params(node, nsp)
+    N, C, K = xd[0], xd[1], wd[0]
+    P, Rk, H = yd[2:], wd[2:], xd[2:]
+    spec.M, spec.N, spec.K, spec.batch = N * math.prod(H), C, K * math.prod(Rk), 1
+    spec.ta, spec.tb = dt(dy), dt(w)
+    cl = ys[1] == 1 and K > 1
+    mdec = _kdec("m", H[::-1] + [0], [f"h{j}" for j in reversed(range(nsp))] + ["nn"])
+    if cl:
+        kdec = _kdec("k", [K] + Rk[::-1] + [0], ["kc"] + [f"r{j}" for j in reversed(range(nsp))] + ["rlast"])
+    else:
+        kdec = _kdec("k", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["kc"])
+    la = list(mdec) + list(kdec)
+    offs = [f"(long long)nn * {ys[0]}", f"(long long)kc * {ys[1]}"]
+    for j in range(nsp):
+        st, pre, dil = p["stride"][j], p["pre_padding"][j], p["dilation"][j]
+        la.append(f"const int t{j} = h{j} + {pre} - r{j} * {dil};")
+        if st == 1:
+            la.append(f"if (t{j} < 0 || t{j} >= {P[j]}) return -1;")
+            la.append(f"const int q{j} = t{j};")
+        else:
+            la.append(f"if (t{j} < 0 || (t{j} % {st}) != 0) return -1;")
+            la.append(f"const int q{j} = t{j} / {st};")
+            la.append(f"if (q{j} >= {P[j]}) return -1;")
+        offs.append(f"(long long)q{j} * {ys[2 + j]}")
+    la.append("return " + " + ".join(offs) + ";")
+    spec.load_a = " ".join(la)
+    lb = list(kdec)
+    boffs = [f"(long long)kc * {ws_[0]}", f"(long long)n * {ws_[1]}"]
+    for j in range(nsp):
+        rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
+        boffs.append(f"(long long){rj} * {ws_[2 + j]}")
+    lb.append("return " + " + ".join(boffs) + ";")
+    spec.load_b = " ".join(lb)
+    spec.a_kcontig = cl
+    spec.b_kcontig = False
+    if cl and K % 8 == 0 and _al([ys[0]] + ys[2:]):
+        spec.a_mode = 1
+    if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
+        spec.b_mode = 2
+    coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
+        [f"const int c{2 + j} = h{j};" for j in range(nsp)]
+    return dx, coord, xd, 1, True, [dy, w]
+
+
+def _spec_conv_bwd_filter(spec, node, r):
+    """dw[k, c, r] = sum_{n, p} dy[n, k, p] * x[n, c, p * stride - pad + r * dil]:
+    GEMM M = K, N = C * prod(R), K = N * prod(P) (long: split-K)."""
+    x, dy, dw = r["x"], r["dy"], r["dw"]
+    xd, wd, yd = dims(x), dims(dw), dims(dy)
+    xs, ws_, ys = strides(x), strides(dw), strides(dy)
+    nsp = len(xd) - 2
+    p = conv_params(node, nsp)
+    N, C, K = xd[0], xd[1], wd[0]
+    P, Rk, H = yd[2:], wd[2:], xd[2:]
+    spec.M, spec.N, spec.K, spec.batch = K, C * math.prod(Rk), N * math.prod(P), 1
+    spec.ta, spec.tb = dt(dy), dt(x)
+    cl = xs[1] == 1 and C > 1
+    kdec = _kdec("k", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
+    if cl:
+        ndec = _kdec("n", [C] + Rk[::-1] + [0], ["cc"] + [f"r{j}" for j in reversed(range(nsp))] + ["rlast"])
+    else:
+        ndec = _kdec("n", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["cc"])
+    la = list(kdec) + ["return (long long)nn * %d + (long long)m * %d" % (ys[0], ys[1]) +
+                       "".join(f" + (long long)p{j} * {ys[2 + j]}" for j in range(nsp)) + ";"]
+    spec.load_a = " ".join(la)
+    lb = list(kdec) + list(ndec)
+    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    for j in range(nsp):
+        lb.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
+        lb.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
+        offs.append(f"(long long)h{j} * {xs[2 + j]}")
+    lb.append("return " + " + ".join(offs) + ";")
+    spec.load_b = " ".join(lb)
+    spec.a_kcontig = abs(ys[-1]) <= abs(ys[1])
+    spec.b_kcontig = not cl
+    if ys[1] == 1 and K % 8 == 0 and _al([ys[0]] + ys[2:]):
+        spec.a_mode = 2
+    if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
+        spec.b_mode = 2
+    coord = list(ndec) + ["const int c0 = m; const int c1 = cc;"]
+    for j in range(nsp):
+        rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
+        coord.append(f"const int c{2 + j} = {rj};")
+    run_ok = (cl or math.prod(Rk) == 1) and C % 8 == 0
+    return dw, coord, wd, 1, run_ok, [dy, x]
+
+
+def _vec_ok(st, domain, n_dim, dtype, run_ok):
+    """8 consecutive n (from a multiple of 8) are 8 contiguous, 16-byte aligned elements."""
+    if not run_ok or domain[n_dim] % 8 or st[n_dim] != 1:
+        return False
+    q = 8 if cg.ELEM_SIZE[dtype] == 2 else 4
+    return all(v % q == 0 for d, v in enumerate(st) if d != n_dim)
+
+
+def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
+    """Body of store_c8: the epilogue for n .. n+7, with one 16-byte store (two for float) per
+    output that is contiguous along n, element stores for the others."""
+    pre, loop, post = [], [], []
+    for u, s, d, var in outs:
+        st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
+        if _vec_ok(st, domain, n_dim, d, run_ok):
+            if cg.ELEM_SIZE[d] == 2:
+                pre.append(f"uint4 pk{u}; hdn_u16* e{u} = reinterpret_cast<hdn_u16*>(&pk{u});")
+                loop.append(f"e{u}[j8] = hdn_bits(hdn_from_float<{CTYPE[d]}>({var}));")
+                post.append(f"*reinterpret_cast<uint4*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
+            else:
+                pre.append(f"float4 fa{u}, fb{u}; float* e{u} = &fa{u}.x; float* f{u} = &fb{u}.x;")
+                loop.append(f"if (j8 < 4) e{u}[j8] = {var}; else f{u}[j8 - 4] = {var};")
+                post.append(f"*reinterpret_cast<float4*>(o{u} + {cg.offset_expr(st)}) = fa{u}; "
+                            f"*reinterpret_cast<float4*>(o{u} + {cg.offset_expr(st)} + 4) = fb{u};")
+        else:
+            loop.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[d]}>({var});")
+    body = pre + ["#pragma unroll", "for (int j8 = 0; j8 < 8; ++j8) { const int nj8 = n + j8; "
+                  "{ const int n = nj8; const float v = vv[j8];"] + coord + ins_lines + stmts + \
+        loop + ["} }"]
+    if post:
+        body += ["{"] + coord + post + ["}"]
+    return "\n".join(body)
+
+
 def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
-               tag, use_mma):
+               tag, use_mma, sms=132):
     spec = GemmSpec()
     if node.kind == "MatmulAttributes":
-        a, b, c = r["a"], r["b"], r["c"]
-        cd = dims(c)
-        M, K, N = dims(a)[-2], dims(a)[-1], dims(b)[-1]
-        bdims = cd[:-2]
-        batch = math.prod(bdims) if bdims else 1
-        sa = cg.bcast_strides(dims(a)[:-2], strides(a)[:-2], bdims) if bdims else []
-        sb = cg.bcast_strides(dims(b)[:-2], strides(b)[:-2], bdims) if bdims else []
-        _need(sa is not None and sb is not None, "matmul batch dims do not broadcast")
-        sAm, sAk = strides(a)[-2], strides(a)[-1]
-        sBk, sBn = strides(b)[-2], strides(b)[-1]
-        spec.M, spec.N, spec.K, spec.batch = M, N, K, batch
-        spec.ta, spec.tb = dt(a), dt(b)
-        spec.load_a = (cg.batch_offset_code("bo", bdims, sa) +
-                       f" return bo + (long long)m * {sAm} + (long long)k * {sAk};")
-        spec.load_b = (cg.batch_offset_code("bo", bdims, sb) +
-                       f" return bo + (long long)k * {sBk} + (long long)n * {sBn};")
-        spec.a_kcontig = abs(sAk) <= abs(sAm)
-        spec.b_kcontig = abs(sBk) <= abs(sBn)
-        al8 = lambda xs: all(x % 8 == 0 for x in xs)  # noqa: E731
-        if sAk == 1 and K % 8 == 0 and al8([sAm] + sa):
-            spec.a_mode = 1
-        elif sAm == 1 and M % 8 == 0 and al8([sAk] + sa):
-            spec.a_mode = 2
-        if sBk == 1 and K % 8 == 0 and al8([sBn] + sb):
-            spec.b_mode = 1
-        elif sBn == 1 and N % 8 == 0 and al8([sBk] + sb):
-            spec.b_mode = 2
-        out = c
-        # output coordinates c<d> from (b, m, n)
-        coord = []
-        rem = "b"
-        for d in reversed(range(len(bdims))):
-            coord.append(f"const int c{d} = {rem} % {bdims[d]}; const int rc{d} = {rem} / {bdims[d]};")
-            rem = f"rc{d}"
-        coord.append(f"const int c{len(cd) - 2} = m; const int c{len(cd) - 1} = n;")
-        domain = cd
+        out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
+    elif node.kind == "ConvolutionFwdAttributes":
+        out, coord, domain, n_dim, run_ok, first = _spec_conv_fwd(spec, node, r)
+    elif node.kind == "ConvolutionBwdAttributes":
+        out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_data(spec, node, r)
     else:
-        x, w, y = r["x"], r["w"], r["y"]
-        xd, wd, yd = dims(x), dims(w), dims(y)
-        xs, ws_, ys = strides(x), strides(w), strides(y)
-        nsp = len(xd) - 2
-        p = conv_params(node, nsp)
-        N, C, K = xd[0], xd[1], wd[0]
-        P, Rk, H = yd[2:], wd[2:], xd[2:]
-        M = N * math.prod(P)
-        KG = C * math.prod(Rk)
-        spec.M, spec.N, spec.K, spec.batch = M, K, KG, 1
-        spec.ta, spec.tb = dt(x), dt(w)
-        cl = xs[1] == 1 and C > 1   # channels-last: reduction order (r..., c)
-        # decompose m -> n, p_j ; k -> c, r_j
-        mdec = []
-        rem = "m"
-        for j in reversed(range(nsp)):
-            mdec.append(f"const int p{j} = {rem} % {P[j]}; const int rp{j} = {rem} / {P[j]};")
-            rem = f"rp{j}"
-        mdec.append(f"const int nn = {rem};")
-        kdec = []
-        rem = "k"
-        if cl:
-            kdec.append(f"const int cc = k % {C}; const int rk = k / {C};")
-            rem = "rk"
-            for j in reversed(range(nsp)):
-                kdec.append(f"const int r{j} = {rem} % {Rk[j]}; const int rr{j} = {rem} / {Rk[j]};")
-                rem = f"rr{j}"
-        else:
-            for j in reversed(range(nsp)):
-                kdec.append(f"const int r{j} = {rem} % {Rk[j]}; const int rr{j} = {rem} / {Rk[j]};")
-                rem = f"rr{j}"
-            kdec.append(f"const int cc = {rem};")
-        la = list(mdec) + list(kdec)
-        offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
-        for j in range(nsp):
-            la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
-            la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
-            offs.append(f"(long long)h{j} * {xs[2 + j]}")
-        la.append("return " + " + ".join(offs) + ";")
-        spec.load_a = " ".join(la)
-        lb = list(kdec)
-        boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"]
-        for j in range(nsp):
-            rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
-            boffs.append(f"(long long){rj} * {ws_[2 + j]}")
-        lb.append("return " + " + ".join(boffs) + ";")
-        spec.load_b = " ".join(lb)
-        spec.a_kcontig = cl
-        spec.b_kcontig = True
-        al8 = lambda xs_: all(v % 8 == 0 for v in xs_)  # noqa: E731
-        if cl and C % 8 == 0 and al8([xs[0]] + xs[2:]):
-            spec.a_mode = 1
-        if cl and ws_[1] == 1 and C % 8 == 0 and al8([ws_[0]] + ws_[2:]):
-            spec.b_mode = 1
-        elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
-            packed = all(ws_[2 + j] == math.prod(Rk[j + 1:]) for j in range(nsp)) and ws_[1] == math.prod(Rk)
-            if packed:
-                spec.b_mode = 1
-        out = y
-        coord = list(mdec) + [f"const int c0 = nn; const int c1 = n;"] + \
-            [f"const int c{2 + j} = p{j};" for j in range(nsp)]
-        domain = yd
+        out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_filter(spec, node, r)
     # epilogue: the fused pointwise run (or a plain store)
     params = []
     args = []
+    ins_lines = []
     if epi_members:
-        ins, stmts, outs = _pw_body(graph, nodes, epi_members, IOs, loc, consumers, node_unit,
-                                    ui, domain, seed=out.uid)
-        body = list(coord)
+        ins, stmts, pouts = _pw_body(graph, nodes, epi_members, IOs, loc, consumers, node_unit,
+                                     ui, domain, seed=out.uid)
         for u, s in ins.items():
             if s[0] == "const":
-                body.append(f"const float x{u} = {cg.flit(s[1])};")
+                ins_lines.append(f"const float x{u} = {cg.flit(s[1])};")
+            elif s[0] == "scalar":
+                params.append(f"const float p{u}")
+                args.append(loc[u])
+                ins_lines.append(f"const float x{u} = p{u};")
             else:
                 params.append(f"const {CTYPE[s[2]]}* __restrict__ p{u}")
                 args.append(loc[u])
                 st = [v if domain[d] != 1 else 0 for d, v in enumerate(s[1])]
-                body.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
-        body += stmts
-        for u, s, d in outs:
-            params.append(f"{CTYPE[d]}* __restrict__ o{u}")
-            args.append(loc[u])
-            st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
-            body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[d]}>(v{u});")
+                ins_lines.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+        outs = [(u, s, d, f"v{u}") for u, s, d in pouts]
         prog.notes.append(f"{node.kind} + {len(epi_members)} pointwise node(s) fused")
     else:
-        params.append(f"{CTYPE[dt(out)]}* __restrict__ o{out.uid}")
-        args.append(loc[out.uid])
-        st = [v if domain[d] != 1 else 0 for d, v in enumerate(strides(out))]
-        body = list(coord) + [f"o{out.uid}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[dt(out)]}>(v);"]
+        stmts = []
+        outs = [(out.uid, strides(out), dt(out), "v")]
+    for u, s, d, var in outs:
+        params.append(f"{CTYPE[d]}* __restrict__ o{u}")
+        args.append(loc[u])
+    body = list(coord) + ins_lines + stmts
+    for u, s, d, var in outs:
+        st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
+        body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[d]}>({var});")
     spec.epi_params = params
     spec.store = " ".join(body)
+    if spec.N % 8 == 0:
+        spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
     mma = use_mma and spec.ta in ("HALF", "BFLOAT16") and spec.ta == spec.tb
-    src, name, grid, block = cg.gemm_source(spec, mma)
-    first = [r["a"], r["b"]] if node.kind == "MatmulAttributes" else [r["x"], r["w"]]
-    prog.steps.append(("launch", src, name, grid, block, [loc[first[0].uid], loc[first[1].uid]] + args))
+    g = cg.gemm_source(spec, mma, sms)
+    ab = [loc[first[0].uid], loc[first[1].uid]]
+    if g["split"] > 1:
+        part = ("ws", prog.ws_alloc(g["part_bytes"]))
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + [part]))
+        src, name, grid, block = g["reduce"]
+        prog.steps.append(("launch", src, name, grid, block, [part] + args))
+        prog.notes.append(f"{node.kind}: split-K x{g['split']}")
+    else:
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + args))
 
 
 # =========================================================================== batchnorm
@@ -566,12 +763,16 @@ def _emit_bn_train(prog, graph, r, loc, tag):
     for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
         if ro in r:
             fargs.append(loc[r[ro].uid])
+    # a scalar without a baked value: a runtime pass-by-value scalar (host, passed by value
+    # as a kernel argument: "ARG") or a 1-element device tensor (pointer)
     if eps is None:
-        sptr["epsilon"] = CTYPE[dt(r["epsilon"])]
-        fargs.append(loc[r["epsilon"].uid])
+        t = r["epsilon"]
+        sptr["epsilon"] = "ARG" if t.is_runtime_pass_by_value else CTYPE[dt(t)]
+        fargs.append(loc[t.uid])
     if run and mom is None:
-        sptr["momentum"] = CTYPE[dt(r["momentum"])]
-        fargs.append(loc[r["momentum"].uid])
+        t = r["momentum"]
+        sptr["momentum"] = "ARG" if t.is_runtime_pass_by_value else CTYPE[dt(t)]
+        fargs.append(loc[t.uid])
     src, grid, block = cg.bn_finalize_source(C, M, pdt, eps, mom, outs, sptr)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
@@ -585,3 +786,51 @@ def _emit_bn_train(prog, graph, r, loc, tag):
                                              [EwOut("yv", dt(y), strides(y), "py")])
     prog.steps.append(("launch", src, name, grid, block,
                        [loc[x.uid], ("ws", ab), ("ws", ab + 4 * C), loc[y.uid]]))
+
+
+def _emit_bn_bwd(prog, graph, r, loc, tag):
+    """dbias = sum(dy), dscale = sum(dy * xhat), dx = scale * iv * (dy - dbias / M -
+    xhat * dscale / M) with xhat = (x - mean) * iv: memset + sums + finalize + apply."""
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    domain = dims(x)
+    C = domain[1]
+    M = math.prod(domain) // max(1, C)
+    ws = prog.ws_alloc(16 * C)      # double sum(dy)[C], sum(dy * xhat)[C]
+    co = prog.ws_alloc(20 * C)      # float mean, iv, scale*iv, dbias/M, dscale/M [C each]
+    prog.steps.append(("memset", ws, 16 * C))
+    ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
+    _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
+    src, grid, block = cg.bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain)
+    prog.steps.append(("launch", src, "hdn_bn_bwd_sums", grid, block,
+                       [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                        ("ws", ws)]))
+    src, grid, block = cg.bn_bwd_finalize_source(C, M, r)
+    prog.steps.append(("launch", src, "hdn_bn_bwd_finalize", grid, block,
+                       [("ws", ws), ("ws", co), loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                        loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
+    cs = [0] * len(domain)
+    cs[1] = 1
+    ins = [EwIn("dyv", dt(dy), strides(dy), param="pdy"), EwIn("xv", dt(x), strides(x), param="px")]
+    args = [loc[dy.uid], loc[x.uid]]
+    for k, var in enumerate(("mu", "iv", "a", "k1", "k2")):
+        ins.append(EwIn(var, "FLOAT", cs, param=f"p_{var}"))
+        args.append(("ws", co + 4 * C * k))
+    name = f"hdn_bn_bwd_apply_{tag}"
+    src, grid, block = cg.elementwise_source(
+        name, domain, cg.dense_order(domain, strides(dx)), ins,
+        ["const float dxv = a * (dyv - k1 - (xv - mu) * iv * k2);"],
+        [EwOut("dxv", dt(dx), strides(dx), "pdx")])
+    args.append(loc[dx.uid])
+    prog.steps.append(("launch", src, name, grid, block, args))
+
+
+def _emit_reduction(prog, node, r, loc, tag, sms):
+    x, y = r["in"], r["out"]
+    mode = cg.FB_NAMES["ReductionMode"][node.attrs.get("mode")]
+    steps, ws_bytes = cg.reduction_sources(mode, x, y, sms, tag)
+    off = prog.ws_alloc(ws_bytes) if ws_bytes else 0
+    for src, name, grid, block, argspec in steps:
+        args = []
+        for a in argspec:
+            args.append(loc[x.uid] if a == "x" else loc[y.uid] if a == "y" else ("ws", off))
+        prog.steps.append(("launch", src, name, grid, block, args))

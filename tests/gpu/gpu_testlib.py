@@ -6,7 +6,7 @@ import numpy as np
 from hipdnn_cabi.backend import graph_fb
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS, UNIONS
 
-FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "ConvMode")}
+FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "ConvMode", "ReductionMode")}
 UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
 TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3}
 NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16}
@@ -25,9 +25,10 @@ def strides_for(dims, lay="nchw"):
 
 
 class T:
-    def __init__(self, uid, dims, dtype="FLOAT", lay="nchw", virtual=False, value=None, strides=None):
+    def __init__(self, uid, dims, dtype="FLOAT", lay="nchw", virtual=False, value=None, strides=None,
+                 runtime=False):
         self.uid, self.dims, self.dtype, self.lay = uid, list(dims), dtype, lay
-        self.virtual, self.value = virtual, value
+        self.virtual, self.value, self.runtime = virtual, value, runtime
         self.strides = list(strides) if strides is not None else strides_for(dims, lay)
 
     def fb(self):
@@ -37,6 +38,8 @@ class T:
             d["virtual"] = True
         if self.value is not None:
             d["value"] = (TV[self.dtype], {"value": self.value})
+        if self.runtime:
+            d["is_runtime_pass_by_value"] = True
         return d
 
     @property
@@ -67,6 +70,35 @@ def conv_fwd(x, w, y, pad, stride, dil, mode="CROSS_CORRELATION"):
         "x_tensor_uid": x, "w_tensor_uid": w, "y_tensor_uid": y, "pre_padding": list(pad),
         "post_padding": list(pad), "stride": list(stride), "dilation": list(dil),
         "conv_mode": FB["ConvMode"][mode]}, name="conv")
+
+
+def _conv_attrs(pad, stride, dil, mode):
+    return {"pre_padding": list(pad), "post_padding": list(pad), "stride": list(stride),
+            "dilation": list(dil), "conv_mode": FB["ConvMode"][mode]}
+
+
+def conv_bwd_data(dy, w, dx, pad, stride, dil, mode="CROSS_CORRELATION"):
+    a = {"dy_tensor_uid": dy, "w_tensor_uid": w, "dx_tensor_uid": dx}
+    a.update(_conv_attrs(pad, stride, dil, mode))
+    return node("ConvolutionBwdAttributes", a, name="conv_bwd_data")
+
+
+def conv_bwd_filter(x, dy, dw, pad, stride, dil, mode="CROSS_CORRELATION"):
+    a = {"x_tensor_uid": x, "dy_tensor_uid": dy, "dw_tensor_uid": dw}
+    a.update(_conv_attrs(pad, stride, dil, mode))
+    return node("ConvolutionWrwAttributes", a, name="conv_bwd_filter")
+
+
+def bn_bwd(dy, x, mean, inv, scale, dx, dscale, dbias):
+    return node("BatchnormBackwardAttributes", {
+        "dy_tensor_uid": dy, "x_tensor_uid": x, "mean_tensor_uid": mean,
+        "inv_variance_tensor_uid": inv, "scale_tensor_uid": scale, "dx_tensor_uid": dx,
+        "dscale_tensor_uid": dscale, "dbias_tensor_uid": dbias}, name="bn_bwd")
+
+
+def reduction(mode, x, y):
+    return node("ReductionAttributes", {"mode": FB["ReductionMode"][mode], "in_tensor_uid": x,
+                                        "out_tensor_uid": y}, name=f"red_{mode}")
 
 
 def bn_train(x, scale, bias, eps, y, mean=None, inv=None, prm=None, prv=None, mom=None, nrm=None, nrv=None):
@@ -170,6 +202,28 @@ def sample_graphs():
                 [x, sc, bi, eps, mom, mu, iv, prm, prv, nrm, nrv, y],
                 [bn_train(1, 21, 22, 23, 6, 25, 26, 27, 28, 24, 29, 30)])))
             out.append((f"bn_inf_{dtp}_{lay}", graph_bytes([x, mu, iv, sc, bi, y], [bn_inf(1, 25, 26, 21, 22, 6)])))
+        for lay in ("nchw", "nhwc"):
+            # conv backward data / filter (stride 2: non-integral taps), split-K sized
+            x = T(1, [2, 16, 9, 9], dtp, lay)
+            w = T(2, [32, 16, 3, 3], dtp, lay)
+            dy = T(3, [2, 32, 5, 5], dtp, lay)
+            out.append((f"conv_bwd_data_{dtp}_{lay}", graph_bytes([dy, w, x], [conv_bwd_data(3, 2, 1, [1, 1], [2, 2], [1, 1])])))
+            out.append((f"conv_bwd_filter_{dtp}_{lay}", graph_bytes([x, dy, w], [conv_bwd_filter(1, 3, 2, [1, 1], [2, 2], [1, 1])])))
+            xs = T(1, [2, 64, 7, 7], dtp, lay)
+            ws = T(2, [64, 64, 3, 3], dtp, lay)
+            ys = T(3, [2, 64, 7, 7], dtp, lay)
+            out.append((f"conv_splitk_{dtp}_{lay}", graph_bytes([xs, ws, ys], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])])))
+            cd = [1, 16, 1, 1]
+            out.append((f"bn_bwd_{dtp}_{lay}", graph_bytes(
+                [T(1, [2, 16, 9, 9], dtp, lay), T(2, [2, 16, 9, 9], dtp, lay), T(3, cd), T(4, cd), T(5, cd),
+                 T(6, [2, 16, 9, 9], dtp, lay), T(7, cd), T(8, cd)], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])))
+        out.append((f"reduce_rows_{dtp}", graph_bytes([T(1, [64, 300], dtp), T(2, [64, 1], dtp)],
+                                                       [reduction("NORM2", 1, 2)])))
+        out.append((f"reduce_all_{dtp}", graph_bytes([T(1, [4, 8, 300, 30], dtp), T(2, [1, 1, 1, 1], dtp)],
+                                                      [reduction("MAX_OP", 1, 2)])))
+        out.append((f"pw_runtime_scalar_{dtp}", graph_bytes(
+            [T(1, [8, 40], dtp), T(2, [1, 1], "FLOAT", runtime=True), T(3, [8, 40], dtp)],
+            [pw("MUL", 1, 3, 2)])))
         for ta, tb in (("nchw", "nchw"), ("nchw", "t")):
             a = T(1, [3, 40, 24], dtp)
             bdims = [3, 24, 56]

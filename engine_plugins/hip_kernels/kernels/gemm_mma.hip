@@ -5,6 +5,12 @@
 //   A_MODE / B_MODE: 0 = scalar (load_a_raw/load_b_raw), 1 = 8 elements along k (load_a_vec/
 //   load_b_vec: one 16-byte load), 2 = 8 elements along m (A) / n (B).
 // Tile 128x128x32, 256 threads = 8 warps (2 along m x 4 along n), warp tile 64x32.
+// Split-K (GSPLIT > 1, chosen at plan build when the tile grid does not fill the GPU): z-block
+// b * GSPLIT + s sums k in [s * GKSPLIT, (s + 1) * GKSPLIT) and writes fp32 partials to
+// HDN_PART[z][m][n]; gemm_splitk.hip sums them and runs the epilogue.
+// Epilogue: each warp stages its accumulators through shared memory (16 rows at a time), then
+// every lane owns 8 consecutive n of one row: store_c8 (generated; one 16-byte store per output
+// when that output is contiguous along n) or 8 store_c calls.
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 typedef hdn_half TA;
@@ -23,6 +29,15 @@ __device__ __forceinline__ uint4 load_b_vec(const TB* __restrict__ B, int b, int
 __device__ __forceinline__ hdn_u16 load_a_raw(const TA* __restrict__ A, int b, int m, int k) { return hdn_bits(A[(long long)m * GK + k]); }
 __device__ __forceinline__ hdn_u16 load_b_raw(const TB* __restrict__ B, int b, int k, int n) { return hdn_bits(B[(long long)k * GN + n]); }
 __device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, float v) { C[(long long)m * GN + n] = v; }
+__device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, const float* v) { for (int j = 0; j < 8; ++j) C[(long long)m * GN + n + j] = v[j]; }
+#define C_VEC 1
+#endif
+#ifndef GSPLIT
+#define GSPLIT 1
+#define GKSPLIT GK
+#endif
+#ifndef C_VEC
+#define C_VEC 0
 #endif
 
 #define MBM 128
@@ -49,12 +64,18 @@ __device__ __forceinline__ void hdn_mma(float* c, const unsigned* a, const unsig
 }
 
 extern "C" __global__ void __launch_bounds__(256)
+#if GSPLIT > 1
+hdn_gemm_mma(const TA* __restrict__ A, const TB* __restrict__ B, float* __restrict__ HDN_PART)
+#else
 hdn_gemm_mma(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
+#endif
 {
     __shared__ __align__(16) hdn_u16 As[2][MBM][MLD];
     __shared__ __align__(16) hdn_u16 Bs[2][MBN][MLD];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int b = blockIdx.z;
+    const int b = blockIdx.z / GSPLIT;
+    const int kbeg = (blockIdx.z % GSPLIT) * GKSPLIT;
+    const int kend = kbeg + GKSPLIT < GK ? kbeg + GKSPLIT : GK;
     const int m0 = blockIdx.y * MBM, n0 = blockIdx.x * MBN;
     const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
 
@@ -151,12 +172,12 @@ hdn_gemm_mma(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
-    gload(0);
+    gload(kbeg);
     sstore(0);
     __syncthreads();
     int buf = 0;
-    for (int k0 = 0; k0 < GK; k0 += MBK) {
-        const bool more = k0 + MBK < GK;
+    for (int k0 = kbeg; k0 < kend; k0 += MBK) {
+        const bool more = k0 + MBK < kend;
         if (more) gload(k0 + MBK);
 #pragma unroll
         for (int kk = 0; kk < MBK; kk += 16) {
@@ -178,16 +199,43 @@ hdn_gemm_mma(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
         __syncthreads();
         buf ^= 1;
     }
+    // epilogue: stage 16 x 32 accumulator rows per warp in shared memory (As is free now)
     const int g = lane >> 2, t4 = lane & 3;
+    float* stg = reinterpret_cast<float*>(&As[0][0][0]) + warp * (16 * 36);
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int gm = m0 + wm + i * 16 + g + (r >= 2 ? 8 : 0);
-                const int gn = n0 + wn + j * 8 + t4 * 2 + (r & 1);
-                if (gm < GM && gn < GN) store_c(HDN_EPI_ARGS, b, gm, gn, acc[i][j][r]);
+            for (int r = 0; r < 4; ++r)
+                stg[(g + (r >= 2 ? 8 : 0)) * 36 + j * 8 + t4 * 2 + (r & 1)] = acc[i][j][r];
+        __syncwarp();
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int grp = lane + 32 * h, row = grp >> 2, c8 = (grp & 3) * 8;
+            const int gm = m0 + wm + i * 16 + row, gn = n0 + wn + c8;
+            const float4 q0 = *reinterpret_cast<const float4*>(&stg[row * 36 + c8]);
+            const float4 q1 = *reinterpret_cast<const float4*>(&stg[row * 36 + c8 + 4]);
+            const float v[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+            if (gm < GM && gn < GN) {
+#if GSPLIT > 1
+                float* p = HDN_PART + ((long long)blockIdx.z * GM + gm) * GN + gn;
+                if ((GN % 4) == 0 && gn + 8 <= GN) {
+                    *reinterpret_cast<float4*>(p) = q0;
+                    *reinterpret_cast<float4*>(p + 4) = q1;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) if (gn + j < GN) p[j] = v[j];
+                }
+#elif C_VEC
+                store_c8(HDN_EPI_ARGS, b, gm, gn, v);
+#else
+#pragma unroll
+                for (int j = 0; j < 8; ++j) if (gn + j < GN) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
+#endif
             }
+        }
+        __syncwarp();
+    }
 }
 #endif  // HDN_CUDA

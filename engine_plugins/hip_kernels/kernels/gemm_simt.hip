@@ -4,7 +4,8 @@
 // the operand loaders load_a/load_b (matmul strides, or the implicit-GEMM gather of a
 // convolution), and store_c (the output write, with any fused epilogue).  Every size is a
 // compile-time constant, so index arithmetic folds.  Tile 128x128x8, 256 threads, 8x8 results
-// per thread, register-staged double buffering (one barrier per k step).
+// per thread, register-staged double buffering (one barrier per k step).  Split-K (GSPLIT > 1)
+// as in gemm_mma.hip: fp32 partials to HDN_PART, summed by gemm_splitk.hip.
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 typedef float TA;
@@ -21,18 +22,28 @@ __device__ __forceinline__ float load_a(const TA* __restrict__ A, int b, int m, 
 __device__ __forceinline__ float load_b(const TB* __restrict__ B, int b, int k, int n) { return hdn_to_float(B[(long long)b * GK * GN + (long long)k * GN + n]); }
 __device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, float v) { C[(long long)b * GM * GN + (long long)m * GN + n] = v; }
 #endif
+#ifndef GSPLIT
+#define GSPLIT 1
+#define GKSPLIT GK
+#endif
 
 #define SBM 128
 #define SBN 128
 #define SBK 8
 
 extern "C" __global__ void __launch_bounds__(256)
+#if GSPLIT > 1
+hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, float* __restrict__ HDN_PART)
+#else
 hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
+#endif
 {
     __shared__ __align__(16) float As[2][SBK][SBM + 4];
     __shared__ __align__(16) float Bs[2][SBK][SBN + 4];
     const int tid = threadIdx.x;
-    const int b = blockIdx.z;
+    const int b = blockIdx.z / GSPLIT;
+    const int kbeg = (blockIdx.z % GSPLIT) * GKSPLIT;
+    const int kend = kbeg + GKSPLIT < GK ? kbeg + GKSPLIT : GK;
     const int m0 = blockIdx.y * SBM, n0 = blockIdx.x * SBN;
     float ra[4], rb[4];
 
@@ -78,12 +89,12 @@ hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
 
-    gload(0);
+    gload(kbeg);
     sstore(0);
     __syncthreads();
     int buf = 0;
-    for (int k0 = 0; k0 < GK; k0 += SBK) {
-        const bool more = k0 + SBK < GK;
+    for (int k0 = kbeg; k0 < kend; k0 += SBK) {
+        const bool more = k0 + SBK < kend;
         if (more) gload(k0 + SBK);
 #pragma unroll
         for (int kk = 0; kk < SBK; ++kk) {
@@ -109,7 +120,11 @@ hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const int gn = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+#if GSPLIT > 1
+            if (gn < GN) HDN_PART[((long long)blockIdx.z * GM + gm) * GN + gn] = acc[i][j];
+#else
             if (gn < GN) store_c(HDN_EPI_ARGS, b, gm, gn, acc[i][j]);
+#endif
         }
     }
 }

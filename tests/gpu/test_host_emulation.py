@@ -1,0 +1,200 @@
+"""CI (no GPU): the generated kernels' index arithmetic, run on the host (see host_emu.py) and
+compared with the CPU reference kernels - conv forward / backward data / backward filter
+(NCHW, NHWC, strides, dilation, both conv modes, split-K finish, fused epilogue, 16-byte
+epilogue stores), matmul, batchnorm backward (finalize + apply), reduction, runtime scalars."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from engine_plugins.cpu_reference.kernels import batchnorm as kbn
+from engine_plugins.cpu_reference.kernels import conv as kconv
+from engine_plugins.cpu_reference.kernels import reduction as kred
+from engine_plugins.hip_kernels import codegen
+from engine_plugins.hip_kernels.program import build_program
+from hipdnn_cabi.plugin_sdk import parse_graph
+
+import host_emu
+from gpu_testlib import (TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
+                         graph_bytes, pw, quantize, reduction, relerr, to_storage)
+
+pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+rng = np.random.default_rng(7)
+HDR = codegen.headers()
+
+
+def _defs(src):
+    return {k: int(v) for k, v in re.findall(r"#define (G\w+|C_VEC) (\d+)", src)}
+
+
+def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
+    prog = build_program(parse_graph(gbytes), use_mma=True, sms=sms)
+    mem = host_emu.HostMem()
+    ptr, host = {}, {}
+    for t, v in list(inputs.items()) + [(t, None) for t in outputs]:
+        st = to_storage(t, v if v is not None else np.zeros(t.dims))
+        p, raw = mem.alloc(st.nbytes)
+        if v is not None:
+            raw[:] = st.view(np.uint8)
+        ptr[t.uid], host[t.uid] = p, (raw, st.dtype, t)
+    wsp, wsraw = mem.alloc(max(16, prog.ws_size))
+    scalars = scalars or {}
+    bodies = {"hdn_gemm_mma": codegen.read_kernel("gemm_mma.hip"),
+              "hdn_gemm_simt": codegen.read_kernel("gemm_simt.hip")}
+    names = []
+    for st in prog.steps:
+        if st[0] == "memset":
+            wsraw[st[1]:st[1] + st[2]] = 0
+            continue
+        _, src, name, grid, block, args = st
+        names.append(name)
+        vals = [ptr[a[1]] if a[0] == "t" else wsp + a[1] if a[0] == "ws" else float(scalars[a[1]])
+                for a in args]
+        if name in bodies:
+            prelude = src[:src.index(bodies[name])]
+            d = _defs(prelude)
+            host_emu.run_gemm_prelude(prelude, vals, HDR, vec8 and d["C_VEC"] and d["GSPLIT"] == 1,
+                                      d["GBATCH"], d["GM"], d["GN"], d["GK"], d["GSPLIT"])
+        elif name == "hdn_bn_bwd_sums":
+            _bn_bwd_sums_numpy(gbytes, ptr, host, vals)
+        elif name.startswith("hdn_reduce_part") or name == "hdn_bn_stats":
+            pytest.skip(f"{name} uses barriers (GPU only)")
+        else:
+            host_emu.run_kernel(src, name, grid, block, vals, HDR)
+    res = {}
+    for t in outputs:
+        raw, dtp, _ = host[t.uid]
+        res[t.uid] = from_storage(t, raw.view(dtp).copy())
+    return res, names
+
+
+def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
+    g = parse_graph(gbytes)
+    n = g.nodes[0]
+    get = lambda role: host[n.attrs[role + "_tensor_uid"]]  # noqa: E731
+    dy = from_storage(get("dy")[2], get("dy")[0].view(get("dy")[1]))
+    x = from_storage(get("x")[2], get("x")[0].view(get("x")[1]))
+    mu = from_storage(get("mean")[2], get("mean")[0].view(get("mean")[1])).reshape(-1)
+    iv = from_storage(get("inv_variance")[2], get("inv_variance")[0].view(get("inv_variance")[1])).reshape(-1)
+    C = x.shape[1]
+    ax = (0,) + tuple(range(2, x.ndim))
+    shp = [1, C] + [1] * (x.ndim - 2)
+    s1 = dy.sum(axis=ax)
+    s2 = (dy * (x - mu.reshape(shp)) * iv.reshape(shp)).sum(axis=ax)
+    import ctypes
+    arr = (ctypes.c_double * (2 * C)).from_address(vals[4])
+    for c in range(C):
+        arr[c], arr[C + c] = float(s1[c]), float(s2[c])
+
+
+def rnd(dims, dtype):
+    return quantize(rng.standard_normal(dims), dtype)
+
+
+CASES = [  # N, C, H, K, R, pad, stride, dil, mode
+    (2, 16, 9, 24, 3, 1, 1, 1, "CROSS_CORRELATION"),
+    (2, 8, 10, 16, 3, 1, 2, 1, "CONVOLUTION"),
+    (1, 8, 11, 8, 3, 2, 2, 2, "CROSS_CORRELATION"),
+    (2, 3, 9, 8, 1, 0, 2, 1, "CROSS_CORRELATION"),
+]
+
+
+def _conv_tensors(case, dtp, lay):
+    N, C, H, K, R, pad, st, dil, mode = case
+    P = (H + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    return (T(1, [N, C, H, H], dtp, lay), T(2, [K, C, R, R], dtp, lay), T(3, [N, K, P, P], dtp, lay),
+            [pad, pad], [st, st], [dil, dil], mode)
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_conv_directions(dtp, lay, case, op):
+    x, w, y, pad, st, dil, mode = _conv_tensors(CASES[case], dtp, lay)
+    xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
+    if op == "fwd":
+        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
+        out = run_host(g, {x: xv, w: wv}, [y])[0][3]
+        ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    elif op == "bwd_data":
+        g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
+        out = run_host(g, {y: yv, w: wv}, [x])[0][1]
+        ref = kconv.conv_bwd_data(yv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    else:
+        g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
+        out = run_host(g, {x: xv, y: yv}, [w])[0][2]
+        ref = kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    e = relerr(out, quantize(ref, dtp))
+    assert np.all(np.isfinite(out)) and e < TOL[dtp], (op, e)
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+def test_conv_splitk_and_fused_epilogue(dtp, lay):
+    # K = 64 * 9 = 576 and one 128x128 tile: split-K; bias + relu run in the split-K finish
+    x = T(1, [2, 64, 6, 6], dtp, lay)
+    w = T(2, [32, 64, 3, 3], dtp, lay)
+    cv = T(3, [2, 32, 6, 6], "FLOAT", lay, virtual=True)
+    b = T(4, [1, 32, 1, 1], dtp, lay)
+    bv = T(5, [2, 32, 6, 6], "FLOAT", lay, virtual=True)
+    y = T(6, [2, 32, 6, 6], dtp, lay)
+    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
+    res, names = run_host(g, {x: xv, w: wv, b: bvv}, [y])
+    assert "hdn_gemm_splitk" in names
+    ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)
+    assert relerr(res[6], quantize(ref, dtp)) < TOL[dtp]
+
+
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+def test_conv_vector_epilogue(lay):
+    x = T(1, [2, 16, 5, 5], "HALF", lay)
+    w = T(2, [64, 16, 1, 1], "HALF", lay)
+    y = T(3, [2, 64, 5, 5], "HALF", lay)
+    g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, [0, 0], [1, 1], [1, 1])])
+    xv, wv = rnd(x.dims, "HALF"), rnd(w.dims, "HALF")
+    out = run_host(g, {x: xv, w: wv}, [y], vec8=True)[0][3]
+    ref = kconv.conv_fwd(xv, wv, [0, 0], [0, 0], [1, 1], [1, 1], compute_dtype=np.float64)
+    assert relerr(out, quantize(ref, "HALF")) < TOL["HALF"]
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+def test_bn_backward_finalize_apply(dtp, lay):
+    dims = [3, 16, 5, 7]
+    cd = [1, 16, 1, 1]
+    dy, x, dx = T(1, dims, dtp, lay), T(2, dims, dtp, lay), T(6, dims, dtp, lay)
+    mu, iv, sc, ds, db = T(3, cd), T(4, cd), T(5, cd), T(7, cd), T(8, cd)
+    g = graph_bytes([dy, x, mu, iv, sc, dx, ds, db], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])
+    xv, dyv = rnd(dims, dtp), rnd(dims, dtp)
+    muv = xv.mean(axis=(0, 2, 3), keepdims=True)
+    ivv = 1 / np.sqrt(xv.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    scv = rnd(cd, "FLOAT")
+    res = run_host(g, {dy: dyv, x: xv, mu: muv, iv: ivv, sc: scv}, [dx, ds, db])[0]
+    r = kbn.batchnorm_bwd(dyv, xv, scv, muv, ivv)
+    assert relerr(res[6], quantize(r.dx, dtp)) < TOL[dtp] * 2
+    assert relerr(res[7], r.dscale) < 1e-5 and relerr(res[8], r.dbias) < 1e-5
+
+
+@pytest.mark.parametrize("mode", ["ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS"])
+def test_reduction_thread_per_output(mode):
+    x = T(1, [6, 5, 40], "FLOAT")
+    y = T(2, [6, 1, 40], "FLOAT")
+    xv = rnd(x.dims, "FLOAT") * 0.7
+    if mode == "MUL_NO_ZEROS":
+        xv[0, 1, :] = 0
+    out = run_host(graph_bytes([x, y], [reduction(mode, 1, 2)]), {x: xv}, [y])[0][2]
+    ref = kred.reduce(mode, xv, y.dims)
+    assert relerr(out, ref) < 1e-6, mode
+
+
+def test_pointwise_runtime_scalar():
+    x, s, y = T(1, [8, 40]), T(2, [1, 1], "FLOAT", runtime=True), T(3, [8, 40])
+    g = graph_bytes([x, s, y], [pw("MUL", 1, 3, 2)])
+    xv = rnd(x.dims, "FLOAT")
+    out = run_host(g, {x: xv}, [y], scalars={2: 2.5})[0][3]
+    assert relerr(out, xv * 2.5) < 1e-7
