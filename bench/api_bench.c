@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "hipdnn_backend.h"
 
@@ -21,8 +22,11 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static const char* g_only; /* API_BENCH_ONLY=<label>: run just that loop once (for callgrind) */
 #define TIME(label, body)                                                     \
     do {                                                                      \
+        if (g_only && strcmp(g_only, label) != 0) break;                      \
+        if (g_only) { for (long i = 0; i < n; ++i) { body; } break; }        \
         double best = 1e30;                                                   \
         for (int r = 0; r < 5; ++r) {                                         \
             double t0 = now();                                                \
@@ -37,6 +41,7 @@ static double now(void)
 int main(int argc, char** argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 20000;
+    g_only = getenv("API_BENCH_ONLY");
     int first = 1;
     hipdnnBackendDescriptor_t t = NULL;
     hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t); /* warm up Python */

@@ -42,6 +42,27 @@ DATA_TYPE_SIZE = {
 }
 
 
+# Bound once the embedded module is attached (runtime.attach → bind): the hot paths call these
+# without going through runtime.ffi attribute lookups.
+_ffi_unpack = None
+_ffi_memmove = None
+_VEC: dict = {}
+
+
+def bind(ffi) -> None:
+    global _ffi_unpack, _ffi_memmove
+    _ffi_unpack, _ffi_memmove = ffi.unpack, ffi.memmove
+
+
+def _vec(n: int, code: str = "q") -> struct.Struct:
+    """Cached struct for n little-endian elements of ``code``."""
+    key = (n, code)
+    s = _VEC.get(key)
+    if s is None:
+        s = _VEC[key] = struct.Struct(f"<{n}{code}")
+    return s
+
+
 def attr_name(name: int) -> str:
     try:
         return AttributeName(name).name
@@ -67,7 +88,7 @@ def _check(ctx, atype, want, arr):
 
 
 def _raw(arr, nbytes) -> bytes:
-    return runtime.ffi.unpack(arr, nbytes) if nbytes else b""
+    return _ffi_unpack(arr, nbytes) if nbytes else b""
 
 
 def set_int64(ctx, atype, count, arr, nbytes, _unpack=_i64.unpack, _T=_INT64) -> int:
@@ -75,7 +96,7 @@ def set_int64(ctx, atype, count, arr, nbytes, _unpack=_i64.unpack, _T=_INT64) ->
         _check(ctx, atype, _T, arr)
     if count != 1:
         raise BadParamError(f"{ctx}: elementCount is not 1")
-    return _unpack(runtime.ffi.unpack(arr, 8))[0]
+    return _unpack(_ffi_unpack(arr, 8))[0]
 
 
 def set_int64_vector(ctx, atype, count, arr, nbytes, allow_empty=False, _T=_INT64) -> tuple:
@@ -83,7 +104,7 @@ def set_int64_vector(ctx, atype, count, arr, nbytes, allow_empty=False, _T=_INT6
         _check(ctx, atype, _T, arr)
     if count < 0 or (count == 0 and not allow_empty):
         raise BadParamError(f"{ctx}: elementCount must be positive")
-    return struct.unpack(f"<{count}q", runtime.ffi.unpack(arr, nbytes)) if count else ()
+    return _vec(count).unpack(_ffi_unpack(arr, nbytes)) if count else ()
 
 
 def set_bool(ctx, atype, count, arr, nbytes) -> bool:
@@ -183,7 +204,7 @@ def _size_query(ctx, count_ptr, n):
 
 
 def _write(arr, data: bytes):
-    runtime.ffi.memmove(arr, data, len(data))
+    _ffi_memmove(arr, data, len(data))
 
 
 def get_packed_scalar(ctx, atype, want, req, count_ptr, arr, packed: bytes):
@@ -195,7 +216,7 @@ def get_packed_scalar(ctx, atype, want, req, count_ptr, arr, packed: bytes):
         return
     if req < 1:
         raise BadParamError(f"{ctx}: requestedElementCount must be at least 1")
-    runtime.ffi.memmove(arr, packed, len(packed))
+    _ffi_memmove(arr, packed, len(packed))
     if count_ptr:
         count_ptr[0] = 1
 
@@ -270,7 +291,7 @@ def get_int64_vector(ctx, atype, req, count_ptr, arr, values, *, require_full=Fa
     if require_full and req < n:
         raise BadParamError(f"{ctx}: requestedElementCount is smaller than the element count")
     k = min(req, n)
-    _write(arr, struct.pack(f"<{k}q", *values[:k]))
+    _ffi_memmove(arr, _vec(k).pack(*values[:k]) if k < n else _vec(n).pack(*values), k * 8)
     if count_ptr:
         count_ptr[0] = k
 

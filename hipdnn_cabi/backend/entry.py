@@ -73,6 +73,9 @@ def descriptor_of(d: int, fn: str = "") -> Descriptor:
     return obj
 
 
+from .execute import FAST_KINDS as _FAST_KINDS, execute as _run_execute, forget as _forget  # noqa: E402
+
+
 # ------------------------------------------------------------------------ handles
 @body("hpy_create_handle")
 def create_handle():
@@ -90,6 +93,7 @@ def create_handle():
 def destroy_handle(h):
     obj = handle_of(h, "hipdnnDestroy")
     registry.release(h)
+    _forget(h)  # the C execute fast path: unregister, wait for executes in flight
     obj.close()
     return 0
 
@@ -119,6 +123,8 @@ def destroy_descriptor(d, _objects=_objects):
         if obj is not None:  # a handle id given as a descriptor: put it back
             _objects[d] = obj
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
+    if obj.DESCRIPTOR_TYPE in _FAST_KINDS:
+        _forget(d)  # the C execute fast path: unregister, wait for executes in flight
     obj.destroy()
     return 0
 
@@ -131,34 +137,43 @@ def finalize(d):
 
 @body("hpy_set_attribute")
 def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Descriptor):
-    try:
-        obj = _objects[d]
-    except KeyError:
-        obj = None
+    # The hot path: Descriptor.set_attribute's checks inlined (finalized first, then the name).
+    obj = _objects.get(d)
     if not isinstance(obj, _D):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
-    obj.set_attribute(name, atype, count, arr, nbytes)
+    fn = None
+    if obj._fast_set and not obj.finalized:
+        try:
+            fn, ctx = obj._setters[name]
+        except KeyError:
+            pass
+    if fn is None:  # the general path (its errors; descriptors with their own dispatch)
+        obj.set_attribute(name, atype, count, arr, nbytes)
+    else:
+        fn(obj, ctx, atype, count, arr, nbytes)
     return 0
 
 
 @body("hpy_get_attribute")
 def get_attribute(d, name, atype, req, count, arr, _objects=_objects, _D=Descriptor):
-    try:
-        obj = _objects[d]
-    except KeyError:
-        obj = None
+    obj = _objects.get(d)
     if not isinstance(obj, _D):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
+    if obj._fast_get and obj.finalized:
+        try:
+            fn, ctx = obj._getters[name]
+        except KeyError:
+            fn = None
+        if fn is not None:
+            fn(obj, ctx, atype, req, count, arr)
+            return 0
     obj.get_attribute(name, atype, req, count, arr)
     return 0
 
 
-from .execute import execute as _run_execute  # noqa: E402
-
-
 @body("hpy_execute")
 def execute(h, plan, vp, _run=_run_execute):
-    _run(handle_of(h, "hipdnnBackendExecute"), plan, vp)
+    _run(handle_of(h, "hipdnnBackendExecute"), plan, vp, h)
     return 0
 
 

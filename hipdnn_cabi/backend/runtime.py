@@ -15,6 +15,8 @@ _tls = threading.local()
 def attach(ffi_, lib_) -> None:
     global ffi, lib
     ffi, lib = ffi_, lib_
+    from . import attrs
+    attrs.bind(ffi_)
 
 
 def set_last_error(msg: str) -> None:

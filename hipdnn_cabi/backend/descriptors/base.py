@@ -32,6 +32,8 @@ class Descriptor:
     REFINALIZE_ALLOWED = False
     _setters: dict = {}
     _getters: dict = {}
+    _fast_set = True
+    _fast_get = True
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -42,6 +44,10 @@ class Descriptor:
                     setters[int(n)] = fn
                 for n in getattr(fn, "_hipdnn_get", ()):
                     getters[int(n)] = fn
+        # The C entry may dispatch straight to _setters/_getters only for classes that keep the
+        # base set_attribute/get_attribute (subclasses with their own dispatch opt out).
+        cls._fast_set = cls.set_attribute is Descriptor.set_attribute
+        cls._fast_get = cls.get_attribute is Descriptor.get_attribute
         # Store (function, context string) so the hot path never formats a message.
         cls._setters = {n: (fn, f"{cls.NAME}::setAttribute({attr_name(n)})") for n, fn in setters.items()}
         cls._getters = {n: (fn, f"{cls.NAME}::getAttribute({attr_name(n)})") for n, fn in getters.items()}
