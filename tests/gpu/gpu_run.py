@@ -39,11 +39,18 @@ class Runner:
             self.rt.memcpy_htod(p, host.ctypes.data, host.nbytes)
         return p, host
 
-    def run(self, gbytes, inputs, outputs, reps=1):
-        """inputs: {T: logical values}; outputs: [T] -> {uid: logical float64 result}."""
+    def run(self, gbytes, inputs, outputs, reps=1, scalars=None, ctx=None):
+        """inputs: {T: logical values}; outputs: [T] -> {uid: logical float64 result};
+        scalars: {uid: float} runtime pass-by-value values, bound as host pointers (float32)."""
+        import cffi
         from hipdnn_cabi.plugin_sdk import DeviceBuffers
-        ctx = self.plan(gbytes)
+        ctx = ctx if ctx is not None else self.plan(gbytes)
         ptrs, hosts, owned = {}, {}, []
+        keep = []
+        for uid, v in (scalars or {}).items():
+            a = np.array([v], np.float32)
+            keep.append(a)
+            ptrs[uid] = a.ctypes.data
         for t, v in inputs.items():
             ptrs[t.uid], _ = self.alloc(t, v)
             owned.append(ptrs[t.uid])
@@ -53,7 +60,7 @@ class Runner:
         wsz = self.container.get_workspace_size_from_context(ctx)
         ws = self.rt.malloc(wsz) if wsz else 0
         for _ in range(reps):
-            self.container.execute(ctx, ws, DeviceBuffers(ptrs))
+            self.container.execute(ctx, ws, DeviceBuffers(ptrs, ffi=cffi.FFI()))
         self.rt.stream_synchronize(self.stream)
         res = {}
         for t in outputs:

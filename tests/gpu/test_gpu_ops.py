@@ -8,8 +8,9 @@ from engine_plugins.cpu_reference.kernels import batchnorm as kbn
 from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
 from engine_plugins.cpu_reference.kernels import pointwise as kpw
-from gpu_testlib import (TOL, T, bn_inf, bn_train, conv_fwd, graph_bytes, matmul, pw, quantize,
-                         relerr)
+from engine_plugins.cpu_reference.kernels import reduction as kred
+from gpu_testlib import (TOL, T, bn_bwd, bn_inf, bn_train, conv_bwd_data, conv_bwd_filter, conv_fwd,
+                         graph_bytes, matmul, pw, quantize, reduction, relerr)
 
 pytestmark = pytest.mark.gpu
 DTYPES = ("FLOAT", "HALF", "BFLOAT16")
@@ -232,3 +233,142 @@ def test_cuda_graph_capture(R):
     R.rt.graph_destroy(gr, ge)
     for p in (px, pb, py):
         R.rt.free(p)
+
+
+# ------------------------------------------------------------------ added ops
+def _conv_shapes(case, dtype, lay):
+    N, C, H, W, K, Rr, S, pad, st, dil, mode = CONV_CASES[case]
+    P = (H + 2 * pad - (dil * (Rr - 1) + 1)) // st + 1
+    Q = (W + 2 * pad - (dil * (S - 1) + 1)) // st + 1
+    return (T(1, [N, C, H, W], dtype, lay), T(2, [K, C, Rr, S], dtype, lay), T(3, [N, K, P, Q], dtype, lay),
+            [pad, pad], [st, st], [dil, dil], mode)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lay", LAYOUTS)
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv_bwd_data(R, dtype, lay, case):
+    x, w, y, pad, st, dil, mode = _conv_shapes(case, dtype, lay)
+    g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
+    dyv, wv = rnd(y.dims, dtype), rnd(w.dims, dtype)
+    out = R.run(g, {y: dyv, w: wv}, [x])[1]
+    ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, f"conv bwd data {CONV_CASES[case]}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lay", LAYOUTS)
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv_bwd_filter(R, dtype, lay, case):
+    x, w, y, pad, st, dil, mode = _conv_shapes(case, dtype, lay)
+    g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
+    xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
+    out = R.run(g, {x: xv, y: dyv}, [w])[2]
+    ref = kconv.conv_bwd_filter(xv, dyv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, f"conv bwd filter {CONV_CASES[case]}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lay", LAYOUTS)
+def test_conv_splitk_large(R, dtype, lay):
+    # conv5-like: few output tiles, long reduction -> split-K (+ the 16-byte epilogue)
+    x = T(1, [4, 256, 7, 7], dtype, lay)
+    w = T(2, [256, 256, 3, 3], dtype, lay)
+    y = T(3, [4, 256, 7, 7], dtype, lay)
+    g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])])
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    assert any("split-K" in n for n in build_program(parse_graph(g)).notes)
+    xv, wv = rnd(x.dims, dtype), rnd(w.dims, dtype, 1 / 48)
+    out = R.run(g, {x: xv, w: wv}, [y])[3]
+    ref = kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, "conv split-K")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lay", LAYOUTS)
+def test_batchnorm_backward(R, dtype, lay):
+    dims = [4, 40, 9, 11]
+    cd = [1, 40, 1, 1]
+    dy, x, dx = T(1, dims, dtype, lay), T(2, dims, dtype, lay), T(6, dims, dtype, lay)
+    mu, iv, sc, ds, db = T(3, cd), T(4, cd), T(5, cd), T(7, cd), T(8, cd)
+    g = graph_bytes([dy, x, mu, iv, sc, dx, ds, db], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])
+    xv, dyv = rnd(dims, dtype) * 2 + 0.5, rnd(dims, dtype)
+    xv = quantize(xv, dtype)
+    muv = xv.mean(axis=(0, 2, 3), keepdims=True)
+    ivv = 1 / np.sqrt(xv.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    scv = rnd(cd, "FLOAT")
+    res = R.run(g, {dy: dyv, x: xv, mu: muv, iv: ivv, sc: scv}, [dx, ds, db])
+    r = kbn.batchnorm_bwd(dyv, xv, scv, muv, ivv)
+    check(res[6], quantize(r.dx, dtype), dtype, "bn bwd dx", TOL[dtype] * 2)
+    check(res[7], r.dscale, "FLOAT", "bn bwd dscale", 1e-5)
+    check(res[8], r.dbias, "FLOAT", "bn bwd dbias", 1e-5)
+
+
+RED_SHAPES = [([64, 300], [64, 1]), ([4, 8, 300, 30], [1, 1, 1, 1]), ([6, 5, 40], [6, 1, 40]),
+              ([3, 16, 50, 50], [1, 16, 1, 1])]
+
+
+@pytest.mark.parametrize("mode", ["ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS"])
+@pytest.mark.parametrize("shape", range(len(RED_SHAPES)))
+def test_reduction(R, mode, shape):
+    xd, yd = RED_SHAPES[shape]
+    dtype = ("FLOAT", "HALF", "BFLOAT16", "FLOAT")[shape]
+    x, y = T(1, xd, dtype), T(2, yd, "FLOAT")
+    xv = rnd(xd, dtype)
+    if mode in ("MUL", "MUL_NO_ZEROS"):
+        xv = quantize(1 + 0.001 * xv, dtype)
+    out = R.run(graph_bytes([x, y], [reduction(mode, 1, 2)]), {x: xv}, [y])[2]
+    ref = kred.reduce(mode, xv, yd)
+    check(out, ref, "FLOAT", f"reduce {mode} {xd}->{yd}", 1e-5)
+
+
+# ------------------------------------------------------------------ runtime pass-by-value
+def test_runtime_scalar_pointwise(R):
+    x, s, y = T(1, [300, 70]), T(2, [1, 1], "FLOAT", runtime=True), T(3, [300, 70])
+    g = graph_bytes([x, s, y], [pw("MUL", 1, 3, 2)])
+    xv = rnd(x.dims, "FLOAT")
+    ctx = R.plan(g)
+    for v in (2.5, -0.75):      # one plan, value read from the host pointer at each execute
+        out = R.run(g, {x: xv}, [y], scalars={2: v}, ctx=ctx)[3]
+        check(out, xv * v, "FLOAT", f"runtime scalar {v}", 1e-6)
+
+
+def test_runtime_scalar_default_wins(R):
+    x, s, y = T(1, [64, 33]), T(2, [1, 1], "FLOAT", value=3.0, runtime=True), T(3, [64, 33])
+    g = graph_bytes([x, s, y], [pw("ADD", 1, 3, 2)])
+    xv = rnd(x.dims, "FLOAT")
+    out = R.run(g, {x: xv}, [y], scalars={2: 100.0})[3]    # the variant-pack entry is inert
+    check(out, xv + 3.0, "FLOAT", "runtime default", 1e-6)
+
+
+def test_runtime_scalar_unbound_is_invalid_value(R):
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers, PluginError
+    from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE
+    x, s, y = T(1, [64, 33]), T(2, [1, 1], "FLOAT", runtime=True), T(3, [64, 33])
+    ctx = R.plan(graph_bytes([x, s, y], [pw("MUL", 1, 3, 2)]))
+    px, _ = R.alloc(x, rnd(x.dims, "FLOAT"))
+    py, _ = R.alloc(y)
+    try:
+        with pytest.raises(PluginError) as ei:
+            R.container.execute(ctx, 0, DeviceBuffers({1: px, 3: py}))
+        assert ei.value.status == INVALID_VALUE and "uid 2" in ei.value.message
+    finally:
+        R.rt.free(px)
+        R.rt.free(py)
+
+
+def test_runtime_scalar_batchnorm_epsilon(R):
+    dims = [4, 24, 6, 6]
+    x, y = T(1, dims), T(2, dims)
+    cd = [1, 24, 1, 1]
+    sc, bi, mu, iv = (T(u, cd) for u in range(10, 14))
+    eps = T(20, [1, 1, 1, 1], "FLOAT", runtime=True)
+    g = graph_bytes([x, y, sc, bi, mu, iv, eps], [bn_train(1, 10, 11, 20, 2, 12, 13)])
+    xv = rnd(dims, "FLOAT") * 0.01           # small variance: epsilon matters
+    scv, biv = rnd(cd, "FLOAT"), rnd(cd, "FLOAT")
+    for e in (1e-5, 1e-3):
+        res = R.run(g, {x: xv, sc: scv, bi: biv}, [y, mu, iv], scalars={20: e})
+        r = kbn.batchnorm_train_fwd(xv, scv, biv, e)
+        check(res[2], r.y, "FLOAT", f"bn y eps={e}")
+        check(res[13], np.asarray(r.inv_variance).reshape(cd), "FLOAT", f"bn iv eps={e}", 1e-5)

@@ -198,3 +198,19 @@ def test_pointwise_runtime_scalar():
     xv = rnd(x.dims, "FLOAT")
     out = run_host(g, {x: xv}, [y], scalars={2: 2.5})[0][3]
     assert relerr(out, xv * 2.5) < 1e-7
+
+
+def test_conv_epilogue_runtime_scalar():
+    x = T(1, [2, 16, 6, 6], "HALF", "nhwc")
+    w = T(2, [32, 16, 3, 3], "HALF", "nhwc")
+    cv = T(3, [2, 32, 6, 6], "FLOAT", "nhwc", virtual=True)
+    b = T(4, [1, 32, 1, 1], "HALF", "nhwc")
+    bv = T(5, [2, 32, 6, 6], "FLOAT", "nhwc", virtual=True)
+    y = T(6, [2, 32, 6, 6], "HALF", "nhwc")
+    s = T(7, [1, 1, 1, 1], "FLOAT", runtime=True)
+    g = graph_bytes([x, w, cv, b, bv, y, s], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                              pw("ADD", 3, 5, 4), pw("MUL", 5, 6, 7)])
+    xv, wv, bvv = rnd(x.dims, "HALF"), rnd(w.dims, "HALF"), rnd(b.dims, "HALF")
+    out = run_host(g, {x: xv, w: wv, b: bvv}, [y], scalars={7: 0.5})[0][6]
+    ref = (kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv) * 0.5
+    assert relerr(out, quantize(ref, "HALF")) < TOL["HALF"]
