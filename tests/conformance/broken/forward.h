@@ -71,18 +71,24 @@ P hipdnnEnginePluginGetEngineDetails(H a, int64_t b, const CD* c, CD* d) { retur
 #ifndef OVERRIDE_hipdnnEnginePluginDestroyEngineDetails
 P hipdnnEnginePluginDestroyEngineDetails(H a, CD* b) { return REAL(hipdnnEnginePluginDestroyEngineDetails)(a, b); }
 #endif
+#ifndef OVERRIDE_hipdnnEnginePluginGetWorkspaceSize
 P hipdnnEnginePluginGetWorkspaceSize(H a, const CD* b, const CD* c, size_t* d) { return REAL(hipdnnEnginePluginGetWorkspaceSize)(a, b, c, d); }
+#endif
+#ifndef OVERRIDE_hipdnnEnginePluginCreateExecutionContext
 P hipdnnEnginePluginCreateExecutionContext(H a, const CD* b, const CD* c, Ctx* d) { return REAL(hipdnnEnginePluginCreateExecutionContext)(a, b, c, d); }
+#endif
 P hipdnnEnginePluginDestroyExecutionContext(H a, Ctx b) { return REAL(hipdnnEnginePluginDestroyExecutionContext)(a, b); }
 P hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(H a, Ctx b, size_t* c) { return REAL(hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext)(a, b, c); }
 #ifndef OVERRIDE_hipdnnEnginePluginExecuteOpGraph
 P hipdnnEnginePluginExecuteOpGraph(H a, Ctx b, void* c, const DB* d, uint32_t e) { return REAL(hipdnnEnginePluginExecuteOpGraph)(a, b, c, d, e); }
 #endif
+#ifndef OVERRIDE_hipdnnEnginePluginExecuteOpGraphWithOverrides
 P hipdnnEnginePluginExecuteOpGraphWithOverrides(H a, Ctx b, void* c, const DB* d, uint32_t e, uint32_t f, const int64_t* g,
                                                 const uint32_t* h, const int64_t* const* i, const int64_t* const* j)
 {
     return REAL(hipdnnEnginePluginExecuteOpGraphWithOverrides)(a, b, c, d, e, f, g, h, i, j);
 }
+#endif
 P hipdnnEnginePluginGetEngineName(int64_t a, const char** b) { return REAL(hipdnnEnginePluginGetEngineName)(a, b); }
 P hipdnnEnginePluginSerializeExecutionContext(H a, Ctx b, CD* c) { return REAL(hipdnnEnginePluginSerializeExecutionContext)(a, b, c); }
 P hipdnnEnginePluginSerializeExecutionContextWithEngineId(H a, int64_t b, Ctx c, CD* d) { return REAL(hipdnnEnginePluginSerializeExecutionContextWithEngineId)(a, b, c, d); }
