@@ -33,6 +33,16 @@ void hipdnn_cabi_set_init_error(const char* msg);
 const char* hipdnn_cabi_library_path(void);
 void hipdnn_cabi_call_user_log_cb(uint64_t cb, uint64_t user, int sev, const char* msg);
 void hipdnn_cabi_call_plugin_log_cb(uint64_t cb, int sev, const char* msg);
+/* the execute fast path's registry (shims.c) */
+uint64_t hipdnn_cabi_fx_epoch(void);
+int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t ph, uint64_t exec_fn,
+                            uint64_t lasterr_fn, int64_t plan_id, uint64_t ctx, uint32_t n_align,
+                            const int64_t* align_pairs, int64_t vp_id, const char* packed,
+                            uint32_t n, uint64_t ws);
+void hipdnn_cabi_fx_remove(int64_t id);
+void hipdnn_cabi_fx_set_enabled(int on);
+int hipdnn_cabi_fx_enabled(void);
+void hipdnn_cabi_fx_stats(uint64_t* out);
 """
 
 INIT_CODE = r'''

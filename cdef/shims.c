@@ -341,6 +341,367 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
                             requestedElementCount, elementCount, (char*)arrayOfElements));
 }
 
+/* ------------------------------------------------------------------ execute fast path
+ * hipdnnBackendExecute without entering Python (docs/plugins.md, "The execute fast path").
+ *
+ * A registry keyed by the int64 ids the shims already use: a plan id → (engine id, execution
+ * context, recorded tensor alignments); a variant-pack id → (packed hipdnnPluginDeviceBuffer_t
+ * array, workspace); a handle id → (engine id → plugin handle, ExecuteOpGraph and
+ * GetLastErrorString pointers of the plugin owning that engine in this handle).  Python fills it
+ * (hipdnn_cabi/backend/execute.py) after an execute of that handle/plan/pack succeeded on the
+ * ordinary path, and removes an id when the id is destroyed (entry.py).  Only finalized plans,
+ * finalized packs without override attributes and live handles are ever registered; finalized
+ * descriptors cannot change, ids are never reused, so an entry stays right for the id's life.
+ *
+ * The shim tries this path first; anything not registered (or a misaligned pointer, whose
+ * message the Python path builds) goes to hpy_execute, which runs every §4.1 check in order —
+ * so the statuses and last-error messages are the Python path's by construction.  The one
+ * failure decided here is the plugin's own (§3.9 message, same text as EnginePlugin.fail).
+ *
+ * Threads: one rwlock around the table, never held while calling the plugin or Python.  Each
+ * entry counts the fast executes using it; removal unlinks it under the write lock and then
+ * waits for that count to drop before the caller (Python) destroys the plugin objects.  A
+ * registration carries the removal epoch read before Python checked the ids were alive, and
+ * is refused when any removal happened since (a racing destroy can never leave a stale entry).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
+                                           void*, const hipdnnPluginDeviceBuffer_t*, uint32_t);
+typedef hipdnnPluginStatus_t (*fx_lasterr_fn)(const char**);
+
+enum { FX_PLAN = 1, FX_VP = 2, FX_HANDLE = 3 };
+
+typedef struct {
+    int64_t eid;
+    hipdnnEnginePluginHandle_t ph;
+    fx_exec_fn exec;
+    fx_lasterr_fn lasterr;
+} fx_engine;
+
+typedef struct {
+    int64_t id;
+    int kind;
+    long refs;                       /* fast executes in flight using this entry (atomic) */
+    /* FX_PLAN */
+    int64_t eid;
+    hipdnnEnginePluginExecutionContext_t ctx;
+    uint64_t serial;                 /* unique per plan entry: the packs' alignment cache key */
+    uint32_t n_align;
+    int64_t* align;                  /* n_align (uid, alignment > 0) pairs */
+    /* FX_VP */
+    uint32_t n;
+    hipdnnPluginDeviceBuffer_t* bufs;
+    void* ws;
+    uint64_t checked;                /* serial of the last plan whose alignments this pack passed */
+    /* FX_HANDLE */
+    uint32_t n_eng, cap_eng;
+    fx_engine* eng;
+} fx_obj;
+
+static pthread_rwlock_t g_fx_lock = PTHREAD_RWLOCK_INITIALIZER;
+static fx_obj** g_fx_tab = NULL;
+static size_t g_fx_cap = 0, g_fx_count = 0;
+static uint64_t g_fx_epoch = 1, g_fx_serial = 0;
+static volatile int g_fx_enabled = 1;
+static uint64_t g_fx_hits = 0, g_fx_misses = 0;
+
+static inline size_t fx_slot(int64_t id, size_t cap)
+{
+    return (size_t)(((uint64_t)id >> 4) * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
+}
+
+static inline fx_obj* fx_find(int64_t id)
+{
+    if (g_fx_cap == 0)
+        return NULL;
+    for (size_t i = fx_slot(id, g_fx_cap);; i = (i + 1) & (g_fx_cap - 1)) {
+        fx_obj* o = g_fx_tab[i];
+        if (o == NULL)
+            return NULL;
+        if (o->id == id)
+            return o;
+    }
+}
+
+static int fx_insert(fx_obj* o) /* write lock held; o->id not present */
+{
+    if ((g_fx_count + 1) * 2 > g_fx_cap) {
+        size_t cap = g_fx_cap ? g_fx_cap * 2 : 64;
+        fx_obj** t = (fx_obj**)calloc(cap, sizeof *t);
+        if (t == NULL)
+            return -1;
+        for (size_t i = 0; i < g_fx_cap; ++i) {
+            fx_obj* x = g_fx_tab[i];
+            if (x == NULL)
+                continue;
+            size_t j = fx_slot(x->id, cap);
+            while (t[j] != NULL)
+                j = (j + 1) & (cap - 1);
+            t[j] = x;
+        }
+        free(g_fx_tab);
+        g_fx_tab = t;
+        g_fx_cap = cap;
+    }
+    size_t j = fx_slot(o->id, g_fx_cap);
+    while (g_fx_tab[j] != NULL)
+        j = (j + 1) & (g_fx_cap - 1);
+    g_fx_tab[j] = o;
+    g_fx_count++;
+    return 0;
+}
+
+static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion */
+{
+    if (g_fx_cap == 0)
+        return NULL;
+    size_t m = g_fx_cap - 1, i = fx_slot(id, g_fx_cap);
+    for (;; i = (i + 1) & m) {
+        if (g_fx_tab[i] == NULL)
+            return NULL;
+        if (g_fx_tab[i]->id == id)
+            break;
+    }
+    fx_obj* o = g_fx_tab[i];
+    g_fx_tab[i] = NULL;
+    for (size_t j = (i + 1) & m; g_fx_tab[j] != NULL; j = (j + 1) & m) {
+        size_t k = fx_slot(g_fx_tab[j]->id, g_fx_cap);
+        /* move j back into the hole at i unless its home k lies cyclically in (i, j] */
+        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+            g_fx_tab[i] = g_fx_tab[j];
+            g_fx_tab[j] = NULL;
+            i = j;
+        }
+    }
+    g_fx_count--;
+    return o;
+}
+
+static void fx_free(fx_obj* o)
+{
+    free(o->align);
+    free(o->bufs);
+    free(o->eng);
+    free(o);
+}
+
+/* Unregister `id` (any kind; unknown ids are fine) and wait for fast executes using it. */
+static void hipdnn_cabi_fx_remove(int64_t id)
+{
+    pthread_rwlock_wrlock(&g_fx_lock);
+    fx_obj* o = fx_unlink(id);
+    g_fx_epoch++;
+    pthread_rwlock_unlock(&g_fx_lock);
+    if (o == NULL)
+        return;
+    while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
+        sched_yield();
+    fx_free(o);
+}
+
+static uint64_t hipdnn_cabi_fx_epoch(void)
+{
+    pthread_rwlock_rdlock(&g_fx_lock);
+    uint64_t e = g_fx_epoch;
+    pthread_rwlock_unlock(&g_fx_lock);
+    return e;
+}
+
+/* Register what one successful execute used.  Each of the three ids is added only when absent.
+ * Returns 0 (registered or already there), 1 (refused: a removal happened since `epoch`, or a
+ * registered id has another kind), -1 (out of memory; nothing half-registered is used). */
+static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t ph, uint64_t exec_fn,
+                                   uint64_t lasterr_fn, int64_t plan_id, uint64_t ctx, uint32_t n_align,
+                                   const int64_t* align_pairs, int64_t vp_id, const char* packed,
+                                   uint32_t n, uint64_t ws)
+{
+    int rc = 0;
+    pthread_rwlock_wrlock(&g_fx_lock);
+    if (epoch != g_fx_epoch) {
+        rc = 1;
+        goto out;
+    }
+    fx_obj* P = fx_find(plan_id);
+    fx_obj* V = fx_find(vp_id);
+    fx_obj* H = fx_find(hid);
+    if ((P && P->kind != FX_PLAN) || (V && V->kind != FX_VP) || (H && H->kind != FX_HANDLE)) {
+        rc = 1;
+        goto out;
+    }
+    if (P == NULL) {
+        P = (fx_obj*)calloc(1, sizeof *P);
+        if (P == NULL || (n_align && (P->align = (int64_t*)malloc(16 * (size_t)n_align)) == NULL)) {
+            free(P);
+            rc = -1;
+            goto out;
+        }
+        P->id = plan_id;
+        P->kind = FX_PLAN;
+        P->eid = eid;
+        P->ctx = (hipdnnEnginePluginExecutionContext_t)(uintptr_t)ctx;
+        P->serial = ++g_fx_serial;
+        P->n_align = n_align;
+        if (n_align)
+            memcpy(P->align, align_pairs, 16 * (size_t)n_align);
+        if (fx_insert(P)) {
+            fx_free(P);
+            rc = -1;
+            goto out;
+        }
+    }
+    if (V == NULL) {
+        V = (fx_obj*)calloc(1, sizeof *V);
+        if (V == NULL || (V->bufs = (hipdnnPluginDeviceBuffer_t*)malloc(16 * (size_t)(n ? n : 1))) == NULL) {
+            free(V);
+            rc = -1;
+            goto out;
+        }
+        V->id = vp_id;
+        V->kind = FX_VP;
+        V->n = n;
+        memcpy(V->bufs, packed, 16 * (size_t)n);
+        V->ws = (void*)(uintptr_t)ws;
+        if (fx_insert(V)) {
+            fx_free(V);
+            rc = -1;
+            goto out;
+        }
+    }
+    if (H == NULL) {
+        H = (fx_obj*)calloc(1, sizeof *H);
+        if (H == NULL) {
+            rc = -1;
+            goto out;
+        }
+        H->id = hid;
+        H->kind = FX_HANDLE;
+        if (fx_insert(H)) {
+            fx_free(H);
+            rc = -1;
+            goto out;
+        }
+    }
+    for (uint32_t i = 0; i < H->n_eng; ++i)
+        if (H->eng[i].eid == eid)
+            goto out;
+    if (H->n_eng == H->cap_eng) {
+        uint32_t cap = H->cap_eng ? 2 * H->cap_eng : 4;
+        fx_engine* e = (fx_engine*)realloc(H->eng, cap * sizeof *e);
+        if (e == NULL) {
+            rc = -1;
+            goto out;
+        }
+        H->eng = e;
+        H->cap_eng = cap;
+    }
+    H->eng[H->n_eng].eid = eid;
+    H->eng[H->n_eng].ph = (hipdnnEnginePluginHandle_t)(uintptr_t)ph;
+    H->eng[H->n_eng].exec = (fx_exec_fn)(uintptr_t)exec_fn;
+    H->eng[H->n_eng].lasterr = (fx_lasterr_fn)(uintptr_t)lasterr_fn;
+    H->n_eng++;
+out:
+    pthread_rwlock_unlock(&g_fx_lock);
+    return rc;
+}
+
+static void hipdnn_cabi_fx_set_enabled(int on) { g_fx_enabled = on ? 1 : 0; }
+static int hipdnn_cabi_fx_enabled(void) { return g_fx_enabled; }
+
+/* out[0] fast executes, out[1] executes that went to Python, out[2] registered ids, out[3] epoch */
+static void hipdnn_cabi_fx_stats(uint64_t* out)
+{
+    pthread_rwlock_rdlock(&g_fx_lock);
+    out[0] = __atomic_load_n(&g_fx_hits, __ATOMIC_RELAXED);
+    out[1] = __atomic_load_n(&g_fx_misses, __ATOMIC_RELAXED);
+    out[2] = g_fx_count;
+    out[3] = g_fx_epoch;
+    pthread_rwlock_unlock(&g_fx_lock);
+}
+
+static const char* fx_plugin_status_name(int st)
+{
+    switch (st) {
+    case 0: return "HIPDNN_PLUGIN_STATUS_SUCCESS";
+    case 1: return "HIPDNN_PLUGIN_STATUS_BAD_PARAM";
+    case 2: return "HIPDNN_PLUGIN_STATUS_INVALID_VALUE";
+    case 3: return "HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR";
+    case 4: return "HIPDNN_PLUGIN_STATUS_ALLOC_FAILED";
+    case 5: return "HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE";
+    case 6: return "HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED";
+    default: return "HIPDNN_PLUGIN_STATUS_UNKNOWN";
+    }
+}
+
+/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status. */
+static int fx_execute(int64_t h, int64_t p, int64_t v)
+{
+    if (!g_fx_enabled)
+        return -1;
+    pthread_rwlock_rdlock(&g_fx_lock);
+    fx_obj* P = fx_find(p);
+    fx_obj* V = fx_find(v);
+    fx_obj* H = fx_find(h);
+    if (P == NULL || V == NULL || H == NULL || P->kind != FX_PLAN || V->kind != FX_VP || H->kind != FX_HANDLE)
+        goto miss;
+    const fx_engine* e = NULL;
+    for (uint32_t i = 0; i < H->n_eng; ++i)
+        if (H->eng[i].eid == P->eid) {
+            e = &H->eng[i];
+            break;
+        }
+    if (e == NULL)
+        goto miss;
+    if (P->n_align && __atomic_load_n(&V->checked, __ATOMIC_RELAXED) != P->serial) {
+        for (uint32_t i = 0; i < V->n; ++i) {
+            uintptr_t ptr = (uintptr_t)V->bufs[i].ptr;
+            if (ptr == 0)
+                continue;
+            for (uint32_t k = 0; k < P->n_align; ++k)
+                if (P->align[2 * k] == V->bufs[i].uid) {
+                    if (ptr % (uint64_t)P->align[2 * k + 1])
+                        goto miss; /* the Python path reports it */
+                    break;
+                }
+        }
+        __atomic_store_n(&V->checked, P->serial, __ATOMIC_RELAXED);
+    }
+    hipdnnEnginePluginHandle_t ph = e->ph;
+    fx_exec_fn exec = e->exec;
+    fx_lasterr_fn lasterr = e->lasterr;
+    hipdnnEnginePluginExecutionContext_t ctx = P->ctx;
+    void* ws = V->ws;
+    const hipdnnPluginDeviceBuffer_t* bufs = V->bufs;
+    uint32_t n = V->n;
+    __atomic_add_fetch(&P->refs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&g_fx_lock);
+
+    int st = (int)exec(ph, ctx, ws, bufs, n);
+    int rc = HIPDNN_STATUS_SUCCESS;
+    if (st != 0) {
+        const char* err = NULL;
+        if (lasterr != NULL && lasterr(&err) != 0)
+            err = NULL;
+        char msg[HIPDNN_ERROR_STRING_MAX_LENGTH];
+        snprintf(msg, sizeof msg, "Failed to execute op graph. Status: %s(%d), Error: %s",
+                 fx_plugin_status_name(st), st, err ? err : "");
+        rc = cfail("hipdnnBackendExecute", HIPDNN_STATUS_PLUGIN_ERROR, msg);
+    }
+    __atomic_sub_fetch(&H->refs, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&P->refs, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&g_fx_hits, 1, __ATOMIC_RELAXED);
+    return rc;
+miss:
+    pthread_rwlock_unlock(&g_fx_lock);
+    __atomic_add_fetch(&g_fx_misses, 1, __ATOMIC_RELAXED);
+    return -1;
+}
+
 HX hipdnnStatus_t hipdnnBackendExecute(hipdnnHandle_t handle, hipdnnBackendDescriptor_t executionPlan,
                                         hipdnnBackendDescriptor_t variantPack)
 {
@@ -348,6 +709,9 @@ HX hipdnnStatus_t hipdnnBackendExecute(hipdnnHandle_t handle, hipdnnBackendDescr
     NULLCHK("hipdnnBackendExecute", handle, "handle");
     DESCCHK("hipdnnBackendExecute", executionPlan);
     DESCCHK("hipdnnBackendExecute", variantPack);
+    int st = fx_execute(ID(handle), ID(executionPlan), ID(variantPack));
+    if (st >= 0)
+        LEAVE("hipdnnBackendExecute", st);
     LEAVE("hipdnnBackendExecute", hpy_execute(ID(handle), ID(executionPlan), ID(variantPack)));
 }
 

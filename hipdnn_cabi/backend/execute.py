@@ -2,8 +2,16 @@
 
 The hipdnnPluginDeviceBuffer_t array is built in bulk: the variant pack packs its (uid, pointer)
 pairs once at finalize; here one ``ffi.new`` + one ``memmove`` (cached on the variant pack).
+
+The C fast path (cdef/shims.c, docs/plugins.md): after an execute succeeds here (no override
+attributes), :func:`_register` hands the handle/plan/pack ids and what the call used to the C
+registry, so the next execute of the same ids never enters Python.  Everything the C path does
+not know comes here.  ``HIPDNN_CABI_NO_FAST_EXECUTE=1`` (read at library start) or
+:func:`set_fast_path` turn it off.
 """
 from __future__ import annotations
+
+import os
 
 from .._generated.enums import DescriptorType
 from ..errors import BadParamError, NotSupportedError, NullPointerError, OutOfBoundError
@@ -12,6 +20,7 @@ from .descriptors.base import Descriptor
 
 PLAN = DescriptorType.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
 VP = DescriptorType.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
+FAST_KINDS = (PLAN, VP)  # the descriptor kinds the C fast path registers
 MISMATCH = "Unpacking HipdnnBackendDescriptor failed: Descriptor type mismatch."
 UINT32_MAX = 0xFFFFFFFF
 _objects = registry.objects
@@ -28,7 +37,7 @@ def _buffers(vp):
     return b
 
 
-def execute(handle, plan_id, vp_id, _objects=_objects, _D=Descriptor):
+def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
     plan = _objects.get(plan_id)
     if not isinstance(plan, _D):
         raise NullPointerError("hipdnnBackendExecute: execution plan descriptor is invalid or nullptr")
@@ -70,7 +79,66 @@ def execute(handle, plan_id, vp_id, _objects=_objects, _D=Descriptor):
     st = tramp[0](tramp[1], ph, plan.context, _workspace(vp), _buffers(vp), n)
     if st:
         plugin.fail("execute op graph", st)
+    if hid is not None and _fast[0]:
+        _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph)
     return 0
+
+
+# ---------------------------------------------------------------------------- the C fast path
+_fast = [os.environ.get("HIPDNN_CABI_NO_FAST_EXECUTE", "").strip() in ("", "0")]
+EXEC_SYM = "hipdnnEnginePluginExecuteOpGraph"
+LASTERR_SYM = "hipdnnPluginGetLastErrorString"
+
+
+def set_fast_path(on: bool) -> None:
+    """Turn the C execute fast path on or off (process-wide; entries stay registered)."""
+    _fast[0] = bool(on)
+    runtime.lib.hipdnn_cabi_fx_set_enabled(1 if on else 0)
+
+
+def fast_path_stats() -> dict:
+    """Counters of the C registry: fast executes, executes that went to Python, registered ids."""
+    ffi = runtime.ffi
+    out = ffi.new("uint64_t[4]")
+    runtime.lib.hipdnn_cabi_fx_stats(out)
+    return {"fast": int(out[0]), "python": int(out[1]), "registered": int(out[2]),
+            "epoch": int(out[3]), "enabled": bool(runtime.lib.hipdnn_cabi_fx_enabled())}
+
+
+def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph):
+    """Hand (handle, plan, pack) to the C registry.  The removal epoch is read BEFORE checking
+    that the three ids are still alive (under the GIL): a destroy racing with this either
+    happened before the check (nothing registered) or bumps the epoch (registration refused)
+    or removes what was registered."""
+    lib, ffi = runtime.lib, runtime.ffi
+    epoch = lib.hipdnn_cabi_fx_epoch()
+    if (_objects.get(plan_id) is not plan or _objects.get(vp_id) is not vp
+            or _objects.get(hid) is not handle):
+        return
+    hp = handle.plugins
+    if hp is None or hp.closed or not plan.finalized or not vp.finalized or vp.has_overrides:
+        return
+    fn = plugin.fn
+    if EXEC_SYM not in fn or LASTERR_SYM not in fn:
+        return
+    pairs = []
+    for u, a in (plan.alignments or {}).items():
+        if a > 0:
+            pairs += (u, a)
+    n = len(vp.uids)
+    if n > UINT32_MAX or len(vp.packed) != 16 * n:
+        return
+    lib.hipdnn_cabi_fx_register(
+        epoch, hid, plan.engine_id, int(ffi.cast("uintptr_t", ph)), fn[EXEC_SYM], fn[LASTERR_SYM],
+        plan_id, int(ffi.cast("uintptr_t", plan.context)), len(pairs) // 2,
+        ffi.new("int64_t[]", pairs) if pairs else ffi.NULL, vp_id, vp.packed, n, vp.workspace)
+
+
+def forget(i: int) -> None:
+    """An id was destroyed: drop it from the C registry (waits for fast executes using it)."""
+    lib = runtime.lib
+    if lib is not None:
+        lib.hipdnn_cabi_fx_remove(i)
 
 
 def _workspace(vp):

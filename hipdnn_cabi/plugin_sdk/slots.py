@@ -32,8 +32,21 @@ class SlotTable:
             self.adapters[k] = None
 
 
+EXECUTE = "hipdnnEnginePluginExecuteOpGraph"
+
+
 def _body(table: SlotTable, sig):
     name = sig.name
+    if name == EXECUTE:
+        # The execute hot path: exact arity, no getattr by name, no *args tuple.
+        adapters, n = table.adapters, len(table.adapters)
+
+        def execute(slot, handle, ctx, workspace, buffers, count):
+            a = adapters[slot] if 0 <= slot < n else None
+            if a is None:
+                return NOT_INITIALIZED
+            return a.hipdnnEnginePluginExecuteOpGraph(handle, ctx, workspace, buffers, count)
+        return execute
     if sig.is_void:
         def body(slot, *args):
             a = table.adapters[slot] if 0 <= slot < len(table.adapters) else None
