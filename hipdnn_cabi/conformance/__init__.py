@@ -11,12 +11,13 @@ from __future__ import annotations
 from .core import Fail, Result, Scale, Skip, Suite, load_checks, run_checks  # noqa: F401
 
 
-def run_plugin_suite(path: str, *, keyword=None, xfails=(), scale=None, jobs: int = 8, backend=False):
+def run_plugin_suite(path: str, *, keyword=None, xfails=(), scale=None, jobs: int = 8, backend=False,
+                     plugin_dir=None):
     from .core import keyword_matcher
     plugin, back = load_checks()
     sel = keyword_matcher(keyword)
     checks = [c for c in (back if backend else plugin).values() if sel(c.id)]
-    suite = Suite(path, scale=scale)
+    suite = Suite(path, scale=scale, plugin_dir=plugin_dir)
     try:
         return run_checks(suite, checks, xfails=xfails, jobs=jobs)
     finally:

@@ -26,7 +26,8 @@ def conform_suite(request):
         target = backend or default_backend()
     else:
         target = config.getoption("--hipdnn-plugin")
-    suite = Suite(target, scale=Scale.quick() if config.getoption("--hipdnn-quick") else Scale())
+    suite = Suite(target, scale=Scale.quick() if config.getoption("--hipdnn-quick") else Scale(),
+                  plugin_dir=config.getoption("--hipdnn-plugin-dir"))
     config._hipdnn_suite = suite
     return suite
 

@@ -1,7 +1,7 @@
 """``hipdnn-cabi conform``: the plugin ABI conformance suite (or ``--backend``: the backend-API checks).
 
     hipdnn-cabi conform path/to/libplugin.so [--report report.json] [-k EXPR] [--xfail-file F]
-    hipdnn-cabi conform --backend [path/to/libhipdnn_backend.so]
+    hipdnn-cabi conform --backend [path/to/libhipdnn_backend.so] [--plugin-dir DIR]
 
 Exit status: 0 when every selected must-pass check passes (skips and xfails allowed), 1 when one
 fails, 2 on usage errors.
@@ -22,6 +22,8 @@ def parser():
     p.add_argument("plugin", nargs="?", help="engine plugin shared object (.so)")
     p.add_argument("--backend", nargs="?", const="", default=None, metavar="LIB",
                    help="check a backend library instead (default: this package's libhipdnn_backend.so)")
+    p.add_argument("--plugin-dir", metavar="DIR",
+                   help="--backend: engine plugins for the checks that need an engine (default: none, they skip)")
     p.add_argument("--report", metavar="JSON", help="write the JSON report here")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="select checks: substrings with and/or/not")
     p.add_argument("--xfail-file", metavar="F", help="file of check ids (or id substrings) expected to fail")
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
         print(f"hipdnn-cabi conform: {target}: no such file", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    suite = Suite(target, scale=scale, workdir=a.workdir)
+    suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
     try:
         results = run_checks(suite, checks, xfails=read_xfail_file(a.xfail_file), jobs=a.jobs)
         subject = ({"path": suite.plugin, "kind": "backend"} if backend_mode else plugin_identity(suite))

@@ -258,8 +258,10 @@ class Suite:
     """Per-run state shared by the checks: the driver, a work dir, memoized child runs."""
 
     def __init__(self, plugin: str, *, scale: Optional[Scale] = None, workdir: Optional[str] = None,
-                 driver: Optional[str] = None):
+                 driver: Optional[str] = None, plugin_dir: Optional[str] = None):
         self.plugin = os.path.abspath(plugin)
+        # backend checks that need an engine load the plugins of this directory (None: they skip)
+        self.plugin_dir = os.path.abspath(plugin_dir) if plugin_dir else None
         self.scale = scale or Scale()
         self._own_tmp = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="hipdnn-conform-")

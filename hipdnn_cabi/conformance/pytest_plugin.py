@@ -19,6 +19,8 @@ def pytest_addoption(parser):
     g.addoption("--hipdnn-plugin", metavar="SO", help="engine plugin .so to check")
     g.addoption("--hipdnn-backend", metavar="LIB", nargs="?", const="", default=None,
                 help="check a hipDNN backend library (default: this package's)")
+    g.addoption("--hipdnn-plugin-dir", metavar="DIR",
+                help="with --hipdnn-backend: engine plugins for the checks that need an engine")
     g.addoption("--hipdnn-xfail-file", metavar="F", help="check ids expected to fail")
     g.addoption("--hipdnn-quick", action="store_true", help="reduced leak/thread iteration counts")
     g.addoption("--hipdnn-report", metavar="JSON", help="write the conformance JSON report")

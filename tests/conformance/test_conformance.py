@@ -203,18 +203,26 @@ def test_pytest_plugin(c_sample, tmp_path):
     assert "10 passed" in r.stdout, r.stdout
 
 
-def test_backend_checks_pass_on_our_backend():
+def test_backend_checks_pass_on_our_backend(c_sample):
+    """Our backend, with the C sample plugin's directory for the checks that need an engine: every
+    check runs (no skips) and passes; without --plugin-dir those checks skip and the rest pass."""
     from hipdnn_cabi.conformance import run_plugin_suite
     from hipdnn_cabi.conformance.cli import default_backend
     if not os.path.exists(default_backend()):
         pytest.skip("libhipdnn_backend.so not built")
-    res = run_plugin_suite(default_backend(), backend=True, scale=quick())
-    assert len(res) >= 10 and not failing(res), explain(res)
+    res = run_plugin_suite(default_backend(), backend=True, scale=quick(), plugin_dir=os.path.dirname(c_sample))
+    assert len(res) >= 20 and not failing(res), explain(res)
+    assert not [r for r in res if r.verdict == "skip"], explain(res)
+    res = run_plugin_suite(default_backend(), backend=True, scale=quick(), keyword="heuristic or graph_finalize")
+    verdicts = {r.id: r.verdict for r in res}
+    assert verdicts == {"conform.backend.heuristic_results_two_call": "skip",
+                        "conform.backend.graph_finalize_rules": "pass"}, explain(res)
+    assert "--plugin-dir" in res[-1].message or "--plugin-dir" in res[0].message
 
 
 def test_backend_checks_fail_on_a_non_backend(c_sample):
     from hipdnn_cabi.conformance import run_plugin_suite
-    res = run_plugin_suite(c_sample, backend=True, scale=quick())
-    assert all(r.verdict == "fail" for r in res)
+    res = run_plugin_suite(c_sample, backend=True, scale=quick(), plugin_dir=os.path.dirname(c_sample))
+    assert all(r.verdict == "fail" for r in res), explain(res)
     assert "required symbol hipdnnCreate is not exported" in {r.id: r for r in res}[
         "conform.backend.handle_null"].message
