@@ -32,20 +32,26 @@ class _DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_ptr.restype = ctypes.c_void_p
-_capsule_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_valid.restype = ctypes.c_int
-_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+def _capsule_pointer(cap, name: bytes):
+    """The pointer stored in a PyCapsule named ``name``, or None.  Reads the capsule object
+    directly (CPython layout: PyObject_HEAD, pointer, name, ...): calling the PyCapsule C API
+    through ctypes.pythonapi inside the embedding process made a later hipdnnCreate hang."""
+    if type(cap).__name__ != "PyCapsule":
+        return None
+    base = id(cap) + ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+    ptr = ctypes.c_void_p.from_address(base).value
+    nm = ctypes.c_void_p.from_address(base + ctypes.sizeof(ctypes.c_void_p)).value
+    if not ptr or not nm or ctypes.string_at(nm) != name:
+        return None
+    return ptr
 
 
 def dlpack_pointer(obj):
     """(address, device_type, capsule) of an object exporting DLPack."""
     cap = obj.__dlpack__()
     for name in (b"dltensor", b"dltensor_versioned"):
-        if _capsule_valid(cap, name):
-            p = _capsule_ptr(cap, name)
+        p = _capsule_pointer(cap, name)
+        if p is not None:
             if name == b"dltensor_versioned":
                 # DLManagedTensorVersioned: {DLPackVersion version (2x u32); void* manager_ctx;
                 # void (*deleter)(...); uint64 flags; DLTensor dl_tensor}

@@ -323,3 +323,52 @@ def test_handle_context_manager_and_stream():
         assert h.get_stream() == 0
     with pytest.raises(errors.BadParamError, match="closed"):
         h.raw  # noqa: B018
+
+
+class _DLPackOnly:
+    """Exposes a numpy array through DLPack only (no __array_interface__)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+class _CudaIfaceOnly:
+    """Exposes a host numpy array through __cuda_array_interface__ (pointer plumbing only)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "strides": None,
+                                         "data": (a.__array_interface__["data"][0], False), "version": 3}
+
+
+def test_buffer_pointer_resolution():
+    from hipdnn_cabi.frontend.buffers import resolve_pointer
+    a = np.arange(6, dtype=np.float32)[2:]
+    addr = a.__array_interface__["data"][0]
+    assert resolve_pointer(a, None)[0] == addr
+    assert resolve_pointer(_DLPackOnly(a), None)[0] == addr
+    assert resolve_pointer(_CudaIfaceOnly(a), None)[0] == addr
+    assert resolve_pointer(12345, None)[0] == 12345
+    ba = bytearray(8)
+    assert resolve_pointer(ba, None)[0] != 0
+    with pytest.raises(errors.BadParamError, match="cannot use"):
+        resolve_pointer(object(), None)
+
+
+@pytest.mark.needs_cpu_engine
+def test_execute_with_dlpack_and_cuda_interface_objects(handle):
+    g = graph(handle=handle)
+    x = g.tensor(name="x", dim=[6])
+    y = g.neg(x).set_output(True)
+    g.build()
+    xa, ya = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)
+    g.execute({x: _DLPackOnly(xa), y: _CudaIfaceOnly(ya)})
+    assert ya.tolist() == [-v for v in range(6)]
+    t = g.tensor_like(_CudaIfaceOnly(ya))
+    assert t.get_dim() == [6] and t.get_stride() == [1]
