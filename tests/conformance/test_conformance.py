@@ -104,13 +104,13 @@ def cpu_reference(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def suites(c_sample, py_sample, cpu_reference, broken):
-    """Every plugin's full suite, started together on first use (three at a time: most of a run is
+    """Every plugin's full suite, started together on first use (two at a time: most of a run is
     waiting on child processes and the hang timeouts); name -> Future of the results."""
     from concurrent.futures import ThreadPoolExecutor
     libs = {"hang_in_execute": broken("hang_in_execute"), "cpu_reference": cpu_reference,
             "py_sample": py_sample, "c_sample": c_sample}
     libs.update({n: broken(n) for n in sorted(EXPECTED) if n not in libs})
-    ex = ThreadPoolExecutor(max_workers=3)
+    ex = ThreadPoolExecutor(max_workers=2)
     futs = {name: ex.submit(run_suite, lib, name in ("py_sample", "cpu_reference")) for name, lib in libs.items()}
     yield futs
     ex.shutdown(wait=True)
