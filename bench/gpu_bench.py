@@ -141,6 +141,52 @@ def bench_conv(torch, E, res):
     res["conv2d_fwd_nhwc_b32"] = {"cases": out, "target": 0.4}
 
 
+def bench_conv_bwd(torch, E, res):
+    """Backward data / filter for two layers (informational: the issue sets no target)."""
+    from gpu_testlib import T, conv_bwd_data, conv_bwd_filter, graph_bytes
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    N = 32
+    out = {}
+    for dt_name, tdt in (("FLOAT", torch.float32), ("HALF", torch.float16)):
+        for name, C, K, H, R, st, pad in (RESNET[2], RESNET[4]):
+            cl = torch.channels_last
+            x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
+            w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
+            P = (H + 2 * pad - R) // st + 1
+            dy = torch.randn(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
+            dx = torch.empty_like(x)
+            dw = torch.empty_like(w)
+            tx = T(1, [N, C, H, H], dt_name, strides=tstrides(x))
+            tw = T(2, [K, C, R, R], dt_name, strides=tstrides(w))
+            ty = T(3, [N, K, P, P], dt_name, strides=tstrides(dy))
+            fl = 2 * N * K * P * P * C * R * R
+            for kind in ("data", "filter"):
+                if kind == "data":
+                    g = graph_bytes([ty, tw, tx], [conv_bwd_data(3, 2, 1, [pad, pad], [st, st], [1, 1])])
+                    run, _ = E.prepare(g, {3: dy, 2: w, 1: dx})
+                    mask = [True, False, False]
+                else:
+                    g = graph_bytes([tx, ty, tw], [conv_bwd_filter(1, 3, 2, [pad, pad], [st, st], [1, 1])])
+                    run, _ = E.prepare(g, {1: x, 3: dy, 2: dw})
+                    mask = [False, True, False]
+                ours = median_ms(torch, run)
+
+                def theirs_fn():
+                    return torch.ops.aten.convolution_backward(dy, x, w, None, [st, st], [pad, pad], [1, 1],
+                                                               False, [0, 0], 1, mask)
+                ref = theirs_fn()[0 if kind == "data" else 1].float()
+                mine = (dx if kind == "data" else dw).float()
+                err = float((mine - ref).norm() / ref.norm())
+                theirs = median_ms(torch, theirs_fn)
+                key = f"{dt_name.lower()}_{name}_bwd_{kind}"
+                out[key] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                            "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err}
+                print(f"conv {key}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TF/s) cuDNN "
+                      f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+    res["conv2d_bwd_nhwc_b32"] = {"cases": out, "target": None}
+
+
 def bench_bn(torch, E, res):
     import torch.nn.functional as F
     from gpu_testlib import T, bn_train, graph_bytes
@@ -279,6 +325,12 @@ def plots(json_path, out_dir):
         bars("gpu_conv.png", "conv2d fwd NHWC batch 32 (ResNet-50 layers)", ks,
              [c["cases"][k]["ours_tflops"] for k in ks], [c["cases"][k]["torch_tflops"] for k in ks],
              "TFLOP/s", lb="cuDNN")
+    c = R.get("conv2d_bwd_nhwc_b32")
+    if c:
+        ks = list(c["cases"])
+        bars("gpu_conv_bwd.png", "conv2d backward data / filter NHWC batch 32", ks,
+             [c["cases"][k]["ours_tflops"] for k in ks], [c["cases"][k]["torch_tflops"] for k in ks],
+             "TFLOP/s", lb="cuDNN")
     b = R.get("batchnorm_train_fwd_256MB")
     p = R.get("pointwise_chain4_256MB")
     if b and p:
@@ -308,7 +360,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,conv,bn,pointwise,overhead")
+    ap.add_argument("--only", default="gemm,conv,convbwd,bn,pointwise,overhead")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -320,7 +372,8 @@ def main():
            "runtime": E.rt.describe(), "reps": REPS, "warmup": WARM, "statistic": "median",
            "date": time.strftime("%Y-%m-%d")}
     only = a.only.split(",")
-    steps = [("gemm", bench_gemm), ("conv", bench_conv), ("bn", bench_bn), ("pointwise", bench_pointwise)]
+    steps = [("gemm", bench_gemm), ("conv", bench_conv), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
+             ("pointwise", bench_pointwise)]
     for k, fn in steps:
         if k in only:
             try:

@@ -104,6 +104,7 @@ class GpuPlan(PlanBase):
             mod = rt.module(src, f"{name}.hip", (), hdr)
             self.steps.append(("launch", _Launch(mod.function(name), grid, block, args)))
         self._checked = {}
+        self._replay = {}   # (pointers, scalar values, workspace) -> recorded operations
 
     def get_workspace_size(self, handle) -> int:
         return self.ws_size
@@ -120,37 +121,50 @@ class GpuPlan(PlanBase):
                               f"tensor uid {uid}: buffer 0x{int(ptr):x} is host memory the GPU "
                               f"cannot access (use device, managed or pinned memory)")
 
-    def execute(self, handle, buffers, workspace):
-        ptrs = {}
-        for uid in self.external:
-            p = buffers[uid]
-            if not p:
-                raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {uid} is NULL")
-            self._check(uid, p)
-            ptrs[uid] = p
-        for uid in self.scalars:
-            # RFC 0016: baked default wins; user-supplied: read through the host pointer now
-            # (missing/NULL -> INVALID_VALUE from the SDK), passed to the kernels by value
-            ptrs[uid] = float(buffers.scalar(uid))
-        ws = int(workspace or 0)
-        if self.ws_size and not ws:
-            raise PluginError(INVALID_VALUE, f"the plan needs {self.ws_size} bytes of workspace "
-                                             f"and the variant pack has none")
-        stream = int(getattr(handle, "stream", 0) or 0)
-        rt = self.rt
+    def _record(self, ptrs, ws):
+        """The plan's stream operations for one set of bound pointers / scalar values /
+        workspace: (memset offset+size) or (fn, grid, block, packed args)."""
+        ops = []
         for st in self.steps:
             if st[0] == "memset":
-                rt.memset(ws + st[1], 0, st[2], stream)
+                ops.append((None, ws + st[1], st[2], None))
                 continue
             L = st[1]
-            vals = tuple(ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args)
-            pk = L.packed.get(vals)
-            if pk is None:
-                if len(L.packed) > 64:
-                    L.packed.clear()
-                pk = L.packed[vals] = rt.pack([ctypes.c_float(v) if isinstance(v, float) else v
-                                               for v in vals])
-            rt.launch(L.fn, L.grid, L.block, pk, 0, stream)
+            vals = [ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args]
+            pk = self.rt.pack([ctypes.c_float(v) if isinstance(v, float) else v for v in vals])
+            ops.append((L.fn, L.grid, L.block, pk))
+        return ops
+
+    def execute(self, handle, buffers, workspace):
+        ext = tuple(buffers[uid] for uid in self.external)
+        sc = tuple(float(buffers.scalar(uid)) for uid in self.scalars) if self.scalars else ()
+        ws = int(workspace or 0)
+        key = (ext, sc, ws)
+        ops = self._replay.get(key)
+        if ops is None:
+            ptrs = {}
+            for uid, p in zip(self.external, ext):
+                if not p:
+                    raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {uid} is NULL")
+                self._check(uid, p)
+                ptrs[uid] = p
+            # RFC 0016: baked default wins; user-supplied: read through the host pointer at each
+            # execute (missing/NULL -> INVALID_VALUE from the SDK), passed to kernels by value
+            ptrs.update(zip(self.scalars, sc))
+            if self.ws_size and not ws:
+                raise PluginError(INVALID_VALUE, f"the plan needs {self.ws_size} bytes of "
+                                                 f"workspace and the variant pack has none")
+            ops = self._record(ptrs, ws)
+            if len(self._replay) > 64:
+                self._replay.clear()
+            self._replay[key] = ops
+        stream = int(getattr(handle, "stream", 0) or 0)
+        rt = self.rt
+        for fn, grid, block, pk in ops:
+            if fn is None:
+                rt.memset(grid, 0, block, stream)
+            else:
+                rt.launch(fn, grid, block, pk, 0, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):

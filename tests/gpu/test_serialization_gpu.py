@@ -71,7 +71,10 @@ def test_serialize_restore_fresh_process(tmp_path):
     s = T(7, [1, 1, 1, 1], "FLOAT", runtime=True)       # runtime scalar survives the round trip
     g = graph_bytes([x, w, cv, b, bv, y, s], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
                                               pw("ADD", 3, 5, 4), pw("MUL", 5, 6, 7)])
-    ctx = R.plan(g)
+    import types
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    cfg = types.SimpleNamespace(engine_id=R.cfg.engine_id, knobs={}, raw=b"")  # no knobs
+    ctx = R.container.create_execution_context(cfg, parse_graph(g))
     blob = R.container.serialize_execution_context(ctx)
     rng = np.random.default_rng(3)
     xv = quantize(rng.standard_normal(x.dims), "HALF")
