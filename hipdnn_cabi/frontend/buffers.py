@@ -5,6 +5,9 @@
 * objects with ``__dlpack__`` (PyTorch, JAX, ...): the DLTensor's ``data + byte_offset``;
 * ``int``: a raw address; cffi pointers;
 * a Python / numpy number: a host scalar of the tensor's type (runtime pass-by-value scalars).
+
+:func:`memory_kind` says where a buffer lives ("host", "device" or None = either / unknown); the
+graph uses it to run the plan of an engine that can reach the memory (docs/frontend.md).
 """
 from __future__ import annotations
 
@@ -115,3 +118,62 @@ def resolve_pointer(value, tensor):
     except TypeError:
         pass
     raise BadParamError(f"cannot use a {type(value).__name__} as a tensor buffer")
+
+
+# ----------------------------------------------------------------------------- memory kinds
+HOST, DEVICE = "host", "device"
+# DLPack DLDeviceType: kDLCPU = 1 -> host; kDLCUDAHost 3, kDLROCMHost 11, kDLCUDAManaged 13 ->
+# reachable from both sides (None); every other device type -> device.
+_DL_EITHER = {3, 11, 13}
+
+
+def device_pointer_kind(ptr: int):
+    """Where the GPU runtime says ``ptr`` lives: "device", "host" or None (either: managed or
+    pinned memory).  Without a GPU runtime (hipdnn_cabi.device) there is no device memory in the
+    process, so every pointer is host memory.  Tests monkeypatch this probe."""
+    try:
+        from .. import device
+        if not device.available():
+            return HOST
+        k = device.get_runtime().pointer_kind(int(ptr))
+    except Exception:
+        return HOST
+    if k == "device":
+        return DEVICE
+    if k in ("managed", "host"):
+        return None
+    return HOST        # unknown to the runtime: pageable host memory
+
+
+def _dl_kind(device_type: int):
+    if int(device_type) == 1:
+        return HOST
+    if int(device_type) in _DL_EITHER:
+        return None
+    return DEVICE
+
+
+def memory_kind(value):
+    """"host", "device" or None (a raw address / cffi pointer, managed or pinned memory: either
+    side can reach it) for one variant-pack buffer."""
+    if isinstance(value, (np.ndarray, np.generic, float, bytes, bytearray, memoryview)):
+        return HOST
+    if isinstance(value, int):
+        return None          # raw address (or a runtime scalar: callers skip those)
+    iface = getattr(value, "__cuda_array_interface__", None)
+    if iface is not None:
+        return device_pointer_kind(int(iface["data"][0]))
+    dev = getattr(value, "__dlpack_device__", None)
+    if dev is not None:
+        try:
+            return _dl_kind(dev()[0])
+        except Exception:
+            pass
+    if hasattr(value, "__dlpack__"):
+        try:
+            return _dl_kind(dlpack_pointer(value)[1])
+        except Exception:
+            return None
+    if hasattr(value, "__array_interface__"):
+        return HOST
+    return None

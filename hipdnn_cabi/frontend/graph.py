@@ -17,12 +17,13 @@ from .._generated.enums import AttributeType as T
 from .._generated.enums import BehaviorNote, ConvolutionMode, DataType
 from .._generated.enums import DescriptorType as D
 from .._generated.enums import PointwiseMode, ReduceTensorOp
-from ..errors import BadParamError, NotSupportedError
+from ..errors import BadParamError, HipdnnError, NotSupportedError
 from . import _infer
 from ._capi import Api, api as _api
 from ._ops import BY_OPTYPE, SPECS, NormFwdPhase
+from . import buffers as _buffers
 from .buffers import resolve_pointer
-from .handle import Handle, engine_name_by_id
+from .handle import Handle, engine_memory_kind, engine_name_by_id
 from .tensor import ScalarType, Tensor, _UNSET, element_size, from_numpy_dtype, packed_strides, \
     scalar_bytes
 
@@ -113,6 +114,13 @@ class Graph:
         self._workspace = None
         self.engine_id = None
         self._engine_name = None
+        #: run the plan of an engine that reaches the variant pack's memory (see execute)
+        self.select_engine_by_memory = True
+        self._mem_plan: dict = {}       # memory kind -> plan index (None: no engine reaches it)
+        self._ws_sizes: dict = {}       # plan index -> workspace size
+        self._engine_names: dict = {}   # engine id -> name
+        self._explicit_engine = False   # plan made by create_execution_plan_ext / compiled plan
+        self._dev_ws = None             # (size, pointer, runtime) of a device workspace we own
 
     # ================================================================== tensors
     def tensor(self, value=_UNSET, scalar_type: ScalarType | None = None, *, name="", dim=None,
@@ -643,6 +651,8 @@ class Graph:
         self._active = None
         self.engine_id = None
         self._engine_name = None
+        self._mem_plan, self._ws_sizes = {}, {}
+        self._explicit_engine = False
 
     def _need_graph(self):
         if self._gdesc is None:
@@ -666,12 +676,11 @@ class Graph:
         except NotSupportedError:
             return None
 
-    def create_execution_plans(self, modes=None):
-        """Heuristics → one engine config and one (unfinalized) plan per applicable engine."""
-        self._need_graph()
-        self._release_plans()
+    def _run_heuristic(self):
+        """§2.3: ENGINEHEUR (graph, FALLBACK) → finalized ENGINECFGs and their engine ids."""
         a = self.api
         heur = a.create(D.HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)
+        cfgs, ids = [], []
         try:
             a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR,
                   [self._gdesc])
@@ -681,7 +690,6 @@ class Graph:
             if count <= 0:
                 raise GraphNotSupportedError(NO_ENGINE_MSG)
             cfgs = [a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
-            self._cfgs = cfgs
             arr = a.ffi.new("hipdnnBackendDescriptor_t[]", cfgs)
             n = a.ffi.new("int64_t*")
             a.check(a.lib.hipdnnBackendGetAttribute(heur, int(A.HIPDNN_ATTR_ENGINEHEUR_RESULTS),
@@ -691,40 +699,70 @@ class Graph:
                 raise GraphNotSupportedError(NO_ENGINE_MSG)
             for extra in cfgs[n[0]:]:
                 a.destroy(extra)
-            self._cfgs = cfgs = cfgs[: n[0]]
+            cfgs = cfgs[: n[0]]
             for cfg in cfgs:
                 a.finalize(cfg, "finalize engine config")
-                e = a.get(cfg, A.HIPDNN_ATTR_ENGINECFG_ENGINE, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR,
-                          want_count=False)[0]
-                try:
-                    eid = a.get(e, A.HIPDNN_ATTR_ENGINE_GLOBAL_INDEX, T.HIPDNN_TYPE_INT64,
-                                want_count=False)[0]
-                finally:
-                    a.destroy(e)
-                self._engine_ids.append(int(eid))
+                ids.append(self._cfg_engine_id(cfg))
+        except BaseException:
+            for c in cfgs:
+                a.destroy(c)
+            raise
+        finally:
+            a.destroy(heur)
+        return cfgs, ids
+
+    def _cfg_engine_id(self, cfg) -> int:
+        a = self.api
+        e = a.get(cfg, A.HIPDNN_ATTR_ENGINECFG_ENGINE, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR,
+                  want_count=False)[0]
+        try:
+            return int(a.get(e, A.HIPDNN_ATTR_ENGINE_GLOBAL_INDEX, T.HIPDNN_TYPE_INT64,
+                             want_count=False)[0])
+        finally:
+            a.destroy(e)
+
+    def create_execution_plans(self, modes=None):
+        """Heuristics → one engine config and one (unfinalized) plan per applicable engine."""
+        self._need_graph()
+        self._release_plans()
+        a = self.api
+        cfgs, ids = self._run_heuristic()
+        self._cfgs, self._engine_ids = cfgs, ids
+        try:
             # active index: preferred name -> preferred id -> 0
             active = 0
             if self.preferred_engine_name:
                 for i, eid in enumerate(self._engine_ids):
-                    ed = self._engine_desc(eid)
-                    try:
-                        if self._engine_desc_name(ed) == self.preferred_engine_name:
-                            active = i
-                            break
-                    finally:
-                        a.destroy(ed)
+                    if self._engine_name_of(eid) == self.preferred_engine_name:
+                        active = i
+                        break
             elif self.preferred_engine_id is not None and self.preferred_engine_id in self._engine_ids:
                 active = self._engine_ids.index(self.preferred_engine_id)
             self._active = active
             self._plans = [a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) for _ in cfgs]
             self._plan_ok = [False] * len(cfgs)
         except BaseException:
-            if not self._plans:
-                self._release_plans()
+            self._release_plans()
             raise
-        finally:
-            a.destroy(heur)
         return self
+
+    def _engine_name_of(self, eid):
+        """Engine name by id (hipdnnGetEngineNameById_ext, else ENGINE_NAME_EXT), cached."""
+        if eid in self._engine_names:
+            return self._engine_names[eid]
+        name = engine_name_by_id(self.handle, eid) if self.handle is not None else None
+        if name is None and self._gdesc is not None:
+            try:
+                ed = self._engine_desc(eid)
+            except Exception:
+                ed = None
+            if ed is not None:
+                try:
+                    name = self._engine_desc_name(ed)
+                finally:
+                    self.api.destroy(ed)
+        self._engine_names[eid] = name
+        return name
 
     def check_support(self, handle=None):
         if not self._plans or self._active is None:
@@ -738,6 +776,7 @@ class Graph:
         a.finalize(self._plans[i], "finalize execution plan")
         self._workspace = a.get(self._plans[i], A.HIPDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                 T.HIPDNN_TYPE_INT64, want_count=False)[0]
+        self._ws_sizes[i] = int(self._workspace)
         self._plan_ok[i] = True
 
     def build_plans(self, policy: BuildPlanPolicy = BuildPlanPolicy.HEURISTICS_CHOICE):
@@ -754,7 +793,7 @@ class Graph:
             if first is None:
                 raise last_err
             self._active = first
-            self._workspace = None
+            self._workspace = self._ws_sizes.get(first)
         else:
             self._build_plan(self._active)
         self.engine_id = self._engine_ids[self._active]
@@ -793,19 +832,13 @@ class Graph:
         if self.engine_id is None:
             return None
         if self._engine_name is None:
-            name = engine_name_by_id(self.handle, self.engine_id)
-            if name is None and self._gdesc is not None:
-                e = self._engine_desc(self.engine_id)
-                try:
-                    name = self._engine_desc_name(e)
-                finally:
-                    self.api.destroy(e)
+            name = self._engine_name_of(self.engine_id)
             self._engine_name = name or f"0x{self.engine_id & (2**64 - 1):016x}"
         return self._engine_name
 
     def get_engine_ids(self) -> list[int]:
         """Ids of the applicable engines, in heuristic order (after create_execution_plans)."""
-        return list(self._engine_ids)
+        return [e for e in self._engine_ids if e is not None]
 
     def set_preferred_engine_id_ext(self, engine_id: int):
         self.preferred_engine_id = int(engine_id)
@@ -844,23 +877,128 @@ class Graph:
             raise BadParamError(f"no tensor named {key!r}")
         return int(key)
 
+    # ---------------------------------------------------------------- engine from memory
+    def engine_memory_kind(self, engine_id=None):
+        """"host" / "device": the memory the engine (default: the active plan's) reaches."""
+        eid = self.engine_id if engine_id is None else engine_id
+        return None if eid is None else engine_memory_kind(self._engine_name_of(eid))
+
+    def _engine_pinned(self) -> bool:
+        return bool(self.preferred_engine_name) or self.preferred_engine_id is not None or \
+            self._explicit_engine
+
+    def _activate(self, i):
+        self._active = i
+        self.engine_id = self._engine_ids[i]
+        self._engine_name = None
+        self._workspace = self._ws_sizes.get(i)
+
+    def _plan_for_memory(self, kind):
+        """Make active the plan of an engine that reaches ``kind`` memory ("host"/"device").
+        Rule: an explicit engine (preferred name/id, create_execution_plan_ext, a compiled plan)
+        always wins; else keep the active plan when its engine reaches the memory; else the first
+        engine in heuristic order that does (plan built once, cached per memory kind); else keep
+        the active plan (the engine then checks its pointers itself)."""
+        self._need_plan()
+        if kind is None or not self.select_engine_by_memory or self._engine_pinned():
+            return
+        if self.engine_memory_kind() in (None, kind):
+            self._mem_plan.setdefault(kind, self._active)
+            return
+        if kind in self._mem_plan:
+            i = self._mem_plan[kind]
+            if i is not None and i != self._active:
+                self._activate(i)
+            return
+        if self._gdesc is not None and not any(c is not None for c in self._cfgs):
+            # a deserialized plan: find the other applicable engines (keeps the loaded plan)
+            try:
+                cfgs, ids = self._run_heuristic()
+            except NotSupportedError:
+                cfgs, ids = [], []
+            for c, eid in zip(cfgs, ids):
+                if eid in self._engine_ids:
+                    self.api.destroy(c)
+                    continue
+                self._cfgs.append(c)
+                self._engine_ids.append(eid)
+                self._plans.append(self.api.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR))
+                self._plan_ok.append(False)
+        found = None
+        keep = self._active
+        for i, eid in enumerate(self._engine_ids):
+            if i == keep or engine_memory_kind(self._engine_name_of(eid)) != kind:
+                continue
+            if not self._plan_ok[i]:
+                if self._cfgs[i] is None:
+                    continue
+                try:
+                    self._build_plan(i)
+                except HipdnnError:
+                    continue
+            found = i
+            break
+        self._mem_plan[kind] = found
+        if found is not None:
+            self._activate(found)
+        else:
+            self._workspace = self._ws_sizes.get(keep, self._workspace)
+
+    def _device_workspace(self, size):
+        """A device workspace of ``size`` bytes (hipdnn_cabi.device), owned by the graph."""
+        if self._dev_ws is not None and self._dev_ws[0] >= size:
+            return self._dev_ws[1]
+        try:
+            from .. import device
+            rt = device.get_runtime()
+            ptr = int(rt.malloc(size))
+        except Exception as e:
+            raise BadParamError(f"the plan runs on a device engine and needs a {size}-byte device "
+                                f"workspace: pass workspace= ({e})") from None
+        self._free_device_workspace()
+        self._dev_ws = (size, ptr, rt)
+        return ptr
+
+    def _free_device_workspace(self):
+        if self._dev_ws is not None:
+            _, ptr, rt = self._dev_ws
+            self._dev_ws = None
+            try:
+                rt.free(ptr)
+            except Exception:
+                pass
+
     def execute(self, variant_pack: dict, workspace=None, handle: Handle | None = None):
         """Run the active plan.  ``variant_pack``: {Tensor | uid | name: buffer}; buffers are numpy
         arrays (host), objects with ``__cuda_array_interface__`` or ``__dlpack__`` (device
-        pointers), ints (raw addresses) or numbers (runtime pass-by-value scalars)."""
-        plan = self._need_plan()
+        pointers), ints (raw addresses) or numbers (runtime pass-by-value scalars).
+
+        The engine follows the memory: when the buffers live where the active plan's engine
+        cannot reach them (device buffers and a host engine, or host arrays and a GPU engine),
+        the plan of an engine that can is built (once, cached per memory kind) and run
+        instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`."""
+        self._need_plan()
         h = handle or self.handle
         a = self.api
         ffi = a.ffi
         by_uid = {t.uid: t for t in self._graph_tensors()}
         keep, uids, ptrs = [], [], []
+        kinds = {}
         for key, value in variant_pack.items():
             uid = self._uid_of(key)
             t = by_uid.get(uid)
+            if t is None or not t.get_is_pass_by_value():
+                k = _buffers.memory_kind(value)
+                if k is not None:
+                    kinds.setdefault(k, uid)
             ptr, holder = resolve_pointer(value, t)
             keep.append(holder)
             uids.append(uid)
             ptrs.append(ptr)
+        if workspace is not None:
+            k = _buffers.memory_kind(workspace)
+            if k is not None:
+                kinds.setdefault(k, "workspace")
         if not self._from_bytes:
             missing = [t for t in by_uid.values()
                        if not t.is_virtual and not t.has_value and t.uid not in uids]
@@ -869,10 +1007,18 @@ class Graph:
                                     ", ".join(f"{t.name or '?'} (uid {t.uid})" for t in missing))
         if not uids:
             raise BadParamError("empty variant pack")
+        if len(kinds) > 1 and self.select_engine_by_memory and not self._engine_pinned():
+            raise BadParamError(f"variant pack mixes host memory ({kinds['host']}) and device memory "
+                                f"({kinds['device']}): no single engine reaches both")
+        self._plan_for_memory(next(iter(kinds)) if len(kinds) == 1 else None)
+        plan = self._need_plan()
         if workspace is None:
             ws = self._workspace if self._workspace is not None else self.get_workspace_size()
             if ws > 0:
-                workspace = np.empty(ws, dtype=np.uint8)
+                if self.engine_memory_kind() == "device":
+                    workspace = self._device_workspace(ws)
+                else:
+                    workspace = np.empty(ws, dtype=np.uint8)
         wptr = 0
         if workspace is not None:
             wptr, wh = resolve_pointer(workspace, None)
@@ -980,10 +1126,10 @@ class Graph:
             pp = ffi.new("hipdnnBackendDescriptor_t*")
             a.check(lib.hipdnnBackendCreateAndDeserializeExecutionPlan_ext(h.raw, pp, src, len(data)),
                     "hipdnnBackendCreateAndDeserializeExecutionPlan_ext")
-            self._plans, self._plan_ok, self._active = [pp[0]], [True], 0
+            self._plans, self._plan_ok, self._active, self._cfgs = [pp[0]], [True], 0, [None]
             eid = a.try_get(pp[0], A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT, T.HIPDNN_TYPE_INT64)
             self.engine_id = int(eid[0]) if eid else None
-            self._engine_ids = [self.engine_id] if self.engine_id is not None else []
+            self._engine_ids = [self.engine_id]
             self._workspace = None
         return self
 
@@ -1112,6 +1258,7 @@ class Graph:
             return
         try:
             self._release_plans()
+            self._free_device_workspace()
             if self._gdesc is not None:
                 api.destroy(self._gdesc)
                 self._gdesc = None

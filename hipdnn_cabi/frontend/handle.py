@@ -153,3 +153,35 @@ def version_string(library: str | None = None) -> str:
     a = _api(library)
     s = a.lib.hipdnnVersionString_ext()
     return a.ffi.string(s).decode() if s != a.ffi.NULL else ""
+
+
+# ----------------------------------------------------------------------------- engine memory kinds
+ENGINE_MEMORY = {
+    "HIPDNN_CABI_CPU_REFERENCE_ENGINE": "host",
+    "HIPDNN_CABI_PY_SAMPLE_ENGINE": "host",
+    "HIPDNN_CABI_C_SAMPLE_ENGINE": "host",
+    "HIPDNN_CABI_HIP_KERNELS_ENGINE": "device",
+}
+"""Engine name -> the memory its kernels read ("host" or "device").  Names not listed: "host"
+when they contain CPU or HOST, else "device" (hipDNN engines are GPU engines)."""
+
+
+def engine_memory_kind(name: str | None) -> str | None:
+    """"host" or "device" for an engine name (None for no name)."""
+    if not name:
+        return None
+    k = ENGINE_MEMORY.get(name)
+    if k is not None:
+        return k
+    up = name.upper()
+    return "host" if ("CPU" in up or "HOST" in up) else "device"
+
+
+def set_engine_memory_kind(name: str, kind: str | None):
+    """Declare which memory an engine reaches ("host" / "device"; None removes the entry)."""
+    if kind is None:
+        ENGINE_MEMORY.pop(name, None)
+    elif kind not in ("host", "device"):
+        raise ValueError("kind must be 'host' or 'device'")
+    else:
+        ENGINE_MEMORY[name] = kind
