@@ -25,17 +25,19 @@ CHILD = textwrap.dedent("""
     from engine_plugins.hip_kernels import create_plugin
     from gpu_testlib import T, to_storage, from_storage
     import cffi
-    d = np.load({npz!r})
+    D = {npz!r}
+    d = {{k: np.fromfile(D + "/" + k + ".f64", np.float64) for k in ("x", "w", "b", "scale")}}
+    d["blob"] = open(D + "/blob.bin", "rb").read()
     rt = device.get_runtime()
     c = create_plugin().create_container()
-    ctx = c.create_execution_context_from_serialized(bytes(d["blob"]))
+    ctx = c.create_execution_context_from_serialized(d["blob"])
     ptrs = {{}}
     x = T(1, [2, 16, 10, 10], "HALF", "nhwc"); w = T(2, [32, 16, 3, 3], "HALF", "nhwc")
     b = T(4, [1, 32, 1, 1], "HALF", "nhwc"); y = T(6, [2, 32, 10, 10], "HALF", "nhwc")
     for t, key in ((x, "x"), (w, "w"), (b, "b")):
-        h = to_storage(t, d[key]); p = rt.malloc(h.nbytes); rt.memcpy_htod(p, h.ctypes.data, h.nbytes); ptrs[t.uid] = p
+        h = to_storage(t, d[key].reshape(t.dims)); p = rt.malloc(h.nbytes); rt.memcpy_htod(p, h.ctypes.data, h.nbytes); ptrs[t.uid] = p
     hy = to_storage(y, np.zeros(y.dims)); py = rt.malloc(hy.nbytes); rt.memset(py, 0xFF, hy.nbytes, 0); ptrs[6] = py
-    sc = np.array([float(d["scale"])], np.float32); ptrs[7] = sc.ctypes.data
+    sc = np.array([float(d["scale"][0])], np.float32); ptrs[7] = sc.ctypes.data
     wsz = c.get_workspace_size_from_context(ctx)
     ws = rt.malloc(wsz) if wsz else 0
     c.execute(ctx, ws, DeviceBuffers(ptrs, ffi=cffi.FFI()))
@@ -43,7 +45,7 @@ CHILD = textwrap.dedent("""
     rt.memcpy_dtoh(hy.ctypes.data, py, hy.nbytes)
     out = from_storage(y, hy)
     print("CACHE_MISSES", rt.cache.misses)
-    np.save({out!r}, out)
+    np.ascontiguousarray(out, np.float64).tofile({out!r})
 """)
 
 
@@ -80,16 +82,19 @@ def test_serialize_restore_fresh_process(tmp_path):
     xv = quantize(rng.standard_normal(x.dims), "HALF")
     wv = quantize(rng.standard_normal(w.dims), "HALF")
     bvv = quantize(rng.standard_normal(b.dims), "HALF")
-    npz = str(tmp_path / "in.npz")
-    outp = str(tmp_path / "out.npy")
-    np.savez(npz, blob=np.frombuffer(blob, np.uint8), x=xv, w=wv, b=bvv, scale=np.float32(0.5))
+    npz = str(tmp_path)      # raw files (no numpy container format between the processes)
+    outp = str(tmp_path / "out.f64")
+    with open(os.path.join(npz, "blob.bin"), "wb") as f:
+        f.write(bytes(blob))
+    for k, v in (("x", xv), ("w", wv), ("b", bvv), ("scale", np.array([0.5]))):
+        np.ascontiguousarray(v, np.float64).tofile(os.path.join(npz, k + ".f64"))
     env = dict(os.environ)
     env["HIPDNN_CABI_KERNEL_CACHE"] = str(tmp_path / "fresh_cache")   # force recompilation
     code = CHILD.format(root=ROOT, here=HERE, npz=npz, out=outp)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CACHE_MISSES" in r.stdout and int(r.stdout.split("CACHE_MISSES")[1].split()[0]) >= 1
-    out = np.load(outp)
+    out = np.fromfile(outp, np.float64).reshape(y.dims)
     ref = (kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv) * 0.5
     from gpu_testlib import relerr
     assert np.all(np.isfinite(out)) and relerr(out, quantize(ref, "HALF")) < 4e-3
