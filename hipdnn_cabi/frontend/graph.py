@@ -42,6 +42,14 @@ _SERIALIZE_PLAN_NOTE = int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_
 _CONTENT_PLAN = 2  # HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN
 
 
+_PW_FLOATS = (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
+              ("relu_upper_clip", A.HIPDNN_ATTR_POINTWISE_RELU_UPPER_CLIP),
+              ("relu_lower_clip_slope", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE),
+              ("swish_beta", A.HIPDNN_ATTR_POINTWISE_SWISH_BETA),
+              ("elu_alpha", A.HIPDNN_ATTR_POINTWISE_ELU_ALPHA),
+              ("softplus_beta", A.HIPDNN_ATTR_POINTWISE_SOFTPLUS_BETA))
+
+
 def _pw(name):
     return PointwiseMode["HIPDNN_POINTWISE_" + name]
 
@@ -522,12 +530,7 @@ class Graph:
                     (A.HIPDNN_ATTR_CONVOLUTION_PRE_PADDINGS, T.HIPDNN_TYPE_INT64, pre)]
         elif n.kind == "pointwise":
             out.append((A.HIPDNN_ATTR_POINTWISE_MODE, T.HIPDNN_TYPE_POINTWISE_MODE, [int(at["mode"])]))
-            for key, attr in (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
-                              ("relu_upper_clip", A.HIPDNN_ATTR_POINTWISE_RELU_UPPER_CLIP),
-                              ("relu_lower_clip_slope", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE),
-                              ("swish_beta", A.HIPDNN_ATTR_POINTWISE_SWISH_BETA),
-                              ("elu_alpha", A.HIPDNN_ATTR_POINTWISE_ELU_ALPHA),
-                              ("softplus_beta", A.HIPDNN_ATTR_POINTWISE_SOFTPLUS_BETA)):
+            for key, attr in _PW_FLOATS:
                 if at.get(key) is not None:
                     out.append((attr, T.HIPDNN_TYPE_FLOAT, [float(at[key])]))
             if at.get("axis") is not None:
@@ -1171,9 +1174,15 @@ class Graph:
                     name = a.get_string(op, A.HIPDNN_ATTR_OPERATION_NAME_EXT)
                 except Exception:
                     pass
+                arrays = {}
+                for role, attr in spec.arrays:
+                    ts = self._unpack_tensor_array(op, attr, tensors)
+                    if ts:
+                        arrays[role] = ts
+                attrs, comp = self._unpack_params(op, spec)
                 ins = {r: roles.get(r) for r, _ in spec.inputs}
                 outs = {r: roles.get(r) for r, _ in spec.outputs}
-                node = _Node(spec.kind, ins, outs, {}, None, name)
+                node = _Node(spec.kind, ins, outs, attrs, comp, name, arrays)
                 for t in node.output_tensors():
                     t._producer = node
                 self._nodes.append(node)
@@ -1195,6 +1204,108 @@ class Graph:
             self.name = a.get_string(g, A.HIPDNN_ATTR_OPERATIONGRAPH_NAME_EXT)
         except Exception:
             pass
+
+    def _unpack_tensor_array(self, op, attr, tensors):
+        """A descriptor-array slot (peer stats): count query, fetch, unpack, destroy."""
+        a = self.api
+        ffi = a.ffi
+        cnt = ffi.new("int64_t*")
+        st = a.lib.hipdnnBackendGetAttribute(op, int(attr), int(T.HIPDNN_TYPE_BACKEND_DESCRIPTOR), 0,
+                                             cnt, ffi.NULL)
+        if st != 0:
+            a.last_error()
+            return []
+        if cnt[0] <= 0:
+            return []
+        arr = ffi.new("hipdnnBackendDescriptor_t[]", cnt[0])
+        n = ffi.new("int64_t*")
+        a.check(a.lib.hipdnnBackendGetAttribute(op, int(attr), int(T.HIPDNN_TYPE_BACKEND_DESCRIPTOR),
+                                                cnt[0], n, arr), "deserialize: peer stats")
+        out = []
+        try:
+            for i in range(min(n[0], cnt[0])):
+                out.append(self._unpack_tensor(arr[i], tensors))
+        finally:
+            for i in range(cnt[0]):
+                a.destroy(arr[i])
+        return out
+
+    def _get_vec(self, op, attr):
+        """INT64 vector getter: count query, then fetch (None when unset / unsupported)."""
+        a = self.api
+        n = a.ffi.new("int64_t*")
+        st = a.lib.hipdnnBackendGetAttribute(op, int(attr), int(T.HIPDNN_TYPE_INT64), 0, n, a.ffi.NULL)
+        if st != 0:
+            a.last_error()
+            return None
+        if n[0] <= 0:
+            return []
+        return [int(v) for v in a.get(op, attr, T.HIPDNN_TYPE_INT64, n[0])]
+
+    def _get_one(self, op, attr, atype):
+        """Scalar getter (req 1, &count, &v); None when unset (count 0) or unsupported."""
+        v = self.api.try_get(op, attr, atype)
+        return v[0] if v else None
+
+    def _unpack_params(self, op, spec):
+        """The op's parameters through its getters (the attribute table of
+        backend/descriptors/operations.py); the inverse of :meth:`_op_params`."""
+        kind = spec.kind
+        attrs = {}
+        if kind.startswith("conv_"):
+            mode = self._get_one(op, A.HIPDNN_ATTR_CONVOLUTION_CONV_MODE, T.HIPDNN_TYPE_CONVOLUTION_MODE)
+            attrs["conv_mode"] = ConvolutionMode(mode) if mode is not None else \
+                ConvolutionMode.HIPDNN_CROSS_CORRELATION
+            attrs["padding"] = None
+            for key, attr in (("pre_padding", A.HIPDNN_ATTR_CONVOLUTION_PRE_PADDINGS),
+                              ("post_padding", A.HIPDNN_ATTR_CONVOLUTION_POST_PADDINGS),
+                              ("stride", A.HIPDNN_ATTR_CONVOLUTION_FILTER_STRIDES),
+                              ("dilation", A.HIPDNN_ATTR_CONVOLUTION_DILATIONS)):
+                attrs[key] = self._get_vec(op, attr)
+        elif kind == "pointwise":
+            attrs["mode"] = PointwiseMode(self._get_one(op, A.HIPDNN_ATTR_POINTWISE_MODE,
+                                                        T.HIPDNN_TYPE_POINTWISE_MODE))
+            for key, attr in _PW_FLOATS:
+                v = self._get_one(op, attr, T.HIPDNN_TYPE_FLOAT)
+                attrs[key] = float(v) if v is not None else None
+            attrs["axis"] = self._get_one(op, A.HIPDNN_ATTR_POINTWISE_AXIS, T.HIPDNN_TYPE_INT64)
+        elif kind == "reduction":
+            attrs["mode"] = ReduceTensorOp(self._get_one(op, A.HIPDNN_ATTR_REDUCTION_OPERATOR,
+                                                         T.HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE))
+            v = self._get_one(op, A.HIPDNN_ATTR_REDUCTION_IS_DETERMINISTIC, T.HIPDNN_TYPE_BOOLEAN)
+            attrs["is_deterministic"] = bool(v) if v is not None else None
+        elif kind == "layernorm":
+            ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_LAYERNORM_FWD_PHASE_EXT,
+                               T.HIPDNN_TYPE_NORM_FWD_PHASE)
+            attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
+            attrs["normalized_dim_count"] = self._get_one(
+                op, A.HIPDNN_ATTR_OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.HIPDNN_TYPE_INT64)
+        elif kind == "rmsnorm":
+            ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT,
+                               T.HIPDNN_TYPE_NORM_FWD_PHASE)
+            attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
+        comp = None
+        if spec.comp is not None:
+            v = self._get_one(op, spec.comp, T.HIPDNN_TYPE_DATA_TYPE)
+            if v is not None and v in DataType._value2member_map_:
+                comp = DataType(v)
+        return attrs, comp
+
+    def relower(self, handle: Handle | None = None):
+        """Lower a deserialized graph again from its Python nodes (ops, parameters, tensors read
+        back by :meth:`deserialize`): the backend graph and plans from the bytes are destroyed,
+        and the graph is validated and lowered like one built in Python (§2.2).  Call
+        :meth:`build` (or the steps) afterwards to get plans."""
+        if not self._from_bytes:
+            return self.build_operation_graph(handle)
+        self._release_plans()
+        if self._gdesc is not None:
+            self.api.destroy(self._gdesc)
+            self._gdesc = None
+        self._from_bytes = False
+        self._lowered = False
+        self._order = None
+        return self.build_operation_graph(handle)
 
     def _unpack_tensor(self, d, tensors):
         a = self.api
