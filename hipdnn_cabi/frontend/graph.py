@@ -1092,6 +1092,72 @@ class Graph:
             if tmp is not None:
                 a.destroy(tmp)
 
+    # ---------------------------------------------------------------- compiled plans (§2.9)
+    def serialize_compiled_plan(self) -> bytes:
+        """The active (built) plan alone: hipdnnBackendGetSerializedExecutionPlan_ext, two-call.
+        Restore it with :meth:`deserialize_compiled_plan` (no graph needed)."""
+        return self._two_call_bytes(self.api.lib.hipdnnBackendGetSerializedExecutionPlan_ext,
+                                    self._need_plan())
+
+    def deserialize_compiled_plan(self, *args):
+        """``deserialize_compiled_plan(handle, data)`` (either order; the handle is optional
+        when the graph has one): hipdnnBackendCreateAndDeserializeExecutionPlan_ext, then
+        EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT and IS_OVERRIDE_SHAPE_ENABLED_EXT (failures
+        tolerated).  The plan is graph-less: :meth:`execute` takes uids as keys
+        (:meth:`get_compiled_plan_tensor_uids` lists them)."""
+        handle = next((x for x in args if isinstance(x, Handle)), None)
+        data = next((x for x in args if isinstance(x, (bytes, bytearray, memoryview))), None)
+        if data is None:
+            raise BadParamError("deserialize_compiled_plan: no bytes given")
+        if self._nodes or self._gdesc is not None or self._plans:
+            raise BadParamError("deserialize_compiled_plan into an empty Graph")
+        data = bytes(data)
+        a = self.api
+        ffi, lib = a.ffi, a.lib
+        h = self._ensure_handle(handle)
+        pp = ffi.new("hipdnnBackendDescriptor_t*")
+        src = ffi.new("uint8_t[]", data)
+        a.check(lib.hipdnnBackendCreateAndDeserializeExecutionPlan_ext(h.raw, pp, src, len(data)),
+                "hipdnnBackendCreateAndDeserializeExecutionPlan_ext")
+        self._plans, self._plan_ok, self._active, self._cfgs = [pp[0]], [True], 0, [None]
+        eid = a.try_get(pp[0], A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT, T.HIPDNN_TYPE_INT64)
+        self.engine_id = int(eid[0]) if eid else None
+        self._engine_ids = [self.engine_id]
+        ov = a.try_get(pp[0], A.HIPDNN_ATTR_EXECUTION_PLAN_IS_OVERRIDE_SHAPE_ENABLED_EXT,
+                       T.HIPDNN_TYPE_BOOLEAN)
+        self.override_shape_enabled = bool(ov[0]) if ov else False
+        self._from_bytes = True
+        self._explicit_engine = True
+        self._workspace = None
+        return self
+
+    @classmethod
+    def from_compiled_plan(cls, data, handle: Handle | None = None, library: str | None = None):
+        return cls(handle=handle, library=library).deserialize_compiled_plan(data)
+
+    def get_compiled_plan_tensor_uids(self) -> list[int]:
+        """EXECUTION_PLAN_TENSOR_UIDS_EXT of the active plan (size query, then fetch)."""
+        a = self.api
+        plan = self._need_plan()
+        n = a.get_count(plan, A.HIPDNN_ATTR_EXECUTION_PLAN_TENSOR_UIDS_EXT, T.HIPDNN_TYPE_INT64)
+        if n <= 0:
+            return []
+        return [int(v) for v in a.get(plan, A.HIPDNN_ATTR_EXECUTION_PLAN_TENSOR_UIDS_EXT,
+                                      T.HIPDNN_TYPE_INT64, n)]
+
+    def get_compiled_plan_engine_id(self):
+        """EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT of the active plan (None when unsupported)."""
+        v = self.api.try_get(self._need_plan(), A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_GLOBAL_INDEX_EXT,
+                             T.HIPDNN_TYPE_INT64)
+        return int(v[0]) if v else None
+
+    def get_compiled_plan_override_shape_enabled(self):
+        """EXECUTION_PLAN_IS_OVERRIDE_SHAPE_ENABLED_EXT of the active plan (None when
+        unsupported)."""
+        v = self.api.try_get(self._need_plan(), A.HIPDNN_ATTR_EXECUTION_PLAN_IS_OVERRIDE_SHAPE_ENABLED_EXT,
+                             T.HIPDNN_TYPE_BOOLEAN)
+        return bool(v[0]) if v else None
+
     def deserialize(self, *args):
         """``deserialize(data)`` or ``deserialize(handle, data)`` (either order): rebuild this graph
         from bytes made by :meth:`serialize`.  With a handle (or the graph's own) the graph is
