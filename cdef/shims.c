@@ -607,6 +607,24 @@ out:
     return rc;
 }
 
+/* fork(): the table is not mid-update (prepare takes the write lock); the child gets a fresh
+ * lock (the forking thread's id differs there, so it cannot unlock the inherited one) and no
+ * executes in flight (its only thread is the one that forked), so a removal there never waits
+ * for a thread that does not exist. */
+static void fx_atfork_prepare(void) { pthread_rwlock_wrlock(&g_fx_lock); }
+static void fx_atfork_parent(void) { pthread_rwlock_unlock(&g_fx_lock); }
+static void fx_atfork_child(void)
+{
+    for (size_t i = 0; i < g_fx_cap; ++i)
+        if (g_fx_tab[i] != NULL)
+            g_fx_tab[i]->refs = 0;
+    pthread_rwlock_init(&g_fx_lock, NULL);
+}
+__attribute__((constructor)) static void fx_init(void)
+{
+    pthread_atfork(fx_atfork_prepare, fx_atfork_parent, fx_atfork_child);
+}
+
 static void hipdnn_cabi_fx_set_enabled(int on) { g_fx_enabled = on ? 1 : 0; }
 static int hipdnn_cabi_fx_enabled(void) { return g_fx_enabled; }
 

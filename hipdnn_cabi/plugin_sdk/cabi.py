@@ -305,8 +305,16 @@ class CAdapter:
             ctx = self._contexts_c.get(execution_context)
             if ctx is None:
                 ctx = self._context(execution_context)
-            c.execute(ctx, self._workspace(workspace),
-                      self._buffers(device_buffers, num_device_buffers))
+            ws = self._ws_ints.get(workspace, None) if workspace else 0
+            if ws is None:
+                ws = self._workspace(workspace)
+            m = None
+            if num_device_buffers and device_buffers:  # (inlined _buffers: its cache hit)
+                m = self._bufmaps.get(self._fbuf(device_buffers, 16 * num_device_buffers)[:])
+            if m is None:
+                c.execute(ctx, ws, self._buffers(device_buffers, num_device_buffers))
+            else:
+                c.execute(ctx, ws, _DeviceBuffers(m, self.ffi))
             return 0
         except PluginError as e:
             self.set_error(e.message or f"plugin error {e.status}")
