@@ -24,9 +24,9 @@ from ..errors import (BadParamError, ExecutionFailedError, HipdnnError, Internal
                       NotFinalizedError, NotInitializedError, NotSupportedError, NullPointerError,
                       PluginError)
 from ._ops import NormFwdPhase
-from .graph import BuildPlanPolicy, Graph, GraphNotSupportedError
-from .handle import (EngineInfo, Handle, engines, loaded_plugin_paths, set_engine_plugin_paths,
-                     version_string)
+from .graph import BuildPlanPolicy, EngineConfigInfo, Graph, GraphNotSupportedError, KnobInfo
+from .handle import (EngineInfo, Handle, engine_memory_kind, engines, loaded_plugin_paths,
+                     set_engine_memory_kind, set_engine_plugin_paths, version_string)
 from .tensor import ScalarType, Tensor, from_numpy_dtype, to_numpy_dtype
 
 TensorAttributes = Tensor
@@ -41,5 +41,6 @@ __all__ = [
     "set_engine_plugin_paths", "loaded_plugin_paths", "version_string", "from_numpy_dtype",
     "to_numpy_dtype", "GraphNotSupportedError", "HipdnnError", "BadParamError", "NullPointerError",
     "NotFinalizedError", "NotInitializedError", "NotSupportedError", "InternalError",
-    "ExecutionFailedError", "PluginError",
+    "ExecutionFailedError", "PluginError", "KnobInfo", "EngineConfigInfo", "engine_memory_kind",
+    "set_engine_memory_kind",
 ]

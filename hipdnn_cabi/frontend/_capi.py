@@ -31,6 +31,7 @@ CTYPE = {
     T.HIPDNN_TYPE_POINTWISE_MODE: "int32_t",
     T.HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE: "int32_t",
     T.HIPDNN_TYPE_OPERATION_TYPE_EXT: "int32_t",
+    T.HIPDNN_TYPE_INT32: "int32_t",
 }
 
 _apis: dict = {}
@@ -121,6 +122,18 @@ class Api:
         self.check(self.lib.hipdnnBackendGetAttribute(d, int(name), int(T.HIPDNN_TYPE_CHAR), n, cnt, buf),
                    what or f"hipdnnBackendGetAttribute({getattr(name, 'name', name)})")
         return self.ffi.string(buf, n).decode("utf-8", "replace")
+
+
+    def get_bytes(self, d, name, what=None) -> bytes:
+        """CHAR two-call returning the raw bytes (NUL-separated lists keep their NULs)."""
+        n = self.get_count(d, name, T.HIPDNN_TYPE_CHAR, what)
+        if n <= 0:
+            return b""
+        buf = self.ffi.new("char[]", n + 1)
+        cnt = self.ffi.new("int64_t*")
+        self.check(self.lib.hipdnnBackendGetAttribute(d, int(name), int(T.HIPDNN_TYPE_CHAR), n, cnt, buf),
+                   what or f"hipdnnBackendGetAttribute({getattr(name, 'name', name)})")
+        return bytes(self.ffi.buffer(buf, min(n, max(cnt[0], 0))))
 
 
 def api(path: str | None = None) -> Api:

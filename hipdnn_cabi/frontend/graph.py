@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +31,31 @@ from .tensor import ScalarType, Tensor, _UNSET, element_size, from_numpy_dtype, 
 
 class GraphNotSupportedError(NotSupportedError):
     """No engine configuration supports the graph (a frontend-only condition)."""
+
+
+@dataclass(frozen=True)
+class KnobInfo:
+    """One tunable knob of an engine (KNOB_INFO descriptor, spec §1.12 / §2.8).  ``type`` is
+    "int", "float" or "string"; unset optional fields are None (lists: empty)."""
+    id: str
+    description: str
+    type: str
+    default: object
+    deprecated: bool = False
+    minimum: object = None
+    maximum: object = None
+    stride: int | None = None
+    valid_values: tuple = ()
+    max_length: int | None = None
+
+
+@dataclass(frozen=True)
+class EngineConfigInfo:
+    """One engine configuration the heuristics proposes (``get_engine_configs``)."""
+    engine_id: int
+    name: str | None
+    workspace_size: int
+    knobs: tuple
 
 
 class BuildPlanPolicy(enum.Enum):
@@ -656,6 +682,9 @@ class Graph:
         self._engine_name = None
         self._mem_plan, self._ws_sizes = {}, {}
         self._explicit_engine = False
+        for d in getattr(self, "_knob_descs", ()):
+            a.destroy(d)
+        self._knob_descs = []
 
     def _need_graph(self):
         if self._gdesc is None:
@@ -866,6 +895,138 @@ class Graph:
             return [BehaviorNote(v) if v in BehaviorNote._value2member_map_ else int(v) for v in vals]
         finally:
             a.destroy(e)
+
+    # ---------------------------------------------------------------- knobs and configs (§2.8)
+    def get_knobs_for_engine(self, engine_id: int) -> list[KnobInfo]:
+        """The knobs of an engine for this graph: engine descriptor, ENGINE_KNOB_INFO (count
+        query, then fetch into new wrappers, all destroyed), and per knob the KNOB_INFO_*
+        getters in the order of spec §2.8."""
+        self._need_graph()
+        a = self.api
+        ffi = a.ffi
+        e = self._engine_desc(engine_id)
+        try:
+            count = a.get_count(e, A.HIPDNN_ATTR_ENGINE_KNOB_INFO, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
+            if count <= 0:
+                return []
+            arr = ffi.new("hipdnnBackendDescriptor_t[]", count)
+            n = ffi.new("int64_t*")
+            try:
+                a.check(a.lib.hipdnnBackendGetAttribute(e, int(A.HIPDNN_ATTR_ENGINE_KNOB_INFO),
+                                                        int(T.HIPDNN_TYPE_BACKEND_DESCRIPTOR), count, n,
+                                                        arr), "hipdnnBackendGetAttribute(ENGINE_KNOB_INFO)")
+                return [self._read_knob(arr[i]) for i in range(min(n[0], count))]
+            finally:
+                for i in range(count):       # the fetched wrappers, and any extra entries
+                    if arr[i] != ffi.NULL:
+                        a.destroy(arr[i])
+        finally:
+            a.destroy(e)
+
+    def _read_knob(self, k) -> KnobInfo:
+        a = self.api
+        kid = a.get_string(k, A.HIPDNN_ATTR_KNOB_INFO_TYPE)
+        desc = a.get_string(k, A.HIPDNN_ATTR_KNOB_INFO_DESCRIPTION)
+        dep = self._get_one(k, A.HIPDNN_ATTR_KNOB_INFO_DEPRECATED, T.HIPDNN_TYPE_BOOLEAN)
+        vt = a.get(k, A.HIPDNN_ATTR_KNOB_INFO_DEFAULT_VALUE_TYPE, T.HIPDNN_TYPE_INT64)[0]
+        lo = hi = stride = max_len = None
+        valid = ()
+        if vt == int(T.HIPDNN_TYPE_CHAR):
+            kind = "string"
+            default = a.get_string(k, A.HIPDNN_ATTR_KNOB_INFO_DEFAULT_VALUE)
+            max_len = self._get_one(k, A.HIPDNN_ATTR_KNOB_INFO_STRING_MAX_LENGTH, T.HIPDNN_TYPE_INT32)
+            try:
+                raw = a.get_bytes(k, A.HIPDNN_ATTR_KNOB_INFO_VALID_VALUES_STRING)
+                valid = tuple(x.decode("utf-8", "replace") for x in raw.split(b"\0") if x) if raw else ()
+            except NotSupportedError:
+                valid = ()
+        else:
+            vtype = T.HIPDNN_TYPE_INT64 if vt == int(T.HIPDNN_TYPE_INT64) else T.HIPDNN_TYPE_DOUBLE
+            kind = "int" if vtype == T.HIPDNN_TYPE_INT64 else "float"
+            default = a.get(k, A.HIPDNN_ATTR_KNOB_INFO_DEFAULT_VALUE, vtype)[0]
+            lo = self._get_one(k, A.HIPDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, vtype)
+            hi = self._get_one(k, A.HIPDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, vtype)
+            if kind == "int":
+                stride = self._get_one(k, A.HIPDNN_ATTR_KNOB_INFO_STRIDE, T.HIPDNN_TYPE_INT64)
+                valid = tuple(self._get_vec(k, A.HIPDNN_ATTR_KNOB_INFO_VALID_VALUES_INT) or ())
+        conv = int if kind == "int" else float if kind == "float" else (lambda v: v)
+        return KnobInfo(kid, desc, kind, conv(default) if default is not None else None, bool(dep),
+                        None if lo is None else conv(lo), None if hi is None else conv(hi),
+                        None if stride is None else int(stride), valid,
+                        None if max_len is None else int(max_len))
+
+    def create_execution_plan_ext(self, engine_id: int, knobs=None):
+        """One plan for ``engine_id`` with knob settings (§2.8): engine descriptor, ENGINECFG
+        with ENGINECFG_ENGINE and, per setting, a finalized KNOB_CHOICE (KNOB_TYPE, KNOB_VALUE:
+        int → INT64, float → DOUBLE, str → CHAR) set as ENGINECFG_KNOB_CHOICES; Finalize(cfg);
+        an EXECUTION_PLAN.  It replaces the heuristic's plans and wins over the memory rule;
+        call :meth:`build_plans` next.  ``knobs``: {knob id: value} or [(id, value)]."""
+        self._need_graph()
+        self._release_plans()
+        a = self.api
+        items = list(knobs.items()) if isinstance(knobs, dict) else list(knobs or ())
+        keep = []
+        cfg = None
+        try:
+            e = self._engine_desc(engine_id)
+            keep.append(e)
+            cfg = a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+            a.set(cfg, A.HIPDNN_ATTR_ENGINECFG_ENGINE, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, [e])
+            choices = []
+            for kid, value in items:
+                kc = a.create(D.HIPDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)
+                keep.append(kc)
+                a.set(kc, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, T.HIPDNN_TYPE_CHAR, str(kid))
+                if isinstance(value, str):
+                    a.set(kc, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_CHAR, value)
+                elif isinstance(value, (bool, int, np.integer)):
+                    a.set(kc, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_INT64, [int(value)])
+                elif isinstance(value, (float, np.floating)):
+                    a.set(kc, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_DOUBLE, [float(value)])
+                else:
+                    raise BadParamError(f"knob {kid!r}: value must be int, float or str, "
+                                        f"got {type(value).__name__}")
+                a.finalize(kc, f"finalize knob choice {kid}")
+                choices.append(kc)
+            if choices:
+                a.set(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, choices)
+            a.finalize(cfg, "finalize engine config")
+            plan = a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)
+        except BaseException:
+            for d in keep:
+                a.destroy(d)
+            a.destroy(cfg)
+            raise
+        self._knob_descs = keep
+        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
+        self._active = 0
+        self._explicit_engine = True
+        return self
+
+    def get_ranked_engine_ids(self) -> list[int]:
+        """Engine ids in heuristic order (§2.8: heuristic + getAll; the graph's plans untouched)."""
+        self._need_graph()
+        cfgs, ids = self._run_heuristic()
+        for c in cfgs:
+            self.api.destroy(c)
+        return ids
+
+    def get_engine_configs(self) -> list[EngineConfigInfo]:
+        """Every configuration the heuristics proposes, in order: engine id, name, knobs (engine
+        descriptor) and ENGINECFG_WORKSPACE_SIZE of the finalized config (§2.8)."""
+        self._need_graph()
+        a = self.api
+        cfgs, ids = self._run_heuristic()
+        out = []
+        try:
+            for c, eid in zip(cfgs, ids):
+                ws = a.get(c, A.HIPDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.HIPDNN_TYPE_INT64)[0]
+                out.append(EngineConfigInfo(eid, self._engine_name_of(eid), int(ws),
+                                            tuple(self.get_knobs_for_engine(eid))))
+        finally:
+            for c in cfgs:
+                a.destroy(c)
+        return out
 
     # ================================================================== execute (§2.7)
     def _uid_of(self, key):

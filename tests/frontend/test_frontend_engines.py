@@ -215,3 +215,157 @@ def test_no_engine_for_memory_keeps_plan(handle, monkeypatch):
     g.execute({x: _CAI(xa), y: _CAI(ya)})
     assert g.engine_name == CPU_ENGINE and ya.tolist() == [0, -1, -2]
     assert g._mem_plan == {"device": None}
+
+
+# ----------------------------------------------------------------------------- knobs (§2.8)
+RECORDER = '''
+from hipdnn_cabi._generated.enums import AttributeName as A
+from hipdnn_cabi.frontend._capi import Api
+
+
+class Recorder:
+    def __init__(self, lib, log):
+        self._lib, self._log = lib, log
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        def call(*args):
+            if name in ("hipdnnBackendSetAttribute", "hipdnnBackendGetAttribute"):
+                self._log.append([name[len("hipdnnBackend"):], A(args[1]).name[len("HIPDNN_ATTR_"):],
+                                  int(args[3])])
+            elif name.startswith("hipdnnBackend") and name != "hipdnnBackendDestroyDescriptor":
+                self._log.append([name[len("hipdnnBackend"):], None, None])
+            elif name == "hipdnnBackendDestroyDescriptor":
+                self._log.append(["Destroy", None, None])
+            return fn(*args)
+        return call
+
+
+def recording(g):
+    log = []
+    api = Api.__new__(Api)
+    api.ffi, api.lib = g.api.ffi, Recorder(g.api.lib, log)
+    real = g.api
+    g.api = api
+    return log, real
+'''
+
+
+@pytest.mark.needs_cpu_engine
+def test_knobs_engine_configs_and_plan_ext():
+    res = run_child(RECORDER + textwrap.dedent('''
+    h = hf.Handle()
+    g, x, y = relu_graph(h)
+    g.build_operation_graph()
+    ids = g.get_ranked_engine_ids()
+    names = [g._engine_name_of(e) for e in ids]
+    gpu, cpu = ids[names.index(GPU)], ids[names.index(CPU)]
+    out["ranked"] = names
+    out["knobs"] = [k.__dict__ for k in g.get_knobs_for_engine(gpu)]
+    out["cpu_knobs"] = [k.__dict__ for k in g.get_knobs_for_engine(cpu)]
+    out["configs"] = [(c.name, c.workspace_size, [k.id for k in c.knobs]) for c in g.get_engine_configs()]
+    g.create_execution_plans()
+    out["same_order"] = g.get_engine_ids() == ids
+
+    # the §2.8 call sequences
+    log, real = recording(g)
+    g.get_knobs_for_engine(gpu)
+    out["knob_log"] = log[:]
+    del log[:]
+    g.create_execution_plan_ext(gpu, {"FE_TEST_OFFSET": 1.5, "FE_TEST_TILE": 8, "FE_TEST_ALGO": "tiled"})
+    out["plan_log"] = log[:]
+    g.api = real
+
+    g.build_plans()
+    xa = np.arange(-3, 3, dtype=np.float32)
+    ya = np.zeros(6, np.float32); g.execute({x: xa, y: ya})        # host arrays: explicit engine wins
+    out["knobbed"] = (g.engine_name, ya.tolist())
+    g.create_execution_plan_ext(gpu).build_plans()
+    yb = np.zeros(6, np.float32); g.execute({x: xa, y: yb})
+    out["default"] = (g.engine_name, yb.tolist())
+    g.create_execution_plan_ext(cpu, []).build_plans()
+    yc = np.zeros(6, np.float32); g.execute({x: xa, y: yc})
+    out["cpu"] = (g.engine_name, yc.tolist())
+    try:
+        g.create_execution_plan_ext(gpu, {"FE_TEST_TILE": [1, 2]})
+        out["bad"] = "no error"
+    except errors.BadParamError as e:
+        out["bad"] = str(e)
+    try:
+        g.create_execution_plan_ext(gpu, {"": 1})
+        out["empty_id"] = "no error"
+    except errors.HipdnnError as e:
+        out["empty_id"] = type(e).__name__
+    '''))
+    assert res["ranked"][0] == GPU and CPU_ENGINE in res["ranked"]
+    k = {d["id"]: d for d in res["knobs"]}
+    assert list(k) == ["FE_TEST_OFFSET", "FE_TEST_TILE", "FE_TEST_ALGO"]
+    assert k["FE_TEST_OFFSET"] == {"id": "FE_TEST_OFFSET", "description": "added to the output",
+                                   "type": "float", "default": 0.0, "deprecated": False, "minimum": -10.0,
+                                   "maximum": 10.0, "stride": None, "valid_values": [], "max_length": None}
+    assert (k["FE_TEST_TILE"]["type"], k["FE_TEST_TILE"]["default"], k["FE_TEST_TILE"]["minimum"],
+            k["FE_TEST_TILE"]["maximum"], k["FE_TEST_TILE"]["stride"]) == ("int", 4, 1, 64, 1)
+    assert (k["FE_TEST_ALGO"]["type"], k["FE_TEST_ALGO"]["default"], k["FE_TEST_ALGO"]["valid_values"],
+            k["FE_TEST_ALGO"]["max_length"]) == ("string", "direct", ["direct", "tiled"], 16)
+    assert res["cpu_knobs"] == []
+    assert res["configs"][0] == [GPU, 0, ["FE_TEST_OFFSET", "FE_TEST_TILE", "FE_TEST_ALGO"]]
+    assert [CPU_ENGINE, 0, []] in res["configs"]
+    assert res["same_order"]
+
+    # get_knobs_for_engine: engine descriptor, ENGINE_KNOB_INFO count query + fetch, per knob
+    # TYPE, DESCRIPTION (two-call), DEPRECATED, DEFAULT_VALUE_TYPE, then by type; wrappers destroyed
+    log = [tuple(e) for e in res["knob_log"]]
+    gets = [(a, n) for f, a, n in log if f == "GetAttribute"]
+    assert log[:5] == [("CreateDescriptor", None, None), ("SetAttribute", "ENGINE_OPERATION_GRAPH", 1),
+                       ("SetAttribute", "ENGINE_GLOBAL_INDEX", 1), ("Finalize", None, None),
+                       ("GetAttribute", "ENGINE_KNOB_INFO", 0)]
+    assert gets[1] == ("ENGINE_KNOB_INFO", 3)
+    first = [a for a, _ in gets[2:]][:9]
+    assert first == ["KNOB_INFO_TYPE", "KNOB_INFO_TYPE", "KNOB_INFO_DESCRIPTION", "KNOB_INFO_DESCRIPTION",
+                     "KNOB_INFO_DEPRECATED", "KNOB_INFO_DEFAULT_VALUE_TYPE", "KNOB_INFO_DEFAULT_VALUE",
+                     "KNOB_INFO_MINIMUM_VALUE", "KNOB_INFO_MAXIMUM_VALUE"]
+    assert ("KNOB_INFO_STRIDE", 1) in gets and ("KNOB_INFO_VALID_VALUES_INT", 0) in gets
+    assert ("KNOB_INFO_STRING_MAX_LENGTH", 1) in gets and ("KNOB_INFO_VALID_VALUES_STRING", 0) in gets
+    assert [f for f, _, _ in log].count("Destroy") == 3 + 1           # 3 knob wrappers + the engine
+
+    # create_execution_plan_ext: engine descriptor, ENGINECFG + ENGINE, per knob a KNOB_CHOICE
+    # (TYPE, VALUE, Finalize), KNOB_CHOICES (n = 3), Finalize(cfg), EXECUTION_PLAN created
+    plog = [tuple(e) for e in res["plan_log"]]
+    steps = [(f, a, n) for f, a, n in plog if f != "Destroy"]
+    choice = [("CreateDescriptor", None, None), ("SetAttribute", "KNOB_CHOICE_KNOB_TYPE", None),
+              ("SetAttribute", "KNOB_CHOICE_KNOB_VALUE", None), ("Finalize", None, None)]
+    norm = [(f, a, None if a and a.startswith("KNOB_CHOICE") else n) for f, a, n in steps]
+    assert norm == [("CreateDescriptor", None, None), ("SetAttribute", "ENGINE_OPERATION_GRAPH", 1),
+                    ("SetAttribute", "ENGINE_GLOBAL_INDEX", 1), ("Finalize", None, None),
+                    ("CreateDescriptor", None, None), ("SetAttribute", "ENGINECFG_ENGINE", 1)] + \
+        choice * 3 + [("SetAttribute", "ENGINECFG_KNOB_CHOICES", 3), ("Finalize", None, None),
+                      ("CreateDescriptor", None, None)]
+    values = [n for f, a, n in steps if a == "KNOB_CHOICE_KNOB_VALUE"]
+    assert values == [1, 1, len("tiled")]                             # DOUBLE 1, INT64 1, CHAR len
+
+    ref = [0, 0, 0, 0, 1, 2]
+    assert res["knobbed"] == [GPU, [v + 1.5 for v in ref]]            # the knob reached the engine
+    assert res["default"] == [GPU, ref]
+    assert res["cpu"] == [CPU_ENGINE, ref]
+    assert "must be int, float or str" in res["bad"]
+    assert res["empty_id"] == "BadParamError"
+
+
+@pytest.mark.needs_cpu_engine
+def test_knobs_empty_path_in_process(handle):
+    """Engines without knobs: the count query answers 0 and nothing is fetched."""
+    F32 = hf.DataType.HIPDNN_DATA_FLOAT
+    g = hf.Graph(handle=handle, io_data_type=F32, compute_data_type=F32)
+    x = g.tensor(name="x", dim=[4])
+    y = g.neg(x).set_output(True)
+    g.build_operation_graph()
+    ids = g.get_ranked_engine_ids()
+    assert ids and all(g.get_knobs_for_engine(e) == [] for e in ids)
+    cfgs = g.get_engine_configs()
+    assert [c.engine_id for c in cfgs] == ids and all(c.knobs == () for c in cfgs)
+    cpu = next(c.engine_id for c in cfgs if c.name == CPU_ENGINE)
+    g.create_execution_plan_ext(cpu, {}).build_plans()
+    ya = np.zeros(4, np.float32)
+    g.execute({x: np.arange(4, dtype=np.float32), y: ya})
+    assert ya.tolist() == [0, -1, -2, -3] and g.engine_name == CPU_ENGINE
+    with pytest.raises(errors.BadParamError, match="build_operation_graph"):
+        hf.Graph(handle=handle).get_knobs_for_engine(cpu)

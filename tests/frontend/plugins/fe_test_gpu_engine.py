@@ -32,8 +32,9 @@ INT, FLOAT, STRING = 1, 2, 3
 
 
 def _value(v):
-    if isinstance(v, dict):
-        v = v.get("value", v)
+    """A KnobSetting value as the SDK decodes it (nested union/table dicts) -> the scalar."""
+    while isinstance(v, dict) and v:
+        v = v["value"] if "value" in v else next(iter(v.values()))
     return v
 
 
