@@ -1,7 +1,9 @@
 """conv -> bias -> relu from the Python frontend (hipdnn_cabi.frontend), checked against numpy.
 
 The same graph as examples/conv_bias_relu.c, built with the frontend, which drives the backend
-only through its C API.  Host (numpy) buffers, the default engine (the heuristics' first choice).
+only through its C API.  The default engine (the heuristics' first choice) runs it: with numpy
+buffers when it is a host engine, with device buffers (hipdnn_cabi.device) when it is a GPU engine
+(numpy arrays would make the frontend pick an engine that reaches host memory instead).
 Exit status: 0 = match, 1 = mismatch, 2 = no engine supports the graph.
 """
 from __future__ import annotations
@@ -38,6 +40,24 @@ def inputs():
             v[nx + nw:].reshape(1, K, 1, 1))
 
 
+def run_on_device(graph, inputs, y, ya):
+    """Copy the inputs to device memory, execute with device pointers, copy y back."""
+    from hipdnn_cabi import device
+    rt = device.get_runtime()
+    ptrs = {}
+    try:
+        for t, a in list(inputs.items()) + [(y, ya)]:
+            ptrs[t] = rt.malloc(a.nbytes)
+            if t is not y:
+                rt.memcpy_htod(ptrs[t], a.ctypes.data, a.nbytes)
+        graph.execute(ptrs)                     # raw device addresses: the plan's engine runs
+        rt.synchronize()
+        rt.memcpy_dtoh(ya.ctypes.data, ptrs[y], ya.nbytes)
+    finally:
+        for p in ptrs.values():
+            rt.free(p)
+
+
 def main() -> int:
     xa, wa, ba = inputs()
 
@@ -56,7 +76,10 @@ def main() -> int:
                   f"memory; is the CPU reference engine installed?)", file=sys.stderr)
             return 2
         ya = np.full(y.get_dim(), np.nan, dtype=np.float32)
-        graph.execute({x: xa, w: wa, b: ba, y: ya})
+        if graph.engine_memory_kind() == "device":
+            run_on_device(graph, {x: xa, w: wa, b: ba}, y, ya)
+        else:
+            graph.execute({x: xa, w: wa, b: ba, y: ya})
         ref = reference(xa, wa, ba)
         err = np.abs(ya.astype(np.float64) - ref)
         bad = int(np.count_nonzero(~(err <= 1e-4 + 1e-4 * np.abs(ref))))
