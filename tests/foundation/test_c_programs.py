@@ -61,7 +61,7 @@ def test_dlopen_rtld_local_and_atexit(c_build, libpath):
 
 
 def test_fork_while_busy(c_build):
-    r = run([c_build(os.path.join(HERE, "fork_host.c"))], timeout=200)
+    r = run([c_build(os.path.join(HERE, "fork_host.c"))], timeout=400)
     assert "0 failures" in r.stdout
 
 

@@ -48,13 +48,17 @@ int main(void)
         usleep(2000);
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(20); /* a deadlocked child dies instead of hanging the test */
+            alarm(60); /* a deadlocked child dies (SIGALRM) instead of hanging the test */
             _exit(use_api());
         }
         int status = 0;
         waitpid(pid, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            printf("child %d failed: status 0x%x\n", i, status);
+            if (WIFSIGNALED(status))
+                printf("child %d killed by signal %d%s\n", i, WTERMSIG(status),
+                       WTERMSIG(status) == SIGALRM ? " (deadlocked: no progress in 60 s)" : "");
+            else
+                printf("child %d exited with %d\n", i, WEXITSTATUS(status));
             ++failures;
         }
     }
