@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import HERE
+from plugins_testlib import HERE
 
 
 @pytest.fixture(scope="module")

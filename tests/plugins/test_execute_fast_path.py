@@ -12,7 +12,7 @@ import os
 import textwrap
 
 import pytest
-from conftest import ROOT, py
+from plugins_testlib import ROOT, py
 
 SETUP = """
 from hipdnn_cabi.backend import execute as bexec

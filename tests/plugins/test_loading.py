@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import py
+from plugins_testlib import py
 
 COUNT = """
 def count(h):

@@ -2,7 +2,7 @@
 plus the descriptor and execute misuse rules (spec §1.6–1.10, §4.1)."""
 from __future__ import annotations
 
-from conftest import py
+from plugins_testlib import py
 
 SETUP = """
 from hipdnn_cabi.backend import registry
