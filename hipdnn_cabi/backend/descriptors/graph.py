@@ -234,6 +234,8 @@ class GraphDescriptor(Descriptor):
         self._tensors = None
         self.tensors()      # uid checks
         self.serialized()   # (re)built unless the cache is still valid
+        _log_graph(self)
+
 
     # ---------------------------------------------------------------- get
     @getter(A.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
@@ -380,3 +382,22 @@ class GraphDescriptor(Descriptor):
                     (v["major"], v["minor"], v["patch"]) == self.required_api_version():
                 self._serialized = bytes(blob)
         return self
+
+
+def _log_graph(g) -> None:
+    """HIPDNN_LOG_GRAPH_DIR (spec §7): write graph_<uuid>.json for every finalized graph.
+    Best effort: a write failure is logged, never an API failure."""
+    import os
+    d = os.environ.get("HIPDNN_LOG_GRAPH_DIR", "").strip()
+    if not d:
+        return
+    try:
+        from ..serialization import graph_to_json
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"graph_{_uuid.UUID(bytes=g.uuid)}.json")
+        with open(path, "w") as fh:
+            fh.write(graph_to_json(g))
+    except Exception as e:  # noqa: BLE001 - logging must not fail the finalize
+        from .. import log
+        from ..._generated.enums import Severity
+        log.log(Severity.HIPDNN_SEV_WARN, f"HIPDNN_LOG_GRAPH_DIR: cannot write the graph: {e}")
