@@ -180,14 +180,15 @@ HIPDNN_CABI_STATUS_CASES
     }
 }
 
-HX void hipdnnGetLastErrorString(char* message, size_t maxSize)
+/* Copy the thread's last error (at most maxSize-1 bytes + NUL); a NULL buffer or maxSize 0 records
+ * a new last error instead (spec §4). */
+static void copy_last_error(const char* fn, char* message, size_t maxSize, int clear)
 {
-    if (message == NULL) {
-        hipdnn_cabi_set_last_error("Null pointer provided to hipdnnGetLastErrorString: message is nullptr");
-        return;
-    }
-    if (maxSize == 0) {
-        hipdnn_cabi_set_last_error("hipdnnGetLastErrorString: maxSize is 0");
+    char msg[128];
+    if (message == NULL || maxSize == 0) {
+        snprintf(msg, sizeof msg, message == NULL ? "Null pointer provided to %s: message is nullptr"
+                                                  : "%s: maxSize is 0", fn);
+        hipdnn_cabi_set_last_error(msg);
         return;
     }
     size_t n = strlen(g_last_error);
@@ -195,24 +196,18 @@ HX void hipdnnGetLastErrorString(char* message, size_t maxSize)
         n = maxSize - 1;
     memcpy(message, g_last_error, n);
     message[n] = '\0';
-    g_last_error[0] = '\0';
+    if (clear)
+        g_last_error[0] = '\0';
+}
+
+HX void hipdnnGetLastErrorString(char* message, size_t maxSize)
+{
+    copy_last_error("hipdnnGetLastErrorString", message, maxSize, 1);
 }
 
 HX void hipdnnPeekLastErrorString_ext(char* message, size_t maxSize)
 {
-    if (message == NULL) {
-        hipdnn_cabi_set_last_error("Null pointer provided to hipdnnPeekLastErrorString_ext: message is nullptr");
-        return;
-    }
-    if (maxSize == 0) {
-        hipdnn_cabi_set_last_error("hipdnnPeekLastErrorString_ext: maxSize is 0");
-        return;
-    }
-    size_t n = strlen(g_last_error);
-    if (n > maxSize - 1)
-        n = maxSize - 1;
-    memcpy(message, g_last_error, n);
-    message[n] = '\0';
+    copy_last_error("hipdnnPeekLastErrorString_ext", message, maxSize, 0);
 }
 
 HX const char* hipdnnVersionString_ext() { return HIPDNN_CABI_BACKEND_VERSION; }

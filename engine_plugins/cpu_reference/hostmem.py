@@ -3,8 +3,8 @@
 The engine reads and writes every buffer from the CPU.  On a machine with a GPU runtime, a
 variant pack may hold device-only pointers (hipMalloc / cudaMalloc); dereferencing one from the
 host would crash the process.  When a GPU runtime's Python bindings are importable -
-``hip-python`` (``from hip import hip``) or NVIDIA's ``cuda-bindings`` (``cuda.bindings.runtime``
-or the older ``cuda.cudart``) - :func:`classify` asks it what each pointer is and the engine
+``hip-python`` or NVIDIA's ``cuda-bindings``, through :mod:`hipdnn_cabi.device` -
+:func:`classify` asks it what each pointer is and the engine
 fails with INVALID_VALUE naming the uid for device-only memory.  Host memory (malloc'd,
 pinned / registered) and managed (unified) memory are accepted.  Without such bindings every
 pointer is taken as host memory (the usual case on a CPU-only machine).
@@ -22,53 +22,16 @@ _probed = False
 _override = None
 
 
-def _name_kind(name: str):
-    n = name.lower()
-    if "managed" in n or "unified" in n:
-        return "managed"
-    if "device" in n or "array" in n:
-        return "device"
-    if "host" in n:
-        return "host"
-    return None   # unregistered -> plain host memory
-
-
-def _hip_probe():
-    from hip import hip  # type: ignore
-
-    def probe(ptr):
-        err, attrs = hip.hipPointerGetAttributes(ptr)[:2]
-        if int(getattr(err, "value", err)) != 0 or attrs is None:
-            return None   # unknown to the runtime: ordinary host memory
-        t = getattr(attrs, "type", None)
-        if t is None:
-            t = getattr(attrs, "memoryType", None)
-        return _name_kind(getattr(t, "name", str(t)))
-    return probe
-
-
-def _cuda_probe():
-    try:
-        from cuda.bindings import runtime as cudart  # type: ignore
-    except ImportError:
-        from cuda import cudart  # type: ignore
-
-    def probe(ptr):
-        err, attrs = cudart.cudaPointerGetAttributes(ptr)
-        if int(getattr(err, "value", err)) != 0 or attrs is None:
-            return None
-        t = getattr(attrs, "type", None)
-        return _name_kind(getattr(t, "name", str(t)))
-    return probe
-
-
 def _find_probe():
-    for make in (_hip_probe, _cuda_probe):
-        try:
-            return make()
-        except Exception:  # noqa: BLE001 - bindings absent or unusable
-            continue
-    return None
+    """The pointer-kind query of the project's device layer (hipdnn_cabi.device: hip-python or
+    cuda-bindings), or None when no GPU runtime is usable in this process."""
+    try:
+        from hipdnn_cabi import device
+        if not device.available():
+            return None
+        return device.get_runtime().pointer_kind
+    except Exception:  # noqa: BLE001 - bindings absent or unusable
+        return None
 
 
 def gpu_runtime_present() -> bool:
