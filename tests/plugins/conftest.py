@@ -30,12 +30,13 @@ def c_sample(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mini(tmp_path_factory):
-    """mini(tag, *defines, dirname=None) → path of a compiled broken/mini_plugin.c variant."""
+    """mini(tag, *defines, dirname=None, src="mini_plugin.c") → path of a compiled plugin built from
+    broken/<src> (mini_plugin.c with switches, or one of the small broken-variant files)."""
     base = tmp_path_factory.mktemp("mini")
     cache = {}
 
-    def build(tag, *defines, dirname=None):
-        key = (tag, defines, dirname)
+    def build(tag, *defines, dirname=None, src="mini_plugin.c"):
+        key = (tag, defines, dirname, src)
         if key in cache:
             return cache[key]
         d = base / (dirname or f"d_{tag}")
@@ -43,7 +44,7 @@ def mini(tmp_path_factory):
         so = d / f"libmini_{tag}.so"
         cmd = ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
                "-DHIPDNN_CABI_NO_HIP_HEADERS", f"-I{INCLUDE}", f'-DMINI_TAG="{tag}"',
-               *[f"-D{x}" for x in defines], os.path.join(HERE, "broken", "mini_plugin.c"),
+               *[f"-D{x}" for x in defines], os.path.join(HERE, "broken", src),
                "-o", str(so)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -6,6 +6,8 @@
  *   BAD_NAME_HASH        GetEngineName answers a name whose hash is not the id
  *   FAIL_APPLICABLE      GetApplicableEngineIds fails with INTERNAL_ERROR + a message
  *   FAIL_EXECUTE         ExecuteOpGraph fails with BAD_PARAM + a message
+ * The broken variants that need other code are small C files beside this one: each defines
+ * OWN_<symbol> for the functions it replaces (or leaves out), includes this file, and writes its own.
  */
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <string.h>
@@ -17,11 +19,12 @@
 #endif
 #define P HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t
 static const char* g_err = "";
-static int g_handle;
-static int g_ctx;
+#define MINI_UNUSED __attribute__((unused))
+static int g_handle MINI_UNUSED;
+static int g_ctx MINI_UNUSED;
 /* An EngineDetails FlatBuffer with no fields: root offset 8, vtable {4,4}, table soffset 4. */
-static const unsigned char k_details[12] = {8, 0, 0, 0, 4, 0, 4, 0, 4, 0, 0, 0};
-static int64_t engine_id(void)
+static const unsigned char k_details[12] MINI_UNUSED = {8, 0, 0, 0, 4, 0, 4, 0, 4, 0, 0, 0};
+MINI_UNUSED static int64_t engine_id(void)
 {
     const char* s = "MINI_" MINI_TAG;
     uint64_t h = 0xcbf29ce484222325ull;
@@ -35,14 +38,18 @@ P hipdnnPluginGetVersion(const char** v) { *v = "9.9.9"; return HIPDNN_PLUGIN_ST
 #ifndef NO_API_VERSION
 P hipdnnPluginGetApiVersion(const char** v) { *v = API_VERSION; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 #endif
+#ifndef OWN_GetType
 P hipdnnPluginGetType(hipdnnPluginType_t* t) { *t = HIPDNN_PLUGIN_TYPE_ENGINE; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
 HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** e) { *e = g_err; }
+#ifndef OWN_GetAllEngineIds
 P hipdnnEnginePluginGetAllEngineIds(int64_t* ids, uint32_t max, uint32_t* n)
 {
     *n = 1;
     if(ids && max >= 1) ids[0] = engine_id();
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
 #ifndef NO_ENGINE_NAME
 P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
 {
@@ -55,9 +62,14 @@ P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 #endif
+#ifndef OWN_Create
 P hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* h) { *h = (hipdnnEnginePluginHandle_t)&g_handle; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
 P hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t h) { (void)h; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#ifndef OWN_SetStream
 P hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t h, hipStream_t s) { (void)h; (void)s; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
+#ifndef OWN_GetApplicableEngineIds
 P hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* g,
                                            int64_t* ids, uint32_t max, uint32_t* n)
 {
@@ -70,6 +82,8 @@ P hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t h, const h
     *n = 1;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
+#ifndef OWN_GetEngineDetails
 P hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t h, int64_t id, const hipdnnPluginConstData_t* g,
                                      hipdnnPluginConstData_t* d)
 {
@@ -78,6 +92,7 @@ P hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t h, int64_t id, c
     d->size = sizeof k_details;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
 P hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t h, hipdnnPluginConstData_t* d) { (void)h; (void)d; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 P hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
                                      const hipdnnPluginConstData_t* g, size_t* ws)
@@ -86,6 +101,7 @@ P hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t h, const hipdnnP
     *ws = 64;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#ifndef OWN_CreateExecutionContext
 P hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
                                            const hipdnnPluginConstData_t* g, hipdnnEnginePluginExecutionContext_t* x)
 {
@@ -93,6 +109,7 @@ P hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t h, const h
     *x = (hipdnnEnginePluginExecutionContext_t)&g_ctx;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
 P hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t h, hipdnnEnginePluginExecutionContext_t x) { (void)h; (void)x; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 P hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(hipdnnEnginePluginHandle_t h,
                                                          hipdnnEnginePluginExecutionContext_t x, size_t* ws)
@@ -101,6 +118,7 @@ P hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(hipdnnEnginePluginHandl
     *ws = 64;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#ifndef OWN_ExecuteOpGraph
 P hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t h, hipdnnEnginePluginExecutionContext_t x, void* ws,
                                    const hipdnnPluginDeviceBuffer_t* b, uint32_t n)
 {
@@ -111,3 +129,4 @@ P hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t h, hipdnnEnginePlu
 #endif
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
