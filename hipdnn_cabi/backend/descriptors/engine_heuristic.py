@@ -200,4 +200,6 @@ class EngineHeuristicDescriptor(Descriptor):
         attrs._type(ctx, atype, T.HIPDNN_TYPE_INT64)
         if not cnt:
             raise NullPointerError(f"{ctx}: elementCount is nullptr")
+        if req < 0:
+            raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
         attrs.get_int64_vector(ctx, atype, req, cnt, arr, self.resolved_policies)

@@ -1,5 +1,6 @@
 /* A tiny configurable engine plugin for the plugin-loading tests.  Compile-time switches:
  *   MINI_TAG="x"         plugin name "mini_x", engine name "MINI_x" (id = FNV-1a-64 of the name)
+ *   ENGINE_NAME="N"      engine name N instead of "MINI_x"
  *   NO_GET_NAME          omit the required hipdnnPluginGetName
  *   NO_API_VERSION       omit hipdnnPluginGetApiVersion;  API_VERSION="1.0.0" otherwise
  *   NO_ENGINE_NAME       omit hipdnnEnginePluginGetEngineName
@@ -14,6 +15,9 @@
 #ifndef MINI_TAG
 #define MINI_TAG "a"
 #endif
+#ifndef ENGINE_NAME
+#define ENGINE_NAME "MINI_" MINI_TAG
+#endif
 #ifndef API_VERSION
 #define API_VERSION "1.0.0"
 #endif
@@ -26,7 +30,7 @@ static int g_ctx MINI_UNUSED;
 static const unsigned char k_details[12] MINI_UNUSED = {8, 0, 0, 0, 4, 0, 4, 0, 4, 0, 0, 0};
 MINI_UNUSED static int64_t engine_id(void)
 {
-    const char* s = "MINI_" MINI_TAG;
+    const char* s = ENGINE_NAME;
     uint64_t h = 0xcbf29ce484222325ull;
     for(; *s; s++) { h ^= (unsigned char)*s; h *= 0x100000001b3ull; }
     return (int64_t)h;
@@ -57,7 +61,7 @@ P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
 #ifdef BAD_NAME_HASH
     *name = "NOT_THE_HASHED_NAME";
 #else
-    *name = "MINI_" MINI_TAG;
+    *name = ENGINE_NAME;
 #endif
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
