@@ -308,3 +308,39 @@ def run_scale_shift(h, p, x=(1, 2, 3, 4), scalars=None):
     vp = variant_pack(pairs)
     st = lib.hipdnnBackendExecute(h, p, vp)
     return st, [float(v) for v in cz]
+
+
+# ------------------------------------------------------------------ generic ops (scalar-taking norms)
+NORM_FWD_INFERENCE, NORM_FWD_TRAINING = 1, 2      # hipdnnNormFwdPhase_t
+
+
+def op(dtype, tensors, enums=None, i64=None):
+    """An operation descriptor: ``tensors`` {attr name: tensor descriptor}, ``enums`` {attr name:
+    (attribute type, int value)}, ``i64`` {attr name: int}."""
+    o = create(dtype)
+    for name, t in tensors.items():
+        ok(set_desc(o, getattr(L, name), [t]))
+    for name, (atype, v) in (enums or {}).items():
+        ok(set_raw(o, getattr(L, name), atype, "int32_t", [v]))
+    for name, v in (i64 or {}).items():
+        ok(set_raw(o, getattr(L, name), L.HIPDNN_TYPE_INT64, "int64_t", [v]))
+    ok(lib.hipdnnBackendFinalize(o))
+    return o
+
+
+def run_arrays(h, p, arrays, scalars=None):
+    """Execute plan p with numpy float32 arrays {uid: ndarray} (outputs written in place) and host
+    scalars {uid: float or None (omitted)}; returns the status."""
+    import numpy as np
+    keep = []
+    pairs = []
+    for uid, a in arrays.items():
+        assert a.dtype == np.float32 and a.flags.c_contiguous
+        pairs.append((uid, a.ctypes.data))
+    for uid, v in (scalars or {}).items():
+        if v is None:
+            continue
+        c = ffi.new("float*", v)
+        keep.append(c)
+        pairs.append((uid, addr(c)))
+    return lib.hipdnnBackendExecute(h, p, variant_pack(pairs))
