@@ -97,7 +97,10 @@ P hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t h, int64_t id, c
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 #endif
+#ifndef OWN_GetEngineDetails
 P hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t h, hipdnnPluginConstData_t* d) { (void)h; (void)d; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#endif
+#ifndef OWN_GetWorkspaceSize
 P hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
                                      const hipdnnPluginConstData_t* g, size_t* ws)
 {
@@ -105,6 +108,7 @@ P hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t h, const hipdnnP
     *ws = 64;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+#endif
 #ifndef OWN_CreateExecutionContext
 P hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t h, const hipdnnPluginConstData_t* c,
                                            const hipdnnPluginConstData_t* g, hipdnnEnginePluginExecutionContext_t* x)
