@@ -143,3 +143,62 @@ g.execute({{u[0]: X, u[1]: B, u[2]: Y}})
 print(json.dumps({{"y": Y.tolist()}}))
 """, dirs["c_sample"])
     assert r2["y"] == r["y"] == [[6.0, 8.0, 10.0, 12.0]]
+
+
+def test_cpu_reference_reports_true_notes(ct_base):
+    """The CPU reference engine (SDK): external library (numpy/BLAS) and plan serialization."""
+    import os
+    from ct_support import ROOT, plugin_dir
+    src = os.path.join(ROOT, "engine_plugins", "cpu_reference")
+    if not os.path.exists(os.path.join(src, "engine.py")):
+        pytest.skip("engine_plugins/cpu_reference has not landed")
+    r = py("""
+from hipdnn_cabi.plugins.loader import fnv1a64
+h = handle()
+g = add_graph(h)
+st, e = engine(g, fnv1a64("HIPDNN_CABI_CPU_REFERENCE_ENGINE")); ok(st)
+print(json.dumps(notes(e)))
+""", plugin_dir(ct_base, "d_cpu_reference_notes", [src]))
+    assert r == [0, 2, 0, [3, 4]]
+
+
+def test_frontend_notes_edge_cases_and_serialize_without_note_4(ctplug):
+    """RFC 0010 §9 frontend/Python plan: BehaviorNote is exposed; the query before the graph is
+    built fails; an engine reporting no notes gives []; an unknown engine id fails; and
+    serialize() keeps the plan out when the engine does not report note 4, even though this
+    engine exports the serialization hooks (note 4 decides, not the symbols)."""
+    d = ctplug("fe_none", details=details_bytes("CTPLUG_fe_none", []))
+    r = py("""
+from hipdnn_cabi import frontend as fe
+from hipdnn_cabi import errors
+from hipdnn_cabi._generated.enums import PointwiseMode, DataType
+from hipdnn_cabi.plugins.loader import fnv1a64
+out = {"enum": fe.BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION.value}
+g = fe.Graph()
+x = g.tensor(name="x", dim=[1, 4], stride=[4, 1], data_type=DataType.HIPDNN_DATA_FLOAT)
+b = g.tensor(name="b", dim=[1, 4], stride=[4, 1], data_type=DataType.HIPDNN_DATA_FLOAT)
+y = g.pointwise(x, b, mode=PointwiseMode.HIPDNN_POINTWISE_ADD)
+y.set_output(True).set_data_type(DataType.HIPDNN_DATA_FLOAT)
+eid = fnv1a64("CTPLUG_fe_none")
+try:
+    g.get_behavior_notes_for_engine(eid)
+    out["before"] = "no error"
+except errors.HipdnnError as e:
+    out["before"] = [type(e).__name__, str(e)]
+g.build()
+out["engine"] = g.engine_id == eid
+out["notes"] = g.get_behavior_notes_for_engine(eid)
+try:
+    g.get_behavior_notes_for_engine(12345)
+    out["unknown"] = "no error"
+except errors.HipdnnError as e:
+    out["unknown"] = [type(e).__name__, str(e)]
+blob = g.serialize()
+out["contents"] = contents(blob)
+print(json.dumps(out))
+""", d)
+    assert r["enum"] == 4
+    assert r["before"][0] == "BadParamError" and "build_operation_graph" in r["before"][1]
+    assert r["engine"] and r["notes"] == []
+    assert r["unknown"] != "no error" and "12345" in r["unknown"][1], r["unknown"]
+    assert r["contents"] == [0, 1]          # GRAPH only: no plan embedded without note 4
