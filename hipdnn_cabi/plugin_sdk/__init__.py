@@ -7,13 +7,13 @@ See docs/plugin_sdk.md.
 """
 from .core import (DeviceBuffers, EngineBase, EngineManager, EnginePluginBase,
                    EnginePluginContainer, ExecutionContext, PlanBase, PlanBuilderBase,
-                   engine_id_of)
+                   PluginHandle, engine_id_of)
 from .errors import PluginError
 from .serialization import Scalar, ScalarTable
 from .graph import EngineConfigInfo, Node, OpGraph, Tensor, build_engine_details, \
     parse_engine_config, parse_graph
 
 __all__ = ["DeviceBuffers", "EngineBase", "EngineManager", "EnginePluginBase",
-           "EnginePluginContainer", "ExecutionContext", "PlanBase", "PlanBuilderBase",
+           "EnginePluginContainer", "ExecutionContext", "PlanBase", "PlanBuilderBase", "PluginHandle",
            "engine_id_of", "PluginError", "EngineConfigInfo", "Node", "OpGraph", "Tensor",
            "build_engine_details", "parse_engine_config", "parse_graph", "Scalar", "ScalarTable"]

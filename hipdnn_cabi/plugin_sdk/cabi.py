@@ -175,7 +175,9 @@ class CAdapter:
     @_entry
     def hipdnnEnginePluginCreate(self, handle):
         self._null(handle, "handle")
-        c = self.plugin.create_container()
+        # RFC 0002 §4.2: every plugin handle shares the plugin's one container (created by the
+        # first live handle, closed with the last); the handle itself carries its stream.
+        c = _PluginHandle(self.plugin.acquire_container())
         key = next(_ids) << 4
         cd = self.ffi.cast("hipdnnEnginePluginHandle_t", key)
         with self._lock:
@@ -189,7 +191,7 @@ class CAdapter:
         with self._lock:
             self._handles.pop(self._addr(handle), None)
             self._handles_c.pop(handle, None)
-        c.close()
+        self.plugin.release_container(c.container)
 
     @_entry
     def hipdnnEnginePluginSetStream(self, handle, stream):
@@ -312,9 +314,9 @@ class CAdapter:
             if num_device_buffers and device_buffers:  # (inlined _buffers: its cache hit)
                 m = self._bufmaps.get(self._fbuf(device_buffers, 16 * num_device_buffers)[:])
             if m is None:
-                c.execute(ctx, ws, self._buffers(device_buffers, num_device_buffers))
+                c.container.execute(ctx, ws, self._buffers(device_buffers, num_device_buffers), c)
             else:
-                c.execute(ctx, ws, _DeviceBuffers(m, self.ffi))
+                c.container.execute(ctx, ws, _DeviceBuffers(m, self.ffi), c)
             return 0
         except PluginError as e:
             self.set_error(e.message or f"plugin error {e.status}")
@@ -405,6 +407,7 @@ class CAdapter:
 
 
 from .core import DeviceBuffers as _DeviceBuffers  # noqa: E402
+from .core import PluginHandle as _PluginHandle  # noqa: E402
 
 
 def check_complete():

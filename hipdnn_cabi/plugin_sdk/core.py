@@ -252,49 +252,102 @@ class DeviceBuffers:
             base, shape=tuple(tensor.dims), strides=tuple(s * dt.itemsize for s in tensor.strides))
 
 
+def _h(container, handle):
+    return container if handle is None else handle
+
+
 class EnginePluginContainer:
-    """One per hipdnnEnginePluginHandle_t (RFC 0002 §4.2): passes engine queries to the
-    EngineManager and runs execution contexts itself."""
+    """RFC 0002 §4.2: passes engine queries to the EngineManager and runs execution contexts
+    itself.  One container is shared by every live hipdnnEnginePluginHandle_t of a plugin (the
+    RFC's shared_ptr on each handle + a weak_ptr at global scope, here
+    :meth:`EnginePluginBase.acquire_container` / :meth:`~EnginePluginBase.release_container`):
+    the first hipdnnEnginePluginCreate makes it, later ones share it, and the last
+    hipdnnEnginePluginDestroy closes it.  Per-handle state (the stream) lives on the
+    :class:`PluginHandle`, which every method receives as ``handle`` and passes on to the engines
+    (``handle=None``: the container itself, for direct use outside the C surface)."""
 
     def __init__(self, plugin):
         self.plugin = plugin
         self.engine_manager = plugin.engine_manager
+        self.stream = 0   # used only when the container is driven directly (handle=None)
+
+    def set_stream(self, stream: int):
+        self.stream = stream
+
+    def get_applicable_engine_ids(self, graph, handle=None):
+        return self.engine_manager.get_applicable_engine_ids(_h(self, handle), graph)
+
+    def get_engine_details(self, engine_id, graph, handle=None) -> bytes:
+        return self.engine_manager.get_engine_details(_h(self, handle), graph, engine_id)
+
+    def get_workspace_size(self, config, graph, handle=None) -> int:
+        return self.engine_manager.get_max_workspace_size(_h(self, handle), graph, config)
+
+    def create_execution_context(self, config, graph, handle=None) -> ExecutionContext:
+        return self.engine_manager.initialize_execution_context(_h(self, handle), graph, config)
+
+    def get_workspace_size_from_context(self, ctx: ExecutionContext, handle=None) -> int:
+        return int(ctx.plan.get_workspace_size(_h(self, handle)))
+
+    def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers,
+                handle=None) -> None:
+        buffers.scalars = ctx.scalars
+        ctx.plan.execute(self if handle is None else handle, buffers, workspace)
+
+    def serialize_execution_context(self, ctx: ExecutionContext, handle=None) -> bytes:
+        return self.engine_manager.engine(ctx.engine_id).serialize_execution_context(
+            _h(self, handle), ctx)
+
+    def create_execution_context_from_serialized(self, data: bytes,
+                                                 handle=None) -> ExecutionContext:
+        from . import serialization as ser
+        em = self.engine_manager
+        p = ser.unpack(data, known_engine_ids=set(em.by_id),
+                       api_version=ser.parse_api_version(self.plugin.api_version))
+        return em.engine(p.engine_id).restore_execution_context(_h(self, handle), p)
+
+    def close(self):
+        pass
+
+
+class PluginHandle:
+    """What one hipdnnEnginePluginHandle_t stands for (RFC 0002 §4.6): a reference to the
+    plugin's shared :class:`EnginePluginContainer` plus this handle's stream.  Engines, plan
+    builders and plans receive it as their ``handle`` argument (``handle.stream``,
+    ``handle.container``, ``handle.plugin``)."""
+    __slots__ = ("container", "stream", "plugin")
+
+    def __init__(self, container: EnginePluginContainer):
+        self.container = container
+        self.plugin = container.plugin
         self.stream = 0
 
     def set_stream(self, stream: int):
         self.stream = stream
 
     def get_applicable_engine_ids(self, graph):
-        return self.engine_manager.get_applicable_engine_ids(self, graph)
+        return self.container.get_applicable_engine_ids(graph, self)
 
     def get_engine_details(self, engine_id, graph) -> bytes:
-        return self.engine_manager.get_engine_details(self, graph, engine_id)
+        return self.container.get_engine_details(engine_id, graph, self)
 
     def get_workspace_size(self, config, graph) -> int:
-        return self.engine_manager.get_max_workspace_size(self, graph, config)
+        return self.container.get_workspace_size(config, graph, self)
 
     def create_execution_context(self, config, graph) -> ExecutionContext:
-        return self.engine_manager.initialize_execution_context(self, graph, config)
+        return self.container.create_execution_context(config, graph, self)
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext) -> int:
-        return int(ctx.plan.get_workspace_size(self))
+        return self.container.get_workspace_size_from_context(ctx, self)
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers) -> None:
-        buffers.scalars = ctx.scalars
-        ctx.plan.execute(self, buffers, workspace)
+        self.container.execute(ctx, workspace, buffers, self)
 
     def serialize_execution_context(self, ctx: ExecutionContext) -> bytes:
-        return self.engine_manager.engine(ctx.engine_id).serialize_execution_context(self, ctx)
+        return self.container.serialize_execution_context(ctx, self)
 
     def create_execution_context_from_serialized(self, data: bytes) -> ExecutionContext:
-        from . import serialization as ser
-        em = self.engine_manager
-        p = ser.unpack(data, known_engine_ids=set(em.by_id),
-                       api_version=ser.parse_api_version(self.plugin.api_version))
-        return em.engine(p.engine_id).restore_execution_context(self, p)
-
-    def close(self):
-        pass
+        return self.container.create_execution_context_from_serialized(data, self)
 
 
 class EnginePluginBase:
@@ -322,6 +375,8 @@ class EnginePluginBase:
         self.log_callback = None   # set by the adapter: callable(severity, message)
         self.log_level = 4         # HIPDNN_SEV_OFF until the host says otherwise
         self._lock = threading.Lock()
+        self._container = None      # the shared container (RFC 0002 §4.2), while handles live
+        self._container_refs = 0
 
     def get_all_engine_ids(self) -> list:
         return self.engine_manager.get_all_engine_ids()
@@ -330,7 +385,30 @@ class EnginePluginBase:
         return self.engine_manager.engine(engine_id).name
 
     def create_container(self) -> EnginePluginContainer:
+        """A new container (override to customise; the C surface calls it through
+        :meth:`acquire_container`, so once per group of overlapping plugin handles)."""
         return self.container_class(self)
+
+    def acquire_container(self) -> EnginePluginContainer:
+        """The container shared by all live plugin handles, created on first use."""
+        with self._lock:
+            c = self._container
+            if c is None:
+                c = self.create_container()
+                self._container = c
+            self._container_refs += 1
+            return c
+
+    def release_container(self, container: EnginePluginContainer) -> None:
+        """Drop one handle's reference; the last one closes the container and forgets it."""
+        with self._lock:
+            if container is not self._container or self._container_refs <= 0:
+                return
+            self._container_refs -= 1
+            if self._container_refs:
+                return
+            self._container = None
+        container.close()
 
     def log(self, severity: int, message: str):
         cb = self.log_callback

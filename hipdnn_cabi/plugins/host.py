@@ -137,6 +137,9 @@ class PluginManager:
                         _err(w)
                 except BaseException:
                     plugin.close()
+                    table = getattr(plugin, "python_table", None)
+                    if table is not None:  # free the slot: 8 rejected plugins would fill them
+                        pyloader.unload_python_plugin(table)
                     raise
             except HipdnnError as e:
                 self._load_error(path, e.message)

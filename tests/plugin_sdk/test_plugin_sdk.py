@@ -170,7 +170,7 @@ print("unloaded=%%d" %% lib.tramp_hipdnnPluginGetName(T["hipdnnPluginGetName"], 
     ("create", "create", 3), ("applicable", "applicable", 3), ("details", "details", 3),
     ("workspace", "workspace", 3), ("build", "context", 3), ("plan_ws", "plan_ws", 3),
     ("execute", "execute", 3), ("applicable:plugin_error", "applicable", 5),
-    ("all_ids", "init", None), ("bad_ids", "init", None), ("", "execute", 2),
+    ("all_ids", "init", None), ("bad_ids", "init", None), ("missing_buffer", "execute", 2),
 ])
 def test_faults_become_status_and_last_error(files, fault, key, status):
     plugin = os.path.join(HERE, "faulty_plugin.py")
@@ -187,7 +187,7 @@ def test_faults_become_status_and_last_error(files, fault, key, status):
         return
     assert out["init"] == "ok"
     assert int(out[key].split(":")[0]) == status, out
-    if fault == "":
+    if fault == "missing_buffer":
         assert "no device buffer for tensor uid 42" in out[key]
     elif status == 3:
         assert f"RuntimeError: boom in {fault}" in out[key]
