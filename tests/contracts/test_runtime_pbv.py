@@ -314,3 +314,50 @@ print(json.dumps(out))
             assert v["none"] == PLUGIN
         if v["ser"] == 0:
             assert b[key] == [0, [0, expect(alpha, beta)]], (key, b[key])
+
+
+def test_legacy_graph_bytes_are_compile_time_constants(dirs):
+    """RFC 0016 §9 "legacy round-trip" / "serialization parity": graph bytes from before the
+    feature (scalar tensors with a baked value, no is_runtime_pass_by_value field, no version
+    stamp) deserialize as compile-time constants, impose no version floor, are served by the
+    1.0.0 plugin unchanged, and a variant-pack entry for a baked uid is inert."""
+    r = py(f"""
+sys.path.insert(0, os.path.join(HERE, "pyplugins"))
+import _scalar_common as sc
+from hipdnn_cabi.backend import graph_fb
+h = handle()
+st, g = scale_shift_graph(h, CONST, CONST); ok(st)
+st, blob = two_call(lib.hipdnnBackendGetSerializedBinaryGraph_ext, g); ok(st)
+d = graph_fb.read(blob, "Graph")
+d.pop("min_required_engine_api_version", None)
+for t in d["tensors"]:
+    t.pop("is_runtime_pass_by_value", None)
+legacy = graph_fb.build("Graph", d)
+out = {{"legacy_fields": [("min_required_engine_api_version" in graph_fb.read(legacy, "Graph")),
+                          any("is_runtime_pass_by_value" in t for t in graph_fb.read(legacy, "Graph")["tensors"])]}}
+gp = ffi.new("hipdnnBackendDescriptor_t*")
+ok(lib.hipdnnBackendCreateAndDeserializeGraph_ext(gp, ffi.new("uint8_t[]", legacy), len(legacy)))
+g2 = gp[0]
+ok(set_raw(g2, L.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE, L.HIPDNN_TYPE_HANDLE, "hipdnnHandle_t", [h]))
+ok(lib.hipdnnBackendFinalize(g2))
+st, back = two_call(lib.hipdnnBackendGetSerializedBinaryGraph_ext, g2); ok(st)
+db = graph_fb.read(back, "Graph")
+out["flags"] = {{str(t["uid"]): [bool(t.get("is_runtime_pass_by_value", False)), t.get("value") is not None]
+                 for t in db["tensors"]}}
+v = db.get("min_required_engine_api_version")
+out["stamp"] = [v["major"], v["minor"], v["patch"]] if v else None
+del sc.ASKED[:]
+st, ids = engine_ids(g2); ok(st)
+out["asked"] = len(sc.ASKED)
+out["ids"] = len(ids)
+st, p = plan_for_engine(g2, ids[0]); ok(st)
+out["y"] = run_scale_shift(h, p, {X!r}, {{}})
+out["inert"] = run_scale_shift(h, p, {X!r}, {{10: 1234.5, 11: -777.25}})
+print(json.dumps(out))
+""", dirs["v10"])
+    assert r["legacy_fields"] == [False, False]
+    assert r["flags"]["10"] == [False, True] and r["flags"]["11"] == [False, True]
+    assert r["stamp"] in (None, [1, 0, 0])
+    assert r["asked"] and r["ids"] == 2          # the 1.0.0 plugin was asked and serves it
+    assert r["y"] == [0, expect(A, B)]
+    assert r["inert"] == [0, expect(A, B)]       # compile-time constants: pack entries inert
