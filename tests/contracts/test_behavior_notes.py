@@ -202,3 +202,38 @@ print(json.dumps(out))
     assert r["engine"] and r["notes"] == []
     assert r["unknown"] != "no error" and "12345" in r["unknown"][1], r["unknown"]
     assert r["contents"] == [0, 1]          # GRAPH only: no plan embedded without note 4
+
+
+@pytest.mark.parametrize("first,second", [
+    ("HipdnnBackendBehaviorNote.h", "hipdnn_plugin_sdk/BehaviorNote.h"),
+    ("hipdnn_plugin_sdk/BehaviorNote.h", "HipdnnBackendBehaviorNote.h"),
+    ("hipdnn_backend.h", "hipdnn_plugin_sdk/EnginePluginApi.h")])
+def test_headers_share_the_include_guard(tmp_path, first, second):
+    """The backend and plugin-SDK headers define hipdnnBackendBehaviorNote_t under the shared
+    HIPDNN_BEHAVIOR_NOTE_TYPES_DEFINED guard: one translation unit includes both (either order)
+    with -Werror and sees the RFC 0010 values; PluginApiDataTypes.h does not pull them in."""
+    import subprocess
+    from ct_support import INCLUDE
+    src = tmp_path / "both.c"
+    src.write_text(f"""
+#include "{first}"
+#include "{second}"
+#include "hipdnn_plugin_sdk/PluginApiDataTypes.h"
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION == 0, "0");
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM == 1, "1");
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_SUPPORTS_GRAPH_CAPTURE == 2, "2");
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_EXTERNAL_LIBRARY_DEPENDENCY == 3, "3");
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION == 4, "4");
+_Static_assert(HIPDNN_BEHAVIOR_NOTE_TYPE_COUNT == 5, "5");
+_Static_assert(sizeof(hipdnnBackendBehaviorNote_t) == 4, "int32");
+int main(void) {{ hipdnnBackendBehaviorNote_t n = HIPDNN_BEHAVIOR_NOTE_TYPE_COUNT; return (int)n - 5; }}
+""")
+    alone = tmp_path / "alone.c"
+    alone.write_text('#include "hipdnn_plugin_sdk/PluginApiDataTypes.h"\n'
+                     "#ifdef HIPDNN_BEHAVIOR_NOTE_TYPES_DEFINED\n#error transitive\n#endif\n"
+                     "int main(void) { return 0; }\n")
+    for f in (src, alone):
+        r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                            "-DHIPDNN_CABI_NO_HIP_HEADERS", f"-I{INCLUDE}", str(f)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
