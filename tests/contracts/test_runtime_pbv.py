@@ -200,6 +200,12 @@ out["same"] = graph_fb.read(blob2, "Graph")["tensors"] == d["tensors"]
 d["min_required_engine_api_version"] = {"major": 1, "minor": 4, "patch": 0}
 newer = graph_fb.build("Graph", d)
 out["newer"] = lib.hipdnnBackendCreateAndDeserializeGraph_ext(gp, ffi.new("uint8_t[]", newer), len(newer))
+d["tensors"] = d["tensors"] + d["tensors"][:1]          # would be BAD_PARAM once tensors are read
+newer_dup = graph_fb.build("Graph", d)
+out["newer_dup"] = [lib.hipdnnBackendCreateAndDeserializeGraph_ext(gp, ffi.new("uint8_t[]", newer_dup), len(newer_dup)), err()]
+d["min_required_engine_api_version"] = {"major": 1, "minor": 3, "patch": 0}
+same_dup = graph_fb.build("Graph", d)
+out["same_dup"] = lib.hipdnnBackendCreateAndDeserializeGraph_ext(gp, ffi.new("uint8_t[]", same_dup), len(same_dup))
 print(json.dumps(out))
 """, dirs["v12"])
     assert r["const"] == [[0, True], [0, False]]
@@ -209,6 +215,9 @@ print(json.dumps(out))
     assert r["fb"]["1"] == [False, False]
     assert r["same"] is True
     assert r["newer"] == 8     # stamped above what this backend reads → NOT_SUPPORTED
+    # the stamp is checked before any tensor is read: a duplicate uid is not even seen
+    assert r["newer_dup"][0] == 8 and "requires engine API version 1.4.0" in r["newer_dup"][1]
+    assert r["same_dup"] == 2  # the same bytes at a readable stamp: BAD_PARAM (duplicate uid)
 
 
 def test_sdk_payload_rejections():
