@@ -370,3 +370,48 @@ print(json.dumps(out))
     assert r["asked"] and r["ids"] == 2          # the 1.0.0 plugin was asked and serves it
     assert r["y"] == [0, expect(A, B)]
     assert r["inert"] == [0, expect(A, B)]       # compile-time constants: pack entries inert
+
+
+def test_frontend_post_build_setters_do_not_alter_the_plan(dirs):
+    """RFC 0016 §9 "post-build setter warning": after build, set_value / set_as_runtime_parameter
+    warn and the compiled plan keeps the values it was built with; a RUNTIME_PARAM scalar
+    (runtime with default) keeps its baked default through the frontend even when the caller
+    binds a value for it (override inert), and the frontend getters describe the three states."""
+    r = py(f"""
+import warnings
+import numpy as np
+from hipdnn_cabi import frontend as fe
+from hipdnn_cabi._generated.enums import DataType
+F32 = DataType.HIPDNN_DATA_FLOAT
+g = fe.Graph(io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+x = g.tensor(name="x", dim=[1, 4], stride=[4, 1], data_type=F32)
+a = g.tensor({A!r}, fe.ScalarType.COMPILE_TIME_CONST, name="a")
+b = g.tensor({B!r}, fe.ScalarType.RUNTIME_PARAM, name="b")
+c = g.tensor(name="c", dim=[1], data_type=F32).set_as_runtime_parameter()
+z = g.add(g.mul(g.mul(x, a), c), b).set_output(True).set_data_type(F32)
+out = {{"getters": [[t.get_compile_time_constant(), t.get_pass_by_value(), t.get_is_pass_by_value()]
+                    for t in (a, b, c)]}}
+g.build()
+X = np.array([[1, 2, 3, 4]], np.float32)
+Y = np.zeros((1, 4), np.float32)
+g.execute({{x: X, c: 1.0, z: Y}})
+out["before"] = Y.tolist()
+g.execute({{x: X, c: 1.0, b: 1234.5, z: Y}})
+out["inert"] = Y.tolist()
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    a.set_value(100.0)
+    b.set_as_runtime_parameter()
+    out["warnings"] = [str(m.message) for m in w]
+# the frontend's own completeness check now treats b as user-supplied (it reads the live
+# tensor state), so bind a value: the compiled plan still bakes B and ignores it
+g.execute({{x: X, c: 1.0, b: 1234.5, z: Y}})
+out["after"] = Y.tolist()
+print(json.dumps(out))
+""", dirs["v12"])
+    assert r["getters"] == [[A, None, True], [None, B, True], [None, None, True]]
+    want = [[x * A + B for x in X]]
+    assert r["before"] == want
+    assert r["inert"] == want
+    assert len(r["warnings"]) == 2 and all("after the graph was built" in m for m in r["warnings"])
+    assert r["after"] == want
