@@ -221,3 +221,42 @@ print(json.dumps(out))
 """, {"HIPDNN_PLUGIN_DIR": c_sample})
     assert r == {"set": 0, "get": 0x1000, "plugin_handles": 1, "destroy": 0, "closed": True,
                  "two": [0, 0]}
+
+
+def test_execute_with_override_shapes(c_sample):
+    # §4.1 override checks in order, then ExecuteOpGraphWithOverrides on the C sample plugin (1.1.0)
+    r = py("""
+addr = lambda c: int(ffi.cast("uintptr_t", c))
+h = create_handle()
+g = standin_graph(h, override=True)
+st, cfgs = heuristic_configs(g)
+assert st == 0 and len(cfgs) == 1, (st, err())
+lib.hipdnnBackendFinalize(cfgs[0])
+st, p = plan_for(cfgs[0])
+assert st == 0, err()
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [10, 20, 30, 40]); y = ffi.new("float[4]", [-1] * 4)
+def pack(ouids, lengths, shapes, strides):
+    vp = desc(D.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+    set_attr(vp, A.HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.HIPDNN_TYPE_VOID_PTR, "void*", [x, b, y])
+    set_attr(vp, A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.HIPDNN_TYPE_INT64, "int64_t", [1, 2, 3])
+    for name, vals in ((A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT, ouids),
+                       (A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_LENGTHS_EXT, lengths),
+                       (A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_SHAPES_EXT, shapes),
+                       (A.HIPDNN_ATTR_VARIANT_PACK_OVERRIDE_STRIDES_EXT, strides)):
+        assert set_attr(vp, name, T.HIPDNN_TYPE_INT64, "int64_t", vals) == 0, err()
+    assert lib.hipdnnBackendFinalize(vp) == 0
+    return vp
+E = lambda vp: lib.hipdnnBackendExecute(h, p, vp)
+out = {}
+# the first two elements only: x, b, y all viewed as [1, 2]
+out["ok"] = E(pack([1, 2, 3], [2, 2, 2], [1, 2] * 3, [2, 1] * 3))
+out["y"] = list(y)
+out["uids_vs_lengths"] = E(pack([1, 2], [2], [1, 2], [2, 1]))
+out["zero_length"] = E(pack([1], [0], [1], [1]))
+out["too_long"] = E(pack([1], [2**32], [1], [1]))
+out["flat_mismatch"] = E(pack([1], [2], [1, 2, 3], [2, 1]))
+print(json.dumps(out))
+""", {"HIPDNN_PLUGIN_DIR": c_sample})
+    assert r["ok"] == 0 and r["y"] == [11.0, 22.0, -1.0, -1.0]
+    assert r["uids_vs_lengths"] == 2 and r["zero_length"] == 5 and r["too_long"] == 5
+    assert r["flat_mismatch"] == 2
