@@ -1,4 +1,4 @@
-"""Fuzz driver (run in a subprocess by test_fuzz.py): mutated / truncated graph buffers through
+"""Fuzz driver (run in a subprocess by test_graph_fuzz.py): mutated / truncated graph buffers through
 hipdnnBackendCreateAndDeserializeGraph_ext.  Prints one JSON summary line; exits non-zero on a
 violated expectation.  Usage: fuzz_driver.py LIBPATH N SEED"""
 from __future__ import annotations
@@ -15,7 +15,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from gutil import C, conv_relu_graph  # noqa: E402
-from test_handbuilt import build_graph  # noqa: E402
+from test_graph_handbuilt import build_graph  # noqa: E402
 
 from hipdnn_cabi import capi  # noqa: E402
 
@@ -25,7 +25,8 @@ def seeds(c, h):
     g = conv_relu_graph(c, h)
     a = c.serialize(g)
     c.destroy(g)
-    return [a, build_graph()]
+    from hipdnn_cabi.backend.serialization import build_container
+    return [a, build_graph(), build_container(a, None)]  # bare graphs and an HDGP container
 
 
 def mutate(rng, buf: bytes) -> bytes:
@@ -103,9 +104,16 @@ def main():
             if st4 not in (0, lib.HIPDNN_STATUS_BAD_PARAM):
                 print(json.dumps({"fail": "rebuild", "case": i, "status": st4, "msg": c.err()}))
                 sys.exit(5)
+            # and it finalizes (or is rejected with BAD_PARAM, e.g. two tensors of one uid)
+            c.ok(c.set_handle(g, h))
+            st5 = lib.hipdnnBackendFinalize(g)
+            if st5 not in (0, lib.HIPDNN_STATUS_BAD_PARAM):
+                print(json.dumps({"fail": "finalize", "case": i, "status": st5, "msg": c.err()}))
+                sys.exit(6)
             lib.hipdnnBackendDestroyDescriptor(g)
-        else:
-            c.err()  # message retrievable
+        elif not c.err():
+            print(json.dumps({"fail": "no error message", "case": i, "status": st, "data": data.hex()}))
+            sys.exit(7)
     print(json.dumps({"n": n, "valid": ok, "statuses": {str(k): v for k, v in counts.items()},
                       "seconds": round(time.perf_counter() - t0, 3), "slowest_s": round(slowest, 4)}))
 

@@ -374,3 +374,55 @@ def test_many_nodes_graph(c, h, n):
     assert [x["name"] for x in d["nodes"]] == ["op%d" % i for i in range(n)]
     for o in (*ts, *ops, g):
         c.destroy(o)
+
+
+def test_boolean_tensor_round_trip(c, h):
+    """BOOLEAN has no FlatBuffers DataType (written as UNSET): a BOOLEAN tensor without a value
+    still deserializes (binary and JSON), reads back as BOOLEAN and re-serializes identically."""
+    L = c.lib
+    x, m = c.tensor(1), c.tensor(2, dtype=L.HIPDNN_DATA_BOOLEAN)
+    op = c.create(L.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
+    c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, [x]))
+    c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, [m]))
+    c.ok(c.set_enum(op, L.HIPDNN_ATTR_POINTWISE_MODE, L.HIPDNN_TYPE_POINTWISE_MODE, L.HIPDNN_POINTWISE_CMP_GT))
+    c.ok(L.hipdnnBackendFinalize(op))
+    g = c.create(L.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+    c.ok(c.set_desc(g, L.HIPDNN_ATTR_OPERATIONGRAPH_OPS, [op]))
+    c.ok(c.set_handle(g, h))
+    c.ok(L.hipdnnBackendFinalize(g))
+    blob = c.serialize(g)
+    assert json.loads(c.serialize_json(g)[:-1])["tensors"][1]["data_type"] == "UNSET"
+    for st, g2 in (c.deserialize(blob), c.deserialize_json(c.serialize_json(g))):
+        c.ok(st)
+        assert c.serialize(g2) == blob
+        ops = c.get_descs(g2, L.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
+        t = c.get_desc(ops[0], L.HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT)
+        assert c.get_enum(t, L.HIPDNN_ATTR_TENSOR_DATA_TYPE, L.HIPDNN_TYPE_DATA_TYPE) == L.HIPDNN_DATA_BOOLEAN
+        assert c.get_bool(t, L.HIPDNN_ATTR_TENSOR_IS_BY_VALUE) is False
+        for o in (g2, t, *ops):
+            c.destroy(o)
+    for o in (x, m, op, g):
+        c.destroy(o)
+
+
+def test_unset_optional_getters_write_nothing(c):
+    """Unset graph data types and preferred engine: success, count 0, the array left untouched
+    (also when an array and req >= 1 are given); count query answers 0 too."""
+    L, ffi = c.lib, c.ffi
+    g = c.create(L.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+    for name, atype, ctype in ((L.HIPDNN_ATTR_OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT, L.HIPDNN_TYPE_DATA_TYPE, "int32_t"),
+                               (L.HIPDNN_ATTR_OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT, L.HIPDNN_TYPE_DATA_TYPE, "int32_t"),
+                               (L.HIPDNN_ATTR_OPERATIONGRAPH_IO_DATA_TYPE_EXT, L.HIPDNN_TYPE_DATA_TYPE, "int32_t"),
+                               (L.HIPDNN_ATTR_OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, L.HIPDNN_TYPE_INT64, "int64_t")):
+        cnt = ffi.new("int64_t*", 7)
+        arr = ffi.new(f"{ctype}[1]", [-99])
+        c.ok(L.hipdnnBackendGetAttribute(g, name, atype, 1, cnt, arr))
+        assert (cnt[0], arr[0]) == (0, -99)
+        assert c.get_count(g, name, atype) == (0, 0)
+        # wrong type is still BAD
+        assert L.hipdnnBackendGetAttribute(g, name, L.HIPDNN_TYPE_FLOAT, 1, cnt, arr) == L.HIPDNN_STATUS_BAD_PARAM
+    # HANDLE: not gettable, with or without an array
+    harr = ffi.new("hipdnnHandle_t[1]")
+    assert L.hipdnnBackendGetAttribute(g, L.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE, L.HIPDNN_TYPE_HANDLE, 1,
+                                       ffi.new("int64_t*"), harr) == L.HIPDNN_STATUS_NOT_SUPPORTED
+    c.destroy(g)

@@ -107,10 +107,13 @@ def tensor_from_fb(d: dict, where: str) -> TensorDescriptor:
     t = TensorDescriptor()
     t.uid = d.get("uid", 0)
     t.name = d.get("name", "")
-    dt = dtype_from_fb(d.get("data_type", 0))
+    fb_dt = d.get("data_type", 0)
+    dt = dtype_from_fb(fb_dt)
     value = d.get("value")
-    if dt is None and value is not None and value[0] == _TV_BOOL:
-        dt = DataType.HIPDNN_DATA_BOOLEAN  # BOOLEAN has no FlatBuffers DataType: written as UNSET
+    if dt is None and fb_dt == 0:
+        # BOOLEAN is the one hipdnnDataType_t without a FlatBuffers DataType: tensor_to_fb writes it
+        # as UNSET, so UNSET reads back as BOOLEAN (with or without a value) and the bytes round-trip.
+        dt = DataType.HIPDNN_DATA_BOOLEAN
     if dt is None:
         raise BadParamError(f"{where}: tensor uid {t.uid} has no (or an unknown) data type "
                             f"{d.get('data_type', 0)}")

@@ -615,13 +615,9 @@ _SET = {"tensor": _set_tensor, "tensors": _set_tensors, "i64": _set_i64, "i64vec
 
 # ----------------------------------------------------------------------------- per-kind get
 def _get_tensor(a, ctx, atype, req, cnt, arr, v):
-    if a.mandatory:
-        if v is None:  # cannot happen after finalize; defensive
-            attrs.get_optional_descriptor(ctx, atype, req, cnt, arr, None)
-            return
-        attrs.get_descriptor_one(ctx, atype, req, cnt, arr, v)
-    else:
-        attrs.get_optional_descriptor(ctx, atype, req, cnt, arr, v)
+    """Tensor slot (spec §1.3 generic tensor-ref helper): size query (NULL array or req 0) -> 1;
+    fetch needs req >= 1 and writes one new wrapper; an unset optional slot -> count 0."""
+    attrs.get_optional_descriptor(ctx, atype, req, cnt, arr, v)
 
 
 def _get_tensors(a, ctx, atype, req, cnt, arr, v):

@@ -237,3 +237,37 @@ def test_op_through_serialized_graph(c, h, spec):
     assert c.serialize(g2) == blob
     for x in (d, g, g2, *ops, *tensors):
         c.destroy(x)
+
+
+@pytest.mark.parametrize("spec", OPS, ids=IDS)
+def test_tensor_getter_size_query(c, spec):
+    """Tensor slots follow the §1.3 generic tensor-ref getter: size query (NULL array or req 0)
+    -> count 1 (0 for an unset optional slot); fetch needs req >= 1 and writes one new wrapper."""
+    L, ffi = c.lib, c.ffi
+    d, expected, tensors = build(c, spec, only_mandatory=True)
+    c.ok(L.hipdnnBackendFinalize(d))
+    DESC = L.HIPDNN_TYPE_BACKEND_DESCRIPTOR
+    for a in spec.attrs:
+        if a.kind != "tensor":
+            continue
+        want = 1 if a.mandatory else 0
+        cnt = ffi.new("int64_t*", -5)
+        c.ok(L.hipdnnBackendGetAttribute(d, a.attr, DESC, 1, cnt, ffi.NULL))
+        assert cnt[0] == want, a.name
+        arr = ffi.new("hipdnnBackendDescriptor_t[2]")
+        c.ok(L.hipdnnBackendGetAttribute(d, a.attr, DESC, 0, cnt, arr))
+        assert cnt[0] == want and arr[0] == ffi.NULL, a.name
+        assert L.hipdnnBackendGetAttribute(d, a.attr, DESC, 0, ffi.NULL, ffi.NULL) == \
+            L.HIPDNN_STATUS_BAD_PARAM_NULL_POINTER
+        if not a.mandatory:
+            continue
+        assert L.hipdnnBackendGetAttribute(d, a.attr, DESC, -1, cnt, arr) == L.HIPDNN_STATUS_BAD_PARAM
+        c.ok(L.hipdnnBackendGetAttribute(d, a.attr, DESC, 2, cnt, arr))
+        assert cnt[0] == 1 and arr[0] != ffi.NULL and arr[1] == ffi.NULL, a.name
+        assert c.get_i64(arr[0], L.HIPDNN_ATTR_TENSOR_UNIQUE_ID) == expected[a.attr]
+        c.destroy(arr[0])
+        assert L.hipdnnBackendGetAttribute(d, a.attr, L.HIPDNN_TYPE_INT64, 1, cnt, arr) == \
+            L.HIPDNN_STATUS_BAD_PARAM
+    for t in tensors:
+        c.destroy(t)
+    c.destroy(d)
