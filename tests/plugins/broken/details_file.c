@@ -3,6 +3,7 @@
  * GetWorkspaceSize is written to MINI_CONFIG_FILE when that is set. */
 #define _POSIX_C_SOURCE 200809L
 #define OWN_GetEngineDetails
+#define OWN_DestroyEngineDetails
 #define OWN_GetWorkspaceSize
 #include "mini_plugin.c"
 #include <stdio.h>

@@ -97,7 +97,7 @@ P hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t h, int64_t id, c
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 #endif
-#ifndef OWN_GetEngineDetails
+#ifndef OWN_DestroyEngineDetails
 P hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t h, hipdnnPluginConstData_t* d) { (void)h; (void)d; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 #endif
 #ifndef OWN_GetWorkspaceSize
