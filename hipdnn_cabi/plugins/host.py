@@ -220,13 +220,13 @@ def _entry_point_paths():
 
 
 def _entry_points_enabled() -> bool:
-    return _mode != ABSOLUTE and os.environ.get("HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS", "") in ("", "0")
+    return _mode == ADDITIVE and os.environ.get("HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS", "") in ("", "0")
 
 
 def _search_paths():
     env = os.environ.get("HIPDNN_PLUGIN_DIR")
     default = {env} if env else {DEFAULT_ENGINE_DIR}
-    if _mode == ABSOLUTE:
+    if _mode != ADDITIVE:  # ABSOLUTE, or an unknown mode (spec §3.2: only the stored paths)
         return sorted(_paths)
     return sorted(set(_paths) | default)
 

@@ -232,3 +232,15 @@ print(json.dumps(out))
     assert r["lazy"] is True
     assert r["eager_now"] == [0, False]
     assert r["eager_live"] is True and r["eager_after"] is False
+
+
+def test_unknown_paths_mode_loads_only_the_stored_paths(mini):
+    a = mini("um_a", dirname="um_a")
+    b = mini("um_b", dirname="um_b")
+    r = py(COUNT + f"""
+out = {{"set": set_paths([{b!r}], 7)}}
+h = create_handle()
+out["names"] = [n[0] for n in names(h)]
+print(json.dumps(out))
+""", {"HIPDNN_PLUGIN_DIR": os.path.dirname(a)})
+    assert r == {"set": 0, "names": ["MINI_um_b"]}  # stored like ADDITIVE, loaded with no default dir
