@@ -669,6 +669,10 @@ class Graph:
             self._gdesc = None
         self._gdesc = self._lower(h.raw)
         self._lowered = True
+        # What execute() must be given is fixed by what was lowered: setters called after the
+        # build (which only warn, RFC 0016 §4.3) must not change it.
+        self._required_uids = {t.uid for t in self._graph_tensors()
+                               if not t.is_virtual and not t.has_value}
         return self
 
     # ================================================================== plans (§2.3–2.6)
@@ -1164,8 +1168,10 @@ class Graph:
             if k is not None:
                 kinds.setdefault(k, "workspace")
         if not self._from_bytes:
+            required = getattr(self, "_required_uids", None)
             missing = [t for t in by_uid.values()
-                       if not t.is_virtual and not t.has_value and t.uid not in uids]
+                       if (t.uid in required if required is not None
+                           else not t.is_virtual and not t.has_value) and t.uid not in uids]
             if missing:
                 raise BadParamError("variant pack lacks tensors: " +
                                     ", ".join(f"{t.name or '?'} (uid {t.uid})" for t in missing))
