@@ -280,11 +280,21 @@ def test_version_gate(c):
 
 
 def test_required_version_stamping(c, h):
+    """§3.6, first match: ragged or alignment != 16 -> 1.3.0; runtime pass-by-value -> 1.2.0;
+    override shapes -> 1.1.0; else 1.0.0 (and deserialization accepts up to 1.3.0)."""
     L = c.lib
-    cases = [(dict(), False, (1, 0, 0)), (dict(), True, (1, 1, 0)),
-             (dict(alignment=64), False, (1, 3, 0))]
-    for kw, override, want in cases:
-        x, y = c.tensor(1, **kw), c.tensor(2)
+    PBV, RAGGED = "pbv", "ragged"
+    cases = [((), {}, False, (1, 0, 0)), ((), {}, True, (1, 1, 0)),
+             ((), dict(alignment=64), False, (1, 3, 0)), ((), dict(alignment=64), True, (1, 3, 0)),
+             ((PBV,), {}, False, (1, 2, 0)), ((PBV,), {}, True, (1, 2, 0)),
+             ((RAGGED,), {}, False, (1, 3, 0)), ((RAGGED, PBV), {}, True, (1, 3, 0))]
+    for extra, kw, override, want in cases:
+        x, y = c.tensor(1, finalize=False, **kw), c.tensor(2)
+        if PBV in extra:
+            c.ok(c.set_bool(x, L.HIPDNN_ATTR_TENSOR_IS_RUNTIME_PASS_BY_VALUE_EXT, True))
+        if RAGGED in extra:
+            c.ok(c.set_i64(x, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, 2))
+        c.ok(L.hipdnnBackendFinalize(x))
         op = c.create(L.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
         c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, [x]))
         c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, [y]))
@@ -295,9 +305,13 @@ def test_required_version_stamping(c, h):
         c.ok(c.set_bool(g, L.HIPDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, override))
         c.ok(c.set_handle(g, h))
         c.ok(L.hipdnnBackendFinalize(g))
-        v = to_dict(c.serialize(g), "Graph")["min_required_engine_api_version"]
-        assert (v["major"], v["minor"], v["patch"]) == want
-        for o in (x, y, op, g):
+        blob = c.serialize(g)
+        v = to_dict(blob, "Graph")["min_required_engine_api_version"]
+        assert (v["major"], v["minor"], v["patch"]) == want, (extra, kw, override)
+        st, g2 = c.deserialize(blob)
+        c.ok(st)
+        assert c.serialize(g2) == blob
+        for o in (x, y, op, g, g2):
             c.destroy(o)
 
 
@@ -425,4 +439,37 @@ def test_unset_optional_getters_write_nothing(c):
     harr = ffi.new("hipdnnHandle_t[1]")
     assert L.hipdnnBackendGetAttribute(g, L.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE, L.HIPDNN_TYPE_HANDLE, 1,
                                        ffi.new("int64_t*"), harr) == L.HIPDNN_STATUS_NOT_SUPPORTED
+    c.destroy(g)
+
+
+def test_every_set_but_handle_drops_the_id(c, h):
+    """§1.5: any successful set other than HANDLE discards the cached serialization and the UUID;
+    HANDLE keeps them; a failed set keeps them."""
+    L = c.lib
+    g = conv_relu_graph(c, h)
+    blob = c.serialize(g)
+    DT = L.HIPDNN_TYPE_DATA_TYPE
+    sets = [lambda d: c.set_enum(d, L.HIPDNN_ATTR_OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT, DT, L.HIPDNN_DATA_HALF),
+            lambda d: c.set_enum(d, L.HIPDNN_ATTR_OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT, DT, L.HIPDNN_DATA_HALF),
+            lambda d: c.set_enum(d, L.HIPDNN_ATTR_OPERATIONGRAPH_IO_DATA_TYPE_EXT, DT, L.HIPDNN_DATA_HALF),
+            lambda d: c.set_i64(d, L.HIPDNN_ATTR_OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, 3),
+            lambda d: c.set_bool(d, L.HIPDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, False),
+            lambda d: c.set_str(d, L.HIPDNN_ATTR_OPERATIONGRAPH_NAME_EXT, b"conv_bias_relu"),
+            # (the graph's own first op again: another graph's op would bring tensor objects
+            # that share uids with this graph's, which finalize rejects)
+            lambda d: c.set_desc(d, L.HIPDNN_ATTR_OPERATIONGRAPH_OPS,
+                                 c.get_descs(d, L.HIPDNN_ATTR_OPERATIONGRAPH_OPS)[:1])]
+    for i, do_set in enumerate(sets):
+        st, g2 = c.deserialize(blob)
+        c.ok(st)
+        # HANDLE and a failed set keep the id and the bytes
+        c.ok(c.set_handle(g2, h))
+        assert c.set_enum(g2, L.HIPDNN_ATTR_OPERATIONGRAPH_IO_DATA_TYPE_EXT, DT, 999) == L.HIPDNN_STATUS_BAD_PARAM
+        assert c.serialize(g2) == blob
+        c.ok(do_set(g2))
+        assert to_dict(c.serialize(g2), "Graph")["id"] is None, i
+        c.ok(L.hipdnnBackendFinalize(g2))
+        new_id = to_dict(c.serialize(g2), "Graph")["id"]
+        assert new_id is not None and new_id != to_dict(blob, "Graph")["id"], i
+        c.destroy(g2)
     c.destroy(g)
