@@ -66,6 +66,7 @@ class CAdapter:
         self._unpack = {}
         self._details = {}
         self._payloads = {}
+        self._graphs = {}   # graph bytes -> OpGraph (see _graph)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
@@ -99,7 +100,18 @@ class CAdapter:
         return self.ffi.buffer(self.ffi.cast("char*", d.ptr), d.size)[:]
 
     def _graph(self, d):
-        return parse_graph(self._data(d, "op graph"))
+        """The parsed OpGraph, once per distinct graph byte content: the host passes the same
+        bytes to GetApplicableEngineIds, GetEngineDetails, GetWorkspaceSize and
+        CreateExecutionContext, and pure-Python verify + parse costs ~0.5 ms a graph.  The
+        OpGraph is shared by those calls, so plugin code treats it as read-only."""
+        raw = self._data(d, "op graph")
+        g = self._graphs.get(raw)
+        if g is None:
+            g = parse_graph(raw)
+            if len(self._graphs) >= 64:
+                self._graphs.clear()
+            self._graphs[raw] = g
+        return g
 
     def _config(self, d):
         return parse_engine_config(self._data(d, "engine config"))

@@ -220,3 +220,32 @@ def test_container_acquire_release_unit():
     p.release_container(c1)  # stale: no effect
     assert closed == [c1] and p._container_refs == 0
     assert p.acquire_container() is not c1
+
+
+def test_adapter_parses_each_graph_content_once():
+    """The host hands the same graph bytes to several entry points (and to every heuristics
+    query): CAdapter verifies + parses them once and shares the read-only OpGraph."""
+    import cffi
+    from hipdnn_cabi.plugin_sdk import EnginePluginBase, PluginError
+    from hipdnn_cabi.plugin_sdk.cabi import CAdapter
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "plugins"))
+    from standin_graph import pointwise_graph_bytes
+    ffi = cffi.FFI()
+    ffi.cdef("typedef struct { const void* ptr; size_t size; } cd_t;")
+    a = CAdapter(EnginePluginBase("unit", engines=[]), ffi)
+
+    def cd(raw):
+        keep = ffi.new("char[]", raw)
+        return ffi.new("cd_t*", (keep, len(raw))), keep
+    r2, r30 = pointwise_graph_bytes(2, 4), pointwise_graph_bytes(30, 4)
+    (d1, k1), (d2, k2), (d3, k3) = cd(r2), cd(bytes(r2)), cd(r30)
+    g1 = a._graph(d1)
+    assert a._graph(d2) is g1                       # same content, other buffer
+    g3 = a._graph(d3)
+    assert g3 is not g1 and g3.nodes[0].attrs["operation"] == 30
+    bad, kb = cd(b"garbage!garbage!")
+    for _ in range(2):
+        with pytest.raises(PluginError) as e:
+            a._graph(bad)
+        assert e.value.status == 1
+    assert len(a._graphs) == 2
