@@ -2,8 +2,8 @@
 
 One engine, HIPDNN_CABI_PY_SAMPLE_ENGINE: a single float32 pointwise node (ADD, MUL — with numpy
 broadcasting of the inputs — or RELU_FWD) on host-accessible memory, vectorised with numpy views
-built straight from the device-buffer pointers.  No workspace, no knobs, no behaviour notes
-(execution-context serialization is not implemented).
+built straight from the device-buffer pointers.  No workspace, no knobs; execution contexts are
+serialized by the SDK (REDERIVE payload, behaviour note 4).
 
 Load it in-process (hipdnn_cabi.plugin_sdk.loader.load_python_plugin) or export it as a
 standalone shared library:  hipdnn-cabi export-plugin engine_plugins/py_sample -o libpy_sample.so
