@@ -8,6 +8,7 @@ usage: python sdk_host_driver.py faults FAULT...     one round per fault, each f
        python sdk_host_driver.py leak N              N healthy + faulty rounds (LAZY), then the
                                                      SDK's tables / containers / RSS
        python sdk_host_driver.py share               several hipdnnHandle_t over one plugin
+       python sdk_host_driver.py round               one healthy round + the loaded plugin paths
 Environment: HIPDNN_PLUGIN_DIR (holds faulty_plugin.py), HIPDNN_LOG_FILE/HIPDNN_LOG_LEVEL.
 """
 import gc
@@ -220,6 +221,16 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "faults":
         r = faults(sys.argv[2:])
+    elif mode == "round":   # one healthy round with whatever plugins HIPDNN_PLUGIN_DIR holds
+        r = round_("")
+        cnt, ml = ffi.new("size_t*"), ffi.new("size_t*")
+        hp = ffi.new("hipdnnHandle_t*")
+        lib.hipdnnCreate(hp)
+        lib.hipdnnGetLoadedEnginePluginPaths_ext(hp[0], cnt, ffi.NULL, ml)
+        bufs = [ffi.new("char[]", ml[0]) for _ in range(cnt[0])]
+        lib.hipdnnGetLoadedEnginePluginPaths_ext(hp[0], cnt, ffi.new("char*[]", bufs), ml)
+        r["loaded"] = [ffi.string(b).decode() for b in bufs]
+        lib.hipdnnDestroy(hp[0])
     elif mode == "leak":
         r = leak(int(sys.argv[2]))
     else:

@@ -249,3 +249,56 @@ def test_adapter_parses_each_graph_content_once():
             a._graph(bad)
         assert e.value.status == 1
     assert len(a._graphs) == 2
+
+
+def test_cli_exported_plugin_runs_in_the_host_as_a_so(tmp_path):
+    """`hipdnn-cabi export-plugin` output is an ordinary .so plugin to our backend: found in a
+    plugin directory, heuristics → plan → hipdnnBackendExecute computes py_sample's ADD."""
+    d = tmp_path / "so_only"
+    d.mkdir()
+    so = d / "libpy_sample_cli.so"
+    r = subprocess.run([sys.executable, "-m", "hipdnn_cabi.cli", "export-plugin",
+                        os.path.join(os.path.dirname(os.path.dirname(HERE)), "engine_plugins",
+                                     "py_sample"), "-o", str(so)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and so.exists(), r.stdout + r.stderr
+    env = dict(os.environ, HIPDNN_PLUGIN_DIR=str(d), HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS="1")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "sdk_host_driver.py"), "round"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == [str(so)]
+    assert out["engines"] == 1 and out["heuristics"] == [0, "", 1] and out["plan"] == [0, ""]
+    assert out["execute"] == [0, "", [2.0, 3.0, 4.0, 5.0]]  # x + b
+    assert out["destroy"] == [0, ""]
+
+
+def test_last_error_is_per_thread():
+    import threading
+
+    import cffi
+    from hipdnn_cabi.plugin_sdk import EnginePluginBase
+    from hipdnn_cabi.plugin_sdk.cabi import CAdapter
+    ffi = cffi.FFI()
+    a = CAdapter(EnginePluginBase("unit", engines=[]), ffi)
+    got = {}
+    go = threading.Barrier(2)
+
+    def run(key, call):
+        st = call()
+        go.wait()  # both threads have failed before either reads
+        e = ffi.new("const char**")
+        a.hipdnnPluginGetLastErrorString(e)
+        got[key] = (st, ffi.string(e[0]).decode())
+
+    ts = [threading.Thread(target=run, args=("name", lambda: a.hipdnnPluginGetName(ffi.NULL))),
+          threading.Thread(target=run, args=("create",
+                                             lambda: a.hipdnnEnginePluginCreate(ffi.NULL)))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == {"name": (1, "name is NULL"), "create": (1, "handle is NULL")}
+    e = ffi.new("const char**")
+    a.hipdnnPluginGetLastErrorString(e)
+    assert ffi.string(e[0]) == b""  # this thread never failed
