@@ -51,6 +51,7 @@ test-all: build
 	$(PY) -m pytest -q -m ''
 
 bench: build
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0 matplotlib  # comparison only
 	$(PY) bench/run.py
 
 # On a GPU machine (needs torch and the [cuda] extra in the venv); see docs/performance.md.
