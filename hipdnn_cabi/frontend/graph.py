@@ -1482,7 +1482,7 @@ class Graph:
 
     def _unpack_params(self, op, spec):
         """The op's parameters through its getters (the attribute table of
-        backend/descriptors/operations.py); the inverse of :meth:`_op_params`."""
+        backend/descriptors/operations/); the inverse of :meth:`_op_params`."""
         kind = spec.kind
         attrs = {}
         if kind.startswith("conv_"):
