@@ -8,9 +8,11 @@ and never touches the last-error slot.
 """
 from __future__ import annotations
 
+import struct
+
 from .._generated.enums import Severity, Status
 from ..errors import HipdnnError, NotSupportedError, NullPointerError
-from . import log, registry, runtime
+from . import attrs, log, registry, runtime
 from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
 from .descriptors import factory
 from .descriptors.base import Descriptor
@@ -135,38 +137,80 @@ def finalize(d):
     return 0
 
 
+_I64 = struct.Struct("<q")
+_FAST_I64, _FAST_I64VEC, _FAST_BOOL = 0, 1, 2  # kinds of Descriptor.FAST_FIELDS entries
+_ffi_unpack = _ffi_memmove = None           # bound by install()
+
+
 @body("hpy_set_attribute")
-def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Descriptor):
-    # The hot path: Descriptor.set_attribute's checks inlined (finalized first, then the name).
+def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Descriptor,
+                  _i64=_I64.unpack, _vec=attrs._vec):
+    # The hot path: plain fields (Descriptor.FAST_FIELDS) are stored here directly when every
+    # check of §1.3 passes; anything else (and every error) takes the descriptor's own path.
     obj = _objects.get(d)
     if not isinstance(obj, _D):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
-    fn = None
-    if obj._fast_set and not obj.finalized:
-        try:
-            fn, ctx = obj._setters[name]
-        except KeyError:
-            pass
-    if fn is None:  # the general path (its errors; descriptors with their own dispatch)
-        obj.set_attribute(name, atype, count, arr, nbytes)
-    else:
-        fn(obj, ctx, atype, count, arr, nbytes)
+    if not obj.finalized:
+        f = obj.FAST_FIELDS.get(name)
+        if f is not None and atype == f[0] and arr:
+            kind = f[1]
+            if kind == _FAST_I64 and count == 1:
+                setattr(obj, f[2], _i64(_ffi_unpack(arr, 8))[0])
+                return 0
+            if kind == _FAST_I64VEC and count > 0:
+                setattr(obj, f[2], _vec(count).unpack(_ffi_unpack(arr, nbytes)))
+                return 0
+            if kind == _FAST_BOOL and count == 1:
+                setattr(obj, f[2], _ffi_unpack(arr, 1) != b"\x00")
+                return 0
+        if obj._fast_set:
+            try:
+                fn, ctx = obj._setters[name]
+            except KeyError:
+                fn = None
+            if fn is not None:
+                fn(obj, ctx, atype, count, arr, nbytes)
+                return 0
+    obj.set_attribute(name, atype, count, arr, nbytes)  # the general path (and its errors)
     return 0
 
 
 @body("hpy_get_attribute")
-def get_attribute(d, name, atype, req, count, arr, _objects=_objects, _D=Descriptor):
+def get_attribute(d, name, atype, req, count, arr, _objects=_objects, _D=Descriptor,
+                  _p64=_I64.pack, _vec=attrs._vec):
     obj = _objects.get(d)
     if not isinstance(obj, _D):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
-    if obj._fast_get and obj.finalized:
-        try:
-            fn, ctx = obj._getters[name]
-        except KeyError:
-            fn = None
-        if fn is not None:
-            fn(obj, ctx, atype, req, count, arr)
-            return 0
+    if obj.finalized:
+        f = obj.FAST_FIELDS.get(name)
+        if f is not None and atype == f[0] and req >= 0:
+            kind = f[1]
+            v = getattr(obj, f[2])
+            n = len(v) if kind == _FAST_I64VEC else 1
+            if not arr or req == 0:            # size query (§1.3)
+                if count:
+                    count[0] = n
+                    return 0
+            elif kind == _FAST_I64VEC:
+                k = req if req < n else n
+                _ffi_memmove(arr, _vec(k).pack(*v[:k]) if k < n else _vec(n).pack(*v), 8 * k)
+                if count:
+                    count[0] = k
+                return 0
+            else:
+                _ffi_memmove(arr, _p64(v) if kind == _FAST_I64 else (b"\x01" if v else b"\x00"),
+                             8 if kind == _FAST_I64 else 1)
+                if count:
+                    count[0] = 1
+                return 0
+        if obj._fast_get:
+            try:
+                fn, ctx = obj._getters[name]
+            except KeyError:
+                fn = None
+            if fn is not None:
+                fn(obj, ctx, atype, req, count, arr)
+                return 0
     obj.get_attribute(name, atype, req, count, arr)
     return 0
 
@@ -365,6 +409,8 @@ def install(ffi, lib) -> None:
     if missing:
         raise RuntimeError(f"no Python body for: {', '.join(missing)}")
     runtime.attach(ffi, lib)
+    global _ffi_unpack, _ffi_memmove
+    _ffi_unpack, _ffi_memmove = ffi.unpack, ffi.memmove
     for name, fn in _BODIES.items():
         if name in ID_RETURNING:
             ffi.def_extern(name=name, error=-INTERNAL, onerror=_onerror_id)(fn)

@@ -34,6 +34,10 @@ class Descriptor:
     _getters: dict = {}
     _fast_set = True
     _fast_get = True
+    # {attribute name: (attribute type, kind, field)} for plain fields the C entry may read and
+    # write directly (kinds in hipdnn_cabi.backend.entry: 0 int64, 1 int64 vector, 2 bool).  Their
+    # @setter/@getter stay the reference behaviour (errors always take that path).
+    FAST_FIELDS: dict = {}
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

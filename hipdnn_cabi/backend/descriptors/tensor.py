@@ -13,6 +13,12 @@ class TensorDescriptor(Descriptor):
     DESCRIPTOR_TYPE = DescriptorType.HIPDNN_BACKEND_TENSOR_DESCRIPTOR
     NAME = "TensorDescriptor"
     REFINALIZE_ALLOWED = True
+    FAST_FIELDS = {
+        int(A.HIPDNN_ATTR_TENSOR_UNIQUE_ID): (int(T.HIPDNN_TYPE_INT64), 0, "uid"),
+        int(A.HIPDNN_ATTR_TENSOR_DIMENSIONS): (int(T.HIPDNN_TYPE_INT64), 1, "dims"),
+        int(A.HIPDNN_ATTR_TENSOR_STRIDES): (int(T.HIPDNN_TYPE_INT64), 1, "strides"),
+        int(A.HIPDNN_ATTR_TENSOR_IS_VIRTUAL): (int(T.HIPDNN_TYPE_BOOLEAN), 2, "is_virtual"),
+    }
 
     def __init__(self):
         super().__init__()
