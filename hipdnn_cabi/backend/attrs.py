@@ -91,6 +91,17 @@ def _raw(arr, nbytes) -> bytes:
     return _ffi_unpack(arr, nbytes) if nbytes else b""
 
 
+# No hipDNN attribute holds anywhere near this many elements: a larger elementCount is a caller
+# error (a garbage or negative-turned-huge count), refused before the array is read (reading
+# count elements from a real, smaller array would crash; 8 * 2**62 bytes overflows).
+MAX_ELEMENTS = 1 << 24
+
+
+def _check_count(ctx, count):
+    if count > MAX_ELEMENTS:
+        raise BadParamError(f"{ctx}: elementCount {count} is too large (at most {MAX_ELEMENTS})")
+
+
 def set_int64(ctx, atype, count, arr, nbytes, _unpack=_i64.unpack, _T=_INT64) -> int:
     if atype != _T or not arr:
         _check(ctx, atype, _T, arr)
@@ -104,6 +115,8 @@ def set_int64_vector(ctx, atype, count, arr, nbytes, allow_empty=False, _T=_INT6
         _check(ctx, atype, _T, arr)
     if count < 0 or (count == 0 and not allow_empty):
         raise BadParamError(f"{ctx}: elementCount must be positive")
+    if count > MAX_ELEMENTS:
+        _check_count(ctx, count)
     return _vec(count).unpack(_ffi_unpack(arr, nbytes)) if count else ()
 
 
@@ -140,6 +153,7 @@ def set_string(ctx, atype, count, arr, nbytes) -> str:
     _check(ctx, atype, T.HIPDNN_TYPE_CHAR, arr)
     if count < 0:
         raise BadParamError(f"{ctx}: elementCount must not be negative")
+    _check_count(ctx, count)
     return _raw(arr, nbytes).decode("utf-8", "replace")
 
 
@@ -147,6 +161,7 @@ def set_bytes(ctx, atype, count, arr, nbytes) -> bytes:
     _check(ctx, atype, T.HIPDNN_TYPE_CHAR, arr)
     if count < 0:
         raise BadParamError(f"{ctx}: elementCount must not be negative")
+    _check_count(ctx, count)
     return _raw(arr, nbytes)
 
 
@@ -161,6 +176,7 @@ def set_pointer_vector(ctx, atype, count, arr, nbytes, want=T.HIPDNN_TYPE_VOID_P
     _check(ctx, atype, want, arr)
     if count < 0:
         raise BadParamError(f"{ctx}: elementCount must not be negative")
+    _check_count(ctx, count)
     return struct.unpack(f"<{count}Q", _raw(arr, nbytes)) if count else ()
 
 

@@ -144,7 +144,7 @@ _ffi_unpack = _ffi_memmove = None           # bound by install()
 
 @body("hpy_set_attribute")
 def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Descriptor,
-                  _i64=_I64.unpack, _vec=attrs._vec):
+                  _i64=_I64.unpack, _vec=attrs._vec, _MAX_ELEMENTS=attrs.MAX_ELEMENTS):
     # The hot path: plain fields (Descriptor.FAST_FIELDS) are stored here directly when every
     # check of §1.3 passes; anything else (and every error) takes the descriptor's own path.
     obj = _objects.get(d)
@@ -157,7 +157,7 @@ def set_attribute(d, name, atype, count, arr, nbytes, _objects=_objects, _D=Desc
             if kind == _FAST_I64 and count == 1:
                 setattr(obj, f[2], _i64(_ffi_unpack(arr, 8))[0])
                 return 0
-            if kind == _FAST_I64VEC and count > 0:
+            if kind == _FAST_I64VEC and 0 < count <= _MAX_ELEMENTS:
                 setattr(obj, f[2], _vec(count).unpack(_ffi_unpack(arr, nbytes)))
                 return 0
             if kind == _FAST_BOOL and count == 1:

@@ -113,10 +113,12 @@ def _async_worker():
 
 
 def set_global_level(level: int) -> int:
-    """hipdnnBackendSetGlobalLogLevel_ext: returns a status (no last error on a bad level)."""
+    """hipdnnBackendSetGlobalLogLevel_ext: returns a status; a bad level is BAD_PARAM with a last
+    error (hipDNN itself leaves the slot alone there, but every failure here says why)."""
     global _level, _sink
     if level not in VALID_LEVELS:
-        return int(BadParamError.status)
+        raise BadParamError(f"hipdnnBackendSetGlobalLogLevel_ext: invalid log level {level} "
+                            f"(valid: INFO..FATAL or OFF)")
     with _lock:
         _level = int(level)
         _sync_cache()

@@ -9,7 +9,8 @@ verified before anything reads them.
 from __future__ import annotations
 
 from .._generated.enums import SerializedContentFlags as SCF
-from ..errors import BadParamError, HipdnnError, NullPointerError, SizeInsufficientError
+from ..errors import (BadParamError, HipdnnError, HostAllocationFailedError, NullPointerError,
+                      SizeInsufficientError)
 from ..schemas.verifier import VerificationError, verify
 from . import graph_fb, registry, runtime
 from .descriptors.base import Descriptor
@@ -70,6 +71,20 @@ def graph_from_bytes(data: bytes) -> GraphDescriptor:
     return GraphDescriptor.from_fb(g, data)
 
 
+# A FlatBuffer cannot exceed 2 GiB; a larger byte size is a caller error (garbage, or a negative
+# value turned size_t), refused before the buffer is read.
+MAX_SERIALIZED_BYTES = (1 << 31) - 1
+
+
+def _input_bytes(fn, what, data, size) -> bytes:
+    if size > MAX_SERIALIZED_BYTES:
+        raise BadParamError(f"{fn}: {what} {size} is too large (at most {MAX_SERIALIZED_BYTES} bytes)")
+    try:
+        return runtime.ffi.unpack(data, size)
+    except MemoryError:
+        raise HostAllocationFailedError(f"{fn}: cannot allocate {size} bytes for the input") from None
+
+
 def _register_out(out, g):
     out[0] = registry.register(g)
     return 0
@@ -82,7 +97,7 @@ def create_and_deserialize_graph(out, data, size):
         raise NullPointerError("hipdnnBackendCreateAndDeserializeGraph_ext: serializedGraph is nullptr")
     if size == 0:
         raise BadParamError("hipdnnBackendCreateAndDeserializeGraph_ext: graphByteSize is 0")
-    return _register_out(out, graph_from_bytes(runtime.ffi.unpack(data, size)))
+    return _register_out(out, graph_from_bytes(_input_bytes("hipdnnBackendCreateAndDeserializeGraph_ext", "graphByteSize", data, size)))
 
 
 def graph_from_json(text: bytes) -> GraphDescriptor:
@@ -107,7 +122,7 @@ def create_and_deserialize_json_graph(out, data, size):
         raise NullPointerError("hipdnnBackendCreateAndDeserializeJsonGraph_ext: jsonGraph is nullptr")
     if size == 0:
         raise BadParamError("hipdnnBackendCreateAndDeserializeJsonGraph_ext: jsonByteSize is 0")
-    return _register_out(out, graph_from_json(runtime.ffi.unpack(data, size)))
+    return _register_out(out, graph_from_json(_input_bytes("hipdnnBackendCreateAndDeserializeJsonGraph_ext", "jsonByteSize", data, size)))
 
 
 def get_serialized_binary_graph(d, req, size, buf):
@@ -131,7 +146,7 @@ def get_serialized_binary_contents(data, size, flags):
     if size < 8:
         flags[0] = int(SCF.HIPDNN_SERIALIZED_CONTENT_GRAPH)
         return 0
-    raw = runtime.ffi.unpack(data, size)
+    raw = _input_bytes("hipdnnBackendGetSerializedBinaryContents_ext", "blobByteSize", data, size)
     if raw[4:8] != HDGP:
         flags[0] = int(SCF.HIPDNN_SERIALIZED_CONTENT_GRAPH)
         return 0
@@ -294,6 +309,6 @@ def create_and_deserialize_execution_plan(h, out, data, size):
         raise NullPointerError(f"{fn}: serializedPlan is nullptr")
     if size == 0:
         raise BadParamError(f"{fn}: planByteSize is 0")
-    p = plan_from_bytes(handle, runtime.ffi.unpack(data, size))
+    p = plan_from_bytes(handle, _input_bytes(fn, "planByteSize", data, size))
     out[0] = registry.register(p)
     return 0
