@@ -20,6 +20,7 @@ import itertools
 import numpy as np
 
 from .kernels import batchnorm as kbn
+from .kernels import blocked as kblocked
 from .kernels import conv as kconv
 from .kernels import dtypes as kdt
 from .kernels import layout as klayout
@@ -650,12 +651,12 @@ class PointwiseBuilder(NodeBuilder):
 
             def fast(env):
                 with np.errstate(all="ignore"):
-                    uf(env[ins[0].uid], env[ins[1].uid], out=env[out.uid])
+                    kblocked.par_ufunc(uf, env[ins[0].uid], env[ins[1].uid], out=env[out.uid])
             return NodePlan(node, [t.uid for t in ins], [out.uid], fast)
         if (mode == "RELU_FWD" and not params and types == ["FLOAT"] and otype == "FLOAT"
                 and comp == "FLOAT"):
             def relu(env):
-                np.maximum(env[ins[0].uid], np.float32(0), out=env[out.uid])
+                kblocked.par_ufunc(np.maximum, env[ins[0].uid], np.float32(0), out=env[out.uid])
             return NodePlan(node, [ins[0].uid], [out.uid], relu)
 
         f32_out = otype == "FLOAT" and cdt == np.float32 and info.output == "compute"

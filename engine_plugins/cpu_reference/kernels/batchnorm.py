@@ -83,6 +83,9 @@ def _axes(x):
 # ------------------------------------------------------------------ float32 fast paths
 # x in float32 (float / half / bf16 compute): the per-channel work runs over a dense 2-D view of
 # x's memory in cache-sized row blocks (kernels/blocked.py), in place in the output.
+AFFINE_BLOCK = 1 << 18    # elements per block of the per-channel multiply-add
+
+
 def _rows_per_block(L, per_row):
     r = max(1, blocked.BLOCK // max(L, 1))
     return r if per_row else min(r, 64)   # column sums accumulate sequentially: keep blocks short
@@ -105,10 +108,13 @@ def _affine_f32(x, a, c, out, shift=None):
         return None
     x2, per_row, dims = cv
     o2 = ov[0]
+    if shift is not None:   # (x - shift) * a + c = x * a + (c - shift * a): two passes
+        c = np.asarray(c, np.float64) - np.asarray(shift, np.float64) * np.asarray(a, np.float64)
+        shift = None
     A, Cc = _param_for(a, per_row, dims), _param_for(c, per_row, dims)
-    K = None if shift is None else _param_for(shift, per_row, dims)
+    K = None
     R, L = x2.shape
-    rb = _rows_per_block(L, per_row)
+    rb = max(1, AFFINE_BLOCK // max(L, 1))   # large blocks: two ufunc calls per block
 
     def blk(s, e):
         r0, r1 = s * rb, min(R, e * rb)
@@ -121,7 +127,7 @@ def _affine_f32(x, a, c, out, shift=None):
             o *= A[sl]
         o += Cc[sl]
     nblk = -(-R // rb)
-    blocked.run(blk, nblk, block=1, parallel=x.size >= blocked.PARALLEL_MIN)
+    blocked.run(blk, nblk, block=1, work_size=x.size)
     return out
 
 
@@ -167,7 +173,7 @@ def _shifted_stats_f32(x, out):
                 s1[b] = o.sum(axis=0)
                 np.multiply(o, o, out=t)
                 s2[b] = t.sum(axis=0)
-    blocked.run(blk, nblk, block=1, parallel=x.size >= blocked.PARALLEL_MIN)
+    blocked.run(blk, nblk, block=1, work_size=x.size)
     if per_row:
         S1 = s1.reshape(outer, C).sum(axis=0)
         S2 = s2.reshape(outer, C).sum(axis=0)

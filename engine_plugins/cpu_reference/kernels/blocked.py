@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-BLOCK = 1 << 15          # elements per block (128 KiB of float32)
+BLOCK = 1 << 18         # elements per block (1 MiB of float32: per-call Python overhead stays small)
 PARALLEL_MIN = 1 << 19   # below this many elements: one thread
 
 _pool = None
@@ -74,11 +74,12 @@ def flat_views(*arrays):
     return out
 
 
-def run(fn, n, block=BLOCK, parallel=True):
-    """Call ``fn(start, stop)`` over ``[0, n)`` in blocks of *block*; when n is large the range
-    is split into one contiguous part per thread.  Floating-point warnings are suppressed in the
-    workers (as the kernels do)."""
-    T = num_threads() if (parallel and n >= PARALLEL_MIN) else 1
+def run(fn, n, block=BLOCK, parallel=True, work_size=None):
+    """Call ``fn(start, stop)`` over ``[0, n)`` in blocks of *block*; when the work is large
+    (*work_size* elements, default n) the range is split into one contiguous part per thread.
+    Floating-point warnings are suppressed in the workers (as the kernels do)."""
+    big = (n if work_size is None else work_size) >= PARALLEL_MIN
+    T = num_threads() if (parallel and big) else 1
     nb = -(-n // block) if n else 0
     T = max(1, min(T, nb))
 
@@ -119,3 +120,38 @@ def channel_rows(a, axis=1):
     if inner >= 256:
         return t.reshape(outer * C, inner), True, (outer, C, inner)
     return t.reshape(outer, C * inner), False, (outer, C, inner)
+
+
+def par_ufunc(uf, *args, out):
+    """``uf(*args, out=out)`` split along the outermost output axis into one contiguous part per
+    thread when *out* is large (numpy releases the GIL inside the ufunc loop, each part is one
+    ufunc call: no per-block Python overhead on single-pass, memory-bound work).  Inputs follow
+    numpy broadcasting; an input whose dimension on that axis is 1 (or absent) is not split.
+    Aliasing an input with *out* is allowed (element-wise, same positions)."""
+    n = out.size
+    T = num_threads() if n >= PARALLEL_MIN else 1
+    if T == 1 or out.ndim == 0 or out.shape[0] < T:
+        return uf(*args, out=out)
+    d0 = out.shape[0]
+    nd = out.ndim
+    arrs = [np.asarray(a) for a in args]
+    for a in arrs:   # partial overlap with out: leave it to numpy's own buffering
+        if a.ndim and np.may_share_memory(a, out) and not (
+                a.shape == out.shape and a.strides == out.strides
+                and a.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
+            return uf(*args, out=out)
+
+    def part(lo, hi):
+        xs = [a[lo:hi] if (a.ndim == nd and a.shape[0] == d0) else a for a in arrs]
+        uf(*xs, out=out[lo:hi])
+
+    per = -(-d0 // T)
+    cuts = [(k * per, min(d0, (k + 1) * per)) for k in range(T) if k * per < d0]
+    pool = _get_pool(len(cuts) - 1)
+    futs = [pool.submit(part, lo, hi) for lo, hi in cuts[1:]]
+    try:
+        part(*cuts[0])
+    finally:
+        for f in futs:
+            f.result()
+    return out

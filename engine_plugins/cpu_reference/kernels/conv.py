@@ -194,6 +194,22 @@ def _acc_dtype(compute_dtype, *arrays):
     return compute_dtype_for(*(np.asarray(a).dtype for a in arrays))
 
 
+def _conv1x1_fwd(x, w, st, O, Op, acc):
+    """1x1 filter, no padding, one group: one GEMM over x's own memory order (no padded copy).
+    Channels-last x: (N*Op, C) @ (C, K); otherwise per batch item (K, C) @ (C, Op)."""
+    N, C = x.shape[:2]
+    K = w.shape[0]
+    xs = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in st)]   # (N, C, *O)
+    wm = np.asarray(w).reshape(K, C).astype(acc, copy=False)
+    xs = xs.astype(acc, copy=False)
+    if C > 1 and x.strides[1] == x.itemsize:      # channels-last memory
+        xc = np.moveaxis(xs, 1, -1).reshape(N * Op, C)
+        y = np.matmul(xc, wm.T)
+        return np.moveaxis(y.reshape((N,) + tuple(O) + (K,)), -1, 1)
+    y = np.matmul(wm, xs.reshape(N, C, Op))          # (N, K, Op)
+    return y.reshape((N, K) + tuple(O))
+
+
 def conv_fwd(x, w, pre_padding=None, post_padding=None, stride=None, dilation=None,
              conv_mode=None, compute_dtype=None) -> np.ndarray:
     """Forward convolution.  x (N, C, *S), w (K, C//G, *R) -> y (N, K, *O).
@@ -217,9 +233,11 @@ def conv_fwd(x, w, pre_padding=None, post_padding=None, stride=None, dilation=No
     if C == 0 or any(r == 0 for r in R):
         y_cl[...] = 0
         return np.moveaxis(y_cl, -1, 1)
+    Op = int(np.prod(O, dtype=np.int64))
+    if G == 1 and all(r == 1 for r in R) and not any(pre) and not any(post):
+        return _conv1x1_fwd(x, w, st, O, Op, acc)
     xp = _padded_channels_last(x, pre, post, acc)
     wm = _weight_matrix(w, G, Kg, is_convolution_mode(conv_mode), acc)
-    Op = int(np.prod(O, dtype=np.int64))
     RC = wm.shape[1]
     nb = _chunk(N, Op * RC * G * acc.itemsize)
     for n0 in range(0, N, nb):

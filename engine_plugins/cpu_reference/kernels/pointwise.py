@@ -212,6 +212,12 @@ def _relu_fwd(x, p):
     lo, hi, sl = p.relu_lower_clip, p.relu_upper_clip, p.relu_lower_clip_slope
     dt = x.dtype.type
     lo_, hi_, sl_ = dt(lo), dt(hi), dt(sl)
+    if sl == 0.0 and lo <= hi and x.dtype.kind == "f" and x.size >= blocked.PARALLEL_MIN:
+        # large x: max then min (x <= lower -> lower, -0.0 -> +0.0; NaN propagates), threaded
+        def clamp(v, out):
+            np.maximum(v, lo_, out=out)
+            np.minimum(out, hi_, out=out)
+        return blocked.par_ufunc(clamp, x, out=np.empty_like(x))
     y = np.minimum(x, hi_)  # x >= upper -> upper; NaN propagates
     if sl == 0.0 and lo <= hi:
         # x <= lower -> lower (also turns -0.0 into +0.0 for lower = 0); NaN stays NaN
@@ -371,6 +377,7 @@ _ERF_P = (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
 _ERF_Q = (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
           -2.13374055278905e-04, -1.45660718464996e-05)
 _F32 = np.float32
+_clip = getattr(np, "_core", np).umath.clip if hasattr(getattr(np, "_core", np), "umath") else np.clip
 
 
 def _erf_f32_into(o, x, zscale=1.0, pscale=1.0):
@@ -379,8 +386,7 @@ def _erf_f32_into(o, x, zscale=1.0, pscale=1.0):
     n = x.size
     x2, q = blocked.scratch(2, n)
     lim = _F32(4.0 / zscale)
-    np.minimum(x, lim, out=o)
-    np.maximum(o, -lim, out=o)               # NaN stays NaN
+    _clip(x, -lim, lim, out=o)               # one pass; NaN stays NaN
     np.multiply(o, o, out=x2)
     z2 = zscale * zscale
     pc = [c * pscale * zscale * z2 ** k for k, c in enumerate(_ERF_P)]
