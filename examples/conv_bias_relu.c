@@ -2,8 +2,10 @@
  *
  * The call sequence is the one hipDNN's C++ frontend issues (spec/backend-behavior.md §2.2-2.7):
  * tensors and operation descriptors, the operation graph, the engine heuristic, engine configs,
- * the execution plan, a variant pack, hipdnnBackendExecute.  Buffers are host memory, so the
- * default engine must be able to run on the host (the CPU reference engine does).
+ * the execution plan, a variant pack, hipdnnBackendExecute.  It runs on the default engine (the
+ * heuristic's first choice): with host buffers for a host engine (the CPU reference engine), with
+ * device buffers for a GPU engine (the HIP runtime or the CUDA runtime is opened with dlopen, so the
+ * program has no link-time dependency on either).
  *
  * Prints the engine that ran, the output checksum and the comparison with a naive C reference.
  * Exit status: 0 = match, 1 = mismatch or API error, 2 = no engine supports the graph.
@@ -13,6 +15,7 @@
  */
 #include <hipdnn_backend.h>
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,6 +47,53 @@ enum { UID_X = 1, UID_W = 2, UID_CONV = 3, UID_B = 4, UID_ADD = 5, UID_Y = 6 };
             exit(1);                                                                       \
         }                                                                                  \
     } while (0)
+
+/* ---- device memory for a GPU engine (HIP on ROCm, the CUDA runtime on NVIDIA), via dlopen */
+typedef int (*gpu_malloc_t)(void**, size_t);
+typedef int (*gpu_memcpy_t)(void*, const void*, size_t, int);
+typedef int (*gpu_free_t)(void*);
+typedef int (*gpu_sync_t)(void);
+typedef struct {
+    gpu_malloc_t malloc_;
+    gpu_memcpy_t memcpy_;
+    gpu_free_t free_;
+    gpu_sync_t sync;
+    const char* runtime;
+} gpu_t;
+enum { GPU_H2D = 1, GPU_D2H = 2 }; /* hipMemcpyHostToDevice/DeviceToHost == cudaMemcpy... */
+
+static int gpu_open(gpu_t* g)
+{
+    static const char* libs[][2] = {
+        {"libamdhip64.so", "hip"}, {"libamdhip64.so.6", "hip"}, {"libamdhip64.so.7", "hip"},
+        {"libcudart.so", "cuda"}, {"libcudart.so.13", "cuda"}, {"libcudart.so.12", "cuda"},
+        {"/usr/local/cuda/lib64/libcudart.so", "cuda"},
+    };
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; ++i) {
+        void* h = dlopen(libs[i][0], RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL)
+            continue;
+        int hip = libs[i][1][0] == 'h';
+        g->malloc_ = (gpu_malloc_t)dlsym(h, hip ? "hipMalloc" : "cudaMalloc");
+        g->memcpy_ = (gpu_memcpy_t)dlsym(h, hip ? "hipMemcpy" : "cudaMemcpy");
+        g->free_ = (gpu_free_t)dlsym(h, hip ? "hipFree" : "cudaFree");
+        g->sync = (gpu_sync_t)dlsym(h, hip ? "hipDeviceSynchronize" : "cudaDeviceSynchronize");
+        g->runtime = libs[i][0];
+        if (g->malloc_ && g->memcpy_ && g->free_ && g->sync)
+            return 0;
+    }
+    return -1;
+}
+
+static void* to_device(const gpu_t* g, const void* host, size_t n)
+{
+    void* d = NULL;
+    if (g->malloc_(&d, n) != 0 || (host && g->memcpy_(d, host, n, GPU_H2D) != 0)) {
+        fprintf(stderr, "conv_bias_relu: device allocation/copy failed (%s)\n", g->runtime);
+        exit(1);
+    }
+    return d;
+}
 
 static hipdnnBackendDescriptor_t create(hipdnnBackendDescriptorType_t type)
 {
@@ -223,16 +273,48 @@ int main(void)
     for (size_t i = 0; i < sizeof w / sizeof w[0]; ++i) w[i] = next_value(&seed);
     for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i) b[i] = next_value(&seed);
     for (size_t i = 0; i < sizeof y / sizeof y[0]; ++i) y[i] = NAN;
-    void* workspace = wsSize > 0 ? malloc((size_t)wsSize) : NULL;
+    /* A GPU engine gets device memory (our HIP GPU engine's name says so; HIPDNN_DEMO_DEVICE=1
+     * forces it for another device engine). */
+    const char* forced = getenv("HIPDNN_DEMO_DEVICE");
+    int onDevice = strstr(engineName, "HIP_KERNELS") != NULL || (forced && forced[0] == '1');
+    gpu_t gpu = {0};
+    if (onDevice && gpu_open(&gpu) != 0) {
+        fprintf(stderr, "conv_bias_relu: engine %s needs device memory but no HIP/CUDA runtime "
+                        "library could be opened\n", engineName);
+        return 1;
+    }
+    void* workspace = NULL;
+    void* ptrs[4] = {x, w, b, y};
+    if (onDevice) {
+        ptrs[0] = to_device(&gpu, x, sizeof x);
+        ptrs[1] = to_device(&gpu, w, sizeof w);
+        ptrs[2] = to_device(&gpu, b, sizeof b);
+        ptrs[3] = to_device(&gpu, NULL, sizeof y);
+        if (wsSize > 0)
+            workspace = to_device(&gpu, NULL, (size_t)wsSize);
+        printf("memory: device (%s)\n", gpu.runtime);
+    } else {
+        workspace = wsSize > 0 ? malloc((size_t)wsSize) : NULL;
+    }
 
     hipdnnBackendDescriptor_t vp = create(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    void* ptrs[4] = {x, w, b, y};
     int64_t uids[4] = {UID_X, UID_W, UID_B, UID_Y};
     CHECK(hipdnnBackendSetAttribute(vp, HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS, HIPDNN_TYPE_VOID_PTR, 4, ptrs));
     CHECK(hipdnnBackendSetAttribute(vp, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 4, uids));
     CHECK(hipdnnBackendSetAttribute(vp, HIPDNN_ATTR_VARIANT_PACK_WORKSPACE, HIPDNN_TYPE_VOID_PTR, 1, &workspace));
     CHECK(hipdnnBackendFinalize(vp));
     CHECK(hipdnnBackendExecute(handle, plan, vp));
+    if (onDevice) {
+        if (gpu.sync() != 0 || gpu.memcpy_(y, ptrs[3], sizeof y, GPU_D2H) != 0) {
+            fprintf(stderr, "conv_bias_relu: copying the result back failed (%s)\n", gpu.runtime);
+            return 1;
+        }
+        for (int i = 0; i < 4; ++i)
+            gpu.free_(ptrs[i]);
+        if (workspace)
+            gpu.free_(workspace);
+        workspace = NULL;
+    }
 
     /* ---- check */
     reference(x, w, b, ref);

@@ -43,7 +43,7 @@ def compile_c(out_dir):
     libdir = hipdnn_cabi.library_dir()
     cmd = [cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-I", hipdnn_cabi.include_dir(),
            os.path.join(HERE, "conv_bias_relu.c"), "-L", libdir, "-lhipdnn_backend",
-           f"-Wl,-rpath,{libdir}", "-lm", "-o", exe]
+           f"-Wl,-rpath,{libdir}", "-lm", "-ldl", "-o", exe]
     print("$ " + " ".join(cmd))
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
