@@ -40,19 +40,23 @@ def _copy_out(fn, data: bytes, req, size, buf):
     return 0
 
 
-def _graph_blob(data: bytes) -> bytes:
-    """The Graph bytes of ``data``: the bare graph, or the graph_blob of an HDGP container."""
+def _container_blob(data: bytes, field: str, what: str) -> bytes:
+    """``data`` itself, or its ``field`` when it is an HDGP graph-and-plan container (verified
+    first; a missing or empty blob is BAD_PARAM "...carries no <what>.")."""
     if len(data) >= 8 and data[4:8] == HDGP:
         try:
             verify(data, "SerializedGraphAndPlan", HDGP)
         except VerificationError as e:
             raise BadParamError(f"Invalid serialized graph-and-plan container: {e}") from None
-        c = graph_fb.read(data, "SerializedGraphAndPlan")
-        blob = c.get("graph_blob")
+        blob = graph_fb.read(data, "SerializedGraphAndPlan").get(field)
         if not blob:
-            raise BadParamError("Serialized graph-and-plan container carries no graph.")
+            raise BadParamError(f"Serialized graph-and-plan container carries no {what}.")
         return bytes(blob)
     return data
+
+
+def _graph_blob(data: bytes) -> bytes:
+    return _container_blob(data, "graph_blob", "graph")
 
 
 def graph_from_bytes(data: bytes) -> GraphDescriptor:
@@ -223,17 +227,7 @@ def get_serialized_binary_graph_and_plan(g, p, req, size, buf):
 
 
 def _plan_blob(data: bytes) -> bytes:
-    if len(data) >= 8 and data[4:8] == HDGP:
-        try:
-            verify(data, "SerializedGraphAndPlan", HDGP)
-        except VerificationError as e:
-            raise BadParamError(f"Invalid serialized graph-and-plan container: {e}") from None
-        c = graph_fb.read(data, "SerializedGraphAndPlan")
-        blob = c.get("plan_blob")
-        if not blob:
-            raise BadParamError("Serialized graph-and-plan container carries no execution plan.")
-        return bytes(blob)
-    return data
+    return _container_blob(data, "plan_blob", "execution plan")
 
 
 def read_envelope(data: bytes) -> dict:
