@@ -21,22 +21,27 @@ ENGINE_TYPE = 1  # HIPDNN_PLUGIN_TYPE_ENGINE
 _ids = itertools.count(1)
 
 
+def _fail(adapter, e: BaseException) -> int:
+    """An exception at the plugin boundary → its plugin status plus the thread's last error."""
+    if isinstance(e, PluginError):
+        adapter.set_error(e.message or f"plugin error {e.status}")
+        return e.status
+    try:
+        msg = f"{type(e).__name__}: {e}"
+    except BaseException:  # noqa: BLE001 - an unprintable exception
+        msg = type(e).__name__
+    adapter.set_error(msg)
+    return INTERNAL_ERROR
+
+
 def _entry(fn):
     @functools.wraps(fn)
     def wrapper(self, *args):
         try:
             st = fn(self, *args)
             return 0 if st is None else int(st)
-        except PluginError as e:
-            self.set_error(e.message or f"plugin error {e.status}")
-            return e.status
         except BaseException as e:  # noqa: BLE001 - never let anything reach C
-            try:
-                msg = f"{type(e).__name__}: {e}"
-            except BaseException:
-                msg = type(e).__name__
-            self.set_error(msg)
-            return INTERNAL_ERROR
+            return _fail(self, e)
     wrapper.is_entry = True
     return wrapper
 
@@ -330,16 +335,8 @@ class CAdapter:
             else:
                 c.container.execute(ctx, ws, _DeviceBuffers(m, self.ffi), c)
             return 0
-        except PluginError as e:
-            self.set_error(e.message or f"plugin error {e.status}")
-            return e.status
         except BaseException as e:  # noqa: BLE001 - never let anything reach C
-            try:
-                msg = f"{type(e).__name__}: {e}"
-            except BaseException:
-                msg = type(e).__name__
-            self.set_error(msg)
-            return INTERNAL_ERROR
+            return _fail(self, e)
 
     @_entry
     def hipdnnEnginePluginExecuteOpGraphWithOverrides(self, handle, execution_context, workspace,
