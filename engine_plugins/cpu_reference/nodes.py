@@ -656,7 +656,7 @@ class PointwiseBuilder(NodeBuilder):
         if (mode == "RELU_FWD" and not params and types == ["FLOAT"] and otype == "FLOAT"
                 and comp == "FLOAT"):
             def relu(env):
-                kblocked.par_ufunc(np.maximum, env[ins[0].uid], np.float32(0), out=env[out.uid])
+                kpw.relu_f32_into(env[out.uid], env[ins[0].uid])
             return NodePlan(node, [ins[0].uid], [out.uid], relu)
 
         f32_out = otype == "FLOAT" and cdt == np.float32 and info.output == "compute"

@@ -54,6 +54,25 @@ def scratch(k: int, n: int, dtype=np.float32):
     return [b[:n] for b in have]
 
 
+_zeros = np.zeros(0, np.float32)
+
+
+def zeros_f32(shape):
+    """A read-only float32 zero array of *shape*, a view of one shared ``np.zeros`` buffer.
+
+    numpy's ``maximum`` against a full zero array runs its SIMD loop, against a broadcast
+    scalar a slower NaN-aware loop (4x here); the buffer's pages are never written, so on Linux
+    they stay mapped to the kernel's shared zero page: reading them costs no memory bandwidth."""
+    global _zeros
+    n = int(np.prod(shape, dtype=np.int64))
+    with _lock:
+        if _zeros.size < n:
+            _zeros = np.zeros(max(n, 1 << 16), np.float32)
+            _zeros.setflags(write=False)
+        z = _zeros
+    return z[:n].reshape(shape)
+
+
 def memory_perm(a):
     """Axis order of *a* from the outermost to the innermost in memory."""
     return sorted(range(a.ndim), key=lambda i: (-abs(a.strides[i]) if a.shape[i] > 1 else 0, i))
