@@ -24,6 +24,7 @@ set before numpy is imported, and to torch with ``torch.set_num_threads``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -162,13 +163,18 @@ def bench_conv_bwd(rng, results):
             _print(entry)
 
 
-def _torch_best(variants, repeat):
-    """{name: seconds} for each torch variant (allocating, out=) and the fastest of them."""
-    got = {}
-    for name, fn in variants.items():
-        if fn is not None:
-            got[name] = _best(fn, repeat)
-    return got, min(got.values())
+def _best_rounds(fns, repeat, rounds=3):
+    """{name: best seconds} for callables timed in alternating rounds: each round times every
+    callable *repeat* times in a row (after a warm-up) and then pauses, so that this machine's
+    drift hits every side alike while torch's idle OpenMP workers (they spin for a while after
+    each parallel region, on the same two cores) have gone to sleep before numpy's threads run."""
+    got = {k: float("inf") for k in fns}
+    per = max(1, -(-repeat // rounds))
+    for _ in range(rounds):
+        for k, f in fns.items():
+            got[k] = min(got[k], _best(f, per))
+            time.sleep(0.05)
+    return got
 
 
 PW_REPEAT = 15   # pointwise / batchnorm cases are a few ms: more rounds, the best one counts
@@ -197,24 +203,30 @@ def bench_pointwise(rng, results):
         t = _best(lambda: pointwise.pointwise(mode, *inputs, out=out), repeat)
         entry["numpy_s"] = t
         entry["numpy_gelem_per_s"] = x.size / t / 1e9
+        sides = {}
         run = _engine_pointwise(mode[len("HIPDNN_POINTWISE_"):], inputs)
         if run is not None:
-            entry["engine_s"] = _best(run, repeat)
+            sides["engine"] = run
         if mode.endswith(("GELU_FWD", "SIGMOID_FWD")):
             # Lower bound for any numpy evaluation: numpy's own float32 exp over the tensor, split
             # over the same threads (sigmoid needs exp; an accurate erf needs exp or a ~20-pass
             # rational), so no numpy formula of this mode can beat it.
             xf, of = x.reshape(-1), out.reshape(-1)
-            entry["numpy_exp_floor_s"] = min(
-                _best(lambda: blocked.par_ufunc(np.exp, x, out=out), repeat),
-                _best(lambda: blocked.run(lambda s, e: np.exp(xf[s:e], out=of[s:e]), xf.size,
-                                          block=1 << 16), repeat))
+            sides["exp_whole"] = lambda: blocked.par_ufunc(np.exp, x, out=out)
+            sides["exp_blocks"] = lambda: blocked.run(
+                lambda s, e: np.exp(xf[s:e], out=of[s:e]), xf.size, block=1 << 16)
         if torch is not None:
             tx, tb, to = torch.from_numpy(x), torch.from_numpy(b), torch.from_numpy(out)
-            got, t = _torch_best({"alloc": lambda: tfn(tx, tb), "out": lambda: tfn_out(tx, tb, to)},
-                                 repeat)
-            entry.update({f"torch_{k}_s": v for k, v in got.items()})
-            entry["torch_s"] = t
+            sides["torch_alloc"] = lambda: tfn(tx, tb)
+            sides["torch_out"] = lambda: tfn_out(tx, tb, to)
+        got = _best_rounds(sides, repeat)
+        if "engine" in got:
+            entry["engine_s"] = got["engine"]
+        if "exp_whole" in got:
+            entry["numpy_exp_floor_s"] = min(got["exp_whole"], got["exp_blocks"])
+        if torch is not None:
+            entry["torch_alloc_s"], entry["torch_out_s"] = got["torch_alloc"], got["torch_out"]
+            t = entry["torch_s"] = min(got["torch_alloc"], got["torch_out"])
             entry["numpy_over_torch"] = entry["numpy_s"] / t
             entry["ratio_vs_torch"] = t / entry.get("engine_s", entry["numpy_s"])
             if "numpy_exp_floor_s" in entry:
@@ -291,21 +303,29 @@ def bench_batchnorm(rng, results):
     for name, fn, tfn in cases:
         entry = {"op": "batchnorm", "name": name, "shape": list(shape)}
         entry["numpy_s"] = _best(fn, repeat)
+        sides = {}
         if name == "inference":
             run = _engine_bn_inference(x, scale, bias, mean, var)
             if run is not None:
-                entry["engine_s"] = _best(run, repeat)
-            entry["numpy_variants_s"] = {k: _best(f, repeat)
-                                         for k, f in _bn_variants(x, scale, bias, out).items()}
+                sides["engine"] = run
+            sides.update({"variant:" + k: f for k, f in _bn_variants(x, scale, bias, out).items()})
         if torch is not None and tfn is not None:
             tx = torch.from_numpy(x)
-            with torch.no_grad():
-                entry["torch_s"] = _best(lambda: tfn(tx), repeat)
+            sides["torch"] = lambda: tfn(tx)
+        with (torch.no_grad() if torch is not None else contextlib.nullcontext()):
+            got = _best_rounds(sides, repeat)
+        if "engine" in got:
+            entry["engine_s"] = got["engine"]
+        variants = {k[len("variant:"):]: v for k, v in got.items() if k.startswith("variant:")}
+        if variants:
+            entry["numpy_variants_s"] = variants
+        if "torch" in got:
+            entry["torch_s"] = got["torch"]
             entry["numpy_over_torch"] = entry["numpy_s"] / entry["torch_s"]
             entry["ratio_vs_torch"] = entry["torch_s"] / entry.get("engine_s", entry["numpy_s"])
-            if "numpy_variants_s" in entry:
+            if variants:
                 entry["variants_ratio_vs_torch"] = {k: entry["torch_s"] / v
-                                                    for k, v in entry["numpy_variants_s"].items()}
+                                                    for k, v in variants.items()}
         results.append(entry)
         _print(entry)
 
@@ -390,6 +410,16 @@ def _chart(results, path):
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
+    labelled = False
+    for i, e in enumerate(rows):   # the most any numpy formula of the op reached / could reach
+        f = e.get("floor_ratio_vs_torch") or max((v for k, v in (e.get("variants_ratio_vs_torch") or {}).items()
+                                                  if "not a result" not in k), default=None)
+        if f:
+            ax.plot([f], [i], marker="|", color="k", markersize=11, mew=2,
+                    label=None if labelled else "numpy bound (exp alone / best arrangement)")
+            labelled = True
+    if labelled:
+        ax.legend(loc="lower right", fontsize=7)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.axvline(0.5, color="r", lw=0.6, ls="--")
     ax.axvline(0.7, color="g", lw=0.6, ls="--")

@@ -238,3 +238,43 @@ def test_c_api_end_to_end(c_build):
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "OK HIPDNN_CABI_CPU_REFERENCE_ENGINE"
+
+
+# ------------------------------------------------------------------ ReLU fast path
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("big", [False, True])
+def test_relu_default_clips_special_values(lay, big):
+    """ReLU with no clip attributes (the engine's float32 fast path for large tensors, plain
+    ufuncs for small ones): x <= 0 -> +0.0 (also -0.0 and -inf), NaN propagates, +inf -> the
+    float32 max (hipDNN's default upper clip), everything else unchanged."""
+    dims = (4, 64, 48, 48) if big else (2, 3, 4, 5)
+    a, o = Tensor(1, dims, "FLOAT", lay), Tensor(2, dims, "FLOAT", lay)
+    rng = np.random.default_rng(3)
+    vals = rng.standard_normal(dims)
+    flat = vals.reshape(-1)
+    flat[:6] = [-0.0, np.nan, np.inf, -np.inf, -2.5, 7.0]
+    a.set(vals)
+    o.alloc()
+    run_inprocess(graph_bytes([a, o], [pw("RELU_FWD", 1, 2)]), [a, o])
+    got = o.get().reshape(-1)
+    f32max = float(np.finfo(np.float32).max)
+    ref = np.where(np.isnan(flat), np.nan, np.minimum(np.maximum(flat, 0.0), f32max))
+    ref = ref.astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(got, ref)
+    assert not np.signbit(got[0]) and np.isnan(got[1]) and got[2] == f32max and got[3] == 0.0
+    assert not np.signbit(got[np.where(flat < 0)]).any()
+
+
+def test_relu_f32_into_shared_zeros_stay_zero():
+    from engine_plugins.cpu_reference.kernels import blocked, pointwise as kpw
+    x = np.full((3, 1 << 19), -1.0, np.float32)
+    x[0, 0] = np.inf
+    out = np.empty_like(x)
+    kpw.relu_f32_into(out, x)
+    assert out[0, 0] == np.finfo(np.float32).max and (out.reshape(-1)[1:] == 0).all()
+    kpw.relu_f32_into(x, x)                       # in place
+    np.testing.assert_array_equal(x, out)
+    z = blocked.zeros_f32((x.size,))
+    assert not z.flags.writeable and not z.any()
+    with pytest.raises(ValueError):
+        z[0] = 1

@@ -212,9 +212,9 @@ def _relu_fwd(x, p):
     lo, hi, sl = p.relu_lower_clip, p.relu_upper_clip, p.relu_lower_clip_slope
     dt = x.dtype.type
     lo_, hi_, sl_ = dt(lo), dt(hi), dt(sl)
-    if (sl == 0.0 and lo == 0.0 and hi >= float(np.finfo(x.dtype).max) and x.dtype == np.float32
+    if (sl == 0.0 and lo == 0.0 and hi >= 0.0 and x.dtype == np.float32
             and x.size >= blocked.PARALLEL_MIN):
-        return relu_f32_into(np.empty_like(x), x)
+        return relu_f32_into(np.empty_like(x), x, hi_)
     if sl == 0.0 and lo <= hi and x.dtype.kind == "f" and x.size >= blocked.PARALLEL_MIN:
         # large x: max then min (x <= lower -> lower, -0.0 -> +0.0; NaN propagates), threaded
         def clamp(v, out):
@@ -229,21 +229,33 @@ def _relu_fwd(x, p):
     return np.where(x <= lo_, sl_ * (x - lo_) + lo_, y)
 
 
-def relu_f32_into(out, x):
-    """out = max(x, 0) for float32 x and out of one shape (-0.0 -> +0.0, NaN propagates).
+_F32_MAX = np.float32(np.finfo(np.float32).max)
 
-    When both share one dense memory order the maximum runs against a shared zero array of
-    that layout (numpy's SIMD loop; against a scalar it takes a slower loop), split over the
-    threads; otherwise a plain ``np.maximum``."""
-    z = np.float32(0)
+
+def relu_f32_into(out, x, upper=_F32_MAX):
+    """out = min(max(x, 0), upper) for float32 x and out of one shape: ReLU with hipDNN's
+    default clips (-0.0 -> +0.0, NaN propagates, +inf -> the float32 max).
+
+    When both share one dense memory order, the maximum runs against a shared zero array of
+    that layout (numpy's SIMD loop; against a scalar numpy takes a NaN-aware loop 4x slower)
+    and the upper clip is a scalar ``clip`` (SIMD; its lower bound -inf changes nothing), both
+    split over the threads; otherwise plain ufuncs."""
+    up = np.float32(upper)
+    lo = np.float32(-np.inf)
+
+    def relu(v, z, out):
+        np.maximum(v, z, out=out)
+        np.clip(out, lo, up, out=out)
+
     if out is x or not np.may_share_memory(out, x):
         views = blocked.flat_views(out, x)
         if views is not None:
             of, xf = views
-            blocked.par_ufunc(np.maximum, xf, blocked.zeros_f32(xf.shape), out=of)
+            blocked.par_ufunc(relu, xf, blocked.zeros_f32(xf.shape), out=of)
             return out
     with np.errstate(all="ignore"):
-        return np.maximum(x, z, out=out)
+        np.maximum(x, np.float32(0), out=out)
+        return np.minimum(out, up, out=out)
 
 
 def _relu_bwd(dy, x, p):
