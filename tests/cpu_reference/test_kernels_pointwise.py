@@ -298,3 +298,67 @@ def test_compute_dtype_and_int_inputs():
     assert pw.pointwise(P + "EXP", h, compute_dtype=np.float64).dtype == np.float64
     o = pw.pointwise(P + "ADD", np.ones((1, 3)), np.ones((1, 1)), out_shape=(2, 1, 3))
     assert o.shape == (2, 1, 3)
+
+
+# ------------------------------------------------- float32 tails and special values
+_TAIL = np.array([-40.0, -20.0, -12.0, -9.0, -6.0, -3.0, -1.0, -0.25, 0.0, 0.25, 1.0, 3.0, 6.0,
+                  9.0, 12.0, 20.0, 40.0])
+
+
+def _tail_input(big):
+    return np.tile(_TAIL, 40000 if big else 1).astype(np.float32)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_f32_backward_tails_keep_relative_accuracy(big):
+    """sigmoid'/tanh'/tanh-GELU' where 1 - sigmoid or 1 - tanh^2 rounds away in float32: the
+    result keeps float32 relative accuracy (not 0, not a cancelled difference)."""
+    x = _tail_input(big)
+    dy = np.full_like(x, 3.0)
+    xs = x[:_TAIL.size].astype(np.float64)
+
+    def sig(v):
+        return 1.0 / (1.0 + math.exp(-v)) if v >= 0 else math.exp(v) / (1.0 + math.exp(v))
+
+    refs = {
+        "SIGMOID_BWD": [3.0 * sig(v) * sig(-v) for v in xs],
+        "TANH_BWD": [3.0 / math.cosh(v) ** 2 for v in xs],
+    }
+    for v in xs:   # tanh-GELU' from the sigmoid form of 0.5 x (1 + tanh z) = x sigmoid(2z)
+        z2 = 2 * K * (v + 0.044715 * v ** 3)
+        s = sig(z2)
+        refs.setdefault("GELU_APPROX_TANH_BWD", []).append(
+            3.0 * (s + v * s * sig(-z2) * 2 * K * (1 + 3 * 0.044715 * v * v)))
+    for mode, ref in refs.items():
+        got = pw.pointwise(P + mode, dy, x)[:_TAIL.size].astype(np.float64)
+        ref = np.array(ref)
+        np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-37, err_msg=mode)
+        if big:
+            np.testing.assert_array_equal(pw.pointwise(P + mode, dy, x).reshape(-1, _TAIL.size),
+                                          np.broadcast_to(got.astype(np.float32),
+                                                          (40000, _TAIL.size)))
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_f32_gelu_forms_tails_and_specials(big):
+    x = _tail_input(big)
+    xs = x[:_TAIL.size].astype(np.float64)
+    # tanh form: relative accuracy also for x < 0 (no cancellation in 1 + tanh z)
+    got = pw.pointwise(P + "GELU_APPROX_TANH_FWD", x)[:_TAIL.size].astype(np.float64)
+    ref = np.array([v / (1.0 + math.exp(-2 * K * (v + 0.044715 * v ** 3)))
+                    if -2 * K * (v + 0.044715 * v ** 3) < 700 else 0.0 * v for v in xs])
+    # (float32 rounding of the exponent itself: ~|2z| ulp relative, 2e-6 at x = -9)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-37)
+    # erf form: never of the wrong sign, -0.0 where Phi(x) rounds to 0, erf bounded by 1
+    g = pw.pointwise(P + "GELU_FWD", x)[:_TAIL.size]
+    assert (g[xs < 0] <= 0).all() and (g[xs > 0] > 0).all()
+    assert np.array_equal(g[xs <= -12], np.zeros((xs <= -12).sum(), np.float32))
+    assert np.signbit(g[xs <= -12]).all()
+    e = pw.pointwise(P + "ERF", np.tile(np.linspace(-6, 6, 4801, dtype=np.float32), 120 if big else 1))
+    assert np.abs(e).max() == 1.0
+    sp = np.array([np.inf, -np.inf, np.nan, 3.4e38, -3.4e38], np.float32)
+    gf = pw.pointwise(P + "GELU_FWD", sp)
+    assert gf[0] == np.inf and np.isnan(gf[1]) and np.isnan(gf[2]) and gf[3] == np.float32(3.4e38)
+    gt = pw.pointwise(P + "GELU_APPROX_TANH_FWD", sp)
+    assert gt[0] == np.inf and np.isnan(gt[1]) and np.isnan(gt[2]) and gt[3] == np.float32(3.4e38)
+    assert gt[4] == 0 and np.signbit(gt[4])

@@ -435,6 +435,8 @@ def _erf_f32_into(o, x, zscale=1.0, pscale=1.0):
         q *= x2
     q += _F32(qc[0])
     np.divide(o, q, out=o)
+    ps = _F32(abs(pscale))
+    _clip(o, -ps, ps, out=o)                 # the rational overshoots |erf| = 1 by an ulp near 4
     return o
 
 
@@ -474,14 +476,50 @@ def _k_gelu(o, x, p):
 
 
 def _k_gelu_tanh(o, x, p):
+    # 0.5 x (1 + tanh z) = x * sigmoid(2z) = x / (1 + exp(-2z)), z = k (x + c x^3): no
+    # cancellation in 1 + tanh z for x < 0, exp overflow -> x / inf = -0, huge x -> x / 1
     np.multiply(x, x, out=o)
-    o *= _F32(_SQRT_2_OVER_PI * _GELU_TANH_C)
-    o += _F32(_SQRT_2_OVER_PI)
+    o *= _F32(-2.0 * _SQRT_2_OVER_PI * _GELU_TANH_C)
+    o += _F32(-2.0 * _SQRT_2_OVER_PI)
     o *= x
-    np.tanh(o, out=o)
+    np.exp(o, out=o)
     o += _F32(1)
-    o *= x
-    o *= _F32(0.5)
+    np.divide(x, o, out=o)
+
+
+def _sig_deriv_into(o, v, t):
+    """o = sigmoid(v) * (1 - sigmoid(v)) = e / (1 + e)^2 with e = exp(-|v|): no cancellation
+    in 1 - sigmoid(v) for large |v|, no overflow.  t: scratch (must not alias o); o may be v."""
+    np.abs(v, out=o)
+    np.negative(o, out=o)
+    np.exp(o, out=o)
+    np.add(o, _F32(1), out=t)
+    t *= t
+    np.divide(o, t, out=o)
+
+
+def _k_gelu_tanh_bwd(o, dy, x, p):
+    # d/dx [x sigmoid(2z)] = sigmoid(2z) + x * sigmoid'(2z) * 2 z',  z = k (x + c x^3)
+    t, u, w = blocked.scratch(3, x.size)
+    np.multiply(x, x, out=u)                  # u = x^2
+    np.multiply(u, _F32(2.0 * _SQRT_2_OVER_PI * _GELU_TANH_C), out=o)
+    o += _F32(2.0 * _SQRT_2_OVER_PI)
+    o *= x                                    # o = 2z (+-inf for huge x: sigmoid saturates)
+    # x * 2z' on x clipped to [-50, 50]: beyond, sigmoid'(2z) is 0 in float32 and the product
+    # must stay 0 (not 0 * inf)
+    _clip(x, _F32(-50), _F32(50), out=w)
+    np.multiply(w, w, out=u)
+    u *= _F32(6.0 * _SQRT_2_OVER_PI * _GELU_TANH_C)
+    u += _F32(2.0 * _SQRT_2_OVER_PI)
+    u *= w                                    # u = x * 2z'
+    np.negative(o, out=t)
+    np.exp(t, out=t)
+    t += _F32(1)
+    np.divide(_F32(1), t, out=t)              # t = sigmoid(2z)
+    _sig_deriv_into(o, o, w)                  # o = sigmoid'(2z)
+    o *= u
+    o += t
+    o *= dy
 
 
 def _k_elu(o, x, p):
@@ -523,16 +561,16 @@ def _k_gelu_bwd(o, dy, x, p):
 
 def _k_sigmoid_bwd(o, dy, x, p):
     (t,) = blocked.scratch(1, x.size)
-    _f32_sigmoid_into(t, x)
-    np.subtract(_F32(1), t, out=o)
-    o *= t
+    _sig_deriv_into(o, x, t)
     o *= dy
 
 
 def _k_tanh_bwd(o, dy, x, p):
-    np.tanh(x, out=o)
-    np.multiply(o, o, out=o)
-    np.subtract(_F32(1), o, out=o)
+    # 1 - tanh(x)^2 = 4 sigmoid(2x) (1 - sigmoid(2x)): accurate where tanh(x)^2 rounds to 1
+    (t,) = blocked.scratch(1, x.size)
+    np.multiply(x, _F32(2), out=o)
+    _sig_deriv_into(o, o, t)
+    o *= _F32(4)
     o *= dy
 
 
@@ -562,6 +600,7 @@ _F32_KERNELS = {
     "ELU_FWD": _k_elu,
     "SOFTPLUS_FWD": _k_softplus,
     "GELU_BWD": _k_gelu_bwd,
+    "GELU_APPROX_TANH_BWD": _k_gelu_tanh_bwd,
     "SIGMOID_BWD": _k_sigmoid_bwd,
     "TANH_BWD": _k_tanh_bwd,
 }
