@@ -1,0 +1,96 @@
+"""Types shared by the ``Graph`` modules: errors, info records, constants, the node record."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..._generated.enums import AttributeName as A
+from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
+from ...errors import NotSupportedError
+from .._ops import SPECS
+
+
+class GraphNotSupportedError(NotSupportedError):
+    """No engine configuration supports the graph (a frontend-only condition)."""
+
+
+@dataclass(frozen=True)
+class KnobInfo:
+    """One tunable knob of an engine (KNOB_INFO descriptor, spec §1.12 / §2.8).  ``type`` is
+    "int", "float" or "string"; unset optional fields are None (lists: empty)."""
+    id: str
+    description: str
+    type: str
+    default: object
+    deprecated: bool = False
+    minimum: object = None
+    maximum: object = None
+    stride: int | None = None
+    valid_values: tuple = ()
+    max_length: int | None = None
+
+
+@dataclass(frozen=True)
+class EngineConfigInfo:
+    """One engine configuration the heuristics proposes (``get_engine_configs``)."""
+    engine_id: int
+    name: str | None
+    workspace_size: int
+    knobs: tuple
+
+
+class BuildPlanPolicy(enum.Enum):
+    HEURISTICS_CHOICE = "heuristics_choice"
+    ALL = "all"
+
+
+NO_ENGINE_MSG = "No engine configurations available for the graph."
+_SERIALIZE_PLAN_NOTE = int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION)
+_CONTENT_PLAN = 2  # HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN
+
+
+_PW_FLOATS = (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
+              ("relu_upper_clip", A.HIPDNN_ATTR_POINTWISE_RELU_UPPER_CLIP),
+              ("relu_lower_clip_slope", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE),
+              ("swish_beta", A.HIPDNN_ATTR_POINTWISE_SWISH_BETA),
+              ("elu_alpha", A.HIPDNN_ATTR_POINTWISE_ELU_ALPHA),
+              ("softplus_beta", A.HIPDNN_ATTR_POINTWISE_SOFTPLUS_BETA))
+
+
+def _pw(name):
+    return PointwiseMode["HIPDNN_POINTWISE_" + name]
+
+
+class _Node:
+    __slots__ = ("kind", "inputs", "outputs", "arrays", "attrs", "compute_data_type", "name")
+
+    def __init__(self, kind, inputs, outputs, attrs, compute_data_type, name, arrays=None):
+        self.kind = kind
+        self.inputs = inputs          # role -> Tensor | None
+        self.outputs = outputs        # role -> Tensor | None
+        self.arrays = arrays or {}    # role -> [Tensor]
+        self.attrs = attrs
+        self.compute_data_type = DataType(compute_data_type) if compute_data_type is not None else None
+        self.name = name
+
+    def tensors(self):
+        spec = SPECS[self.kind]
+        out = []
+        for role, _ in spec.inputs:
+            if self.inputs.get(role) is not None:
+                out.append(self.inputs[role])
+        for role, _ in spec.outputs:
+            if self.outputs.get(role) is not None:
+                out.append(self.outputs[role])
+        for role, _ in spec.arrays:
+            out.extend(self.arrays.get(role) or ())
+        return out
+
+    def input_tensors(self):
+        return [t for t in self.inputs.values() if t is not None] + \
+            [t for ts in self.arrays.values() for t in ts]
+
+    def output_tensors(self):
+        return [t for t in self.outputs.values() if t is not None]
+
+
