@@ -522,7 +522,9 @@ def get_loaded_engine_plugin_paths(handle, n, paths, maxlen):
     if not n or not maxlen:
         raise NullPointerError("hipdnnGetLoadedEnginePluginPaths_ext: null pointer argument")
     hp = _plugins_of(handle)
-    loaded = [p.path.encode() for p, _ in hp.entries] if hp is not None else []
+    # hipDNN lists the plugin manager's loaded files: every plugin that loaded, also one whose
+    # hipdnnEnginePluginCreate failed for this handle (it stays loaded, just unused here).
+    loaded = [os.fsencode(p) for p in hp.manager.loaded_paths] if hp is not None else []
     loaded = sorted(set(loaded))
     need = max((len(x) for x in loaded), default=-1) + 1
     if not paths:
@@ -530,7 +532,7 @@ def get_loaded_engine_plugin_paths(handle, n, paths, maxlen):
         maxlen[0] = need
         return 0
     if n[0] < len(loaded) or (loaded and maxlen[0] < need):
-        raise BadParamError("hipdnnGetLoadedEnginePluginPaths_ext: insufficient buffer space provided.")
+        raise BadParamError("Insufficient buffer space provided.")
     ml = int(maxlen[0])
     for i, x in enumerate(loaded):
         if not paths[i]:

@@ -88,7 +88,8 @@ g = standin_graph(hh)
 st, cfgs = heuristic_configs(g)
 print(json.dumps({"paths": n[0], "st": st, "cfgs": len(cfgs), "destroy": lib.hipdnnDestroy(hh)}))
 """, {"HIPDNN_PLUGIN_DIR": os.path.dirname(so)})
-    assert r == {"paths": 0, "st": 0, "cfgs": 0, "destroy": 0}
+    # the plugin stays loaded (listed, as hipDNN lists its manager's files) but unused here
+    assert r == {"paths": 1, "st": 0, "cfgs": 0, "destroy": 0}
 
 
 def test_set_stream_reaches_every_plugin(mini):

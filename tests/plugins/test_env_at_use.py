@@ -75,6 +75,8 @@ def test_plugin_dir_set_after_start_and_default_dir_listing(prog, mini, tmp_path
     a1, a2 = mini("ea1"), mini("ea2")
     shutil.copy(a1, a / "libmini_ea1.so")
     shutil.copy(a2, a / "libmini_ea2.so")
+    shutil.copy(mini("enh", src="null_handle.c"), a / "libmini_enh.so")  # loads; no plugin handle
+    shutil.copy(mini("ebad", 'API_VERSION="2.0.0"'), a / "libmini_ebad.so")  # refused: not listed
     os.symlink(a / "libmini_ea1.so", a / "liblink.so")        # same file: loaded/listed once
     shutil.copy(a1, a / "libmini_ea1.so.1")                    # extension .1: not a candidate
     (a / "notes.txt").write_text("not a plugin")
@@ -86,7 +88,8 @@ def test_plugin_dir_set_after_start_and_default_dir_listing(prog, mini, tmp_path
     shutil.copy(mini("eb1"), b / "libmini_eb1.so")
     r = run([prog, "dirs", str(a), str(b)], env=ENV)
     out = r.stdout
-    want_a = sorted(os.path.realpath(a / n) for n in ("libmini_ea1.so", "libmini_ea2.so"))
+    want_a = sorted(os.path.realpath(a / n) for n in ("libmini_ea1.so", "libmini_ea2.so",
+                                                        "libmini_enh.so"))
     want_b = [os.path.realpath(b / "libmini_eb1.so")]
     blocks = out.split("paths ")[1:]
     assert len(blocks) == 2, out
@@ -95,7 +98,7 @@ def test_plugin_dir_set_after_start_and_default_dir_listing(prog, mini, tmp_path
         lines = blk.strip().splitlines()
         label, n = lines[0].split()
         got[label] = (int(n), [ln[len("path "):] for ln in lines[1:]])
-    assert got["A"] == (2, want_a), out
+    assert got["A"] == (3, want_a), out
     assert got["B"] == (1, want_b), out
 
 

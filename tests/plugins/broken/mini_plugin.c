@@ -12,6 +12,7 @@
  *                        plugin does), nothing for OFF
  *   FAIL_SET_LOG_LEVEL   (with LOG_HOOKS) hipdnnPluginSetLogLevel fails with INTERNAL_ERROR + a message
  *   FAIL_ENGINE_NAME     GetEngineName fails with INTERNAL_ERROR + a message
+ *   REPORTED_NAME="N"    GetEngineName answers N (the engine id stays the hash of ENGINE_NAME)
  * The broken variants that need other code are small C files beside this one: each defines
  * OWN_<symbol> for the functions it replaces (or leaves out), includes this file, and writes its own.
  */
@@ -85,8 +86,10 @@ P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
     g_err = "mini: no name today";
     return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
 #endif
-#ifdef BAD_NAME_HASH
+#if defined(BAD_NAME_HASH)
     *name = "NOT_THE_HASHED_NAME";
+#elif defined(REPORTED_NAME)
+    *name = REPORTED_NAME;
 #else
     *name = ENGINE_NAME;
 #endif
