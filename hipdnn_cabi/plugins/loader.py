@@ -8,6 +8,8 @@ of the embedded module (``lib.tramp_<symbol>(fnptr, args...)``), never through l
 """
 from __future__ import annotations
 
+import re
+
 from ..backend import runtime
 from ..errors import BadParamError, NotSupportedError, PluginError
 
@@ -80,34 +82,11 @@ def hex_id(eid: int) -> str:
     return "0x%016X" % (eid & _M64)
 
 
-_SPACE = " \t\n\v\f\r"
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def _scan_int(text: str, i: int):
-    """A C++ stream's ``>> int`` at ``text[i:]``: leading whitespace skipped, an optional sign,
-    at least one decimal digit, the value within int32.  → (value, next index) or None."""
-    n = len(text)
-    while i < n and text[i] in _SPACE:
-        i += 1
-    j = i
-    if j < n and text[j] in "+-":
-        j += 1
-    k = j
-    while k < n and "0" <= text[k] <= "9":
-        k += 1
-    if k == j:
-        return None
-    v = int(text[i:k])
-    return (v, k) if _INT_MIN <= v <= _INT_MAX else None
-
-
-def _scan_dot(text: str, i: int):
-    """A C++ stream's ``>> char`` that must read '.': whitespace skipped first."""
-    n = len(text)
-    while i < n and text[i] in _SPACE:
-        i += 1
-    return i + 1 if i < n and text[i] == "." else None
+# What a C++ stream reads for `>> int >> char >> int >> char >> int` with both chars '.': before
+# each item whitespace is skipped; an int is an optional sign and decimal digits; the rest of the
+# string is not looked at.
+_VERSION = re.compile(r"\s*([+-]?[0-9]+)\s*\.\s*([+-]?[0-9]+)\s*\.\s*([+-]?[0-9]+)", re.ASCII)
 
 
 def parse_version_checked(text: str):
@@ -116,19 +95,11 @@ def parse_version_checked(text: str):
     skipped, anything after the third number is ignored.  → ((major, minor, patch), None), or
     (None, hipDNN's error text) when the string does not have that form.  "-1.0.0" parses (major
     -1) and is then rejected by the major-version check, not as malformed."""
-    out, i = [], 0
-    for part in range(3):
-        if part:
-            i = _scan_dot(text, i)
-            if i is None:
-                break
-        r = _scan_int(text, i)
-        if r is None:
-            break
-        out.append(r[0])
-        i = r[1]
-    if len(out) == 3:
-        return tuple(out), None
+    m = _VERSION.match(text)
+    if m:
+        v = tuple(int(x) for x in m.groups())
+        if all(_INT_MIN <= x <= _INT_MAX for x in v):  # an out-of-range int fails the stream
+            return v, None
     return None, (f"Version string does not match required format. String = {text} "
                   'Required format: "MAJOR.MINOR.PATCH"')
 

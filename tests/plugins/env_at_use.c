@@ -7,6 +7,9 @@
  *   env_at_use heur <dir> <graphdir>   HIPDNN_LOG_GRAPH_DIR at graph finalize, HIPDNN_HEUR_FALLBACK_
  *                                      ENGINE_ORDER and HIPDNN_HEUR_POLICY_ORDER at heuristic
  *                                      finalize: prints "heur <label> <status> <n> <ids...>"
+ *   env_at_use log <file>              HIPDNN_LOG_LEVEL/HIPDNN_LOG_FILE set after the process started
+ *                                      but before the first call that starts the library (logger
+ *                                      initialisation) take effect; changing them later does not
  *   env_at_use levels <dir>            hipdnnPluginSetLogLevel at load and on every level change:
  *                                      prints "msg <phase> <severity> <message>" per message a sync
  *                                      user callback received
@@ -169,6 +172,21 @@ static int heur(const char* dir, const char* graphdir)
     return 0;
 }
 
+static int logenv(const char* file)
+{
+    (void)hipdnnGetErrorString(HIPDNN_STATUS_SUCCESS); /* answered in C: the library is not started */
+    setenv("HIPDNN_LOG_LEVEL", "info", 1);
+    setenv("HIPDNN_LOG_FILE", file, 1);
+    hipdnnHandle_t h;
+    CHECK(hipdnnCreate(&h));                           /* starts the library: the logger reads both */
+    setenv("HIPDNN_LOG_LEVEL", "off", 1);              /* read once, as in hipDNN: no effect */
+    CHECK(hipdnnDestroy(h));
+    hipdnnSeverity_t level;
+    CHECK(hipdnnBackendGetGlobalLogLevel_ext(&level));
+    printf("level %d\n", (int)level);
+    return 0;
+}
+
 static const char* g_phase = "none";
 
 static void record(hipdnnUserLogCallbackHandle_t user, hipdnnSeverity_t sev, const char* msg)
@@ -216,6 +234,7 @@ int main(int argc, char** argv)
     if(argc == 4 && strcmp(argv[1], "dirs") == 0) return dirs(argv[2], argv[3]);
     if(argc == 4 && strcmp(argv[1], "heur") == 0) return heur(argv[2], argv[3]);
     if(argc == 3 && strcmp(argv[1], "levels") == 0) return levels(argv[2]);
-    fprintf(stderr, "usage: env_at_use dirs <dirA> <dirB> | heur <dir> <graphdir> | levels <dir>\n");
+    if(argc == 3 && strcmp(argv[1], "log") == 0) return logenv(argv[2]);
+    fprintf(stderr, "usage: env_at_use dirs <dirA> <dirB> | heur <dir> <graphdir> | log <file> | levels <dir>\n");
     return 2;
 }

@@ -118,6 +118,16 @@ def test_heuristic_and_graph_log_variables_set_after_start(prog, mini, tmp_path)
     assert len(files) == 1 and files[0].startswith("graph_") and files[0].endswith(".json"), files
 
 
+def test_log_variables_read_at_logger_initialisation(prog, tmp_path):
+    logf = tmp_path / "log.txt"
+    env = dict(ENV)
+    del env["HIPDNN_LOG_LEVEL"], env["HIPDNN_LOG_FILE"]
+    r = run([prog, "log", str(logf)], env={**env, "HIPDNN_PLUGIN_DIR": str(tmp_path)})
+    assert "level 0" in r.stdout                                   # INFO, not changed by the later setenv
+    text = logf.read_text()
+    assert "API success: [hipdnnCreate]" in text and "API success: [hipdnnDestroy]" in text
+
+
 def test_log_level_handed_to_plugins_at_load_and_on_change(prog, mini, tmp_path):
     d = tmp_path / "lv"
     d.mkdir()
