@@ -7,12 +7,10 @@ Policy ids are FNV-1a-64 hashes of the policy names (our choice; the real hash i
 """
 from __future__ import annotations
 
-import os
-
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
 from ...errors import (BadParamError, InternalError, NotFinalizedError, NotSupportedError,
                        NullPointerError)
-from .. import attrs, registry
+from .. import attrs, env, registry
 from .base import Descriptor, getter, setter
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
@@ -54,10 +52,10 @@ def static_ordering(candidates: list[int], names) -> list[int] | None:
     """MIOPEN_ENGINE first, the others in candidate order, MIOPEN_ENGINE_DETERMINISTIC last, our
     reference engines after that; or the HIPDNN_HEUR_FALLBACK_ENGINE_ORDER list (names, 0x-hex or
     decimal ids) when set."""
-    env = os.environ.get("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
-    if env and env.strip():
+    order = env.get("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
+    if order and order.strip():
         out = []
-        for tok in env.split(","):
+        for tok in order.split(","):
             tok = tok.strip()
             if not tok:
                 continue
@@ -124,9 +122,9 @@ class EngineHeuristicDescriptor(Descriptor):
         from .engine import handle_plugins
         hp = handle_plugins(self.graph)
         cands = hp.applicable(self.graph, self.find_first)
-        env = os.environ.get("HIPDNN_HEUR_POLICY_ORDER")
-        if env is not None and env.strip():
-            order = parse_policy_env(env)
+        policy_env = env.get("HIPDNN_HEUR_POLICY_ORDER")
+        if policy_env is not None and policy_env.strip():
+            order = parse_policy_env(policy_env)
         elif self.policy_order is not None:
             order = list(self.policy_order)
         else:
