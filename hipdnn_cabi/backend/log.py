@@ -132,7 +132,15 @@ def set_global_level(level: int) -> int:
     with _lock:
         _level = int(level)
         _sync_cache()
+    for fn in list(level_listeners):
+        try:
+            fn(int(level))
+        except Exception:  # noqa: BLE001 - a listener never fails the call
+            pass
     return 0
+
+
+level_listeners: list = []   # callables(level) run after a level change (the plugin host's)
 
 
 def get_global_level() -> int:

@@ -8,6 +8,9 @@ import threading
 
 from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import OpGraph, build_engine_details
+from .spans import graph_span_problem
+
+SEV_INFO = 0   # HIPDNN_SEV_INFO
 
 SUPPORTS_PLAN_SERIALIZATION = 4   # HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION
 FNV_OFFSET = 0xCBF29CE484222325
@@ -82,7 +85,22 @@ class EngineBase:
             raise PluginError(NOT_APPLICABLE, f"engine {self.name} has no plan builder")
         return pb() if isinstance(pb, type) else pb
 
+    def not_applicable_reason(self, handle, graph: OpGraph) -> str | None:
+        """Why this engine cannot run ``graph`` (None: it can).  The SDK's own checks come first
+        - every tensor must be addressable (:mod:`.spans`) - then the plan builder's
+        ``is_applicable``."""
+        why = span_problem(graph)
+        if why:
+            return f"engine {self.name} declines the graph: {why}"
+        if not self.get_plan_builder().is_applicable(handle, graph):
+            return f"engine {self.name} is not applicable to the graph"
+        return None
+
     def is_applicable(self, handle, graph: OpGraph) -> bool:
+        why = span_problem(graph)
+        if why:
+            _log(handle, SEV_INFO, f"engine {self.name} declines the graph: {why}")
+            return False
         return bool(self.get_plan_builder().is_applicable(handle, graph))
 
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
@@ -99,8 +117,9 @@ class EngineBase:
                                     self.knobs)
 
     def _require(self, handle, graph):
-        if not self.is_applicable(handle, graph):
-            raise PluginError(NOT_APPLICABLE, f"engine {self.name} is not applicable to the graph")
+        why = self.not_applicable_reason(handle, graph)
+        if why:
+            raise PluginError(NOT_APPLICABLE, why)
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         self._require(handle, graph)
@@ -151,6 +170,31 @@ class EngineBase:
         if not isinstance(plan, PlanBase):
             raise PluginError(INVALID_VALUE, "deserialize_plan did not return a plan")
         return ExecutionContext(self.id, plan, None, config, payload.scalars)
+
+
+def span_problem(graph) -> str | None:
+    """:func:`.spans.graph_span_problem`, remembered on the parsed graph (asked several times)."""
+    try:
+        cached = graph._span_problem
+    except AttributeError:
+        cached = None
+    if cached is not None:
+        return cached or None
+    why = graph_span_problem(graph)
+    try:
+        graph._span_problem = why or ""
+    except AttributeError:
+        pass
+    return why
+
+
+def _log(handle, severity: int, message: str) -> None:
+    plugin = getattr(handle, "plugin", None)
+    if plugin is not None and hasattr(plugin, "log"):
+        try:
+            plugin.log(severity, message)
+        except Exception:  # noqa: BLE001 - logging never fails a query
+            pass
 
 
 class EngineManager:

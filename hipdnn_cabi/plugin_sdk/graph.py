@@ -63,7 +63,7 @@ class Node:
 
 class OpGraph:
     __slots__ = ("raw", "name", "compute_dtype", "intermediate_dtype", "io_dtype", "tensors",
-                 "nodes", "preferred_engine_id", "is_override_shape_enabled")
+                 "nodes", "preferred_engine_id", "is_override_shape_enabled", "_span_problem")
 
     def tensor(self, uid: int) -> Tensor:
         try:

@@ -231,6 +231,20 @@ def _search_paths():
     return sorted(set(_paths) | default)
 
 
+def _forward_log_level(level: int) -> None:
+    """Spec §3.8: a log level change is passed to every loaded plugin (SetLogLevel)."""
+    with _lock:
+        m = _manager
+        plugins = list(m.plugins) if m is not None else []
+    for p in plugins:
+        w = p.set_log_level(level)
+        if w:
+            _err(w)
+
+
+log.level_listeners.append(_forward_log_level)
+
+
 def _drop_manager_if_unused():
     global _manager
     if _manager is not None and _manager.users == 0 and _persistent is None:

@@ -8,7 +8,7 @@ of the embedded module (``lib.tramp_<symbol>(fnptr, args...)``), never through l
 """
 from __future__ import annotations
 
-from ..backend import runtime
+from ..backend import log, runtime
 from ..errors import BadParamError, NotSupportedError, PluginError
 
 PLUGIN_STATUS_NAMES = {
@@ -18,6 +18,7 @@ PLUGIN_STATUS_NAMES = {
     6: "HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED",
 }
 NOT_APPLICABLE = 5
+PLUGIN_INVALID_VALUE = 2
 PLUGIN_TYPE_ENGINE = 1
 PLUGIN_TYPE_NAMES = {0: "HIPDNN_PLUGIN_TYPE_UNSPECIFIED", 1: "HIPDNN_PLUGIN_TYPE_ENGINE",
                      2: "HIPDNN_PLUGIN_TYPE_HEURISTIC"}
@@ -145,6 +146,19 @@ class EnginePlugin:
             raise PluginError(f"Failed to {action}: the plugin returned a null string")
         return runtime.ffi.string(out[0]).decode("utf-8", "replace")
 
+    def set_log_level(self, level: int) -> str | None:
+        """Forward the backend's log level (spec §3.8 "log level change"): at load, right after
+        the logging callback, and on every hipdnnBackendSetGlobalLogLevel_ext.  A failure other
+        than INVALID_VALUE is returned as a message to log; nothing else happens."""
+        fn = self.fn.get("hipdnnPluginSetLogLevel")
+        if not fn:
+            return None
+        st = runtime.lib.tramp_hipdnnPluginSetLogLevel(fn, int(level))
+        if st and st != PLUGIN_INVALID_VALUE:
+            return (f"Failed to set log level for plugin {self.name}. Status: "
+                    f"{status_name(st)}({st}), Error: {self.last_error()}")
+        return None
+
     # ---------------------------------------------------------------- load-time validation
     def initialize(self, logging_callback: int | None = None) -> list[str]:
         """Run the §3.5 checks; raises on rejection.  Returns warning messages to log."""
@@ -166,6 +180,9 @@ class EnginePlugin:
         if logging_callback and "hipdnnPluginSetLoggingCallback" in self.fn:
             runtime.lib.tramp_hipdnnPluginSetLoggingCallback(
                 self.fn["hipdnnPluginSetLoggingCallback"], ffi.cast("hipdnnCallback_t", logging_callback))
+            w = self.set_log_level(log.get_global_level())
+            if w:
+                warnings.append(w)
         if "hipdnnPluginGetApiVersion" in self.fn:
             text = self._string("get plugin api version", "hipdnnPluginGetApiVersion")
         else:
