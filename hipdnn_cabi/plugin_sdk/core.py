@@ -159,6 +159,7 @@ class EngineBase:
                                              "for another engine")
         if payload.kind == ser.KIND_REDERIVE:
             graph = parse_graph(payload.blob)
+            check_restored_graph(graph, getattr(handle, "plugin", None))
             table = ser.ScalarTable.from_graph(graph)
             if table.runtime_uids != payload.scalars.runtime_uids:
                 raise PluginError(BAD_PARAM, "serialized execution context: the stored runtime "
@@ -172,8 +173,47 @@ class EngineBase:
         return ExecutionContext(self.id, plan, None, config, payload.scalars)
 
 
+def required_api_version(graph) -> tuple:
+    """The engine API a graph's content needs (shipped §3.6 order: ragged offsets / alignment
+    other than 16 -> 1.3.0, runtime pass-by-value -> 1.2.0, shape overrides -> 1.1.0)."""
+    ts = list(graph.tensors.values())
+    if any(getattr(t, "alignment", 16) not in (16, 0) for t in ts):
+        return (1, 3, 0)
+    if any(getattr(t, "is_runtime_pass_by_value", False) for t in ts):
+        return (1, 2, 0)
+    if graph.is_override_shape_enabled:
+        return (1, 1, 0)
+    return (1, 0, 0)
+
+
+def check_restored_graph(graph, plugin) -> None:
+    """The version guards a fresh graph passes in the host before any plugin sees it, for a graph
+    that arrives inside a serialized execution context instead (issue 19): its stamped
+    ``min_required_engine_api_version`` and the version its content needs must both be within
+    the plugin's reported API version.  (Span checks follow through ``_require``.)"""
+    from .serialization import parse_api_version
+    api = parse_api_version(getattr(plugin, "api_version", "1.0.0")) if plugin is not None \
+        else (1, 0, 0)
+    stamp = getattr(graph, "min_api_version", None)
+    if stamp is not None and tuple(stamp) > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph requires "
+                                         "engine API %d.%d.%d; this plugin reports %d.%d.%d"
+                                         % (tuple(stamp) + tuple(api)))
+    need = required_api_version(graph)
+    if need > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph uses "
+                                         "features of engine API %d.%d.%d; this plugin reports "
+                                         "%d.%d.%d" % (need + tuple(api)))
+    if stamp is not None and tuple(stamp) < need:
+        raise PluginError(BAD_PARAM, "serialized execution context: the op graph is stamped "
+                                     "engine API %d.%d.%d but uses features of %d.%d.%d"
+                                     % (tuple(stamp) + need))
+
+
 def span_problem(graph) -> str | None:
     """:func:`.spans.graph_span_problem`, remembered on the parsed graph (asked several times)."""
+    if getattr(graph, "tensors", None) is None:
+        return None   # not an OpGraph (direct use of the classes with a stand-in)
     try:
         cached = graph._span_problem
     except AttributeError:
