@@ -10,6 +10,7 @@ from hipdnn_cabi import device
 from hipdnn_cabi._generated.enums import BehaviorNote
 from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
+from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
 from . import codegen
 from .program import NotApplicable, build_program
@@ -62,7 +63,10 @@ def analyse(graph) -> Analysis:
             if a is not None:
                 _cache.move_to_end(key)
                 return a
+    why = graph_span_problem(graph)
     try:
+        if why:
+            raise NotApplicable(why)
         a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms))
     except NotApplicable as e:
         a = Analysis(False, str(e))

@@ -13,7 +13,8 @@ import itertools
 import struct
 import threading
 
-from .errors import BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, PluginError
+from .errors import ALLOC_FAILED, BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, \
+    PluginError
 from .graph import parse_engine_config, parse_graph
 from .signatures import signatures
 
@@ -26,6 +27,9 @@ def _fail(adapter, e: BaseException) -> int:
     if isinstance(e, PluginError):
         adapter.set_error(e.message or f"plugin error {e.status}")
         return e.status
+    if isinstance(e, MemoryError):
+        adapter.set_error(f"plugin {getattr(adapter.plugin, 'name', '?')}: out of memory")
+        return ALLOC_FAILED
     try:
         msg = f"{type(e).__name__}: {e}"
     except BaseException:  # noqa: BLE001 - an unprintable exception

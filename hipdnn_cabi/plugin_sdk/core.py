@@ -8,6 +8,9 @@ import threading
 
 from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import OpGraph, build_engine_details
+from .spans import graph_span_problem
+
+SEV_INFO = 0   # HIPDNN_SEV_INFO
 
 SUPPORTS_PLAN_SERIALIZATION = 4   # HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION
 FNV_OFFSET = 0xCBF29CE484222325
@@ -82,7 +85,22 @@ class EngineBase:
             raise PluginError(NOT_APPLICABLE, f"engine {self.name} has no plan builder")
         return pb() if isinstance(pb, type) else pb
 
+    def not_applicable_reason(self, handle, graph: OpGraph) -> str | None:
+        """Why this engine cannot run ``graph`` (None: it can).  The SDK's own checks come first
+        - every tensor must be addressable (:mod:`.spans`) - then the plan builder's
+        ``is_applicable``."""
+        why = span_problem(graph)
+        if why:
+            return f"engine {self.name} declines the graph: {why}"
+        if not self.get_plan_builder().is_applicable(handle, graph):
+            return f"engine {self.name} is not applicable to the graph"
+        return None
+
     def is_applicable(self, handle, graph: OpGraph) -> bool:
+        why = span_problem(graph)
+        if why:
+            _log(handle, SEV_INFO, f"engine {self.name} declines the graph: {why}")
+            return False
         return bool(self.get_plan_builder().is_applicable(handle, graph))
 
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
@@ -99,8 +117,9 @@ class EngineBase:
                                     self.knobs)
 
     def _require(self, handle, graph):
-        if not self.is_applicable(handle, graph):
-            raise PluginError(NOT_APPLICABLE, f"engine {self.name} is not applicable to the graph")
+        why = self.not_applicable_reason(handle, graph)
+        if why:
+            raise PluginError(NOT_APPLICABLE, why)
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         self._require(handle, graph)
@@ -140,6 +159,7 @@ class EngineBase:
                                              "for another engine")
         if payload.kind == ser.KIND_REDERIVE:
             graph = parse_graph(payload.blob)
+            check_restored_graph(graph, getattr(handle, "plugin", None))
             table = ser.ScalarTable.from_graph(graph)
             if table.runtime_uids != payload.scalars.runtime_uids:
                 raise PluginError(BAD_PARAM, "serialized execution context: the stored runtime "
@@ -151,6 +171,70 @@ class EngineBase:
         if not isinstance(plan, PlanBase):
             raise PluginError(INVALID_VALUE, "deserialize_plan did not return a plan")
         return ExecutionContext(self.id, plan, None, config, payload.scalars)
+
+
+def required_api_version(graph) -> tuple:
+    """The engine API a graph's content needs (shipped §3.6 order: ragged offsets / alignment
+    other than 16 -> 1.3.0, runtime pass-by-value -> 1.2.0, shape overrides -> 1.1.0)."""
+    ts = list(graph.tensors.values())
+    if any(getattr(t, "alignment", 16) not in (16, 0) for t in ts):
+        return (1, 3, 0)
+    if any(getattr(t, "is_runtime_pass_by_value", False) for t in ts):
+        return (1, 2, 0)
+    if graph.is_override_shape_enabled:
+        return (1, 1, 0)
+    return (1, 0, 0)
+
+
+def check_restored_graph(graph, plugin) -> None:
+    """The version guards a fresh graph passes in the host before any plugin sees it, for a graph
+    that arrives inside a serialized execution context instead (issue 19): its stamped
+    ``min_required_engine_api_version`` and the version its content needs must both be within
+    the plugin's reported API version.  (Span checks follow through ``_require``.)"""
+    from .serialization import parse_api_version
+    api = parse_api_version(getattr(plugin, "api_version", "1.0.0")) if plugin is not None \
+        else (1, 0, 0)
+    stamp = getattr(graph, "min_api_version", None)
+    if stamp is not None and tuple(stamp) > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph requires "
+                                         "engine API %d.%d.%d; this plugin reports %d.%d.%d"
+                                         % (tuple(stamp) + tuple(api)))
+    need = required_api_version(graph)
+    if need > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph uses "
+                                         "features of engine API %d.%d.%d; this plugin reports "
+                                         "%d.%d.%d" % (need + tuple(api)))
+    if stamp is not None and tuple(stamp) < need:
+        raise PluginError(BAD_PARAM, "serialized execution context: the op graph is stamped "
+                                     "engine API %d.%d.%d but uses features of %d.%d.%d"
+                                     % (tuple(stamp) + need))
+
+
+def span_problem(graph) -> str | None:
+    """:func:`.spans.graph_span_problem`, remembered on the parsed graph (asked several times)."""
+    if getattr(graph, "tensors", None) is None:
+        return None   # not an OpGraph (direct use of the classes with a stand-in)
+    try:
+        cached = graph._span_problem
+    except AttributeError:
+        cached = None
+    if cached is not None:
+        return cached or None
+    why = graph_span_problem(graph)
+    try:
+        graph._span_problem = why or ""
+    except AttributeError:
+        pass
+    return why
+
+
+def _log(handle, severity: int, message: str) -> None:
+    plugin = getattr(handle, "plugin", None)
+    if plugin is not None and hasattr(plugin, "log"):
+        try:
+            plugin.log(severity, message)
+        except Exception:  # noqa: BLE001 - logging never fails a query
+            pass
 
 
 class EngineManager:
