@@ -16,7 +16,8 @@ Knobs (environment; the tile table below is the default):
 
 * ``HIPDNN_CABI_HIP_GEMM``: ``auto`` (default) | ``wgmma`` | ``mma`` | ``simt`` - force a core
   (a core the device or dtype cannot run falls back along wgmma -> mma -> simt);
-* ``HIPDNN_CABI_HIP_TILE``: ``128x256`` | ``128x128`` - the wgmma tile (default: table);
+* ``HIPDNN_CABI_HIP_TILE``: ``128x256`` | ``128x128`` | ``128x64`` - the wgmma tile (default:
+  the table in :func:`tile_config`);
 * ``HIPDNN_CABI_HIP_STAGES``: pipeline depth (3..8; default: as many as shared memory holds);
 * ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off;
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
@@ -61,18 +62,33 @@ def smem_bytes(bn, stages):
 def tile_config(M, N, K, batch, sms):
     """(BN, stages, splits, k per split) for the wgmma core: the tile table.
 
-    * BN = 256 (128 x 256 tile, 2 x m64n256 per k step) when N > 128 and that grid still gives
-      every SM a tile; otherwise BN = 128 (more, smaller tiles);
-    * stages: as many as fit in shared memory (4 for 128 x 256, 6 for 128 x 128), at least 3;
+    * BN in {256, 128, 64} (128 x BN tile, m64nBNk16 per consumer warpgroup): the one with the
+      fewest waves x per-tile time, so wave quantisation picks smaller tiles (ResNet conv3:
+      196 tiles of 128 x 128 = 1.5 waves -> 392 of 128 x 64 = 3 waves); N <= 64 -> 64;
+    * stages: as many as fit in shared memory (4 for 128 x 256, 6 for 128 x 128, 8 for 128 x 64),
+      at least 3;
     * split-K when the grid leaves SMs idle: S parts of whole 64-deep k tiles (>= 4 per part),
       about 2 units per SM; partials in fp32, summed by the split-K finish kernel.
     """
     tm = -(-M // WG_BM)
     t = knob("TILE", "")
-    if t in ("128x256", "128x128"):
+    if t in ("128x256", "128x128", "128x64"):
         bn = int(t.split("x")[1])
     else:
-        bn = 256 if N > 128 and tm * -(-N // 256) * batch >= sms else 128
+        # the N tile that minimises waves x per-tile time (~ BN + a fixed 32-column cost:
+        # pipeline fill, epilogue); a grid smaller than the GPU takes split-K below instead
+        cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+        best = None
+        for b in cands:
+            tiles = tm * -(-N // b) * batch
+            if tiles < sms and b != cands[-1]:
+                continue
+            cost = -(-tiles // sms) * (b + 32)
+            if best is None or cost < best[0]:
+                best = (cost, b)
+        bn = best[1] if best else cands[-1]
+        if tm * -(-N // bn) * batch < sms and N > 64:
+            bn = 128
     st = int(knob("STAGES", "0") or 0)
     if not st:
         st = 3

@@ -2,7 +2,7 @@
 // C[b](GM x GN) = epilogue(A[b](GM x GK) * B[b](GK x GN)), 16-bit inputs (half / bfloat16), fp32
 // accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
 // operand gathers, store_c / store_c8 with any fused epilogue), plus:
-//   WG_BN      tile N (128 or 256; tile M is 128, tile K 64)
+//   WG_BN      tile N (64, 128 or 256; tile M is 128, tile K 64)
 //   WG_STAGES  shared-memory pipeline depth (>= 3)
 //   A_TMA / B_TMA  1: the operand is a dense (batched) matrix loaded by the tensor copy engine from
 //              the tensor map argument tmA / tmB; 0: gathered by the producer warps (cp.async
@@ -214,14 +214,18 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 #if WG_BF16
 #if WG_BN == 256
     hdn_wgmma_m64n256k16_bf16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
-#else
+#elif WG_BN == 128
     hdn_wgmma_m64n128k16_bf16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k16_bf16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
 #endif
 #else
 #if WG_BN == 256
     hdn_wgmma_m64n256k16_f16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
-#else
+#elif WG_BN == 128
     hdn_wgmma_m64n128k16_f16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k16_f16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
 #endif
 #endif
 }
