@@ -153,7 +153,7 @@ def check(torch, E):
     # (knobs, dtypes, case indices or None = all)
     variants = [(dict(), ("HALF", "BFLOAT16"), None), (dict(TMA=0), ("HALF",), None),
                 (dict(TILE="128x256"), ("HALF",), (1, 2, 3, 4, 5, 12)),
-                (dict(WG_MN_SWAP=1), ("HALF",), (0, 2, 4, 5, 11)),
+                (dict(TILE="128x64"), ("HALF",), (1, 2, 4, 5, 11)),
                 (dict(TILE="128x128", STAGES=3), ("HALF",), (2, 5)),
                 (dict(SPLITK=0), ("HALF",), (6, 7, 10))]
     for v, dts, sel in variants:
@@ -176,7 +176,7 @@ def check(torch, E):
         ("fwd", 8, 512, 512, 7, 3, 1, 1, True, 2), ("filter", 8, 256, 256, 14, 3, 1, 1, True, 2),
     ]
     for v, dts, sel in ((dict(), ("HALF", "BFLOAT16"), None),
-                        (dict(WG_MN_SWAP=1), ("HALF",), (5, 6, 8, 9, 10, 12, 14)),
+                        (dict(TMA=0), ("HALF",), (0, 1, 3, 13)),
                         (dict(TILE="128x256"), ("HALF",), (0, 9, 13, 14))):
         knobs(**v)
         for dt in dts:
