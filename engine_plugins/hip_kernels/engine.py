@@ -34,6 +34,21 @@ def use_mma() -> bool:
         return False
 
 
+def device_arch():
+    """The device's target (``sm_90``) when it is an NVIDIA GPU, else None."""
+    try:
+        rt = device.get_runtime()
+        return getattr(rt, "arch", None) if rt.kind == "cuda" else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def gemm_knobs():
+    """The GEMM-core knobs (gemm_core.py) in effect: part of the analysis cache key."""
+    return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
+                 ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP"))
+
+
 class Analysis:
     __slots__ = ("ok", "reason", "program")
 
@@ -56,7 +71,8 @@ def analyse(graph) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma()
     sms = sm_count() if device.available() else 132
-    key = (raw, mma, sms)
+    arch = device_arch() if mma else None
+    key = (raw, mma, sms, arch, gemm_knobs())
     if raw is not None:
         with _cache_lock:
             a = _cache.get(key)
@@ -67,7 +83,7 @@ def analyse(graph) -> Analysis:
     try:
         if why:
             raise NotApplicable(why)
-        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms))
+        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms, arch=arch))
     except NotApplicable as e:
         a = Analysis(False, str(e))
     except (KeyError, ValueError, TypeError, IndexError) as e:
@@ -81,12 +97,12 @@ def analyse(graph) -> Analysis:
 
 
 class _Launch:
-    __slots__ = ("fn", "grid", "block", "args", "packed", "smem")
+    __slots__ = ("fn", "grid", "block", "args", "packed", "shmem")
 
-    def __init__(self, fn, grid, block, args, smem=0):
+    def __init__(self, fn, grid, block, args, shmem=0):
         self.fn, self.grid, self.block, self.args = fn, grid, block, args
         self.packed = {}
-        self.smem = smem
+        self.shmem = shmem
 
 
 class GpuPlan(PlanBase):
@@ -106,12 +122,18 @@ class GpuPlan(PlanBase):
                 self.steps.append(("memset", st[1], st[2]))
                 continue
             _, src, name, grid, block, args = st[:6]
-            smem = st[6] if len(st) > 6 else 0     # dynamic shared memory (attention)
-            mod = rt.module(src, f"{name}.hip", (), hdr)
+            opts = st[6] if len(st) > 6 else {}
+            if isinstance(opts, int):              # a bare dynamic shared-memory size (attention)
+                opts = {"shmem": opts}
+            if opts.get("arch"):
+                mod = rt.module(src, f"{name}.hip", (), hdr, arch=opts["arch"])
+            else:
+                mod = rt.module(src, f"{name}.hip", (), hdr)
             fn = mod.function(name)
-            if smem > 48 * 1024:
-                rt.set_max_dynamic_smem(fn, smem)
-            self.steps.append(("launch", _Launch(fn, grid, block, args, smem)))
+            shmem = int(opts.get("shmem", 0))
+            if shmem > 48 * 1024:
+                rt.set_max_dynamic_smem(fn, shmem)
+            self.steps.append(("launch", _Launch(fn, grid, block, args, shmem)))
         self._checked = {}
         self._replay = {}   # (pointers, scalar values, workspace) -> recorded operations
 
@@ -134,14 +156,25 @@ class GpuPlan(PlanBase):
         """The plan's stream operations for one set of bound pointers / scalar values /
         workspace: (memset offset+size) or (fn, grid, block, packed args)."""
         ops = []
+
+        def val(a):
+            if a[0] == "ws":
+                return ws + a[1]
+            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box)
+                base = val(a[1])
+                if base % 16:
+                    raise PluginError(INVALID_VALUE, f"buffer 0x{base:x} is not 16-byte aligned "
+                                                     f"(the tensor copy engine needs 16-byte alignment)")
+                return self.rt.tensor_map(base, a[2], a[3], a[4], a[5])
+            return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":
                 ops.append((None, ws + st[1], st[2], None, 0))
                 continue
             L = st[1]
-            vals = [ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args]
+            vals = [val(a) for a in L.args]
             pk = self.rt.pack([ctypes.c_float(v) if isinstance(v, float) else v for v in vals])
-            ops.append((L.fn, L.grid, L.block, pk, L.smem))
+            ops.append((L.fn, L.grid, L.block, pk, L.shmem))
         return ops
 
     def execute(self, handle, buffers, workspace):
@@ -169,11 +202,11 @@ class GpuPlan(PlanBase):
             self._replay[key] = ops
         stream = int(getattr(handle, "stream", 0) or 0)
         rt = self.rt
-        for fn, grid, block, pk, smem in ops:
+        for fn, grid, block, pk, shmem in ops:
             if fn is None:
                 rt.memset(grid, 0, block, stream)
             else:
-                rt.launch(fn, grid, block, pk, smem, stream)
+                rt.launch(fn, grid, block, pk, shmem, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):

@@ -20,6 +20,7 @@ import math
 from . import attention as attn
 from . import codegen as cg
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
+from .gemm_core import choose_core
 
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
 IO = {
@@ -205,7 +206,9 @@ def conv_params(node, nsp):
     return p
 
 
-def build_program(graph, use_mma=True, sms=132) -> Program:
+def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
+    """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
+    mma.sync / SIMT kernels)."""
     _need(graph.nodes, "graph has no nodes")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
@@ -330,7 +333,7 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
         elif kind in GEMM_KINDS:
             epi = units[fused[0]][1] if fused else []
             _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
-                       consumers, node_unit, ui, tag, use_mma, sms)
+                       consumers, node_unit, ui, tag, use_mma, sms, arch)
         elif kind == "BatchnormInferenceAttributes":
             _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
         elif kind == "BatchnormAttributes":
@@ -444,6 +447,16 @@ def _kdec(rem, sizes, names):
     return out
 
 
+def _dense(bdims, bstrides, smn, sk, batch):
+    """(smn, sk, sb, batch) when the batch dims fold into one stride sb, else None."""
+    live = [(d, s) for d, s in zip(bdims, bstrides) if d > 1]
+    for (d0, s0), (d1, s1) in zip(live, live[1:]):
+        if s0 != s1 * d1:
+            return None
+    sb = live[-1][1] if live else 0
+    return (smn, sk, sb, batch)
+
+
 def _spec_matmul(spec, r):
     a, b, c = r["a"], r["b"], r["c"]
     cd = dims(c)
@@ -471,6 +484,8 @@ def _spec_matmul(spec, r):
         spec.b_mode = 1
     elif sBn == 1 and N % 8 == 0 and _al([sBk] + sb):
         spec.b_mode = 2
+    spec.a_dense = _dense(bdims, sa, sAm, sAk, batch)
+    spec.b_dense = _dense(bdims, sb, sBn, sBk, batch)
     coord = []
     rem = "b"
     for d in reversed(range(len(bdims))):
@@ -522,6 +537,10 @@ def _spec_conv_fwd(spec, node, r):
         packed = all(ws_[2 + j] == math.prod(Rk[j + 1:]) for j in range(nsp)) and ws_[1] == math.prod(Rk)
         if packed:
             spec.b_mode = 1
+            spec.b_dense = (ws_[0], 1, 0, 1)      # w as a dense [K, C*R] matrix
+    if spec.b_mode == 1 and cl and not p["flip"] and \
+            all(ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
+        spec.b_dense = (ws_[0], 1, 0, 1)          # KRSC weights: a dense [K, R*C] matrix
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
@@ -657,7 +676,7 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
 
 
 def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
-               tag, use_mma, sms=132):
+               tag, use_mma, sms=132, arch=None):
     spec = GemmSpec()
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
@@ -702,19 +721,30 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     spec.store = " ".join(body)
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
-    mma = use_mma and spec.ta in ("HALF", "BFLOAT16") and spec.ta == spec.tb
-    g = cg.gemm_source(spec, mma, sms)
+    core = choose_core(spec.ta, spec.tb, arch, use_mma)
+    if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
+        core = "simt"
+    if core == "wgmma" and arch is None:
+        core = "mma"
+    g = cg.gemm_source(spec, core != "simt", sms, core)
     ab = [loc[first[0].uid], loc[first[1].uid]]
+    for op, base in (("A", ab[0]), ("B", ab[1])):
+        if op in g["tmaps"]:
+            ab.append(("tmap", base) + tuple(g["tmaps"][op]))
+    opts = g["opts"]
+    if g["core"] == "wgmma":
+        prog.notes.append(f"{node.kind}: wgmma core, tile {opts['tile']}, {opts['stages']} stages, "
+                          f"TMA {''.join(sorted(g['tmaps'])) or 'none'}")
     if g["split"] > 1:
         part = ("ws", prog.ws_alloc(g["part_bytes"]))
         src, name, grid, block = g["gemm"]
-        prog.steps.append(("launch", src, name, grid, block, ab + [part]))
+        prog.steps.append(("launch", src, name, grid, block, ab + [part]) + ((opts,) if opts else ()))
         src, name, grid, block = g["reduce"]
         prog.steps.append(("launch", src, name, grid, block, [part] + args))
         prog.notes.append(f"{node.kind}: split-K x{g['split']}")
     else:
         src, name, grid, block = g["gemm"]
-        prog.steps.append(("launch", src, name, grid, block, ab + args))
+        prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
 
 
 # =========================================================================== batchnorm

@@ -224,12 +224,15 @@ class CudaRuntime:
         self.rt.cudaGraphDestroy(g)
 
     # ------------------------------------------------------------------ code
-    def compile(self, source: str, name: str = "kernel.hip", options=(), headers=None) -> bytes:
+    def compile(self, source: str, name: str = "kernel.hip", options=(), headers=None,
+                arch: str | None = None) -> bytes:
+        """``arch``: a target other than the device's own (``sm_90a`` for the wgmma GEMM core)."""
+        arch = arch or self.arch
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
-                              list(options), self.arch, self.compiler.version)
+                              list(options), arch, self.compiler.version)
         img = self.cache.get(key)
         if img is None:
-            img = self.compiler.compile(source, name, options, self.arch, headers)
+            img = self.compiler.compile(source, name, options, arch, headers)
             self.cache.put(key, img)
         return img
 
@@ -238,9 +241,10 @@ class CudaRuntime:
         h = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
         return Module(self, h)
 
-    def module(self, source: str, name: str = "kernel.hip", options=(), headers=None) -> Module:
+    def module(self, source: str, name: str = "kernel.hip", options=(), headers=None,
+               arch: str | None = None) -> Module:
         """Compile (through the cache) and load once per process."""
-        img = self.compile(source, name, options, headers)
+        img = self.compile(source, name, options, headers, arch)
         import hashlib
         k = hashlib.sha256(img).hexdigest()
         with self._mlock:
@@ -253,6 +257,26 @@ class CudaRuntime:
         A = self.driver.CUfunction_attribute
         _check(self.driver.cuFuncSetAttribute(
             fn, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes)), "cuFuncSetAttribute")
+
+    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box):
+        """A CUtensorMap (128 bytes, ctypes array: a by-value kernel argument) for a tiled,
+        128-byte-swizzled view of ``ptr``; ``dims``/``box`` innermost first, ``strides_bytes``
+        for dims 1.. (cuTensorMapEncodeTiled's conventions); out-of-range elements read 0."""
+        import ctypes
+        d = self.driver
+        T = d.CUtensorMapDataType
+        dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+              "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[dtype]
+        tm = _check(d.cuTensorMapEncodeTiled(
+            dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
+            [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],
+            [d.cuuint32_t(1)] * len(dims), d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+        buf = (ctypes.c_ubyte * 128)()
+        ctypes.memmove(buf, int(tm.getPtr()), 128)
+        return buf
 
     def pack(self, args) -> PackedArgs:
         return PackedArgs(args)
