@@ -30,6 +30,10 @@ class PlanBase:
     def get_workspace_size(self, handle) -> int:
         return 0
 
+    def release(self) -> None:
+        """Free what the plan owns (device scratch, ...): called once when its execution
+        context is destroyed.  Default: nothing."""
+
     def serialize_plan(self):
         """Plan serialization hook (RFC 0009): return the plan's own bytes, restored later by
         the plan builder's :meth:`PlanBuilderBase.deserialize_plan`, or None (the default) to let
@@ -48,6 +52,12 @@ class PlanBuilderBase:
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         return 0
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        """Why :meth:`is_applicable` is False for ``graph`` (asked only then): the plugin reports
+        it to the host (last error + info log) so a user whose graph lands on another engine,
+        or on none, learns why.  Default: "" (no reason given)."""
+        return ""
 
     def build_plan(self, handle, graph: OpGraph, config) -> PlanBase:
         raise NotImplementedError
@@ -84,6 +94,9 @@ class EngineBase:
 
     def is_applicable(self, handle, graph: OpGraph) -> bool:
         return bool(self.get_plan_builder().is_applicable(handle, graph))
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        return str(self.get_plan_builder().decline_reason(handle, graph) or "")
 
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
         return []
@@ -174,7 +187,21 @@ class EngineManager:
             raise PluginError(BAD_PARAM, f"unknown engine id {engine_id}") from None
 
     def get_applicable_engine_ids(self, handle, graph) -> list:
-        return [e.id for e in self.engines if e.is_applicable(handle, graph)]
+        return self.applicability(handle, graph)[0]
+
+    def applicability(self, handle, graph):
+        """(ids of the applicable engines, [(engine name, reason)] of those that declined)."""
+        ids, declined = [], []
+        for e in self.engines:
+            if e.is_applicable(handle, graph):
+                ids.append(e.id)
+            else:
+                try:
+                    why = e.decline_reason(handle, graph)
+                except Exception as ex:  # noqa: BLE001 - a reason must never break the query
+                    why = f"(no reason: {type(ex).__name__}: {ex})"
+                declined.append((e.name, why or "not applicable (no reason given)"))
+        return ids, declined
 
     def get_engine_details(self, handle, graph, engine_id) -> bytes:
         return self.engine(engine_id).get_details(handle, graph)
@@ -277,6 +304,10 @@ class EnginePluginContainer:
     def get_applicable_engine_ids(self, graph, handle=None):
         return self.engine_manager.get_applicable_engine_ids(_h(self, handle), graph)
 
+    def applicability(self, graph, handle=None):
+        """(applicable ids, [(engine name, decline reason)])."""
+        return self.engine_manager.applicability(_h(self, handle), graph)
+
     def get_engine_details(self, engine_id, graph, handle=None) -> bytes:
         return self.engine_manager.get_engine_details(_h(self, handle), graph, engine_id)
 
@@ -288,6 +319,12 @@ class EnginePluginContainer:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext, handle=None) -> int:
         return int(ctx.plan.get_workspace_size(_h(self, handle)))
+
+    def destroy_execution_context(self, ctx: ExecutionContext, handle=None) -> None:
+        """The context is gone: its plan releases what it owns (:meth:`PlanBase.release`)."""
+        rel = getattr(ctx.plan, "release", None)
+        if rel is not None:
+            rel()
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers,
                 handle=None) -> None:
@@ -328,6 +365,9 @@ class PluginHandle:
     def get_applicable_engine_ids(self, graph):
         return self.container.get_applicable_engine_ids(graph, self)
 
+    def applicability(self, graph):
+        return self.container.applicability(graph, self)
+
     def get_engine_details(self, engine_id, graph) -> bytes:
         return self.container.get_engine_details(engine_id, graph, self)
 
@@ -339,6 +379,9 @@ class PluginHandle:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext) -> int:
         return self.container.get_workspace_size_from_context(ctx, self)
+
+    def destroy_execution_context(self, ctx: ExecutionContext) -> None:
+        self.container.destroy_execution_context(ctx, self)
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers) -> None:
         self.container.execute(ctx, workspace, buffers, self)
