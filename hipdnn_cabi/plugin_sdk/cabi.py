@@ -220,11 +220,9 @@ class CAdapter:
         c = self._container(handle)
         self._null(num_engines, "num_engines")
         g = self._graph(op_graph)
-        app = getattr(c, "applicability", None)
-        if app is None:   # a custom container without decline reasons
-            ids, declined = list(c.get_applicable_engine_ids(g)), []
-        else:
-            ids, declined = app(g)
+        ids = list(c.get_applicable_engine_ids(g))
+        why = getattr(c, "decline_reasons", None)
+        declined = why(g, ids) if why is not None else []
         # Decline reasons (issue 22): the thread's last error holds "<engine> declined the
         # graph: <why>" (the host reads it after a query that left engines out) and they are
         # logged at info level through the host's logging callback.

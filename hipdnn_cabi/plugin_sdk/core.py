@@ -187,21 +187,20 @@ class EngineManager:
             raise PluginError(BAD_PARAM, f"unknown engine id {engine_id}") from None
 
     def get_applicable_engine_ids(self, handle, graph) -> list:
-        return self.applicability(handle, graph)[0]
+        return [e.id for e in self.engines if e.is_applicable(handle, graph)]
 
-    def applicability(self, handle, graph):
-        """(ids of the applicable engines, [(engine name, reason)] of those that declined)."""
-        ids, declined = [], []
+    def decline_reasons(self, handle, graph, applicable_ids) -> list:
+        """[(engine name, reason)] for the engines not among ``applicable_ids``."""
+        declined = []
         for e in self.engines:
-            if e.is_applicable(handle, graph):
-                ids.append(e.id)
-            else:
-                try:
-                    why = e.decline_reason(handle, graph)
-                except Exception as ex:  # noqa: BLE001 - a reason must never break the query
-                    why = f"(no reason: {type(ex).__name__}: {ex})"
-                declined.append((e.name, why or "not applicable (no reason given)"))
-        return ids, declined
+            if e.id in applicable_ids:
+                continue
+            try:
+                why = e.decline_reason(handle, graph)
+            except Exception as ex:  # noqa: BLE001 - a reason must never break the query
+                why = f"(no reason: {type(ex).__name__}: {ex})"
+            declined.append((e.name, why or "not applicable (no reason given)"))
+        return declined
 
     def get_engine_details(self, handle, graph, engine_id) -> bytes:
         return self.engine(engine_id).get_details(handle, graph)
@@ -304,9 +303,9 @@ class EnginePluginContainer:
     def get_applicable_engine_ids(self, graph, handle=None):
         return self.engine_manager.get_applicable_engine_ids(_h(self, handle), graph)
 
-    def applicability(self, graph, handle=None):
-        """(applicable ids, [(engine name, decline reason)])."""
-        return self.engine_manager.applicability(_h(self, handle), graph)
+    def decline_reasons(self, graph, applicable_ids, handle=None) -> list:
+        """[(engine name, why)] of the engines that declined ``graph``."""
+        return self.engine_manager.decline_reasons(_h(self, handle), graph, set(applicable_ids))
 
     def get_engine_details(self, engine_id, graph, handle=None) -> bytes:
         return self.engine_manager.get_engine_details(_h(self, handle), graph, engine_id)
@@ -365,8 +364,8 @@ class PluginHandle:
     def get_applicable_engine_ids(self, graph):
         return self.container.get_applicable_engine_ids(graph, self)
 
-    def applicability(self, graph):
-        return self.container.applicability(graph, self)
+    def decline_reasons(self, graph, applicable_ids):
+        return self.container.decline_reasons(graph, applicable_ids, self)
 
     def get_engine_details(self, engine_id, graph) -> bytes:
         return self.container.get_engine_details(engine_id, graph, self)

@@ -141,7 +141,8 @@ class EngineHeuristicDescriptor(Descriptor):
             msg = "No engine accepted the operation graph" + (f": {declined}" if declined else
                                                               " (no reasons given)")
             _info(f"Heuristics: {msg}")
-            runtime.set_last_error(msg)
+            if declined:
+                runtime.set_last_error(msg)
             return
         if declined:
             _info(f"Heuristics: graph accepted by {self._names(hp, cands)}; {declined}")
