@@ -220,6 +220,9 @@ class CpuReferencePlanBuilder(PlanBuilderBase):
     def is_applicable(self, handle, graph) -> bool:
         return analyse(graph).ok
 
+    def decline_reason(self, handle, graph) -> str:
+        return analyse(graph).reason
+
     def get_max_workspace_size(self, handle, graph, config) -> int:
         return 0
 

@@ -106,12 +106,20 @@ class _Launch:
 
 
 class GpuPlan(PlanBase):
-    """Compiled steps; execute only enqueues work on the handle's stream."""
+    """Compiled steps; execute only enqueues work on the handle's stream.
+
+    Small scratch (batchnorm statistics, reduction partials: ``program.scratch_size`` bytes) is
+    the plan's own device memory, allocated here once and freed with the execution context
+    (:meth:`release`), so such plans report workspace 0; the caller's workspace holds only large
+    scratch.  Executes of one plan are ordered on one stream (hipDNN's model); two threads
+    executing the *same* plan on different streams at once would share that scratch."""
 
     def __init__(self, program):
         rt = device.get_runtime()
         self.rt = rt
         self.ws_size = program.ws_size
+        self.scratch_size = program.scratch_size
+        self.scratch = rt.malloc(self.scratch_size) if self.scratch_size else 0
         self.external = list(program.external)
         self.scalars = sorted({a[1] for st in program.steps if st[0] == "launch"
                                for a in st[5] if a[0] == "s"})
@@ -119,7 +127,7 @@ class GpuPlan(PlanBase):
         hdr = codegen.headers()
         for st in program.steps:
             if st[0] == "memset":
-                self.steps.append(("memset", st[1], st[2]))
+                self.steps.append(st)
                 continue
             _, src, name, grid, block, args = st[:6]
             opts = st[6] if len(st) > 6 else {}
@@ -140,6 +148,18 @@ class GpuPlan(PlanBase):
     def get_workspace_size(self, handle) -> int:
         return self.ws_size
 
+    def release(self):
+        """Free the plan's scratch (the SDK calls this when the execution context is destroyed)."""
+        p, self.scratch = getattr(self, "scratch", 0), 0
+        if p:
+            try:
+                self.rt.free(p)
+            except Exception:  # noqa: BLE001 - at interpreter exit the runtime may be gone
+                pass
+
+    def __del__(self):
+        self.release()
+
     def _check(self, uid, ptr):
         ok = self._checked.get(ptr)
         if ok is None:
@@ -156,20 +176,22 @@ class GpuPlan(PlanBase):
         """The plan's stream operations for one set of bound pointers / scalar values /
         workspace: (memset offset+size) or (fn, grid, block, packed args)."""
         ops = []
+        base = {"ws": ws, "sc": getattr(self, "scratch", 0)}
 
         def val(a):
-            if a[0] == "ws":
-                return ws + a[1]
+            if a[0] in base:        # ("ws" | "sc", offset): workspace / plan-owned scratch
+                return base[a[0]] + a[1]
             if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box)
-                base = val(a[1])
-                if base % 16:
-                    raise PluginError(INVALID_VALUE, f"buffer 0x{base:x} is not 16-byte aligned "
+                addr = val(a[1])
+                if addr % 16:
+                    raise PluginError(INVALID_VALUE, f"buffer 0x{addr:x} is not 16-byte aligned "
                                                      f"(the tensor copy engine needs 16-byte alignment)")
-                return self.rt.tensor_map(base, a[2], a[3], a[4], a[5])
+                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5])
             return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":
-                ops.append((None, ws + st[1], st[2], None, 0))
+                where = st[1] if isinstance(st[1], tuple) else ("ws", st[1])
+                ops.append((None, base[where[0]] + where[1], st[2], None, 0))
                 continue
             L = st[1]
             vals = [val(a) for a in L.args]
@@ -215,7 +237,14 @@ class HipPlanBuilder(PlanBuilderBase):
             return False
         return analyse(graph).ok
 
+    def decline_reason(self, handle, graph) -> str:
+        if not device.available():
+            return f"no GPU ({device.unavailable_reason()})"
+        return analyse(graph).reason
+
     def get_max_workspace_size(self, handle, graph, config) -> int:
+        # the same number the plan reports (EXECUTION_PLAN_WORKSPACE_SIZE): small scratch is
+        # the plan's own, only large scratch is the caller's workspace
         a = analyse(graph)
         return a.program.ws_size if a.ok else 0
 

@@ -224,7 +224,19 @@ class CAdapter:
         c = self._container(handle)
         self._null(num_engines, "num_engines")
         g = self._graph(op_graph)
-        self._fill_ids(list(c.get_applicable_engine_ids(g)), engine_ids, max_engines, num_engines)
+        ids = list(c.get_applicable_engine_ids(g))
+        why = getattr(c, "decline_reasons", None)
+        declined = why(g, ids) if why is not None else []
+        # Decline reasons (issue 22): the thread's last error holds "<engine> declined the
+        # graph: <why>" (the host reads it after a query that left engines out) and they are
+        # logged at info level through the host's logging callback.
+        if declined:
+            msg = "; ".join(f"{name} declined the graph: {why}" for name, why in declined)
+            self.set_error(msg)
+            self.plugin.log(0, f"{self.plugin.name}: {msg}")   # HIPDNN_SEV_INFO
+        else:
+            self.set_error("")
+        self._fill_ids(list(ids), engine_ids, max_engines, num_engines)
 
     @_entry
     def hipdnnEnginePluginGetEngineDetails(self, handle, engine_id, op_graph, engine_details):
@@ -265,11 +277,12 @@ class CAdapter:
 
     @_entry
     def hipdnnEnginePluginDestroyExecutionContext(self, handle, execution_context):
-        self._container(handle)
-        self._context(execution_context)
+        c = self._container(handle)
+        ctx = self._context(execution_context)
         with self._lock:
             self._contexts.pop(self._addr(execution_context), None)
             self._contexts_c.pop(execution_context, None)
+        c.destroy_execution_context(ctx)
 
     @_entry
     def hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(self, handle, execution_context,

@@ -33,6 +33,10 @@ class PlanBase:
     def get_workspace_size(self, handle) -> int:
         return 0
 
+    def release(self) -> None:
+        """Free what the plan owns (device scratch, ...): called once when its execution
+        context is destroyed.  Default: nothing."""
+
     def serialize_plan(self):
         """Plan serialization hook (RFC 0009): return the plan's own bytes, restored later by
         the plan builder's :meth:`PlanBuilderBase.deserialize_plan`, or None (the default) to let
@@ -51,6 +55,12 @@ class PlanBuilderBase:
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         return 0
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        """Why :meth:`is_applicable` is False for ``graph`` (asked only then): the plugin reports
+        it to the host (last error + info log) so a user whose graph lands on another engine,
+        or on none, learns why.  Default: "" (no reason given)."""
+        return ""
 
     def build_plan(self, handle, graph: OpGraph, config) -> PlanBase:
         raise NotImplementedError
@@ -102,6 +112,9 @@ class EngineBase:
             _log(handle, SEV_INFO, f"engine {self.name} declines the graph: {why}")
             return False
         return bool(self.get_plan_builder().is_applicable(handle, graph))
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        return str(self.get_plan_builder().decline_reason(handle, graph) or "")
 
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
         return []
@@ -260,6 +273,19 @@ class EngineManager:
     def get_applicable_engine_ids(self, handle, graph) -> list:
         return [e.id for e in self.engines if e.is_applicable(handle, graph)]
 
+    def decline_reasons(self, handle, graph, applicable_ids) -> list:
+        """[(engine name, reason)] for the engines not among ``applicable_ids``."""
+        declined = []
+        for e in self.engines:
+            if e.id in applicable_ids:
+                continue
+            try:
+                why = e.decline_reason(handle, graph)
+            except Exception as ex:  # noqa: BLE001 - a reason must never break the query
+                why = f"(no reason: {type(ex).__name__}: {ex})"
+            declined.append((e.name, why or "not applicable (no reason given)"))
+        return declined
+
     def get_engine_details(self, handle, graph, engine_id) -> bytes:
         return self.engine(engine_id).get_details(handle, graph)
 
@@ -361,6 +387,10 @@ class EnginePluginContainer:
     def get_applicable_engine_ids(self, graph, handle=None):
         return self.engine_manager.get_applicable_engine_ids(_h(self, handle), graph)
 
+    def decline_reasons(self, graph, applicable_ids, handle=None) -> list:
+        """[(engine name, why)] of the engines that declined ``graph``."""
+        return self.engine_manager.decline_reasons(_h(self, handle), graph, set(applicable_ids))
+
     def get_engine_details(self, engine_id, graph, handle=None) -> bytes:
         return self.engine_manager.get_engine_details(_h(self, handle), graph, engine_id)
 
@@ -372,6 +402,12 @@ class EnginePluginContainer:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext, handle=None) -> int:
         return int(ctx.plan.get_workspace_size(_h(self, handle)))
+
+    def destroy_execution_context(self, ctx: ExecutionContext, handle=None) -> None:
+        """The context is gone: its plan releases what it owns (:meth:`PlanBase.release`)."""
+        rel = getattr(ctx.plan, "release", None)
+        if rel is not None:
+            rel()
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers,
                 handle=None) -> None:
@@ -412,6 +448,9 @@ class PluginHandle:
     def get_applicable_engine_ids(self, graph):
         return self.container.get_applicable_engine_ids(graph, self)
 
+    def decline_reasons(self, graph, applicable_ids):
+        return self.container.decline_reasons(graph, applicable_ids, self)
+
     def get_engine_details(self, engine_id, graph) -> bytes:
         return self.container.get_engine_details(engine_id, graph, self)
 
@@ -423,6 +462,9 @@ class PluginHandle:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext) -> int:
         return self.container.get_workspace_size_from_context(ctx, self)
+
+    def destroy_execution_context(self, ctx: ExecutionContext) -> None:
+        self.container.destroy_execution_context(ctx, self)
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers) -> None:
         self.container.execute(ctx, workspace, buffers, self)

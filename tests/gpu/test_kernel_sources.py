@@ -134,3 +134,17 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
     if exe is None:
         pytest.skip("cuobjdump/nvdisasm not installed (pip install nvidia-cuda-cuobjdump "
                     "nvidia-cuda-nvdisasm): SASS not inspected")
+
+
+def test_small_plans_need_no_workspace():
+    """Batchnorm (all kinds) and reductions keep their statistics/partials in the plan's own
+    scratch: workspace 0, as hipDNN's batchnorm samples expect (they pass none) - issue 22."""
+    seen = set()
+    for name, g in sample_graphs():
+        if name.startswith(("bn_", "reduce_")):
+            prog = build_program(parse_graph(g))
+            assert prog.ws_size == 0, (name, prog.ws_size)
+            if name.startswith(("bn_train", "bn_bwd", "reduce_all")):
+                assert prog.scratch_size > 0, name
+            seen.add(name.split("_FLOAT")[0].split("_HALF")[0].split("_BFLOAT16")[0])
+    assert {"bn_train", "bn_inf", "bn_inf_var", "bn_bwd", "reduce_rows", "reduce_all"} <= seen, seen
