@@ -412,7 +412,9 @@ class CAdapter:
         skip = set(self.UNSUPPORTED)
         if not getattr(self.plugin, "supports_plan_serialization", True):
             skip.update(self.SERIALIZATION)
-        return [s.name for s in signatures() if s.name not in skip]
+        from .signatures import ENGINE_HEADERS
+        return [s.name for s in signatures()
+                if s.header in ENGINE_HEADERS and s.name not in skip]
 
 
 from .core import DeviceBuffers as _DeviceBuffers  # noqa: E402
@@ -420,6 +422,8 @@ from .core import PluginHandle as _PluginHandle  # noqa: E402
 
 
 def check_complete():
+    from .heuristics import install_stubs
+    install_stubs()
     missing = [s.name for s in signatures() if not hasattr(CAdapter, s.name)]
     if missing:
         raise RuntimeError(f"CAdapter lacks: {', '.join(missing)}")

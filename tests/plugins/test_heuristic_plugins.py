@@ -235,3 +235,63 @@ print(json.dumps(out))
     assert r["set"] == 0 and r["n"] == 3
     assert r["busy"] == 8 and "active handle" in r["busy_err"]  # NOT_SUPPORTED
     assert r["after"] == 0 and r["n2"] == 2
+
+
+PYDIR = os.path.join(HERE, "heuristics", "pydir")
+PYREV, PYDECL = fnv1a64("PyHeuristic::Reverse"), fnv1a64("PyHeuristic::Decline")
+
+
+def test_python_heuristic_plugin_in_host(three, tmp_path):
+    r = py(PRELUDE + f"""
+out = {{"pol": policies(), "rev": outcome(policy=[{PYREV}]),
+        "decl": outcome(policy=[{PYDECL}, {STATIC}])}}
+print(json.dumps(out))
+""", _env(three, PYDIR, tmp_path))
+    assert ["PyHeuristic::Decline", "PyHeuristic::Reverse"] == [p[1] for p in r["pol"][2:]]
+    assert r["pol"][3][2:] == ["py_reverse_heuristic", "2.0.0", "0.1.0"]
+    assert r["rev"]["ids"] == CANDIDATES[::-1]
+    assert r["decl"]["ids"] == STATIC_ORDER
+    assert '"policy": "PyHeuristic::Reverse"' in _log(tmp_path)   # GetTrace, logged at info
+    assert '"device_id": -1' in _log(tmp_path)   # the host's CPU description reached the plugin
+
+
+@pytest.mark.slow
+def test_python_heuristic_plugin_exported_as_so(three, tmp_path):
+    from hipdnn_cabi.plugin_sdk import export
+    d = tmp_path / "exported"
+    d.mkdir()
+    so = export.build(os.path.join(PYDIR, "py_reverse_heuristic.py"),
+                      str(d / "libpy_reverse_heuristic.so"), tmp_dir=str(tmp_path / "b"))
+    syms = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True).stdout
+    assert "hipdnnHeuristicPolicyFinalize" in syms and "hipdnnEnginePluginCreate" not in syms
+    r = py(PRELUDE + f"""
+print(json.dumps({{"pol": [p[1] for p in policies()], "rev": outcome(policy=[{PYREV}])}}))
+""", _env(three, str(d), tmp_path))
+    assert "PyHeuristic::Reverse" in r["pol"]
+    assert r["rev"]["ids"] == CANDIDATES[::-1]
+
+
+def test_c_sample_heuristic_plugin(tmp_path, c_sample):
+    from plugins_testlib import ROOT
+    out = tmp_path / "cs"
+    r = subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "engine_plugins", "c_sample"),
+                        f"OUT={out}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    hdir = tmp_path / "hdir"
+    hdir.mkdir()
+    os.symlink(out / "libhipdnn_c_sample_heuristic.so", hdir / "libhipdnn_c_sample_heuristic.so")
+    aware = fnv1a64("HipdnnCabiSample::DeviceAware")
+    cpu = fnv1a64("HIPDNN_CABI_CPU_REFERENCE_ENGINE")
+    ref = os.path.join(ROOT, "hipdnn_cabi", "lib", "hipdnn_plugins", "engines")
+    r = py(PRELUDE.replace("g = standin_graph(hh)", "g = standin_graph(hh)\n") + f"""
+out = {{"pol": [p[1] for p in policies()], "aware": outcome(policy=[{aware}]),
+        "default": outcome()}}
+print(json.dumps(out))
+""", {"HIPDNN_PLUGIN_DIR": c_sample, "HIPDNN_HEURISTIC_PLUGIN_DIR": str(hdir),
+      "HIPDNN_CACHE_DIR": str(tmp_path / "c"), "HIPDNN_LOG_LEVEL": "info",
+      "HIPDNN_LOG_FILE": str(tmp_path / "log.txt")})
+    assert "HipdnnCabiSample::DeviceAware" in r["pol"]
+    # the C sample engine is the only candidate: neither preferred engine is there → declines
+    assert r["aware"]["st"] == 9
+    assert r["default"]["st"] == 0
+    del ref, cpu
