@@ -94,7 +94,8 @@ def cache_key(graph) -> str | None:
     if graph is None or not getattr(graph, "finalized", False):
         return None
     try:
-        gdict = _canonical_graph(graph.to_fb())
+        from . import graph_fb
+        gdict = _canonical_graph(graph_fb.read(graph.serialized(), "Graph"))
         from ..plugins.heuristics import device_properties
         dev = device_properties(getattr(graph, "handle", None))
     except Exception as e:  # noqa: BLE001 - an unkeyable graph is an outcome, not an error
