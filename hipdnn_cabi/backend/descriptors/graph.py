@@ -391,7 +391,8 @@ def _log_graph(g) -> None:
     """HIPDNN_LOG_GRAPH_DIR (spec §7): write graph_<uuid>.json for every finalized graph.
     Best effort: a write failure is logged, never an API failure."""
     import os
-    d = os.environ.get("HIPDNN_LOG_GRAPH_DIR", "").strip()
+    from .. import env
+    d = env.get_stripped("HIPDNN_LOG_GRAPH_DIR")
     if not d:
         return
     try:
