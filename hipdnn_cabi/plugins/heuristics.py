@@ -183,11 +183,12 @@ class HeuristicPlugin:
         try:
             st = runtime.lib.tramp_hipdnnPluginSetLogLevel(fn, int(level))
         except Exception as e:  # noqa: BLE001
-            _err(f"Heuristic plugin {self.name}: SetLogLevel raised {e}")
-            return
-        if st:
-            _err(f"Heuristic plugin {self.name}: SetLogLevel({int(level)}) failed with "
-                 f"{status_name(st)}({st})")
+            st, detail = -1, str(e)
+        else:
+            detail = f"{status_name(st)}({st})"
+        if st and log.enabled(Severity.HIPDNN_SEV_WARN):
+            log.log(Severity.HIPDNN_SEV_WARN, f"Failed to set log level {int(level)} on heuristic "
+                    f"plugin '{self.name}': {detail}")
 
     def close(self):
         if self.dl_handle:

@@ -68,6 +68,7 @@ def set_plugin_log_level(level: int) -> None:
                 failure = f"Failed to set log level {int(level)} on plugin '{p.name}': {e}"
             if failure:
                 _warn(failure)
+    heuristics.set_log_level(level)   # heuristic plugins too (each failure logged)
 
 
 log.add_level_listener(set_plugin_log_level)
