@@ -565,7 +565,6 @@ def _copy_out(ffi, buf, data: bytes):
 
 
 def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
-    ffi = runtime.ffi
     if not (name_len and plugin_len and ver_len and typ_len):
         raise NullPointerError("hipdnnGetEngineInfo_ext: null length pointer")
     ents = _entries(handle)
@@ -574,9 +573,16 @@ def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, v
     nm, i, pname, pver, ptype = ents[idx]
     if eid:
         eid[0] = i
-    strs = [nm.encode(), pname.encode(), pver.encode(), ptype.encode()]
-    bufs = [name, plugin, ver, typ]
-    lens = [name_len, plugin_len, ver_len, typ_len]
+    return copy_string_set([nm, pname, pver, ptype], [name, plugin, ver, typ],
+                           [name_len, plugin_len, ver_len, typ_len])
+
+
+def copy_string_set(strings, bufs, lens) -> int:
+    """The four-string query of hipdnnGetEngineInfo_ext / hipdnnGetHeuristicPolicyInfo_ext: any
+    buffer NULL → every length = strlen + 1 (a size query); any length too small → BAD_PARAM
+    "Insufficient buffer space provided." (nothing copied); else every string copied with its NUL."""
+    ffi = runtime.ffi
+    strs = [s.encode() for s in strings]
     if any(not b for b in bufs):
         for s, L in zip(strs, lens):
             L[0] = len(s) + 1
