@@ -20,7 +20,8 @@ $(VENV)/.stamp: pyproject.toml setup.py
 venv: $(VENV)/.stamp
 
 LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/generated.py \
-               hipdnn_cabi/backend/_externs.py $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
+               hipdnn_cabi/backend/_externs.py hipdnn_cabi/plugin_sdk/signatures.py \
+               $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
 
 $(LIB): $(VENV)/.stamp $(LIB_SOURCES)
 	$(PY) cdef/build_backend.py --out $(LIBDIR) --tmp $(BUILD)/cffi

@@ -3,7 +3,8 @@
 Builds a standalone shared library (cffi embedding; interpreter start-up from cdef/bootstrap.c)
 that exports the full engine-plugin C API (PluginApi.h + EnginePluginApi.h, default visibility,
 exact signatures — the headers are included, so the compiler checks them) and runs the given
-Python plugin inside.  Each exported function starts Python on first use, then calls the
+Python plugin inside; for a heuristic plugin (plugin_sdk.heuristics.HeuristicPluginBase) it exports
+PluginApi.h + HeuristicsPluginApi.h instead.  Each exported function starts Python on first use, then calls the
 ``extern "Python"`` dispatcher ``hpy_plugin_<Fn>(0, ...)`` bound to a :class:`.cabi.CAdapter`.
 If the plugin cannot be imported, every entry point returns HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED
 and hipdnnPluginGetLastErrorString gives the reason.
@@ -25,6 +26,7 @@ INCLUDE = os.path.join(ROOT, "include")
 
 GUARD_C = r"""
 #include "hipdnn_plugin_sdk/EnginePluginApi.h"
+#include "hipdnn_plugin_sdk/HeuristicsPluginApi.h"
 static volatile int g_pp_ready = 0;
 static char g_pp_error[1300] = "";
 static void hipdnn_pyplugin_mark_ready(void) { g_pp_ready = 1; }
@@ -79,23 +81,28 @@ _started = {}
 
 def start(ffi, lib, spec: str) -> None:
     """Init code of an exported library: load the plugin, bind it to slot 0, attach bodies."""
-    from .cabi import CAdapter, check_complete
-    from .loader import resolve
+    from .cabi import check_complete
+    from .loader import make_adapter, resolve
     from .slots import SlotTable, attach
     check_complete()
     table = SlotTable(1)
-    table.adapters[0] = CAdapter(resolve(spec), ffi)
+    table.adapters[0] = make_adapter(resolve(spec), ffi)
     attach(ffi, table)
     _started[id(ffi)] = table
     lib.hipdnn_pyplugin_mark_ready()
 
 
-def exported_c_code(generated) -> str:
-    from .signatures import dispatcher_name, signatures
+def exported_c_code(generated, headers=None) -> str:
+    """Exported entry points for the functions of ``headers`` (default: the engine-plugin API);
+    the dispatchers of every plugin function are declared (one Python module serves both kinds)."""
+    from .signatures import ENGINE_HEADERS, dispatcher_name, signatures
+    headers = headers or ENGINE_HEADERS
     code = []
     for s in signatures(generated):
         code.append(f"static {s.decl(['int slot'], dispatcher_name(s.name))};")
     for s in signatures(generated):
+        if s.header not in headers:
+            continue
         call = f"{dispatcher_name(s.name)}({', '.join(['0'] + s.names)})"
         if s.is_void:  # hipdnnPluginGetLastErrorString
             arg = s.names[0]
@@ -123,9 +130,13 @@ def build(spec: str, out: str, tmp_dir: str | None = None, python: str | None = 
     gen = load()
     if os.path.exists(spec):
         spec = os.path.realpath(spec)
+    headers = None
     if check_import:  # fail at build time, not at first call
+        from .heuristics import is_heuristic_plugin
         from .loader import resolve
-        resolve(spec)
+        from .signatures import HEURISTIC_HEADERS
+        if is_heuristic_plugin(resolve(spec)):
+            headers = HEURISTIC_HEADERS
     out = os.path.abspath(out)
     mod = module_name(out)
     ffi = cffi.FFI()
@@ -138,7 +149,7 @@ def build(spec: str, out: str, tmp_dir: str | None = None, python: str | None = 
     python = python or sys.executable
     source = "\n".join([open(BOOTSTRAP).read(),
                         "\n".join(f'#include "{h}"' for h in gen.TYPES),
-                        GUARD_C, exported_c_code(gen)])
+                        GUARD_C, exported_c_code(gen, headers)])
     libdir = sysconfig.get_config_var("LIBDIR")
     ver = sysconfig.get_config_var("LDVERSION") or sysconfig.get_python_version()
     soname = os.path.basename(out)

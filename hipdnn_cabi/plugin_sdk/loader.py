@@ -90,9 +90,11 @@ def import_plugin_module(spec: str):
 def plugin_object(obj):
     """The plugin instance behind a module / class / instance / factory."""
     from .core import EnginePluginBase
-    if isinstance(obj, EnginePluginBase):
+    from .heuristics import HeuristicPluginBase
+    bases = (EnginePluginBase, HeuristicPluginBase)
+    if isinstance(obj, bases):
         return obj
-    if isinstance(obj, type) and issubclass(obj, EnginePluginBase):
+    if isinstance(obj, type) and issubclass(obj, bases):
         return obj()
     if hasattr(obj, "hipdnn_plugin"):
         return plugin_object(obj.hipdnn_plugin)
@@ -117,11 +119,10 @@ def load_python_plugin(path_or_module) -> dict:
     ``{C function name: address}``.  Must run inside the embedded backend (runtime attached)."""
     from ..backend import runtime
     from . import slots
-    from .cabi import CAdapter
     if runtime.lib is None or not slots.installed():
         raise RuntimeError("load_python_plugin needs the embedded libhipdnn_backend.so")
     plugin = resolve(path_or_module)
-    adapter = CAdapter(plugin, runtime.ffi)
+    adapter = make_adapter(plugin, runtime.ffi)
     k = slots.BACKEND.bind(adapter)
     table = {}
     for name in adapter.provided():
@@ -132,6 +133,13 @@ def load_python_plugin(path_or_module) -> dict:
         table[name] = int(p)
     _loaded[id(table)] = (k, table)
     return table
+
+
+def make_adapter(plugin, ffi):
+    """The C ABI adapter for a plugin object: engine (CAdapter) or heuristic (HeuristicCAdapter)."""
+    from .cabi import CAdapter
+    from .heuristics import HeuristicCAdapter, is_heuristic_plugin
+    return HeuristicCAdapter(plugin, ffi) if is_heuristic_plugin(plugin) else CAdapter(plugin, ffi)
 
 
 def unload_python_plugin(table: dict) -> None:

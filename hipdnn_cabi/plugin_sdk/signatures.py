@@ -1,21 +1,26 @@
 """The plugin C API signatures, parsed from the generated declarations (cdef/generated.py).
 
-Used by the build (C slot functions / exported entry points) and by the adapter.  Only the
-engine-plugin surface (PluginApi.h + EnginePluginApi.h) is covered.
+Used by the build (C slot functions / exported entry points) and by the adapters: the engine-plugin
+surface (PluginApi.h + EnginePluginApi.h) and the heuristic-plugin surface (HeuristicsPluginApi.h);
+a slot can hold a plugin of either kind.
 """
 from __future__ import annotations
 
 import re
 
-HEADERS = ("hipdnn_plugin_sdk/PluginApi.h", "hipdnn_plugin_sdk/EnginePluginApi.h")
+HEADERS = ("hipdnn_plugin_sdk/PluginApi.h", "hipdnn_plugin_sdk/EnginePluginApi.h",
+           "hipdnn_plugin_sdk/HeuristicsPluginApi.h")
+ENGINE_HEADERS = HEADERS[:2]
+HEURISTIC_HEADERS = (HEADERS[0], HEADERS[2])
 NUM_SLOTS = 8  # Python plugins loadable at once inside libhipdnn_backend.so
 
 
 class Sig:
-    __slots__ = ("name", "ret", "params", "names")
+    __slots__ = ("name", "ret", "params", "names", "header")
 
-    def __init__(self, name, ret, params, names):
+    def __init__(self, name, ret, params, names, header=None):
         self.name, self.ret, self.params, self.names = name, ret, params, names
+        self.header = header
 
     @property
     def is_void(self) -> bool:
@@ -26,19 +31,19 @@ class Sig:
         return f"{self.ret} {name or self.name}({', '.join(ps) if ps else 'void'})"
 
 
-def parse(proto: str) -> Sig:
+def parse(proto: str, header=None) -> Sig:
     m = re.match(r"^(.*?)\b(\w+)\((.*)\);$", proto.strip(), re.S)
     ret, name, args = m.group(1).strip(), m.group(2), m.group(3).strip()
     params = [a.strip() for a in args.split(",")] if args and args != "void" else []
     names = [re.findall(r"\w+", p)[-1] for p in params]
-    return Sig(name, ret, params, names)
+    return Sig(name, ret, params, names, header)
 
 
 def signatures(generated=None) -> list[Sig]:
     if generated is None:
         from .._cdef import load
         generated = load()
-    return [parse(p) for h in HEADERS for p in generated.FUNCTIONS[h]]
+    return [parse(p, h) for h in HEADERS for p in generated.FUNCTIONS[h]]
 
 
 def dispatcher_name(fn: str) -> str:

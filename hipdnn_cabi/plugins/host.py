@@ -17,7 +17,7 @@ from ..backend import env, log, runtime
 from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
                       NullPointerError, PluginError)
 from ..plugin_sdk import loader as pyloader
-from . import loader
+from . import heuristics, loader
 from .loader import EnginePlugin, fnv1a64, hex_id
 
 ADDITIVE, ABSOLUTE = 0, 1
@@ -31,8 +31,6 @@ BUILTIN_NAME_BY_ID = {fnv1a64(n): n for n in BUILTIN_ENGINE_NAMES}
 _lock = threading.RLock()
 _paths: tuple = ()
 _mode = ADDITIVE
-_heur_paths: tuple = ()
-_heur_mode = ADDITIVE
 _unload_mode = LAZY
 _manager = None       # the live PluginManager (None when unloaded)
 _persistent = None    # LAZY pin
@@ -70,6 +68,7 @@ def set_plugin_log_level(level: int) -> None:
                 failure = f"Failed to set log level {int(level)} on plugin '{p.name}': {e}"
             if failure:
                 _warn(failure)
+    heuristics.set_log_level(level)   # heuristic plugins too (each failure logged)
 
 
 log.add_level_listener(set_plugin_log_level)
@@ -311,6 +310,7 @@ class HandlePlugins:
         self.entries: list[tuple] = []   # (plugin, plugin handle cdata)
         self.by_plugin: dict = {}
         self._engines = None
+        self.heuristics = None           # heuristics.HandleHeuristics (heuristic plugin handles)
         self.lock = threading.Lock()
         seen = set()
         for p in manager.plugins:
@@ -355,6 +355,9 @@ class HandlePlugins:
                     _err(e.message)
             self.entries = []
             self.manager.users -= 1
+            if self.heuristics is not None:
+                self.heuristics.close()
+                self.heuristics = None
             if _manager is self.manager:
                 _drop_manager_if_unused()
 
@@ -489,7 +492,12 @@ def attach_handle(handle):
         if _unload_mode == LAZY:
             _persistent = m
         m.users += 1
-        return HandlePlugins(m)
+        hp = HandlePlugins(m)
+    try:
+        hp.heuristics = heuristics.attach()
+    except Exception as e:  # noqa: BLE001 - heuristic plugins never break hipdnnCreate
+        _err(f"Heuristic plugins unavailable: {e}")
+    return hp
 
 
 def _path_list(n, paths, fn):
@@ -524,13 +532,9 @@ def set_engine_plugin_paths(n, paths, mode):
 
 
 def set_heuristic_plugin_paths(n, paths, mode):
-    """Heuristic plugins are not hosted yet: the paths are validated and stored only."""
-    global _heur_paths, _heur_mode
+    """Heuristic plugin paths (same rules as engine plugin paths; loaded at the next handle)."""
     new = _path_list(n, paths, "hipdnnSetHeuristicPluginPaths_ext")
-    with _lock:
-        s = tuple(sorted(set(new)))
-        _heur_paths = s if mode == ABSOLUTE else tuple(sorted(set(_heur_paths) | set(s)))
-        _heur_mode = mode
+    heuristics.set_paths(new, mode)
     return 0
 
 
@@ -598,7 +602,6 @@ def _copy_out(ffi, buf, data: bytes):
 
 
 def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
-    ffi = runtime.ffi
     if not (name_len and plugin_len and ver_len and typ_len):
         raise NullPointerError("hipdnnGetEngineInfo_ext: null length pointer")
     ents = _entries(handle)
@@ -607,9 +610,16 @@ def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, v
     nm, i, pname, pver, ptype = ents[idx]
     if eid:
         eid[0] = i
-    strs = [nm.encode(), pname.encode(), pver.encode(), ptype.encode()]
-    bufs = [name, plugin, ver, typ]
-    lens = [name_len, plugin_len, ver_len, typ_len]
+    return copy_string_set([nm, pname, pver, ptype], [name, plugin, ver, typ],
+                           [name_len, plugin_len, ver_len, typ_len])
+
+
+def copy_string_set(strings, bufs, lens) -> int:
+    """The four-string query of hipdnnGetEngineInfo_ext / hipdnnGetHeuristicPolicyInfo_ext: any
+    buffer NULL → every length = strlen + 1 (a size query); any length too small → BAD_PARAM
+    "Insufficient buffer space provided." (nothing copied); else every string copied with its NUL."""
+    ffi = runtime.ffi
+    strs = [s.encode() for s in strings]
     if any(not b for b in bufs):
         for s, L in zip(strs, lens):
             L[0] = len(s) + 1
@@ -650,20 +660,21 @@ def get_engine_name_by_id(handle, eid, name, length):
     raise NotSupportedError(f"No loaded engine has id {eid}.")
 
 
+def _heuristics_of(handle):
+    hp = _plugins_of(handle)
+    return getattr(hp, "heuristics", None) if hp is not None else None
+
+
 def get_heuristic_policy_count(handle, n):
-    if not n:
-        raise NullPointerError("hipdnnGetHeuristicPolicyCount_ext: count is nullptr")
-    n[0] = 0  # no heuristic plugins are hosted yet
-    return 0
+    return heuristics.policy_count(_heuristics_of(handle), n)
 
 
 def get_heuristic_policy_info(handle, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len,
                               aver, aver_len):
-    if not (name_len and plugin_len and pver_len and aver_len):
-        raise NullPointerError("hipdnnGetHeuristicPolicyInfo_ext: null length pointer")
-    raise BadParamError(f"Heuristic policy index {idx} out of range (0 policies loaded).")
+    return heuristics.policy_info(_heuristics_of(handle), idx, pid, name, name_len, plugin,
+                                  plugin_len, pver, pver_len, aver, aver_len)
 
 
 def write_engine_ranking_results(handle, g, ids, n, outcome):
-    raise NotSupportedError("hipdnnBackendWriteEngineRankingResults_ext: no ranking cache is "
-                            "available in hipdnn-cabi")
+    from ..backend import autotune_cache
+    return autotune_cache.write_ranking_results(handle, g, ids, n, outcome)

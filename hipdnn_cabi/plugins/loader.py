@@ -135,8 +135,9 @@ def load_shared_object(path: str) -> tuple[int, dict]:
     return h, table
 
 
-class EnginePlugin:
-    """One loaded engine plugin: its function table plus the answers validated at load."""
+class PluginLibrary:
+    """A loaded plugin library of either kind (engine or heuristic): its function table and the
+    calls every plugin answers the same way (PluginApi.h)."""
 
     def __init__(self, path: str, table: dict, dl_handle: int = 0):
         self.path = path
@@ -144,15 +145,7 @@ class EnginePlugin:
         self.dl_handle = dl_handle
         self.name = "?"
         self.version = ""
-        self.api_version = (1, 0, 0)
-        self.engine_ids: list[int] = []      # GetAllEngineIds, validated
-        self.known: frozenset = frozenset()
-        self.names: dict[int, str] = {}      # id -> name given by GetEngineName
-        self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
-        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
-        self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
-    # ---------------------------------------------------------------- calls
     def last_error(self) -> str:
         ffi, lib = runtime.ffi, runtime.lib
         out = ffi.new("const char**")
@@ -168,9 +161,9 @@ class EnginePlugin:
         if st:
             self.fail(action, st)
 
-    def _string(self, action, symbol) -> str:
+    def _string(self, action, symbol, *args) -> str:
         out = runtime.ffi.new("const char**")
-        self.call(action, symbol, out)
+        self.call(action, symbol, *args, out)
         if not out[0]:
             raise PluginError(f"Failed to {action}: the plugin returned a null string")
         return runtime.ffi.string(out[0]).decode("utf-8", "replace")
@@ -186,6 +179,20 @@ class EnginePlugin:
             return None
         return (f"Failed to set log level {int(level)} on plugin '{self.name}'. Status: "
                 f"{status_name(st)}({st}), Error: {self.last_error()}")
+
+
+class EnginePlugin(PluginLibrary):
+    """One loaded engine plugin: its function table plus the answers validated at load."""
+
+    def __init__(self, path: str, table: dict, dl_handle: int = 0):
+        super().__init__(path, table, dl_handle)
+        self.api_version = (1, 0, 0)
+        self.engine_ids: list[int] = []      # GetAllEngineIds, validated
+        self.known: frozenset = frozenset()
+        self.names: dict[int, str] = {}      # id -> name given by GetEngineName
+        self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
+        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
+        self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
     def engine_name_of(self, eid: int):
         """hipDNN's EnginePlugin::getEngineName: the name the plugin reports for ``eid``, or None

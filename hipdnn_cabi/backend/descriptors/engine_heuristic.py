@@ -1,24 +1,53 @@
 """HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (spec §1.6).
 
 Finalize asks the plugins which engines apply to the graph, then orders them with the first
-heuristic policy that succeeds.  Built-in policies: ``SelectionHeuristic::Config`` (JSON rules;
-not implemented here, so it always declines) and ``SelectionHeuristic::StaticOrdering``.
-Policy ids are FNV-1a-64 hashes of the policy names (our choice; the real hash is unconfirmed).
+heuristic policy that succeeds.  Built-in policies: ``SelectionHeuristic::Config`` (the exact-match
+autotune ranking cache, :mod:`..autotune_cache`; no HIPDNN_HEUR_CONFIG_PATH rules engine, so without
+a cached ranking it declines) and ``SelectionHeuristic::StaticOrdering``; every other id names a
+policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.plugins.heuristics`).  Policy ids are the
+FNV-1a-64 hashes of the policy names (hipDNN's policyNameToId).
 """
 from __future__ import annotations
 
-from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import (BadParamError, InternalError, NotFinalizedError, NotSupportedError,
-                       NullPointerError)
-from .. import attrs, env, registry, runtime
+from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType, Severity
+from ...errors import (BadParamError, HipdnnError, InternalError, NotFinalizedError,
+                       NotSupportedError, NullPointerError)
+from .. import attrs, env, log, registry, runtime
 from .base import Descriptor, getter, setter
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
 CFG_TYPE = DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR
 FALLBACK = 0
 
-POLICY_CONFIG = "SelectionHeuristic::Config"
+POLICY_CONFIG = "SelectionHeuristic::Config"        # also in plugins/heuristics.py BUILTIN_POLICIES
 POLICY_STATIC = "SelectionHeuristic::StaticOrdering"
+
+
+def _env(name):
+    return env.get(name)
+
+
+def _info(msg):
+    if log.enabled(Severity.HIPDNN_SEV_INFO):
+        log.log(Severity.HIPDNN_SEV_INFO, msg)
+
+
+def _cached_order(graph, cands, name_of):
+    """The cached autotune ranking for this graph and device: its still-applicable engines first,
+    in the cached order, then the other candidates in StaticOrdering order; None without one."""
+    from .. import autotune_cache
+    try:
+        ranked = autotune_cache.lookup(graph)
+    except Exception as e:  # noqa: BLE001 - a broken cache never breaks the heuristics
+        log.log(Severity.HIPDNN_SEV_WARN, f"Autotune cache lookup failed: {e}")
+        return None
+    if not ranked:
+        return None
+    first = [e for e in ranked if e in cands]
+    if not first:
+        return None
+    rest = static_ordering([e for e in cands if e not in first], name_of) or []
+    return first + [e for e in rest if e not in first]
 
 
 def _fnv(s):
@@ -52,7 +81,7 @@ def static_ordering(candidates: list[int], names) -> list[int] | None:
     """MIOPEN_ENGINE first, the others in candidate order, MIOPEN_ENGINE_DETERMINISTIC last, our
     reference engines after that; or the HIPDNN_HEUR_FALLBACK_ENGINE_ORDER list (names, 0x-hex or
     decimal ids) when set."""
-    order = env.get("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
+    order = _env("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
     if order and order.strip():
         out = []
         for tok in order.split(","):
@@ -92,6 +121,8 @@ class EngineHeuristicDescriptor(Descriptor):
         self.policy_order = None      # attribute value (None = unset)
         self.resolved_policies: list[int] = []
         self.results: list[int] = []
+        self.configs: dict = {}       # engine id -> EngineConfig bytes from a plugin policy
+        self.policy_used = None
 
     @setter(A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
     def _set_graph(self, ctx, atype, count, arr, nbytes):
@@ -122,7 +153,7 @@ class EngineHeuristicDescriptor(Descriptor):
         from .engine import handle_plugins
         hp = handle_plugins(self.graph)
         cands = hp.applicable(self.graph, self.find_first)
-        policy_env = env.get("HIPDNN_HEUR_POLICY_ORDER")
+        policy_env = _env("HIPDNN_HEUR_POLICY_ORDER")
         if policy_env is not None and policy_env.strip():
             order = parse_policy_env(policy_env)
         elif self.policy_order is not None:
@@ -130,7 +161,8 @@ class EngineHeuristicDescriptor(Descriptor):
         else:
             order = [_fnv(POLICY_CONFIG), _fnv(POLICY_STATIC)]
         self.resolved_policies = order
-        from ...plugins.host import _info, describe_declines
+        self.configs = {}
+        from ...plugins.host import describe_declines
         declined = describe_declines(getattr(self.graph, "declines", ()))
         if not cands:
             self.results = []
@@ -154,14 +186,47 @@ class EngineHeuristicDescriptor(Descriptor):
             return engine_name(r[0] if r else None, eid)
 
         known = policy_ids()
+        hh = getattr(hp, "heuristics", None)
+        props_done: set = set()
+        device_blob = None
         for pid in order:
             name = known.get(pid)
             if name == POLICY_STATIC:
                 res = static_ordering(cands, name_of)
                 if res:
-                    self.results = res
+                    self._decided(pid, name, res)
                     return
-            # POLICY_CONFIG (no HIPDNN_HEUR_CONFIG_PATH rules engine) and unknown ids decline
+            elif name == POLICY_CONFIG:
+                # The exact-match autotune cache (hipdnnBackendWriteEngineRankingResults_ext);
+                # no HIPDNN_HEUR_CONFIG_PATH rules engine: without a cached ranking it declines.
+                res = _cached_order(self.graph, cands, name_of)
+                if res:
+                    self._decided(pid, name, res)
+                    return
+            elif hh is not None and hh.owner(pid) is not None:
+                pname = hh.owner(pid)[0].policies[pid]
+                if device_blob is None:
+                    from ...plugins.heuristics import device_properties_blob
+                    device_blob = device_properties_blob(self.graph.handle)
+                try:
+                    out = hh.run_policy(pid, self.graph.serialized(), cands, device_blob,
+                                        _env("HIPDNN_HEUR_RANKING_METRIC") or None, props_done)
+                except HipdnnError as e:
+                    log.log(Severity.HIPDNN_SEV_ERROR,
+                            f"Heuristic policy '{pname}' failed and is skipped: {e.message}")
+                    continue
+                except Exception as e:  # noqa: BLE001 - a misbehaving policy never breaks finalize
+                    log.log(Severity.HIPDNN_SEV_ERROR, f"Heuristic policy '{pname}' failed and is "
+                            f"skipped: {type(e).__name__}: {e}")
+                    continue
+                if out is None:
+                    _info(f"Heuristic policy '{pname}' declined")
+                    continue
+                ids, self.configs = out
+                self._decided(pid, pname, ids)
+                return
+            else:
+                _info(f"Heuristic policy {pid} is not loaded; skipped")
         raise InternalError(f"{ctx}: No heuristic policy succeeded.")
 
     @staticmethod
@@ -172,6 +237,11 @@ class EngineHeuristicDescriptor(Descriptor):
             r = hp.owner(eid)
             out.append(engine_name(r[0] if r else None, eid))
         return ", ".join(out)
+
+    def _decided(self, pid, name, ids):
+        self.results = list(ids)
+        self.policy_used = pid
+        _info(f"Heuristic policy '{name}' ordered {len(ids)} engine(s)")
 
     @getter(A.HIPDNN_ATTR_ENGINEHEUR_RESULTS)
     def _get_results(self, ctx, atype, req, cnt, arr):

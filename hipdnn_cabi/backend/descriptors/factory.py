@@ -9,7 +9,7 @@ from ...errors import NotSupportedError
 # Modules that define descriptor classes; each class registers through its DESCRIPTOR_TYPE.
 _MODULES = ["tensor"]
 _OPTIONAL_MODULES = ["graph", "operations", "engine_heuristic", "engine", "engine_config",
-                     "execution_plan", "variant_pack", "knob_choice", "knob_info"]
+                     "execution_plan", "variant_pack", "knob_choice", "knob_info", "profiling_control"]
 
 CLASSES: dict[int, type] = {}
 

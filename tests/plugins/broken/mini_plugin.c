@@ -7,6 +7,7 @@
  *   BAD_NAME_HASH        GetEngineName answers a name whose hash is not the id
  *   FAIL_APPLICABLE      GetApplicableEngineIds fails with INTERNAL_ERROR + a message
  *   FAIL_EXECUTE         ExecuteOpGraph fails with BAD_PARAM + a message
+ *   EXEC_SLEEP_MS=n      ExecuteOpGraph sleeps n ms (a slow engine, for autotune tests)
  *   LOG_HOOKS            export hipdnnPluginSetLoggingCallback and hipdnnPluginSetLogLevel; the level
  *                        hook logs "mini_x: pluginSetLogLevel level=N" at severity N (as hipDNN's test
  *                        plugin does), nothing for OFF
@@ -16,6 +17,10 @@
  * The broken variants that need other code are small C files beside this one: each defines
  * OWN_<symbol> for the functions it replaces (or leaves out), includes this file, and writes its own.
  */
+#ifdef EXEC_SLEEP_MS
+#define _POSIX_C_SOURCE 200809L
+#include <time.h>
+#endif
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <string.h>
 #ifndef MINI_TAG
@@ -161,6 +166,10 @@ P hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t h, hipdnnEnginePlu
                                    const hipdnnPluginDeviceBuffer_t* b, uint32_t n)
 {
     (void)h; (void)x; (void)ws; (void)b; (void)n;
+#ifdef EXEC_SLEEP_MS
+    struct timespec ts = {EXEC_SLEEP_MS / 1000, (EXEC_SLEEP_MS % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+#endif
 #ifdef FAIL_EXECUTE
     g_err = "mini: execution refused";
     return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
