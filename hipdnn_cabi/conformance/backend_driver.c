@@ -500,14 +500,16 @@ static void ordered(D g, int64_t pid, const char* tag)
         ids = calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *ids);
         for (int64_t i = 0; i < n; i++) MUST("cfg_create", hipdnnBackendCreateDescriptor, "ENGINECFG", (HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
         if (n > 0) MUST("h_fetch", hipdnnBackendGetAttribute, "heur, RESULTS, n, &m, cfgs", (hr, HIPDNN_ATTR_ENGINEHEUR_RESULTS, HIPDNN_TYPE_BACKEND_DESCRIPTOR, n, &m, cfgs));
-        for (int64_t i = 0; i < m; i++) {
-            if (B.hipdnnBackendFinalize(cfgs[i])) fatal("finalizing a heuristic engine config failed");
-            ids[i] = cfg_engine_id(cfgs[i]);
-        }
+        int64_t k = 0;
+        for (int64_t i = 0; i < m; i++)
+            if (!CALL("cfg_finalize", hipdnnBackendFinalize, "engine config from the heuristic", (cfgs[i])))
+                ids[k++] = cfg_engine_id(cfgs[i]);
+        m = k;
         for (int64_t i = 0; i < n; i++) B.hipdnnBackendDestroyDescriptor(cfgs[i]);
         free(cfgs);
     }
-    printf("{\"t\":\"order\",\"tag\":\"%s\",\"id\":\"%lld\",\"st\":%d,\"ids\":[", tag, (long long)pid, st);
+    printf("{\"t\":\"order\",\"tag\":\"%s\",\"id\":\"%lld\",\"st\":%d,\"n\":%lld,\"ids\":[", tag, (long long)pid, st,
+           (long long)n);
     for (int64_t i = 0; i < m; i++) printf("%s\"%lld\"", i ? "," : "", (long long)ids[i]);
     printf("]}\n");
     fflush(stdout);

@@ -12,7 +12,7 @@
  *     policy_desc REPEAT PIDS                    descriptor create/destroy per policy
  *     finalize DEVPROPS GRAPH CANDS PIDS         the policy pipeline per policy
  *     lasterr DEVPROPS GRAPH CANDS PIDS UNKNOWN  failing calls, each on a fresh thread
- *     null DEVPROPS GRAPH CANDS PIDS             NULL arguments
+ *     null DEVPROPS GRAPH CANDS PIDS GROUP       NULL arguments of one group
  * CANDS and PIDS are comma-separated int64 lists.  A required symbol that is missing prints
  * {"t":"missing","fn":NAME} and exits 3.
  */
@@ -518,13 +518,14 @@ static void* le_thread(void* arg)
 static int m_lasterr(int64_t unknown)
 {
     NEED(hipdnnPluginGetLastErrorString);
-    NEED(hipdnnHeuristicPluginGetPolicyName);
-    NEED(hipdnnHeuristicHandleSetDeviceProperties);
-    NEED(hipdnnHeuristicPolicyFinalize);
-    NEED(hipdnnHeuristicPolicyGetSortedEngineIds);
+    const void* fns[N_LE] = {(const void*)P.hipdnnHeuristicPluginGetPolicyName, (const void*)P.hipdnnHeuristicHandleCreate,
+                             (const void*)P.hipdnnHeuristicHandleSetDeviceProperties,
+                             (const void*)P.hipdnnHeuristicPolicyFinalize,
+                             (const void*)P.hipdnnHeuristicPolicyGetSortedEngineIds};
     H h = make_handle();
     for (int w = 0; w < N_LE; w++) {
         Pd d = NULL;
+        if (!fns[w]) continue; /* not exported: conform.heuristic.required_symbols */
         if (w >= LE_EARLY_FINALIZE &&
             (!g_npid || CALL("desc_create", hipdnnHeuristicPolicyDescriptorCreate, "handle, policy_id, &desc", (h, g_pids[0], &d)) || !d))
             continue;
@@ -548,24 +549,20 @@ static int m_lasterr(int64_t unknown)
 }
 
 /* ------------------------------------------------------------------ NULL arguments */
-static int m_null(void)
+static int m_null(const char* only)
 {
-    const char* s = NULL;
-    hipdnnPluginType_t t;
-    uint32_t n32 = 0;
     int64_t ids[MAXIDS];
     int64_t pid = g_npid ? g_pids[0] : 0;
-    /* group plugin_info */
+    /* N(group, ...): one call of a group (conform.heuristic.null_args_<group>), when exported */
 #define N(group, fn, args, expr)                                                                    \
     do {                                                                                            \
-        if (P.fn) CALL("n_" group, fn, args, expr);                                                 \
+        if (P.fn && !strcmp(only, group)) CALL("n_" group, fn, args, expr);                         \
     } while (0)
-    (void)s; (void)t;
     N("plugin_info", hipdnnPluginGetName, "NULL", (NULL));
     N("plugin_info", hipdnnPluginGetVersion, "NULL", (NULL));
     N("plugin_info", hipdnnPluginGetApiVersion, "NULL", (NULL));
     N("plugin_info", hipdnnPluginGetType, "NULL", (NULL));
-    if (P.hipdnnPluginGetLastErrorString) {
+    if (P.hipdnnPluginGetLastErrorString && !strcmp(only, "plugin_info")) {
         pre("last_error_null", "hipdnnPluginGetLastErrorString", "NULL");
         P.hipdnnPluginGetLastErrorString(NULL);
         printf("{\"t\":\"last_error_null_ok\"}\n");
@@ -573,7 +570,6 @@ static int m_null(void)
     N("policies", hipdnnHeuristicPluginGetAllPolicyIds, "NULL, 0, NULL", (NULL, 0, NULL));
     N("policies", hipdnnHeuristicPluginGetAllPolicyIds, "ids, 4, NULL", (ids, 4, NULL));
     N("policies", hipdnnHeuristicPluginGetPolicyName, "policy_id, NULL", (pid, NULL));
-    (void)n32;
     H h = make_handle_with_device();
     N("handle", hipdnnHeuristicHandleDestroy, "NULL", (NULL));
     N("handle", hipdnnHeuristicHandleSetDeviceProperties, "NULL, &device_props", (NULL, &g_dev));
@@ -588,18 +584,25 @@ static int m_null(void)
     N("policy_desc", hipdnnHeuristicPolicyFinalize, "NULL, &applied", (NULL, &a));
     N("policy_desc", hipdnnHeuristicPolicyGetSortedEngineIds, "NULL, ids, &num", (NULL, ids, &n));
     d = NULL;
-    if (g_npid && !QCALL(hipdnnHeuristicPolicyDescriptorCreate, (h, pid, &d)) && d) {
+    if (strcmp(only, "policy_desc")) g_npid = 0; /* the descriptor cases below belong to policy_desc */
+    if (g_npid && P.hipdnnHeuristicPolicyDescriptorCreate && P.hipdnnHeuristicPolicyDescriptorDestroy &&
+        !QCALL(hipdnnHeuristicPolicyDescriptorCreate, (h, pid, &d)) && d) {
         N("policy_desc", hipdnnHeuristicPolicySetEngineIds, "desc, NULL, 2", (d, NULL, 2));
         N("policy_desc", hipdnnHeuristicPolicySetSerializedGraph, "desc, NULL", (d, NULL));
         CD empty = {NULL, 0};
         N("policy_desc", hipdnnHeuristicPolicySetSerializedGraph, "desc, &{ptr=NULL, size=0}", (d, &empty));
         QCALL(hipdnnHeuristicPolicyDescriptorDestroy, (d));
     }
-    d = ready_desc(h, pid, "q_");
-    if (g_npid && d) {
-        N("policy_desc", hipdnnHeuristicPolicyFinalize, "desc, NULL", (d, NULL));
+    /* on a finalized descriptor: the first policy that applies (Finalize(desc, NULL) on the first) */
+    int applied_one = 0;
+    for (size_t i = 0; i < g_npid && !applied_one; i++) {
+        if (!(P.hipdnnHeuristicPolicySetSerializedGraph && P.hipdnnHeuristicPolicySetEngineIds &&
+              P.hipdnnHeuristicPolicyFinalize && (d = ready_desc(h, g_pids[i], "q_"))))
+            break;
+        if (i == 0) N("policy_desc", hipdnnHeuristicPolicyFinalize, "desc, NULL", (d, NULL));
         int32_t ap = 7;
         if (!QCALL(hipdnnHeuristicPolicyFinalize, (d, &ap)) && ap == 1) {
+            applied_one = 1;
             N("policy_desc", hipdnnHeuristicPolicyGetSortedEngineIds, "desc, ids, NULL", (d, ids, NULL));
             N("policy_desc", hipdnnHeuristicPolicyGetEngineConfig, "desc, engine_id, NULL", (d, g_cands[0], NULL));
             N("policy_desc", hipdnnHeuristicPolicyGetTrace, "desc, engine_id, NULL", (d, g_cands[0], NULL));
@@ -638,7 +641,7 @@ int main(int argc, char** argv)
     }
     if (!strcmp(mode, "finalize")) { load_inputs(argc, argv, 3); return m_finalize(); }
     if (!strcmp(mode, "lasterr") && argc > 7) { load_inputs(argc, argv, 3); return m_lasterr(strtoll(argv[7], NULL, 10)); }
-    if (!strcmp(mode, "null")) { load_inputs(argc, argv, 3); return m_null(); }
+    if (!strcmp(mode, "null") && argc > 7) { load_inputs(argc, argv, 3); return m_null(argv[7]); }
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }
