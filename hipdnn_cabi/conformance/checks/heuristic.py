@@ -225,7 +225,7 @@ def _handle_run(s):
 
 @heuristic("handle_create_destroy")
 def handle_create_destroy(s):
-    """HandleCreate gives a non-NULL handle and destroying a live handle succeeds; many live handles are distinct."""
+    """HandleCreate gives a non-NULL handle; destroying a live handle succeeds (one, then N live handles in LIFO order)."""
     run = _handle_run(s)
     c = run.one("call", "create")
     if c["st"] != 0:
