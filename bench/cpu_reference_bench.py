@@ -40,7 +40,7 @@ def _parse():
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per case (best is reported)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="only a few conv shapes")
-    ap.add_argument("--only", choices=("conv", "pointwise", "batchnorm"), action="append",
+    ap.add_argument("--only", choices=("conv", "pointwise", "batchnorm", "sdpa"), action="append",
                     help="run only these groups (repeatable; default all)")
     ap.add_argument("--no-torch", action="store_true", help="skip the torch comparison")
     ap.add_argument("--out", default=os.path.join(_ROOT, "bench", "results", "cpu_reference.json"))
@@ -380,9 +380,53 @@ def _engine_bn_inference(x, scale, bias, mean, var):
     return _engine_plan([_t(u, a) for u, a in bufs.items()], nodes, bufs)
 
 
+def bench_sdpa(rng, results):
+    """SDPA forward / backward, B=1, H=8, S=512, D=64 float32: the CPU reference through the
+    frontend (the public C API path) and its kernel alone, vs torch's CPU sdpa."""
+    from engine_plugins.cpu_reference.kernels import sdpa as ks
+    B, H, S, D = 1, 8, 512, 64
+    q, k, v, do = (rng.standard_normal((B, H, S, D), dtype=np.float32) for _ in range(4))
+    for causal in (False, True):
+        name = f"B{B}_H{H}_S{S}_D{D}" + ("_causal" if causal else "")
+        flop = 4.0 * B * H * S * S * D / (2 if causal else 1)
+        entry = {"op": "sdpa_fwd", "name": name, "gflop": flop / 1e9}
+        p = ks.SdpaParams(scale=1 / np.sqrt(D), causal=causal)
+        entry["kernel_s"] = _best(lambda: ks.sdpa_fwd(q, k, v, p), ARGS.repeat)
+        try:
+            from hipdnn_cabi import frontend as hf
+            F32 = hf.DataType.HIPDNN_DATA_FLOAT
+            g = hf.Graph(io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+            tq, tk, tv = (g.tensor(name=n, dim=[B, H, S, D]) for n in "qkv")
+            o, st = g.sdpa(tq, tk, tv, attn_scale=float(1 / np.sqrt(D)), use_causal_mask=causal)
+            o.set_output(True)
+            st.set_output(True)
+            g.build()
+            oa = np.empty((B, H, S, D), np.float32)
+            sa = np.empty((B, H, S, 1), np.float32)
+            pack = {tq: q, tk: k, tv: v, o: oa, st: sa}
+            entry["numpy_s"] = _best(lambda: g.execute(pack), ARGS.repeat)
+            entry["path"] = "frontend -> libhipdnn_backend.so C API -> CPU reference engine"
+        except Exception as e:  # noqa: BLE001
+            entry["frontend_error"] = f"{type(e).__name__}: {e}"
+            entry["numpy_s"] = entry["kernel_s"]
+        entry["numpy_gflops"] = flop / entry["numpy_s"] / 1e9
+        st_ = ks.sdpa_fwd(q, k, v, p)
+        entry["bwd_kernel_s"] = _best(lambda: ks.sdpa_bwd(q, k, v, st_[0], do, st_[1], p),
+                                      ARGS.repeat)
+        if torch is not None:
+            tq_, tk_, tv_ = (torch.from_numpy(x) for x in (q, k, v))
+            with torch.no_grad():
+                t = _best(lambda: F.scaled_dot_product_attention(tq_, tk_, tv_, is_causal=causal),
+                          ARGS.repeat)
+            entry["torch_s"] = t
+            entry["ratio_vs_torch"] = t / entry["numpy_s"]
+        results.append(entry)
+        _print(entry)
+
+
 def _summary(results):
     out = {}
-    for op in ("conv2d_fwd", "pointwise", "batchnorm"):
+    for op in ("conv2d_fwd", "pointwise", "batchnorm", "sdpa_fwd"):
         r = [e["ratio_vs_torch"] for e in results if e["op"] == op and "ratio_vs_torch" in e]
         if r:
             out[op] = {"min": min(r), "geomean": float(np.exp(np.mean(np.log(r)))), "n": len(r)}
@@ -441,7 +485,7 @@ def main():
     rng = np.random.default_rng(0)
     results: list[dict] = []
     t0 = time.perf_counter()
-    only = set(ARGS.only or ("conv", "pointwise", "batchnorm"))
+    only = set(ARGS.only or ("conv", "pointwise", "batchnorm", "sdpa"))
     if "conv" in only:
         bench_conv(rng, results)
         bench_conv_bwd(rng, results)
@@ -449,6 +493,8 @@ def main():
         bench_pointwise(rng, results)
     if "batchnorm" in only:
         bench_batchnorm(rng, results)
+    if "sdpa" in only:
+        bench_sdpa(rng, results)
     meta = {
         "threads": ARGS.threads,
         "batch": ARGS.batch,

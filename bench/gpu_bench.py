@@ -294,6 +294,96 @@ def bench_overhead(torch, E, res, c_exe=None, c_env=None):
     print("overhead:", json.dumps(out), flush=True)
 
 
+SDPA_CASES = [  # name, dtype, B, H, Hkv, S, D, causal
+    ("fp16_d128", "HALF", 8, 16, 16, 4096, 128, False),
+    ("fp16_d128_causal", "HALF", 8, 16, 16, 4096, 128, True),
+    ("bf16_d128", "BFLOAT16", 8, 16, 16, 4096, 128, False),
+    ("bf16_d128_causal", "BFLOAT16", 8, 16, 16, 4096, 128, True),
+    ("fp16_d64", "HALF", 8, 16, 16, 4096, 64, False),
+    ("fp16_d64_causal", "HALF", 8, 16, 16, 4096, 64, True),
+    ("fp16_d128_gqa_hkv2", "HALF", 8, 16, 2, 4096, 128, False),
+]
+
+
+def _torch_sdpa_best(torch, fn_for):
+    """The fastest of PyTorch's flash / cuDNN / efficient SDPA backends (those that run)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    best = None
+    for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+        try:
+            with sdpa_kernel([be]):
+                f = fn_for()
+                f()
+                t = median_ms(torch, f, reps=10, warm=2)
+            if best is None or t[0] < best[0][0]:
+                best = (t, be.name)
+        except Exception:  # noqa: BLE001 - backend not available for this case
+            continue
+    return best
+
+
+def bench_sdpa(torch, E, res):
+    """Flash attention forward / backward vs torch.nn.functional.scaled_dot_product_attention."""
+    import math
+    from test_attention import bwd_graph, fwd_graph
+    F = torch.nn.functional
+    for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
+        tdt = torch.float16 if dt == "HALF" else torch.bfloat16
+        q = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
+        k = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+        v = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+        do = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
+        o = torch.empty_like(q)
+        st = torch.empty(B, H, S, 1, device="cuda", dtype=torch.float32)
+        attrs = {"causal_mask": True} if causal else {}
+        _, g = fwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
+        run, bs = E.prepare(g, {1: q, 2: k, 3: v, 4: o, 5: st})
+        ours = median_ms(torch, run, reps=10, warm=2)
+        gq = Hkv != H
+        kw = dict(is_causal=causal, scale=1 / math.sqrt(D), **({"enable_gqa": True} if gq else {}))
+        ref = F.scaled_dot_product_attention(q, k, v, **kw)
+        err = float((o.float() - ref.float()).abs().max())
+        theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
+        fl = 4 * B * H * S * S * D / (2 if causal else 1)
+        row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "max_abs_err_vs_torch": err,
+               "plan_build_s": bs, "target": 0.5}
+        if theirs:
+            row.update(torch_ms=theirs[0][0], torch_backend=theirs[1],
+                       torch_tflops=fl / theirs[0][0] / 1e9, ratio=theirs[0][0] / ours[0])
+        res[f"sdpa_fwd_{name}"] = row
+        print(f"SDPA fwd {name}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s) torch "
+              f"{row.get('torch_ms', float('nan')):.3f} ms [{row.get('torch_backend')}] -> "
+              f"{row.get('ratio', float('nan')):.2f}x  max err {err:.2e}", flush=True)
+        # backward (from our O and stats)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        _, gb = bwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
+        runb, bsb = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
+        oursb = median_ms(torch, runb, reps=5, warm=1)
+        qr, kr, vr = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+        outr = F.scaled_dot_product_attention(qr, kr, vr, **kw)
+        gref = torch.autograd.grad(outr, (qr, kr, vr), do)
+        errb = max(float(((a.float() - b.float()).norm() / b.float().norm()))
+                   for a, b in zip((dq, dk, dv), gref))
+
+        def tb():
+            qq, kk, vv = (x.detach().requires_grad_(True) for x in (q, k, v))
+            oo = F.scaled_dot_product_attention(qq, kk, vv, **kw)
+            return lambda: torch.autograd.grad(oo, (qq, kk, vv), do, retain_graph=True)
+        theirsb = _torch_sdpa_best(torch, tb)
+        flb = fl * 2.5
+        row = {"ours_ms": oursb[0], "ours_tflops": flb / oursb[0] / 1e9, "rel_err_vs_torch": errb,
+               "plan_build_s": bsb, "target": 0.35}
+        if theirsb:
+            row.update(torch_ms=theirsb[0][0], torch_backend=theirsb[1],
+                       torch_tflops=flb / theirsb[0][0] / 1e9, ratio=theirsb[0][0] / oursb[0])
+        res[f"sdpa_bwd_{name}"] = row
+        print(f"SDPA bwd {name}: ours {oursb[0]:.3f} ms ({flb / oursb[0] / 1e9:.0f} TFLOP/s) torch "
+              f"{row.get('torch_ms', float('nan')):.3f} ms [{row.get('torch_backend')}] -> "
+              f"{row.get('ratio', float('nan')):.2f}x  rel err {errb:.2e}", flush=True)
+        del q, k, v, do, o, st, dq, dk, dv, qr, kr, vr, outr, gref
+        torch.cuda.empty_cache()
+
+
 def plots(json_path, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -360,7 +450,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,conv,convbwd,bn,pointwise,overhead")
+    ap.add_argument("--only", default="gemm,conv,convbwd,bn,pointwise,sdpa,overhead")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -373,7 +463,7 @@ def main():
            "date": time.strftime("%Y-%m-%d")}
     only = a.only.split(",")
     steps = [("gemm", bench_gemm), ("conv", bench_conv), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise)]
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa)]
     for k, fn in steps:
         if k in only:
             try:

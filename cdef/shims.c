@@ -11,6 +11,7 @@
  */
 #include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "hipdnn_backend.h"
 
 #define HX HIPDNN_BACKEND_EXPORT
@@ -54,6 +55,11 @@ static void hipdnn_cabi_call_user_log_cb(uint64_t cb, uint64_t user, int sev, co
     if (f)
         f((hipdnnUserLogCallbackHandle_t)(uintptr_t)user, (hipdnnSeverity_t)sev, msg);
 }
+
+/* The process environment as it is now (Python's os.environ is a copy taken at interpreter start;
+ * a C caller's setenv after that only shows here).  hipdnn_cabi/backend/env.py copies the value
+ * at once. */
+static const char* hipdnn_cabi_getenv(const char* name) { return name ? getenv(name) : NULL; }
 
 static void hipdnn_cabi_call_plugin_log_cb(uint64_t cb, int sev, const char* msg)
 {

@@ -30,7 +30,8 @@ from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
 # FlatBuffers enum value -> name, per enum (map by name, never by number).
 FB_NAMES = {e: {v: n for n, v in ENUMS[e][1]} for e in
-            ("DataType", "PointwiseMode", "ConvMode", "ReductionMode", "NormFwdPhase")}
+            ("DataType", "PointwiseMode", "ConvMode", "ReductionMode", "NormFwdPhase",
+             "DiagonalAlignment")}
 
 FLOATS = ("FLOAT", "DOUBLE", "HALF", "BFLOAT16")
 INTS = ("INT32", "INT8", "UINT8")

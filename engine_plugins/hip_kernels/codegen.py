@@ -26,7 +26,8 @@ def read_kernel(name: str) -> str:
 
 
 def headers() -> dict:
-    return {"hdn_compat.h": read_kernel("hdn_compat.h")}
+    """Every header of kernels/ (hdn_compat.h, the MMA / Philox / attention building blocks)."""
+    return {n: read_kernel(n) for n in sorted(os.listdir(KDIR)) if n.endswith(".h")}
 
 
 def dtype_name(fb_value) -> str:

@@ -77,11 +77,12 @@ def analyse(graph) -> Analysis:
 
 
 class _Launch:
-    __slots__ = ("fn", "grid", "block", "args", "packed")
+    __slots__ = ("fn", "grid", "block", "args", "packed", "smem")
 
-    def __init__(self, fn, grid, block, args):
+    def __init__(self, fn, grid, block, args, smem=0):
         self.fn, self.grid, self.block, self.args = fn, grid, block, args
         self.packed = {}
+        self.smem = smem
 
 
 class GpuPlan(PlanBase):
@@ -100,9 +101,13 @@ class GpuPlan(PlanBase):
             if st[0] == "memset":
                 self.steps.append(("memset", st[1], st[2]))
                 continue
-            _, src, name, grid, block, args = st
+            _, src, name, grid, block, args = st[:6]
+            smem = st[6] if len(st) > 6 else 0     # dynamic shared memory (attention)
             mod = rt.module(src, f"{name}.hip", (), hdr)
-            self.steps.append(("launch", _Launch(mod.function(name), grid, block, args)))
+            fn = mod.function(name)
+            if smem > 48 * 1024:
+                rt.set_max_dynamic_smem(fn, smem)
+            self.steps.append(("launch", _Launch(fn, grid, block, args, smem)))
         self._checked = {}
         self._replay = {}   # (pointers, scalar values, workspace) -> recorded operations
 
@@ -127,12 +132,12 @@ class GpuPlan(PlanBase):
         ops = []
         for st in self.steps:
             if st[0] == "memset":
-                ops.append((None, ws + st[1], st[2], None))
+                ops.append((None, ws + st[1], st[2], None, 0))
                 continue
             L = st[1]
             vals = [ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args]
             pk = self.rt.pack([ctypes.c_float(v) if isinstance(v, float) else v for v in vals])
-            ops.append((L.fn, L.grid, L.block, pk))
+            ops.append((L.fn, L.grid, L.block, pk, L.smem))
         return ops
 
     def execute(self, handle, buffers, workspace):
@@ -160,11 +165,11 @@ class GpuPlan(PlanBase):
             self._replay[key] = ops
         stream = int(getattr(handle, "stream", 0) or 0)
         rt = self.rt
-        for fn, grid, block, pk in ops:
+        for fn, grid, block, pk, smem in ops:
             if fn is None:
                 rt.memset(grid, 0, block, stream)
             else:
-                rt.launch(fn, grid, block, pk, 0, stream)
+                rt.launch(fn, grid, block, pk, smem, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):

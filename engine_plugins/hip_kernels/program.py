@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from . import attention as attn
 from . import codegen as cg
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 
@@ -35,6 +36,7 @@ IO = {
     "BatchnormBackwardAttributes": (("dy", "x", "mean", "inv_variance", "scale"),
                                     ("dx", "dscale", "dbias")),
     "ReductionAttributes": (("in",), ("out",)),
+    **attn.IO,
 }
 GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
               "ConvolutionWrwAttributes")
@@ -108,6 +110,12 @@ class Program:
 def check_node(node, graph):
     _need(node.kind in IO, f"{node.kind} is not supported by the HIP engine")
     r = roles(node, graph)
+    if node.kind in attn.IO:
+        try:
+            attn.check(node, r)
+        except attn.NotApplicable as e:
+            raise NotApplicable(str(e)) from None
+        return r
     for role, t in r.items():
         _need(len(t.dims) == len(t.strides) and len(t.dims) > 0, f"{role}: bad rank")
         if t.is_runtime_pass_by_value:
@@ -331,6 +339,8 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
             _emit_bn_bwd(prog, graph, R[members[0]], loc, tag)
         elif kind == "ReductionAttributes":
             _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
+        elif kind in attn.IO:
+            attn.emit(prog, nodes[members[0]], R[members[0]], loc, tag)
     return prog
 
 

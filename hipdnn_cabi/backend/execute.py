@@ -11,11 +11,9 @@ not know comes here.  ``HIPDNN_CABI_NO_FAST_EXECUTE=1`` (read at library start) 
 """
 from __future__ import annotations
 
-import os
-
 from .._generated.enums import DescriptorType
 from ..errors import BadParamError, NotSupportedError, NullPointerError, OutOfBoundError
-from . import registry, runtime
+from . import env, registry, runtime
 from .descriptors.base import Descriptor
 
 PLAN = DescriptorType.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
@@ -85,7 +83,7 @@ def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
 
 
 # ---------------------------------------------------------------------------- the C fast path
-_fast = [os.environ.get("HIPDNN_CABI_NO_FAST_EXECUTE", "").strip() in ("", "0")]
+_fast = [env.get_stripped("HIPDNN_CABI_NO_FAST_EXECUTE") in ("", "0")]  # read at library start
 EXEC_SYM = "hipdnnEnginePluginExecuteOpGraph"
 LASTERR_SYM = "hipdnnPluginGetLastErrorString"
 

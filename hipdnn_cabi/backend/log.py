@@ -8,14 +8,13 @@ callback are the caller's: we swallow Python-level errors only.
 """
 from __future__ import annotations
 
-import os
 import queue
 import sys
 import threading
 
 from .._generated.enums import LogCallbackMode, Severity
 from ..errors import BadParamError
-from . import runtime
+from . import env, runtime
 
 _LEVEL_NAMES = {"info": Severity.HIPDNN_SEV_INFO, "warn": Severity.HIPDNN_SEV_WARN,
                 "warning": Severity.HIPDNN_SEV_WARN, "error": Severity.HIPDNN_SEV_ERROR,
@@ -43,12 +42,13 @@ def _sync_cache():
 
 
 def configure_from_env() -> None:
-    """Read HIPDNN_LOG_LEVEL and HIPDNN_LOG_FILE (once, at library start)."""
+    """Read HIPDNN_LOG_LEVEL and HIPDNN_LOG_FILE (once, at library start = the logger's
+    initialisation, spec §7), from the C environment."""
     global _level, _sink
-    name = os.environ.get("HIPDNN_LOG_LEVEL", "").strip().lower()
+    name = env.get_stripped("HIPDNN_LOG_LEVEL").lower()
     if name in _LEVEL_NAMES:
         _level = int(_LEVEL_NAMES[name])
-        path = os.environ.get("HIPDNN_LOG_FILE", "").strip()
+        path = env.get_stripped("HIPDNN_LOG_FILE")
         _sink = sys.stderr
         if path:
             try:
@@ -112,9 +112,20 @@ def _async_worker():
                     pass
 
 
+_level_listeners: list = []   # callables(level) told of every level set (the plugin host)
+
+
+def add_level_listener(fn) -> None:
+    """``fn(level)`` runs after every successful set_global_level (outside the logging lock);
+    the plugin host uses it to hand the new level to every loaded plugin, as hipDNN does."""
+    if fn not in _level_listeners:
+        _level_listeners.append(fn)
+
+
 def set_global_level(level: int) -> int:
     """hipdnnBackendSetGlobalLogLevel_ext: returns a status; a bad level is BAD_PARAM with a last
-    error (hipDNN itself leaves the slot alone there, but every failure here says why)."""
+    error (hipDNN itself leaves the slot alone there, but every failure here says why).  Every
+    loaded plugin then gets hipdnnPluginSetLogLevel(level) (through the listeners)."""
     global _level, _sink
     if level not in VALID_LEVELS:
         raise BadParamError(f"hipdnnBackendSetGlobalLogLevel_ext: invalid log level {level} "
@@ -122,6 +133,11 @@ def set_global_level(level: int) -> int:
     with _lock:
         _level = int(level)
         _sync_cache()
+    for fn in list(_level_listeners):
+        try:
+            fn(int(level))
+        except Exception:  # noqa: BLE001 - telling plugins never fails the API call
+            pass
     return 0
 
 

@@ -18,12 +18,13 @@ the backend's last-error text.
 """
 from __future__ import annotations
 
-from .._generated.enums import (BehaviorNote, ConvolutionMode, DataType, HeurMode, PointwiseMode,
+from .._generated.enums import (BehaviorNote, ConvolutionMode, DataType, PointwiseMode,
                                 ReduceTensorOp)
 from ..errors import (BadParamError, ExecutionFailedError, HipdnnError, InternalError,
                       NotFinalizedError, NotInitializedError, NotSupportedError, NullPointerError,
                       PluginError)
 from ._ops import NormFwdPhase
+from .graph.selection import HeurMode
 from .graph import BuildPlanPolicy, EngineConfigInfo, Graph, GraphNotSupportedError, KnobInfo
 from .handle import (EngineInfo, Handle, engine_memory_kind, engines, loaded_plugin_paths,
                      set_engine_memory_kind, set_engine_plugin_paths, version_string)

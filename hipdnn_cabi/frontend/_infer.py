@@ -157,8 +157,25 @@ def infer_norm(node):
         fill(o.get(r), stats)
 
 
+def infer_sdpa(node):
+    i, o = node.inputs, node.outputs
+    q, k, v = i["q"], i["k"], i["v"]
+    if node.kind == "sdpa":
+        if not _known(q, v):
+            return
+        if len(q.dim) != 4 or len(v.dim) != 4:
+            raise BadParamError(f"{node.name}: q/k/v must be 4-d [B, H, S, D]")
+        fill(o.get("o"), [q.dim[0], q.dim[1], q.dim[2], v.dim[3]], q)
+        for r in ("stats", "max", "sum_exp"):
+            fill(o.get(r), [q.dim[0], q.dim[1], q.dim[2], 1])
+        return
+    for g, x in (("dq", q), ("dk", k), ("dv", v)):
+        if _known(x):
+            fill(o.get(g), x.dim, x)
+
+
 INFER = {"conv_fprop": infer_conv, "conv_dgrad": infer_conv, "conv_wgrad": infer_conv,
          "pointwise": infer_pointwise, "matmul": infer_matmul,
          "batchnorm": infer_batchnorm, "batchnorm_inference": infer_batchnorm,
          "batchnorm_backward": infer_batchnorm, "layernorm": infer_norm, "rmsnorm": infer_norm,
-         "reduction": lambda node: None}
+         "reduction": lambda node: None, "sdpa": infer_sdpa, "sdpa_backward": infer_sdpa}

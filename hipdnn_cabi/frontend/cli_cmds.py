@@ -27,6 +27,7 @@ def info(argv) -> int:
     import hipdnn_cabi
     from .. import capi
     from . import Handle, engines, loaded_plugin_paths, version_string
+    from ..backend import env as _env  # the C environment (os.environ without the library)
     lib = capi.backend_library_path()
     out = {
         "version": hipdnn_cabi.__version__,
@@ -37,7 +38,7 @@ def info(argv) -> int:
         "include_dir": hipdnn_cabi.include_dir(),
         "library_dir": hipdnn_cabi.library_dir(),
         "default_engine_plugin_dir": os.path.join(hipdnn_cabi.library_dir(), "hipdnn_plugins", "engines"),
-        "HIPDNN_PLUGIN_DIR": os.environ.get("HIPDNN_PLUGIN_DIR", ""),
+        "HIPDNN_PLUGIN_DIR": _env.get("HIPDNN_PLUGIN_DIR") or "",
         "loaded_engine_plugins": [],
         "engines": [],
         "gpu_runtime": _gpu(),

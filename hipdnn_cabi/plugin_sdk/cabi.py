@@ -46,8 +46,11 @@ def _entry(fn):
     return wrapper
 
 
-class CAdapter:
-    """The plugin C API over a Python plugin object (see :class:`.core.EnginePluginBase`)."""
+class PluginApiAdapter:
+    """The PluginApi.h part every Python plugin adapter shares (engine: :class:`CAdapter`;
+    heuristic: :class:`.heuristics.HeuristicCAdapter`): metadata strings, plugin type, the
+    per-thread last error, logging callback and level."""
+    PLUGIN_TYPE = ENGINE_TYPE
 
     def __init__(self, plugin, ffi):
         self.plugin = plugin
@@ -57,6 +60,70 @@ class CAdapter:
         self._strings = {}
         for key in ("name", "version", "api_version"):
             self._strings[key] = ffi.new("char[]", str(getattr(plugin, key)).encode())
+        self._lock = threading.Lock()
+
+    def set_error(self, msg: str):
+        self._tls.buf = self.ffi.new("char[]", msg.encode("utf-8", "replace")[:2047])
+
+    def last_error(self) -> str:
+        buf = getattr(self._tls, "buf", None)
+        return self.ffi.string(buf).decode("utf-8", "replace") if buf is not None else ""
+
+    def _addr(self, p) -> int:
+        return int(self.ffi.cast("uintptr_t", p))
+
+    def _null(self, p, what):
+        if p == self.ffi.NULL:
+            raise PluginError(BAD_PARAM, f"{what} is NULL")
+
+    def _string(self, out, key):
+        self._null(out, key.replace("_", " "))
+        out[0] = self._strings[key]
+
+    # ------------------------------------------------------------------ PluginApi.h
+    @_entry
+    def hipdnnPluginGetName(self, name):
+        self._string(name, "name")
+
+    @_entry
+    def hipdnnPluginGetVersion(self, version):
+        self._string(version, "version")
+
+    @_entry
+    def hipdnnPluginGetApiVersion(self, version):
+        self._string(version, "api_version")
+
+    @_entry
+    def hipdnnPluginGetType(self, type_):
+        self._null(type_, "type")
+        type_[0] = self.PLUGIN_TYPE
+
+    def hipdnnPluginGetLastErrorString(self, error_str):
+        if error_str != self.ffi.NULL:
+            buf = getattr(self._tls, "buf", None)
+            error_str[0] = buf if buf is not None else self._empty
+
+    @_entry
+    def hipdnnPluginSetLoggingCallback(self, callback):
+        if callback == self.ffi.NULL:
+            self.plugin.log_callback = None
+            return
+        cb = callback
+
+        def log(sev, msg, _cb=cb, _ffi=self.ffi):
+            _cb(sev, msg.encode("utf-8", "replace"))
+        self.plugin.log_callback = log
+
+    @_entry
+    def hipdnnPluginSetLogLevel(self, level):
+        self.plugin.log_level = int(level)
+
+
+class CAdapter(PluginApiAdapter):
+    """The plugin C API over a Python plugin object (see :class:`.core.EnginePluginBase`)."""
+
+    def __init__(self, plugin, ffi):
+        super().__init__(plugin, ffi)
         self._engine_names = {}
         self._handles = {}
         self._contexts = {}
@@ -72,19 +139,8 @@ class CAdapter:
         self._details = {}
         self._payloads = {}
         self._graphs = {}   # graph bytes -> OpGraph (see _graph)
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
-    def set_error(self, msg: str):
-        self._tls.buf = self.ffi.new("char[]", msg.encode("utf-8", "replace")[:2047])
-
-    def last_error(self) -> str:
-        buf = getattr(self._tls, "buf", None)
-        return self.ffi.string(buf).decode("utf-8", "replace") if buf is not None else ""
-
-    def _addr(self, p) -> int:
-        return int(self.ffi.cast("uintptr_t", p))
-
     def _container(self, handle):
         c = self._handles.get(self._addr(handle))
         if c is None:
@@ -121,10 +177,6 @@ class CAdapter:
     def _config(self, d):
         return parse_engine_config(self._data(d, "engine config"))
 
-    def _null(self, p, what):
-        if p == self.ffi.NULL:
-            raise PluginError(BAD_PARAM, f"{what} is NULL")
-
     def _fill_ids(self, ids, engine_ids, max_engines, num_engines):
         self._null(num_engines, "num_engines")
         if engine_ids == self.ffi.NULL and max_engines > 0:
@@ -132,48 +184,6 @@ class CAdapter:
         for i, eid in enumerate(ids[:max_engines]):
             engine_ids[i] = eid
         num_engines[0] = len(ids)
-
-    def _string(self, out, key):
-        self._null(out, key.replace("_", " "))
-        out[0] = self._strings[key]
-
-    # ------------------------------------------------------------------ PluginApi.h
-    @_entry
-    def hipdnnPluginGetName(self, name):
-        self._string(name, "name")
-
-    @_entry
-    def hipdnnPluginGetVersion(self, version):
-        self._string(version, "version")
-
-    @_entry
-    def hipdnnPluginGetApiVersion(self, version):
-        self._string(version, "api_version")
-
-    @_entry
-    def hipdnnPluginGetType(self, type_):
-        self._null(type_, "type")
-        type_[0] = ENGINE_TYPE
-
-    def hipdnnPluginGetLastErrorString(self, error_str):
-        if error_str != self.ffi.NULL:
-            buf = getattr(self._tls, "buf", None)
-            error_str[0] = buf if buf is not None else self._empty
-
-    @_entry
-    def hipdnnPluginSetLoggingCallback(self, callback):
-        if callback == self.ffi.NULL:
-            self.plugin.log_callback = None
-            return
-        cb = callback
-
-        def log(sev, msg, _cb=cb, _ffi=self.ffi):
-            _cb(sev, msg.encode("utf-8", "replace"))
-        self.plugin.log_callback = log
-
-    @_entry
-    def hipdnnPluginSetLogLevel(self, level):
-        self.plugin.log_level = int(level)
 
     # ------------------------------------------------------------------ EnginePluginApi.h
     @_entry

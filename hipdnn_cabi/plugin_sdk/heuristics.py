@@ -25,12 +25,11 @@ that exports exactly PluginApi.h + HeuristicsPluginApi.h.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
-import threading
 
-from .errors import BAD_PARAM, INTERNAL_ERROR, NOT_APPLICABLE, NOT_INITIALIZED, PluginError
+from .cabi import PluginApiAdapter, _entry
+from .errors import BAD_PARAM, NOT_APPLICABLE, NOT_INITIALIZED, PluginError
 from .graph import parse_graph
 
 HEURISTIC_TYPE = 2   # HIPDNN_PLUGIN_TYPE_HEURISTIC
@@ -71,24 +70,6 @@ def is_heuristic_plugin(obj) -> bool:
     return isinstance(obj, HeuristicPluginBase)
 
 
-def _entry(fn):
-    @functools.wraps(fn)
-    def wrapper(self, *args):
-        try:
-            st = fn(self, *args)
-            return 0 if st is None else int(st)
-        except PluginError as e:
-            self.set_error(e.message or f"plugin error {e.status}")
-            return e.status
-        except BaseException as e:  # noqa: BLE001 - never let anything reach C
-            try:
-                self.set_error(f"{type(e).__name__}: {e}")
-            except BaseException:  # noqa: BLE001
-                pass
-            return INTERNAL_ERROR
-    return wrapper
-
-
 class _Policy:
     __slots__ = ("handle", "policy", "graph", "ids", "sorted", "finalized")
 
@@ -100,34 +81,19 @@ class _Policy:
         self.finalized = False
 
 
-class HeuristicCAdapter:
+class HeuristicCAdapter(PluginApiAdapter):
     """The heuristic plugin C API over a :class:`HeuristicPluginBase` (cdata in, status out)."""
+    PLUGIN_TYPE = HEURISTIC_TYPE
 
     def __init__(self, plugin, ffi):
-        self.plugin = plugin
-        self.ffi = ffi
-        self._tls = threading.local()
-        self._empty = ffi.new("char[]", b"")
-        self._strings = {k: ffi.new("char[]", str(getattr(plugin, k)).encode())
-                         for k in ("name", "version", "api_version")}
+        super().__init__(plugin, ffi)
         self._policies = {_fnv(n): n for n in plugin.policies()}
         self._policy_names = {pid: ffi.new("char[]", n.encode()) for pid, n in self._policies.items()}
         self._handles: dict = {}     # address -> {"device": dict | None}
         self._descs: dict = {}       # address -> _Policy
-        self._keep: dict = {}        # address -> strings handed out (traces)
-        self._lock = threading.Lock()
+        self._keep: dict = {}        # address -> strings handed out (traces, configs)
         sig = inspect.signature(plugin.sorted_engine_ids)
         self._wants_policy = "policy" in sig.parameters
-
-    def set_error(self, msg: str):
-        self._tls.buf = self.ffi.new("char[]", msg.encode("utf-8", "replace")[:2047])
-
-    def _addr(self, p) -> int:
-        return int(self.ffi.cast("uintptr_t", p))
-
-    def _null(self, p, what):
-        if p == self.ffi.NULL:
-            raise PluginError(BAD_PARAM, f"{what} is NULL")
 
     def _desc(self, d) -> _Policy:
         pol = self._descs.get(self._addr(d))
@@ -140,44 +106,6 @@ class HeuristicCAdapter:
         if d.ptr == self.ffi.NULL or d.size == 0:
             raise PluginError(BAD_PARAM, f"{what} is empty")
         return self.ffi.buffer(self.ffi.cast("char*", d.ptr), d.size)[:]
-
-    # ------------------------------------------------------------------ PluginApi.h
-    @_entry
-    def hipdnnPluginGetName(self, name):
-        self._null(name, "name")
-        name[0] = self._strings["name"]
-
-    @_entry
-    def hipdnnPluginGetVersion(self, version):
-        self._null(version, "version")
-        version[0] = self._strings["version"]
-
-    @_entry
-    def hipdnnPluginGetApiVersion(self, version):
-        self._null(version, "version")
-        version[0] = self._strings["api_version"]
-
-    @_entry
-    def hipdnnPluginGetType(self, type_):
-        self._null(type_, "type")
-        type_[0] = HEURISTIC_TYPE
-
-    def hipdnnPluginGetLastErrorString(self, error_str):
-        if error_str != self.ffi.NULL:
-            buf = getattr(self._tls, "buf", None)
-            error_str[0] = buf if buf is not None else self._empty
-
-    @_entry
-    def hipdnnPluginSetLoggingCallback(self, callback):
-        if callback == self.ffi.NULL:
-            self.plugin.log_callback = None
-            return
-        cb = callback
-        self.plugin.log_callback = lambda sev, msg, _cb=cb: _cb(sev, msg.encode("utf-8", "replace"))
-
-    @_entry
-    def hipdnnPluginSetLogLevel(self, level):
-        self.plugin.log_level = int(level)
 
     # ------------------------------------------------------------------ HeuristicsPluginApi.h
     @_entry

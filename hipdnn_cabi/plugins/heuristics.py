@@ -29,7 +29,7 @@ from .._generated.enums import (HIPDNN_HEURISTIC_API_VERSION_MAJOR,
 from ..backend import log, runtime
 from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError, PluginError
 from ..plugin_sdk import loader as pyloader
-from .loader import fnv1a64, hex_id, parse_version, status_name  # noqa: E402
+from .loader import PluginLibrary, fnv1a64, hex_id, parse_version, status_name
 
 HIPDNN_HEURISTIC_API_VERSION = (f"{HIPDNN_HEURISTIC_API_VERSION_MAJOR}."
                                 f"{HIPDNN_HEURISTIC_API_VERSION_MINOR}."
@@ -82,36 +82,14 @@ def _info(msg):
 
 
 # =========================================================================== one plugin
-class HeuristicPlugin:
+class HeuristicPlugin(PluginLibrary):
     """One loaded heuristic plugin: its function table and the answers validated at load."""
 
     def __init__(self, path: str, table: dict, dl_handle: int = 0):
-        self.path = path
-        self.fn = dict(table)
-        self.dl_handle = dl_handle
-        self.name = "?"
-        self.version = ""
+        super().__init__(path, table, dl_handle)
         self.api_version_text = ""
         self.policies: dict[int, str] = {}     # policy id -> name (validated)
         self.python_table = None
-
-    # ---------------------------------------------------------------- calls
-    def last_error(self) -> str:
-        ffi, lib = runtime.ffi, runtime.lib
-        out = ffi.new("const char**")
-        lib.tramp_hipdnnPluginGetLastErrorString(self.fn["hipdnnPluginGetLastErrorString"], out)
-        return ffi.string(out[0]).decode("utf-8", "replace") if out[0] else ""
-
-    def call(self, action: str, symbol: str, *args) -> None:
-        st = getattr(runtime.lib, "tramp_" + symbol)(self.fn[symbol], *args)
-        if st:
-            raise PluginError(f"Failed to {action}. Status: {status_name(st)}({st}), "
-                              f"Error: {self.last_error()}")
-
-    def _string(self, action, symbol, *args) -> str:
-        out = runtime.ffi.new("const char**")
-        self.call(action, symbol, *args, out)
-        return runtime.ffi.string(out[0]).decode("utf-8", "replace") if out[0] else ""
 
     # ---------------------------------------------------------------- load-time validation
     def initialize(self, logging_callback: int | None = None) -> None:
@@ -129,7 +107,10 @@ class HeuristicPlugin:
         if int(tp[0]) != PLUGIN_TYPE_HEURISTIC:
             raise PluginError("Plugin type mismatch: expected HIPDNN_PLUGIN_TYPE_HEURISTIC, got "
                               f"{int(tp[0])}")
-        self.name = self._string("get plugin name", "hipdnnPluginGetName")
+        try:
+            self.name = self._string("get plugin name", "hipdnnPluginGetName")
+        except PluginError:
+            self.name = ""
         if not self.name:
             raise PluginError("Cannot load heuristic plugin: plugin name is empty")
         self.version = self._string("get plugin version", "hipdnnPluginGetVersion")
@@ -167,7 +148,10 @@ class HeuristicPlugin:
         if len(set(ids)) != len(ids):
             raise PluginError("Duplicate policy IDs found")
         for pid in sorted(ids):
-            name = self._string("get policy name", "hipdnnHeuristicPluginGetPolicyName", pid)
+            try:
+                name = self._string("get policy name", "hipdnnHeuristicPluginGetPolicyName", pid)
+            except PluginError:
+                name = ""
             if not name:
                 raise PluginError(f"Heuristic plugin returned empty name for policy ID {pid}")
             if fnv1a64(name) != pid:
@@ -176,18 +160,13 @@ class HeuristicPlugin:
             self.policies[pid] = name
 
     def set_log_level(self, level: int) -> None:
-        """hipdnnPluginSetLogLevel (optional): a failure is logged, never fatal."""
-        fn = self.fn.get("hipdnnPluginSetLogLevel")
-        if not fn:
-            return
+        """hipdnnPluginSetLogLevel (optional): a failure is logged (WARN), never fatal."""
         try:
-            st = runtime.lib.tramp_hipdnnPluginSetLogLevel(fn, int(level))
+            failure = super().set_log_level(level)
         except Exception as e:  # noqa: BLE001
-            _err(f"Heuristic plugin {self.name}: SetLogLevel raised {e}")
-            return
-        if st:
-            _err(f"Heuristic plugin {self.name}: SetLogLevel({int(level)}) failed with "
-                 f"{status_name(st)}({st})")
+            failure = f"Failed to set log level {int(level)} on plugin '{self.name}': {e}"
+        if failure and log.enabled(Severity.HIPDNN_SEV_WARN):
+            log.log(Severity.HIPDNN_SEV_WARN, failure)
 
     def close(self):
         if self.dl_handle:
@@ -584,7 +563,6 @@ def _builtin_entries():
 
 
 def policy_info(hh, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len, aver, aver_len):
-    ffi = runtime.ffi
     if not (name_len and plugin_len and pver_len and aver_len):
         raise NullPointerError("hipdnnGetHeuristicPolicyInfo_ext: null length pointer")
     ents = hh.policies() if hh is not None else _builtin_entries()
@@ -594,15 +572,6 @@ def policy_info(hh, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len
     i, nm, pname, pv, av = ents[idx]
     if pid:
         pid[0] = i
-    strs = [nm.encode(), pname.encode(), pv.encode(), av.encode()]
-    bufs = [name, plugin, pver, aver]
-    lens = [name_len, plugin_len, pver_len, aver_len]
-    if any(not b for b in bufs):
-        for s, L in zip(strs, lens):
-            L[0] = len(s) + 1
-        return 0
-    if any(L[0] < len(s) + 1 for s, L in zip(strs, lens)):
-        raise BadParamError("Insufficient buffer space provided.")
-    for s, b in zip(strs, bufs):
-        ffi.memmove(b, s + b"\0", len(s) + 1)
-    return 0
+    from .host import copy_string_set
+    return copy_string_set([nm, pname, pv, av], [name, plugin, pver, aver],
+                           [name_len, plugin_len, pver_len, aver_len])

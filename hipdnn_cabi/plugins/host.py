@@ -13,7 +13,7 @@ import os
 import threading
 
 from .._generated.enums import Severity
-from ..backend import log, runtime
+from ..backend import env, log, runtime
 from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
                       NullPointerError, PluginError)
 from ..plugin_sdk import loader as pyloader
@@ -48,6 +48,30 @@ def _warn(msg):
 def _info(msg):
     if log.enabled(Severity.HIPDNN_SEV_INFO):
         log.log(Severity.HIPDNN_SEV_INFO, msg)
+
+
+def _note(sev, msg):
+    """Log a line the plugin loader reports (hipDNN's wording) at its severity."""
+    if log.enabled(sev):
+        log.log(sev, msg)
+
+
+def set_plugin_log_level(level: int) -> None:
+    """hipdnnBackendSetGlobalLogLevel_ext's hook (hipDNN: EnginePluginResourceManager::
+    setPluginLogLevel): every loaded plugin gets hipdnnPluginSetLogLevel(level).  A plugin that
+    fails is logged (WARN), never fatal, and the others still get the call."""
+    with _lock:  # held: no unload (dlclose) while a plugin is being called
+        for p in list(_manager.plugins) if _manager is not None else []:
+            try:
+                failure = p.set_log_level(level)
+            except Exception as e:  # a misbehaving plugin must not fail the API call
+                failure = f"Failed to set log level {int(level)} on plugin '{p.name}': {e}"
+            if failure:
+                _warn(failure)
+    heuristics.set_log_level(level)   # heuristic plugins too (each failure logged)
+
+
+log.add_level_listener(set_plugin_log_level)
 
 
 def backend_dir() -> str:
@@ -116,6 +140,7 @@ class PluginManager:
     def _load(self, search_paths, entry_points=False):
         cb = runtime.lib.hipdnn_cabi_backend_logging_callback()
         for path in self._candidates(search_paths, entry_points):
+            _info(f"Attempting to load plugin from [{path}]")
             try:
                 if pyloader.is_python_plugin_path(path):
                     # A Python plugin: the SDK binds it to C function pointers with the exact
@@ -131,8 +156,8 @@ class PluginManager:
                     h, table = loader.load_shared_object(path)
                     plugin = EnginePlugin(path, table, h)
                 try:
-                    for w in plugin.initialize(cb):
-                        _err(w)
+                    # the backend's current level, as hipDNN hands it over at load (§3.5)
+                    plugin.initialize(cb, log.get_global_level(), _note)
                 except BaseException:
                     plugin.close()
                     table = getattr(plugin, "python_table", None)
@@ -147,24 +172,60 @@ class PluginManager:
                 continue
             self.plugins.append(plugin)
             self.loaded_paths.append(path)
-            for eid in plugin.engine_ids:
-                nm = plugin.names.get(eid, "")
-                if nm is None:
+            _info(f"Plugin loaded successfully: {path}")
+            _info(f"Plugin info: name={plugin.name}, version={plugin.version}, "
+                  f"type=HIPDNN_PLUGIN_TYPE_ENGINE({loader.PLUGIN_TYPE_ENGINE})")
+            self._admit(plugin)
+
+    def _admit(self, plugin):
+        """Per-engine admission (spec §3.5 step 7, hipDNN's EnginePluginManager wording): an
+        engine whose reported name does not hash to its id, whose name cannot be fetched, or whose
+        id an earlier plugin already provides is dropped (logged); the plugin stays loaded."""
+        names_engines = "hipdnnEnginePluginGetEngineName" in plugin.fn
+        named = 0
+        ids = plugin.engine_ids  # sorted
+        for eid in ids:
+            nm = None
+            if names_engines:
+                try:
+                    nm = plugin.engine_name_of(eid)
+                except HipdnnError as e:
+                    _err(f"Plugin '{plugin.name}' failed to report a name for engine "
+                         f"{hex_id(eid)}: {e.message}. Dropping the engine.")
                     self.dropped.add(eid)
                     continue
-                if nm and fnv1a64(nm) != eid:
-                    _err(f"Plugin '{plugin.name}' names engine {hex_id(eid)} '{nm}', whose "
-                         f"FNV-1a-64 hash is {hex_id(fnv1a64(nm))}; dropping the engine.")
-                    self.dropped.add(eid)
-                    continue
-                first = self.owner.get(eid)
-                if first is not None:
-                    _err(f"Plugin '{plugin.name}' declares engine {hex_id(eid)}, which plugin "
-                         f"'{first.name}' already provides. The first plugin to declare an engine "
-                         "keeps it; dropping the duplicate.")
-                    continue
-                self.owner[eid] = plugin
-            _info(f"Loaded engine plugin {plugin.name} {plugin.version} from {path}")
+            if nm is not None:
+                named += 1
+            name_id = fnv1a64(nm) if nm is not None else eid
+            if name_id != eid:
+                claimant = self.owner.get(name_id)
+                if claimant is not None:
+                    holder = f"plugin '{claimant.name}' provides that engine"
+                elif name_id in plugin.known:
+                    holder = "this plugin also declares that engine"
+                else:
+                    holder = "no loaded engine claims that ID"
+                _err(f"Plugin '{plugin.name}' reports engine name '{nm}' for engine {hex_id(eid)}, "
+                     f"but that name is the name of engine {hex_id(name_id)} ({holder}). An engine "
+                     "ID must equal the hash of its name; dropping the engine.")
+                self.dropped.add(eid)
+                continue
+            first = self.owner.get(eid)
+            if first is not None:
+                _err(f"Plugin '{plugin.name}' declares engine {hex_id(eid)}, which plugin "
+                     f"'{first.name}' already provides. The first plugin to declare an engine "
+                     "keeps it; dropping the duplicate.")
+                continue
+            self.owner[eid] = plugin
+            if nm is not None:
+                plugin.names[eid] = nm
+        if named == 0:
+            remedy = ("Its engine container supplies no name for any of them; give it a static "
+                      "getEngineName." if names_engines else
+                      "It does not export hipdnnEnginePluginGetEngineName, which engine plugin API "
+                      "1.4.0 added.")
+            _warn(f"Plugin '{plugin.name}' names none of its engines, so they are identified by "
+                  f"their IDs. {remedy}")
 
     def _load_error(self, path, msg):
         text = f"Error loading plugin from [{path}]: {msg}"
@@ -218,12 +279,14 @@ def _entry_point_paths():
 
 
 def _entry_points_enabled() -> bool:
-    return _mode == ADDITIVE and os.environ.get("HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS", "") in ("", "0")
+    return _mode == ADDITIVE and env.get("HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS", "") in ("", "0")
 
 
 def _search_paths():
-    env = os.environ.get("HIPDNN_PLUGIN_DIR")
-    default = {env} if env else {DEFAULT_ENGINE_DIR}
+    """The paths a new plugin manager loads from; HIPDNN_PLUGIN_DIR is read now (spec §3.4: when
+    the manager is constructed), from the C environment."""
+    pdir = env.get("HIPDNN_PLUGIN_DIR")
+    default = {pdir} if pdir else {DEFAULT_ENGINE_DIR}
     if _mode != ADDITIVE:  # ABSOLUTE, or an unknown mode (spec §3.2: only the stored paths)
         return sorted(_paths)
     return sorted(set(_paths) | default)
@@ -463,7 +526,9 @@ def get_loaded_engine_plugin_paths(handle, n, paths, maxlen):
     if not n or not maxlen:
         raise NullPointerError("hipdnnGetLoadedEnginePluginPaths_ext: null pointer argument")
     hp = _plugins_of(handle)
-    loaded = [p.path.encode() for p, _ in hp.entries] if hp is not None else []
+    # hipDNN lists the plugin manager's loaded files: every plugin that loaded, also one whose
+    # hipdnnEnginePluginCreate failed for this handle (it stays loaded, just unused here).
+    loaded = [os.fsencode(p) for p in hp.manager.loaded_paths] if hp is not None else []
     loaded = sorted(set(loaded))
     need = max((len(x) for x in loaded), default=-1) + 1
     if not paths:
@@ -471,7 +536,7 @@ def get_loaded_engine_plugin_paths(handle, n, paths, maxlen):
         maxlen[0] = need
         return 0
     if n[0] < len(loaded) or (loaded and maxlen[0] < need):
-        raise BadParamError("hipdnnGetLoadedEnginePluginPaths_ext: insufficient buffer space provided.")
+        raise BadParamError("Insufficient buffer space provided.")
     ml = int(maxlen[0])
     for i, x in enumerate(loaded):
         if not paths[i]:
@@ -500,7 +565,6 @@ def _copy_out(ffi, buf, data: bytes):
 
 
 def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
-    ffi = runtime.ffi
     if not (name_len and plugin_len and ver_len and typ_len):
         raise NullPointerError("hipdnnGetEngineInfo_ext: null length pointer")
     ents = _entries(handle)
@@ -509,9 +573,16 @@ def get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, v
     nm, i, pname, pver, ptype = ents[idx]
     if eid:
         eid[0] = i
-    strs = [nm.encode(), pname.encode(), pver.encode(), ptype.encode()]
-    bufs = [name, plugin, ver, typ]
-    lens = [name_len, plugin_len, ver_len, typ_len]
+    return copy_string_set([nm, pname, pver, ptype], [name, plugin, ver, typ],
+                           [name_len, plugin_len, ver_len, typ_len])
+
+
+def copy_string_set(strings, bufs, lens) -> int:
+    """The four-string query of hipdnnGetEngineInfo_ext / hipdnnGetHeuristicPolicyInfo_ext: any
+    buffer NULL → every length = strlen + 1 (a size query); any length too small → BAD_PARAM
+    "Insufficient buffer space provided." (nothing copied); else every string copied with its NUL."""
+    ffi = runtime.ffi
+    strs = [s.encode() for s in strings]
     if any(not b for b in bufs):
         for s, L in zip(strs, lens):
             L[0] = len(s) + 1

@@ -8,6 +8,8 @@ of the embedded module (``lib.tramp_<symbol>(fnptr, args...)``), never through l
 """
 from __future__ import annotations
 
+import re
+
 from ..backend import runtime
 from ..errors import BadParamError, NotSupportedError, PluginError
 
@@ -48,6 +50,19 @@ ENGINE_OPTIONAL = SERIALIZATION_SYMBOLS + (
     "hipdnnEnginePluginSerializeExecutionContext",
 )
 
+SEV_INFO, SEV_WARN, SEV_ERROR = 0, 1, 2
+# Optional symbols whose absence hipDNN notes at INFO while resolving symbols (its wording).
+OPTIONAL_NOTES = (
+    ("hipdnnPluginGetApiVersion", "Plugin does not support returning plugin API version"),
+    ("hipdnnPluginSetLoggingCallback", "Plugin does not support logging callback"),
+    ("hipdnnPluginSetLogLevel", "Plugin does not support log level synchronization"),
+    ("hipdnnEnginePluginExecuteOpGraphWithOverrides",
+     "Plugin does not support override-aware execute "
+     "(hipdnnEnginePluginExecuteOpGraphWithOverrides not exported)"),
+    ("hipdnnEnginePluginGetEngineName",
+     "Plugin does not supply engine names (hipdnnEnginePluginGetEngineName not exported)"),
+)
+
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 _M64 = (1 << 64) - 1
@@ -67,16 +82,31 @@ def hex_id(eid: int) -> str:
     return "0x%016X" % (eid & _M64)
 
 
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+# What a C++ stream reads for `>> int >> char >> int >> char >> int` with both chars '.': before
+# each item whitespace is skipped; an int is an optional sign and decimal digits; the rest of the
+# string is not looked at.
+_VERSION = re.compile(r"\s*([+-]?[0-9]+)\s*\.\s*([+-]?[0-9]+)\s*\.\s*([+-]?[0-9]+)", re.ASCII)
+
+
+def parse_version_checked(text: str):
+    """hipDNN's version parsing (``hipdnn_data_sdk::utilities::Version(string)``): three signed
+    int32 components read as ``int . int . int`` by a C++ stream — whitespace before each item is
+    skipped, anything after the third number is ignored.  → ((major, minor, patch), None), or
+    (None, hipDNN's error text) when the string does not have that form.  "-1.0.0" parses (major
+    -1) and is then rejected by the major-version check, not as malformed."""
+    m = _VERSION.match(text)
+    if m:
+        v = tuple(int(x) for x in m.groups())
+        if all(_INT_MIN <= x <= _INT_MAX for x in v):  # an out-of-range int fails the stream
+            return v, None
+    return None, (f"Version string does not match required format. String = {text} "
+                  'Required format: "MAJOR.MINOR.PATCH"')
+
+
 def parse_version(text: str):
-    """'MAJOR.MINOR.PATCH' (extra components ignored) → tuple, or None when unparsable."""
-    parts = text.strip().split(".")
-    if len(parts) < 3:
-        return None
-    try:
-        v = tuple(int(p) for p in parts[:3])
-    except ValueError:
-        return None
-    return v if all(x >= 0 for x in v) else None
+    """'MAJOR.MINOR.PATCH' → (major, minor, patch) as hipDNN parses it, or None when malformed."""
+    return parse_version_checked(text)[0]
 
 
 def status_name(st: int) -> str:
@@ -105,8 +135,9 @@ def load_shared_object(path: str) -> tuple[int, dict]:
     return h, table
 
 
-class EnginePlugin:
-    """One loaded engine plugin: its function table plus the answers validated at load."""
+class PluginLibrary:
+    """A loaded plugin library of either kind (engine or heuristic): its function table and the
+    calls every plugin answers the same way (PluginApi.h)."""
 
     def __init__(self, path: str, table: dict, dl_handle: int = 0):
         self.path = path
@@ -114,15 +145,7 @@ class EnginePlugin:
         self.dl_handle = dl_handle
         self.name = "?"
         self.version = ""
-        self.api_version = (1, 0, 0)
-        self.engine_ids: list[int] = []      # GetAllEngineIds, validated
-        self.known: frozenset = frozenset()
-        self.names: dict[int, str] = {}      # id -> name given by GetEngineName
-        self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
-        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
-        self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
-    # ---------------------------------------------------------------- calls
     def last_error(self) -> str:
         ffi, lib = runtime.ffi, runtime.lib
         out = ffi.new("const char**")
@@ -138,18 +161,64 @@ class EnginePlugin:
         if st:
             self.fail(action, st)
 
-    def _string(self, action, symbol) -> str:
+    def _string(self, action, symbol, *args) -> str:
         out = runtime.ffi.new("const char**")
-        self.call(action, symbol, out)
+        self.call(action, symbol, *args, out)
         if not out[0]:
             raise PluginError(f"Failed to {action}: the plugin returned a null string")
         return runtime.ffi.string(out[0]).decode("utf-8", "replace")
 
-    # ---------------------------------------------------------------- load-time validation
-    def initialize(self, logging_callback: int | None = None) -> list[str]:
-        """Run the §3.5 checks; raises on rejection.  Returns warning messages to log."""
+    def set_log_level(self, level: int):
+        """hipdnnPluginSetLogLevel(level) when the plugin exports it.  Returns None on success (or
+        when the symbol is absent), else the failure text; never raises for a plugin's answer."""
+        fn = self.fn.get("hipdnnPluginSetLogLevel")
+        if not fn:
+            return None
+        st = runtime.lib.tramp_hipdnnPluginSetLogLevel(fn, int(level))
+        if st == 0:
+            return None
+        return (f"Failed to set log level {int(level)} on plugin '{self.name}'. Status: "
+                f"{status_name(st)}({st}), Error: {self.last_error()}")
+
+
+class EnginePlugin(PluginLibrary):
+    """One loaded engine plugin: its function table plus the answers validated at load."""
+
+    def __init__(self, path: str, table: dict, dl_handle: int = 0):
+        super().__init__(path, table, dl_handle)
+        self.api_version = (1, 0, 0)
+        self.engine_ids: list[int] = []      # GetAllEngineIds, validated
+        self.known: frozenset = frozenset()
+        self.names: dict[int, str] = {}      # id -> name given by GetEngineName
+        self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
+        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
+        self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
+
+    def engine_name_of(self, eid: int):
+        """hipDNN's EnginePlugin::getEngineName: the name the plugin reports for ``eid``, or None
+        when it declines (NOT_APPLICABLE, a null or empty name).  Any other failure raises
+        PLUGIN_ERROR "Failed to get engine name. Status: …, Error: …"."""
         ffi = runtime.ffi
-        warnings: list[str] = []
+        out = ffi.new("const char**")
+        st = runtime.lib.tramp_hipdnnEnginePluginGetEngineName(
+            self.fn["hipdnnEnginePluginGetEngineName"], eid, out)
+        if st == NOT_APPLICABLE:
+            return None
+        if st:
+            self.fail("get engine name", st)
+        if not out[0]:
+            return None
+        return ffi.string(out[0]).decode("utf-8", "replace") or None
+
+    # ---------------------------------------------------------------- load-time validation
+    def initialize(self, logging_callback: int | None = None, log_level: int | None = None,
+                   note=None) -> None:
+        """Run the §3.5 checks in hipDNN's order; raises on rejection.  ``logging_callback`` is
+        handed to hipdnnPluginSetLoggingCallback and ``log_level`` to hipdnnPluginSetLogLevel (a
+        failure there is reported, never fatal).  ``note(severity, message)`` receives the log
+        lines hipDNN writes while loading (hipDNN's wording)."""
+        ffi = runtime.ffi
+        note = note or (lambda sev, msg: None)
         for name in BASE_REQUIRED:
             if name not in self.fn:
                 raise PluginError(f"Failed to get symbol: {name} (Error: not provided)")
@@ -163,24 +232,35 @@ class EnginePlugin:
         for name in ENGINE_REQUIRED:
             if name not in self.fn:
                 raise PluginError(f"Failed to get symbol: {name} (Error: undefined symbol: {name})")
+        for name, text in OPTIONAL_NOTES:
+            if name not in self.fn:
+                note(SEV_INFO, text)
         if logging_callback and "hipdnnPluginSetLoggingCallback" in self.fn:
             runtime.lib.tramp_hipdnnPluginSetLoggingCallback(
                 self.fn["hipdnnPluginSetLoggingCallback"], ffi.cast("hipdnnCallback_t", logging_callback))
+        if log_level is not None:  # hipDNN: right after the logging callback, before validation
+            failure = self.set_log_level(log_level)
+            if failure:
+                note(SEV_WARN, failure)
         if "hipdnnPluginGetApiVersion" in self.fn:
             text = self._string("get plugin api version", "hipdnnPluginGetApiVersion")
         else:
             text = "1.0.0"
-        v = parse_version(text)
+        v, why = parse_version_checked(text)
         if v is None:
-            raise NotSupportedError(f"Plugin {self.name} reports an unparsable API version '{text}'")
+            note(SEV_WARN, f"Plugin '{self.name}' has malformed API version string '{text}': {why}")
+            raise NotSupportedError(
+                f"Plugin {self.name} reports an unparseable API version ('{text}'); rejecting at "
+                "load time so dispatch is not exposed to the malformed string on every graph "
+                "execute.")
         if v[0] not in (EXPECTED_API_MAJOR, 0):
             raise PluginError(
                 "ERROR: ENGINE PLUGIN ABI VALIDATION FAILED\n"
                 f"Plugin {self.name}'s major API version ({text}) does not match expected engine "
                 f"API major version ({EXPECTED_API_MAJOR})\nExpected API version: 1.0.0")
         if v[0] == 0:
-            warnings.append(f"Plugin {self.name} reports API version {text} (major 0); accepted "
-                            "for transition")
+            note(SEV_INFO, f"Accepting legacy major-0 plugin '{self.name}' under transitional "
+                           "shim; this will be removed in the next major version.")
         self.api_version = v
         # GetAllEngineIds, two calls
         fn = self.fn["hipdnnEnginePluginGetAllEngineIds"]
@@ -196,29 +276,14 @@ class EnginePlugin:
         self.call("get all engine IDs", "hipdnnEnginePluginGetAllEngineIds", buf, count, m)
         del fn
         if int(m[0]) != count:
-            raise PluginError(f"Engine count changed between calls ({count} then {int(m[0])})")
-        ids = list(buf)
+            raise PluginError("Number of engines returned does not match the number reported by "
+                              "the plugin")
+        ids = sorted(buf)  # hipDNN keeps a plugin's engine ids sorted
         if len(set(ids)) != len(ids):
             raise PluginError("Duplicate engine IDs found")
         self.engine_ids = ids
         self.known = frozenset(ids)
-        if "hipdnnEnginePluginGetEngineName" in self.fn:
-            out = ffi.new("const char**")
-            gn = self.fn["hipdnnEnginePluginGetEngineName"]
-            for eid in ids:
-                out[0] = ffi.NULL
-                st = runtime.lib.tramp_hipdnnEnginePluginGetEngineName(gn, eid, out)
-                if st == NOT_APPLICABLE or (st == 0 and not out[0]):
-                    continue
-                if st:
-                    warnings.append(f"Failed to get engine name for engine {hex_id(eid)}. Status: "
-                                    f"{status_name(st)}({st}), Error: {self.last_error()}")
-                    self.names[eid] = None  # marks "drop"
-                    continue
-                nm = ffi.string(out[0]).decode("utf-8", "replace")
-                if nm:
-                    self.names[eid] = nm
-        return warnings
+        # Engine names (GetEngineName) are asked per engine at admission, by the host.
 
     def close(self):
         if self.dl_handle:

@@ -203,7 +203,7 @@ def test_registry_keys():
     assert SignatureKey("ConvolutionFwdAttributes", (("x", "HALF"), ("w", "HALF"), ("y", "HALF")),
                         "FLOAT", "aliased") not in REGISTRY
     ops = {k.op.split(":")[0] for k in REGISTRY.keys()}
-    assert len(ops) == 14
+    assert len(ops) == 16   # + SdpaAttributes, SdpaBackwardAttributes
     modes = {k.op.split(":")[1] for k in REGISTRY.keys() if k.op.startswith("PointwiseAttributes")}
     assert len(modes) == 47
 

@@ -8,8 +8,9 @@ from hipdnn_cabi.schemas._generated.schema_table import ENUMS, UNIONS
 
 FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "ConvMode", "ReductionMode")}
 UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
-TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3}
-NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16}
+TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "INT64": 7}
+NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16, "INT32": np.int32,
+      "INT64": np.int64}
 TOL = {"FLOAT": 2e-5, "HALF": 4e-3, "BFLOAT16": 3e-2}
 
 

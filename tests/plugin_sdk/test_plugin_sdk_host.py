@@ -46,7 +46,7 @@ LOAD = {
                "Error: RuntimeError: boom in all_ids",
     "bad_ids": "Failed to get all engine IDs. Status: HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR(3), "
                "Error: TypeError: an integer is required",
-    "all_ids:grow": "Engine count changed between calls (1 then 2)",
+    "all_ids:grow": "Number of engines returned does not match the number reported by the plugin",
 }
 # plugin handle create/destroy: hipdnnCreate/hipdnnDestroy succeed, the failure is logged
 LOGGED = {

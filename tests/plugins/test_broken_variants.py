@@ -25,7 +25,7 @@ print(json.dumps({"st": st, "err": err(), "engines": n[0], "plugins": m[0]}))
     ("wrong_type.c", "Wrong plugin type: expected HIPDNN_PLUGIN_TYPE_ENGINE, got HIPDNN_PLUGIN_TYPE_HEURISTIC"),
     ("no_engines.c", "No engines found in the plugin"),
     ("dup_ids.c", "Duplicate engine IDs found"),
-    ("count_changes.c", "Engine count changed between calls"),
+    ("count_changes.c", "Number of engines returned does not match the number reported by the plugin"),
     ("no_set_stream.c", "Failed to get symbol: hipdnnEnginePluginSetStream"),
 ])
 def test_refused_at_load(mini, src, needle):
@@ -88,7 +88,8 @@ g = standin_graph(hh)
 st, cfgs = heuristic_configs(g)
 print(json.dumps({"paths": n[0], "st": st, "cfgs": len(cfgs), "destroy": lib.hipdnnDestroy(hh)}))
 """, {"HIPDNN_PLUGIN_DIR": os.path.dirname(so)})
-    assert r == {"paths": 0, "st": 0, "cfgs": 0, "destroy": 0}
+    # the plugin stays loaded (listed, as hipDNN lists its manager's files) but unused here
+    assert r == {"paths": 1, "st": 0, "cfgs": 0, "destroy": 0}
 
 
 def test_set_stream_reaches_every_plugin(mini):

@@ -116,7 +116,7 @@ print(json.dumps({"st": st, "names": [n[0] for n in names(h[0])],
 def test_api_version_rejection_messages(mini):
     v2 = mini("v2", 'API_VERSION="2.0.0"', dirname="v2only")
     bad = mini("bad", 'API_VERSION="x"', dirname="badonly")
-    for so, needle in ((v2, "ENGINE PLUGIN ABI VALIDATION FAILED"), (bad, "unparsable API version")):
+    for so, needle in ((v2, "ENGINE PLUGIN ABI VALIDATION FAILED"), (bad, "reports an unparseable API version ('x')")):
         r = py("""
 h = ffi.new("hipdnnHandle_t*")
 print(json.dumps({"st": lib.hipdnnCreate(h), "err": err()}))

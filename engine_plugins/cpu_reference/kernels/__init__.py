@@ -12,7 +12,7 @@ at package level are the submodules; their functions are
 ``pointwise.pointwise`` / ``matmul.matmul`` and ``KERNELS["pointwise"]`` / ``KERNELS["matmul"]``.)
 """
 
-from . import batchnorm, conv, dtypes, layout, matmul, norms, pointwise, reduction
+from . import batchnorm, conv, dtypes, layout, matmul, norms, philox, pointwise, reduction, sdpa
 from .batchnorm import (batchnorm_bwd, batchnorm_inference, batchnorm_inference_variance,
                         batchnorm_train_fwd)
 from .conv import conv_bwd_data, conv_bwd_filter, conv_fwd, conv_output_shape
@@ -36,11 +36,14 @@ KERNELS = {
     "layernorm_bwd": layernorm_bwd,
     "rmsnorm_fwd": rmsnorm_fwd,
     "rmsnorm_bwd": rmsnorm_bwd,
+    "sdpa_fwd": sdpa.sdpa_fwd,
+    "sdpa_bwd": sdpa.sdpa_bwd,
 }
 
 __all__ = [
     "KERNELS", "POINTWISE_MODES", "REDUCTION_OPS",
-    "batchnorm", "conv", "dtypes", "layout", "matmul", "norms", "pointwise", "reduction",
+    "batchnorm", "conv", "dtypes", "layout", "matmul", "norms", "philox", "pointwise", "reduction",
+    "sdpa",
     "batchnorm_bwd", "batchnorm_inference", "batchnorm_inference_variance", "batchnorm_train_fwd",
     "conv_bwd_data", "conv_bwd_filter", "conv_fwd", "conv_output_shape",
     "layernorm_bwd", "layernorm_fwd", "rmsnorm_bwd", "rmsnorm_fwd",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType, Severity
 from ...errors import (BadParamError, HipdnnError, InternalError, NotFinalizedError,
                        NotSupportedError, NullPointerError)
-from .. import attrs, log, registry
+from .. import attrs, env, log, registry
 from .base import Descriptor, getter, setter
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
@@ -24,8 +24,7 @@ POLICY_STATIC = "SelectionHeuristic::StaticOrdering"
 
 
 def _env(name):
-    from ..env import get
-    return get(name)
+    return env.get(name)
 
 
 def _info(msg):
@@ -82,10 +81,10 @@ def static_ordering(candidates: list[int], names) -> list[int] | None:
     """MIOPEN_ENGINE first, the others in candidate order, MIOPEN_ENGINE_DETERMINISTIC last, our
     reference engines after that; or the HIPDNN_HEUR_FALLBACK_ENGINE_ORDER list (names, 0x-hex or
     decimal ids) when set."""
-    env = _env("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
-    if env and env.strip():
+    order = _env("HIPDNN_HEUR_FALLBACK_ENGINE_ORDER")
+    if order and order.strip():
         out = []
-        for tok in env.split(","):
+        for tok in order.split(","):
             tok = tok.strip()
             if not tok:
                 continue
@@ -154,9 +153,9 @@ class EngineHeuristicDescriptor(Descriptor):
         from .engine import handle_plugins
         hp = handle_plugins(self.graph)
         cands = hp.applicable(self.graph, self.find_first)
-        env = _env("HIPDNN_HEUR_POLICY_ORDER")
-        if env is not None and env.strip():
-            order = parse_policy_env(env)
+        policy_env = _env("HIPDNN_HEUR_POLICY_ORDER")
+        if policy_env is not None and policy_env.strip():
+            order = parse_policy_env(policy_env)
         elif self.policy_order is not None:
             order = list(self.policy_order)
         else:

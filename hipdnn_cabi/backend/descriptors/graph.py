@@ -19,7 +19,7 @@ from ..._generated.enums import AttributeName as A, AttributeType as T, DataType
 from ...errors import BadParamError, NotFinalizedError, NotSupportedError, NullPointerError
 from .. import attrs, graph_fb, registry
 from ..handle import Handle
-from .base import Descriptor, getter, setter
+from .base import Descriptor, getter, handle_attribute, setter
 from .operations import BY_UNION, OperationDescriptor, dtype_from_fb, dtype_to_fb
 from .tensor import DEFAULT_ALIGNMENT, TensorDescriptor
 
@@ -166,13 +166,7 @@ class GraphDescriptor(Descriptor):
     # ---------------------------------------------------------------- set
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        h = attrs.set_pointer(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_HANDLE)
-        if not h:
-            raise NullPointerError(f"{ctx}: handle is nullptr")
-        obj = registry.objects.get(h)
-        if not isinstance(obj, Handle):
-            raise NullPointerError(f"{ctx}: invalid or destroyed hipdnnHandle_t")
-        self.handle = obj
+        self.handle = handle_attribute(ctx, atype, count, arr, nbytes)
 
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
     def _set_ops(self, ctx, atype, count, arr, nbytes):
@@ -391,7 +385,8 @@ def _log_graph(g) -> None:
     """HIPDNN_LOG_GRAPH_DIR (spec §7): write graph_<uuid>.json for every finalized graph.
     Best effort: a write failure is logged, never an API failure."""
     import os
-    d = os.environ.get("HIPDNN_LOG_GRAPH_DIR", "").strip()
+    from .. import env
+    d = env.get_stripped("HIPDNN_LOG_GRAPH_DIR")
     if not d:
         return
     try:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 
-from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import BadParamError, ExecutionFailedError, NullPointerError
-from .. import attrs, registry
+from ..._generated.enums import AttributeName as A, DescriptorType
+from ...errors import BadParamError, ExecutionFailedError
+from .. import attrs
 from ..handle import Handle
-from .base import Descriptor, getter, setter
+from .base import Descriptor, getter, handle_attribute, setter
 
 
 class _HostTimer:
@@ -88,12 +88,7 @@ class ProfilingControlDescriptor(Descriptor):
 
     @setter(A.HIPDNN_ATTR_PROFILING_HANDLE_EXT)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        h = attrs.set_pointer(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_HANDLE)
-        if not h:
-            raise NullPointerError(f"{ctx}: handle is nullptr")
-        obj = registry.objects.get(h)
-        if not isinstance(obj, Handle):
-            raise NullPointerError(f"{ctx}: invalid or destroyed hipdnnHandle_t")
+        obj = handle_attribute(ctx, atype, count, arr, nbytes)
         if self.timer is not None:
             self.timer.close()
         self.handle, self.timer = obj, _timer_for(obj)

@@ -23,10 +23,12 @@ from .execution import ExecutionMixin
 from .lowering import LoweringMixin
 from .ops import OpsMixin
 from .plans import PlansMixin
+from .selection import SelectionMixin
 from .serialization import SerializationMixin
 
 
-class Graph(OpsMixin, LoweringMixin, PlansMixin, ExecutionMixin, SerializationMixin):
+class Graph(OpsMixin, LoweringMixin, PlansMixin, SelectionMixin, ExecutionMixin,
+            SerializationMixin):
     """A hipDNN operation graph (shaped like hipDNN's Python bindings / cudnn-frontend ``pygraph``).
 
     ``Graph(handle=None, io_data_type=None, intermediate_data_type=None, compute_data_type=None,

@@ -7,7 +7,7 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError
 from .. import _infer
-from .._ops import SPECS
+from .._ops import SDPA_PARAMS, SPECS
 from ..handle import Handle
 from ..tensor import scalar_bytes
 from ._types import _PW_FLOATS
@@ -76,6 +76,14 @@ class LoweringMixin:
         elif n.kind == "rmsnorm":
             out.append((A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT, T.HIPDNN_TYPE_NORM_FWD_PHASE,
                         [int(at["phase"])]))
+        elif n.kind in ("sdpa", "sdpa_backward"):
+            for key, fwd, bwd, tname in SDPA_PARAMS:
+                name = fwd if n.kind == "sdpa" else bwd
+                v = at.get(key)
+                if name is None or v is None:
+                    continue
+                cast = {"BOOLEAN": bool, "FLOAT": float}.get(tname, int)
+                out.append((A["HIPDNN_ATTR_" + name], T["HIPDNN_TYPE_" + tname], [cast(v)]))
         spec = SPECS[n.kind]
         if n.compute_data_type is not None and spec.comp is not None:
             out.append((spec.comp, T.HIPDNN_TYPE_DATA_TYPE, [int(n.compute_data_type)]))

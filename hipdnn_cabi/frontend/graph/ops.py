@@ -2,10 +2,53 @@
 reduction, norms, pointwise and its named shortcuts)."""
 from __future__ import annotations
 
-from ..._generated.enums import ConvolutionMode, PointwiseMode, ReduceTensorOp
+from ..._generated.enums import ConvolutionMode, DataType, DiagonalAlignment, PointwiseMode, ReduceTensorOp
 from ...errors import BadParamError
 from .._ops import NormFwdPhase
+from ..tensor import Tensor
 from ._types import _pw
+
+
+def _sdpa_attrs(what, attn_scale, use_causal_mask, use_causal_mask_bottom_right,
+                sliding_window_length, diagonal_alignment, left_bound, right_bound,
+                use_padding_mask, seq_len_q, seq_len_kv, attn_mask, use_alibi_mask, dropout):
+    """Inputs and attributes shared by sdpa / sdpa_backward (cudnn-frontend pygraph's options)."""
+    ins, attrs = {}, {}
+    if isinstance(attn_scale, Tensor):
+        ins["scale"] = attn_scale
+    elif attn_scale is not None:
+        attrs["attn_scale_value"] = float(attn_scale)
+    if sliding_window_length is not None:
+        # cudnn-frontend: a sliding window of w keys ending at the (causal) diagonal
+        if left_bound is not None:
+            raise BadParamError(f"{what}: sliding_window_length and diagonal_band_left_bound")
+        left_bound = int(sliding_window_length)
+        if right_bound is None and not use_causal_mask_bottom_right:
+            use_causal_mask = True
+    if use_padding_mask and (seq_len_q is None or seq_len_kv is None):
+        raise BadParamError(f"{what}: use_padding_mask needs seq_len_q and seq_len_kv")
+    ins.update(seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, attn_mask=attn_mask)
+    attrs.update(causal_mask=bool(use_causal_mask),
+                 causal_mask_bottom_right=bool(use_causal_mask_bottom_right),
+                 padding_mask=bool(use_padding_mask), alibi_mask=bool(use_alibi_mask),
+                 left_bound=None if left_bound is None else int(left_bound),
+                 right_bound=None if right_bound is None else int(right_bound))
+    if diagonal_alignment is not None:
+        attrs["diagonal_alignment"] = DiagonalAlignment(diagonal_alignment)
+    if dropout is not None:
+        dropout = tuple(dropout)
+        if len(dropout) == 3:
+            p, seed, offset = dropout
+            if not 0.0 <= float(p) < 1.0:
+                raise BadParamError(f"{what}: dropout probability {p} not in [0, 1)")
+            attrs["dropout_probability"] = float(p)
+            ins.update(seed=seed, offset=offset)
+        elif len(dropout) == 2:
+            mask, scale = dropout
+            ins.update(dropout_mask=mask, dropout_scale=scale)
+        else:
+            raise BadParamError(f"{what}: dropout is (probability, seed, offset) or (mask, scale)")
+    return ins, attrs
 
 
 class OpsMixin:
@@ -79,6 +122,57 @@ class OpsMixin:
     def matmul(self, A, B, *, compute_data_type=None, name=""):
         """C = A @ B with batch broadcasting; C dims are inferred."""
         return self._add("matmul", dict(a=A, b=B), ("c",), {}, compute_data_type, name).outputs["c"]
+
+    def sdpa(self, q, k, v, attn_scale=None, is_inference=None, *, generate_stats=None,
+             use_causal_mask=False, use_causal_mask_bottom_right=False, sliding_window_length=None,
+             diagonal_alignment=None, diagonal_band_left_bound=None,
+             diagonal_band_right_bound=None, use_padding_mask=False, seq_len_q=None,
+             seq_len_kv=None, attn_mask=None, bias=None, use_alibi_mask=False, dropout=None,
+             compute_data_type=None, name=""):
+        """Scaled dot-product attention: ``o, stats = g.sdpa(q, k, v, ...)`` with q [B, Hq, Sq, D],
+        k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv].  ``attn_scale`` is a float (baked attribute) or
+        a scalar Tensor (by value or runtime); ``dropout`` is ``(probability, seed, offset)`` or
+        ``(mask, scale)``; ``attn_mask`` (alias ``bias``) is additive, or a boolean keep mask.
+        ``stats`` ([B, Hq, Sq, 1] float32 log-sum-exp) is None when ``is_inference`` (or
+        ``generate_stats=False``)."""
+        if attn_mask is not None and bias is not None:
+            raise BadParamError("sdpa: attn_mask and bias are the same input; pass one")
+        if generate_stats is None:
+            generate_stats = not bool(is_inference) if is_inference is not None else True
+        ins, attrs = _sdpa_attrs("sdpa", attn_scale, use_causal_mask, use_causal_mask_bottom_right,
+                                 sliding_window_length, diagonal_alignment,
+                                 diagonal_band_left_bound, diagonal_band_right_bound,
+                                 use_padding_mask, seq_len_q, seq_len_kv,
+                                 attn_mask if attn_mask is not None else bias, use_alibi_mask,
+                                 dropout)
+        attrs["generate_stats"] = bool(generate_stats)
+        outs = ("o", "stats") if generate_stats else ("o",)
+        n = self._add("sdpa", dict(q=q, k=k, v=v, **ins), outs, attrs, compute_data_type, name)
+        st = n.outputs.get("stats")
+        if st is not None and st.data_type is None:
+            st.data_type = DataType.HIPDNN_DATA_FLOAT
+        return n.outputs["o"], st
+
+    def sdpa_backward(self, q, k, v, o, dO, stats, attn_scale=None, *, use_causal_mask=False,
+                      use_causal_mask_bottom_right=False, sliding_window_length=None,
+                      diagonal_alignment=None, diagonal_band_left_bound=None,
+                      diagonal_band_right_bound=None, use_padding_mask=False, seq_len_q=None,
+                      seq_len_kv=None, attn_mask=None, bias=None, use_alibi_mask=False,
+                      dropout=None, compute_data_type=None, name=""):
+        """SDPA backward: ``dq, dk, dv = g.sdpa_backward(q, k, v, o, dO, stats, ...)`` with the
+        options of :meth:`sdpa` (the same values the forward used)."""
+        if attn_mask is not None and bias is not None:
+            raise BadParamError("sdpa_backward: attn_mask and bias are the same input; pass one")
+        ins, attrs = _sdpa_attrs("sdpa_backward", attn_scale, use_causal_mask,
+                                 use_causal_mask_bottom_right, sliding_window_length,
+                                 diagonal_alignment, diagonal_band_left_bound,
+                                 diagonal_band_right_bound, use_padding_mask, seq_len_q,
+                                 seq_len_kv, attn_mask if attn_mask is not None else bias,
+                                 use_alibi_mask, dropout)
+        n = self._add("sdpa_backward", dict(q=q, k=k, v=v, o=o, do=dO, stats=stats, **ins),
+                      ("dq", "dk", "dv"), attrs, compute_data_type, name)
+        out = n.outputs
+        return out["dq"], out["dk"], out["dv"]
 
     def reduction(self, input, mode, *, compute_data_type=None, is_deterministic=None, name=""):
         """Reduction (``mode``: ReduceTensorOp); set the output dims with ``set_dim``."""

@@ -58,15 +58,19 @@ class PlansMixin:
         except NotSupportedError:
             return None
 
-    def _run_heuristic(self):
-        """§2.3: ENGINEHEUR (graph, FALLBACK) → finalized ENGINECFGs and their engine ids."""
+    def _run_heuristic(self, modes=None):
+        """§2.3: ENGINEHEUR (graph, FALLBACK[, POLICY_ORDER_EXT for heur_mode B/FALLBACK]) →
+        finalized ENGINECFGs and their engine ids."""
         a = self.api
+        order = self._policy_order_for(modes)
         heur = a.create(D.HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)
         cfgs, ids = [], []
         try:
             a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR,
                   [self._gdesc])
             a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_MODE, T.HIPDNN_TYPE_HEUR_MODE, [0])
+            if order is not None:
+                a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_POLICY_ORDER_EXT, T.HIPDNN_TYPE_INT64, order)
             a.finalize(heur, "finalize engine heuristic")
             count = a.get_count(heur, A.HIPDNN_ATTR_ENGINEHEUR_RESULTS, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
             if count <= 0:
@@ -104,11 +108,14 @@ class PlansMixin:
             a.destroy(e)
 
     def create_execution_plans(self, modes=None):
-        """Heuristics → one engine config and one (unfinalized) plan per applicable engine."""
+        """Heuristics (``modes``: heur_mode A/B/FALLBACK, see selection.py) → one engine config
+        and one (unfinalized) plan per applicable engine that passes the engine and behaviour-note
+        filters."""
         self._need_graph()
         self._release_plans()
         a = self.api
-        cfgs, ids = self._run_heuristic()
+        cfgs, ids = self._run_heuristic(modes)
+        cfgs, ids = self._filter_configs(cfgs, ids)
         self._cfgs, self._engine_ids = cfgs, ids
         try:
             # active index: preferred name -> preferred id -> 0

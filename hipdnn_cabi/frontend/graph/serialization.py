@@ -8,9 +8,10 @@ import numpy as np
 
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
-from ..._generated.enums import ConvolutionMode, DataType, PointwiseMode, ReduceTensorOp
+from ..._generated.enums import (ConvolutionMode, DataType, DiagonalAlignment, PointwiseMode,
+                                 ReduceTensorOp)
 from ...errors import BadParamError, NotSupportedError
-from .._ops import BY_OPTYPE, NormFwdPhase
+from .._ops import BY_OPTYPE, SDPA_PARAMS, NormFwdPhase
 from ..handle import Handle
 from ..tensor import Tensor, element_size
 from ._types import _CONTENT_PLAN, _PW_FLOATS, _SERIALIZE_PLAN_NOTE, _Node
@@ -332,6 +333,16 @@ class SerializationMixin:
             ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT,
                                T.HIPDNN_TYPE_NORM_FWD_PHASE)
             attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
+        elif kind in ("sdpa", "sdpa_backward"):
+            for key, fwd, bwd, tname in SDPA_PARAMS:
+                name = fwd if kind == "sdpa" else bwd
+                if name is None:
+                    continue
+                v = self._get_one(op, A["HIPDNN_ATTR_" + name], T["HIPDNN_TYPE_" + tname])
+                if v is not None:
+                    v = {"BOOLEAN": bool, "FLOAT": float, "INT64": int}.get(
+                        tname, DiagonalAlignment)(v)
+                attrs[key] = v
         comp = None
         if spec.comp is not None:
             v = self._get_one(op, spec.comp, T.HIPDNN_TYPE_DATA_TYPE)

@@ -8,6 +8,12 @@
  *   FAIL_APPLICABLE      GetApplicableEngineIds fails with INTERNAL_ERROR + a message
  *   FAIL_EXECUTE         ExecuteOpGraph fails with BAD_PARAM + a message
  *   EXEC_SLEEP_MS=n      ExecuteOpGraph sleeps n ms (a slow engine, for autotune tests)
+ *   LOG_HOOKS            export hipdnnPluginSetLoggingCallback and hipdnnPluginSetLogLevel; the level
+ *                        hook logs "mini_x: pluginSetLogLevel level=N" at severity N (as hipDNN's test
+ *                        plugin does), nothing for OFF
+ *   FAIL_SET_LOG_LEVEL   (with LOG_HOOKS) hipdnnPluginSetLogLevel fails with INTERNAL_ERROR + a message
+ *   FAIL_ENGINE_NAME     GetEngineName fails with INTERNAL_ERROR + a message
+ *   REPORTED_NAME="N"    GetEngineName answers N (the engine id stays the hash of ENGINE_NAME)
  * The broken variants that need other code are small C files beside this one: each defines
  * OWN_<symbol> for the functions it replaces (or leaves out), includes this file, and writes its own.
  */
@@ -59,12 +65,36 @@ P hipdnnEnginePluginGetAllEngineIds(int64_t* ids, uint32_t max, uint32_t* n)
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 #endif
+#ifdef LOG_HOOKS
+#include <stdio.h>
+static hipdnnCallback_t g_log_cb;
+P hipdnnPluginSetLoggingCallback(hipdnnCallback_t cb) { g_log_cb = cb; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+P hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
+{
+#ifdef FAIL_SET_LOG_LEVEL
+    (void)level;
+    g_err = "mini: log level refused";
+    return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+#else
+    char msg[128];
+    snprintf(msg, sizeof msg, "mini_" MINI_TAG ": pluginSetLogLevel level=%d", (int)level);
+    if(g_log_cb && level != HIPDNN_SEV_OFF) g_log_cb(level, msg);
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#endif
+}
+#endif
 #ifndef NO_ENGINE_NAME
 P hipdnnEnginePluginGetEngineName(int64_t id, const char** name)
 {
     (void)id;
-#ifdef BAD_NAME_HASH
+#ifdef FAIL_ENGINE_NAME
+    g_err = "mini: no name today";
+    return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+#endif
+#if defined(BAD_NAME_HASH)
     *name = "NOT_THE_HASHED_NAME";
+#elif defined(REPORTED_NAME)
+    *name = REPORTED_NAME;
 #else
     *name = ENGINE_NAME;
 #endif

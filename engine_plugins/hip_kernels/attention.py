@@ -1,0 +1,287 @@
+"""SDPA nodes on the HIP engine: flash-attention forward and backward (kernels/attention_fwd.hip,
+kernels/attention_bwd.hip on the mma.sync building blocks of kernels/hdn_mma.h; dropout from
+kernels/hdn_philox.h, the stream the CPU reference draws).
+
+Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] with
+D = Dv in {64, 128}, unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...);
+Hq a multiple of Hkv; causal (top-left / bottom-right), left/right bands with either diagonal
+alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribute, by-value
+constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
+float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
+else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
+K/V, fp8 scales) is not applicable here (the CPU reference engine implements most of it).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import codegen as cg
+
+FWD, BWD = "SdpaAttributes", "SdpaBackwardAttributes"
+IO = {
+    FWD: (("q", "k", "v", "attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
+           "dropout_mask", "dropout_scale", "page_table_k", "page_table_v", "block_mask",
+           "sink_token", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"),
+          ("o", "stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o")),
+    BWD: (("q", "k", "v", "o", "do", "stats", "scale", "attn_mask", "seq_len_q", "seq_len_kv",
+           "seed", "offset", "dropout_mask", "dropout_scale", "dropout_scale_inv"),
+          ("dq", "dk", "dv", "dbias")),
+}
+# roles the kernels implement; any other present role makes the node not applicable
+USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset"},
+        BWD: {"q", "k", "v", "o", "do", "stats", "dq", "dk", "dv", "scale", "seq_len_q",
+              "seq_len_kv", "seed", "offset", "dropout_scale_inv"}}
+DATA = {FWD: ("q", "k", "v", "o"), BWD: ("q", "k", "v", "o", "do", "dq", "dk", "dv")}
+MMA = {"HALF": "f16", "BFLOAT16": "bf16"}
+CONV = {"HALF": ("hdn_half_bits_to_float(x)", "hdn_from_float<hdn_half>(x).bits"),
+        "BFLOAT16": ("hdn_bf16_bits_to_float(x)", "hdn_from_float<hdn_bf16>(x).bits")}
+FWD_NW = 4
+PREFIX = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "G", "dq": "DQ", "dk": "DK", "dv": "DV",
+          "stats": "L"}
+
+
+class NotApplicable(Exception):
+    pass
+
+
+def _need(c, why):
+    if not c:
+        raise NotApplicable(why)
+
+
+def _dims(t):
+    return [int(d) for d in t.dims]
+
+
+def _st(t):
+    return [int(s) for s in t.strides]
+
+
+def check(node, r):
+    """Raise NotApplicable unless the kernels implement this node (r: role -> tensor)."""
+    k = node.kind
+    a = node.attrs
+    for role in r:
+        _need(role in USED[k], f"{k}: {role} is not supported by the HIP engine")
+    for role in DATA[k]:
+        _need(role in r, f"{k}: {role} missing")
+        t = r[role]
+        _need(t.value is None and not t.is_runtime_pass_by_value, f"{k}: {role} is a scalar")
+        _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
+        _need(cg.dtype_name(t.dtype) in MMA, f"{k}: {role} must be HALF or BFLOAT16")
+        s = _st(t)
+        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
+              f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
+    _need(len({cg.dtype_name(r[x].dtype) for x in DATA[k]}) == 1, f"{k}: mixed data types")
+    B, H, Sq, D = _dims(r["q"])
+    _, Hkv, Skv, Dk = _dims(r["k"])
+    _need(_dims(r["v"]) == [B, Hkv, Skv, D] and Dk == D, f"{k}: k/v shapes")
+    _need(D in (64, 128), f"{k}: head dim {D} (64 or 128 on the HIP engine)")
+    _need(Hkv >= 1 and H % Hkv == 0, f"{k}: Hq % Hkv != 0")
+    _need(_dims(r["o"]) == [B, H, Sq, D], f"{k}: o shape")
+    if k == BWD:
+        _need(_dims(r["do"]) == [B, H, Sq, D], "do shape")
+        for g, x in (("dq", "q"), ("dk", "k"), ("dv", "v")):
+            _need(_dims(r[g]) == _dims(r[x]), f"{g} shape")
+        _need("stats" in r, "stats missing")
+    if "stats" in r:
+        t = r["stats"]
+        _need(cg.dtype_name(t.dtype) == "FLOAT" and _dims(t) == [B, H, Sq, 1] and t.value is None,
+              f"{k}: stats must be FLOAT [B, H, Sq, 1]")
+    _need(not a.get("alibi_mask"), f"{k}: ALiBi is not supported by the HIP engine")
+    for b in ("left_bound", "right_bound"):
+        _need(a.get(b) is None or int(a[b]) >= 0, f"{k}: negative {b}")
+    if "scale" in r:
+        t = r["scale"]
+        _need(t.numel == 1 and cg.dtype_name(t.dtype) == "FLOAT", f"{k}: scale must be 1 FLOAT")
+    p = a.get("dropout_probability")
+    if p:
+        _need(0 < float(p) < 1, f"{k}: dropout probability {p}")
+        _need("seed" in r and "offset" in r, f"{k}: dropout needs seed and offset")
+    for x in ("seed", "offset"):
+        if x in r:
+            _need(r[x].numel == 1 and cg.dtype_name(r[x].dtype) in ("INT32", "INT64")
+                  and not r[x].is_runtime_pass_by_value, f"{k}: {x} must be 1 INT32/INT64")
+    for x in ("seq_len_q", "seq_len_kv"):
+        if x in r:
+            t = r[x]
+            _need(t.numel == B and cg.dtype_name(t.dtype) in ("INT32", "INT64") and t.value is None,
+                  f"{k}: {x} must hold B INT32/INT64 values")
+    if a.get("padding_mask"):
+        _need("seq_len_q" in r and "seq_len_kv" in r, f"{k}: padding without lengths")
+    cd = cg.dtype_name(node.compute_dtype)
+    _need(cd in ("FLOAT", "UNSET"), f"{k}: compute type {cd}")
+
+
+def _bool(a, key):
+    return 1 if a.get(key) else 0
+
+
+def drop_threshold(p):
+    p = float(np.float32(p))
+    return int(min(math.floor(p * 4294967296.0), 4294967295.0))
+
+
+def _prelude(node, r, defines, params, args, loc):
+    """Shared defines / parameters: masks, lengths, scale, dropout, strides of the data tensors."""
+    a = node.attrs
+    B, H, Sq, D = _dims(r["q"])
+    Hkv, Skv = _dims(r["k"])[1:3]
+    io = cg.dtype_name(r["q"].dtype)
+    br = cg.FB_NAMES.get("DiagonalAlignment", {}).get(a.get("diagonal_alignment"))
+    if br is None:
+        br = "BOTTOM_RIGHT" if a.get("diagonal_alignment") == 1 else "TOP_LEFT"
+    causal_br = bool(a.get("causal_mask_bottom_right"))
+    d = dict(HD=D, GRP=H // Hkv, HQ=H, NB=B, SQ=Sq, SKV=Skv, CAUSAL=_bool(a, "causal_mask"),
+             CAUSAL_BR=int(causal_br),
+             BR_ALIGN=int(br == "BOTTOM_RIGHT" or (causal_br and not a.get("causal_mask"))),
+             HAS_RB=int(a.get("right_bound") is not None), RB=int(a.get("right_bound") or 0),
+             HAS_LB=int(a.get("left_bound") is not None), LB=int(a.get("left_bound") or 0))
+    defines.update(d)
+    defines["HDN_MMA_TYPE"] = f'"{MMA[io]}"'
+    for role, t in r.items():
+        if role in PREFIX:
+            s = _st(t)
+            P = PREFIX[role]
+            defines[P + "SB"], defines[P + "SH"], defines[P + "SS"] = s[0], s[1], s[2]
+    lens_p, lens_a = "", ""
+    pad = "seq_len_q" in r and "seq_len_kv" in r   # as the CPU reference: lengths given = used
+    defines["PADDING"] = int(bool(pad))
+    if pad:
+        for role, nm, key in (("seq_len_q", "seq_q", "SLQ"), ("seq_len_kv", "seq_kv", "SLKV")):
+            t = r[role]
+            ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
+            dd = _dims(t)
+            bdim = next((j for j, x in enumerate(dd) if x == B), 0) if B > 1 else 0
+            defines[key + "_STRIDE"] = _st(t)[bdim] if B > 1 else 0
+            lens_p += f", const {ct}* __restrict__ {nm}"
+            lens_a += f", {nm}"
+    defines["HDN_ATTN_LEN_PARAMS"] = lens_p
+    defines["HDN_ATTN_LEN_ARGS"] = lens_a
+    p = a.get("dropout_probability")
+    defines["DROPOUT"] = int(bool(p))
+    extra_p, extra_a = [], []
+    if p:
+        defines["DTHR"] = f"{drop_threshold(p)}u"
+        defines["DSCALE"] = cg.flit(1.0 / (1.0 - float(np.float32(p))))
+        for role, nm in (("seed", "seedp"), ("offset", "offp")):
+            t = r[role]
+            ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
+            if t.value is not None:
+                v = t.value[0] if isinstance(t.value, (list, tuple)) else t.value
+                defines[f"HDN_{nm.upper()}_VALUE"] = int(v)
+                extra_p.append(f"const {ct}* __restrict__ {nm}_unused")
+                extra_a.append(None)
+            else:
+                extra_p.append(f"const {ct}* __restrict__ {nm}")
+                extra_a.append(loc[t.uid])
+    else:
+        defines["DTHR"], defines["DSCALE"] = "0u", "1.0f"
+    # scale: attribute / constant (baked), runtime scalar (by value), device tensor (pointer)
+    t = r.get("scale")
+    if t is None:
+        v = a.get("attn_scale_value")
+        defines["SCALE_MODE"], defines["SCALE_VALUE"] = 0, cg.flit(1.0 if v is None else float(v))
+    elif t.value is not None:
+        v = t.value[0] if isinstance(t.value, (list, tuple)) else t.value
+        defines["SCALE_MODE"], defines["SCALE_VALUE"] = 0, cg.flit(float(np.float32(v)))
+    elif t.is_runtime_pass_by_value:
+        defines["SCALE_MODE"], defines["SCALE_VALUE"] = 1, "0.f"
+        extra_p.append("float scale_rt")
+        extra_a.append(("s", t.uid))
+    else:
+        defines["SCALE_MODE"], defines["SCALE_VALUE"] = 2, "0.f"
+        extra_p.append("const float* __restrict__ scale_p")
+        extra_a.append(loc[t.uid])
+    return extra_p, extra_a
+
+
+def _source(kernel_file, defines):
+    lines = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"']
+    for k, v in defines.items():
+        lines.append(f"#define {k} {v}")
+    body = cg.read_kernel(kernel_file)
+    # baked seed / offset: the kernel reads *seedp / *offp; give them constant storage
+    for nm in ("seedp", "offp"):
+        key = f"HDN_{nm.upper()}_VALUE"
+        if key in defines:
+            body = body.replace(f"*{nm};", f"(long long){key}LL;")
+    return "\n".join(lines) + "\n" + body
+
+
+def _ptr_args(roles, r, loc):
+    return [loc[r[x].uid] for x in roles]
+
+
+def _finish(extra_p, extra_a, base_p, base_a):
+    ps = base_p + [p for p in extra_p]
+    as_ = base_a + extra_a
+    keep = [i for i, x in enumerate(as_) if x is not None]
+    return ", ".join(ps[i] for i in keep), [as_[i] for i in keep]
+
+
+def emit(prog, node, r, loc, tag):
+    """Append the launch steps of one SDPA node to ``prog``."""
+    check(node, r)
+    B, H, Sq, D = _dims(r["q"])
+    Hkv, Skv = _dims(r["k"])[1:3]
+    defines = {}
+    extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
+    u16 = "const hdn_u16* __restrict__"
+    if node.kind == FWD:
+        defines["NW"] = FWD_NW
+        has_stats = "stats" in r
+        defines["HAS_STATS"] = int(has_stats)
+        if not has_stats:
+            defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
+        base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
+                  "float* __restrict__ LSE"]
+        base_a = _ptr_args(("q", "k", "v", "o"), r, loc) + [loc[r["stats"].uid] if has_stats else None]
+        lens = [(x, loc[r[x].uid]) for x in ("seq_len_q", "seq_len_kv") if defines["PADDING"]]
+        ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + [a for _, a in lens])
+        defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
+        src = _source("attention_fwd.hip", defines)
+        BM = 16 * FWD_NW
+        smem = (BM + 128) * D * 2
+        name = "hdn_attn_fwd"
+        prog.steps.append(("launch", src, name, ((Sq + BM - 1) // BM, H, B), (32 * FWD_NW, 1, 1),
+                           as_, smem))
+        return
+    # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, D] fp32 (zeroed)
+    io = cg.dtype_name(r["q"].dtype)
+    defines["HDN_TO_FLOAT(x)"] = CONV[io][0]
+    defines["HDN_FROM_FLOAT(x)"] = CONV[io][1]
+    n_rows = B * H * Sq
+    ws_d = prog.ws_alloc(n_rows * 4)
+    ws_q = prog.ws_alloc(n_rows * D * 4)
+    lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
+    main_p = [f"{u16} Q", f"{u16} K", f"{u16} V", f"{u16} dO", "const float* __restrict__ LSE",
+              "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV",
+              "const float* __restrict__ Dsum", "float* __restrict__ dQacc"] + _len_params(defines)
+    main_a = (_ptr_args(("q", "k", "v", "do", "stats", "dk", "dv"), r, loc)
+              + [("ws", ws_d), ("ws", ws_q)] + lens)
+    ps, as_ = _finish(extra_p, extra_a, main_p, main_a)
+    defines["HDN_ATTN_BWD_PARAMS"] = ps
+    pre_p, pre_a = _finish(extra_p, extra_a, [f"{u16} O", f"{u16} dO", "float* __restrict__ Dsum"],
+                           _ptr_args(("o", "do"), r, loc) + [("ws", ws_d)])
+    defines["HDN_ATTN_PRE_PARAMS"] = pre_p
+    dq_p, dq_a = _finish(extra_p, extra_a, ["const float* __restrict__ dQacc",
+                                            "hdn_u16* __restrict__ dQ"],
+                         [("ws", ws_q), loc[r["dq"].uid]])
+    defines["HDN_ATTN_DQ_PARAMS"] = dq_p
+    src = _source("attention_bwd.hip", defines)
+    prog.steps.append(("memset", ws_q, n_rows * D * 4))
+    prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
+                       pre_a))
+    smem = (2 * 64 + 2 * 64) * D * 2 + 64 * 64 * 2 + 2 * 64 * 4
+    prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64, Hkv, B), (128, 1, 1),
+                       as_, smem))
+    prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
+                       (256, 1, 1), dq_a))
+
+
+def _len_params(defines):
+    p = defines["HDN_ATTN_LEN_PARAMS"]
+    return [x.strip() for x in p.split(",") if x.strip()]

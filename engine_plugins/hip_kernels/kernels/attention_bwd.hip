@@ -1,0 +1,310 @@
+// attention_bwd.hip - flash-attention backward (FlashAttention-2 schedule) on mma.sync m16n8k16,
+// recomputing P from the forward statistics; three kernels:
+//  hdn_attn_bwd_pre : Dsum[b][h][i] = sum_d dO * O (fp32, workspace)
+//  hdn_attn_bwd     : one block = 64 keys of one (b, kv head); loops over the query heads of its
+//                     group and the query tiles its masks reach.  Each warp owns 16 keys: it
+//                     computes Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for its keys, P = exp(S - lse), dV += Pᵀ dO,
+//                     dSᵀ = Pᵀ (dPᵀ - Dsum), dK += dSᵀ Q in registers (no atomics: GQA's dK/dV
+//                     sum stays inside the block), then dSᵀ goes through shared memory and every
+//                     warp adds its 16 query rows of dS K into the fp32 dQ accumulator (red.add).
+//  hdn_attn_bwd_dq  : dq = scale * dQacc in dq's type and strides.
+#ifndef HDN_GENERATED
+#define HDN_MMA_TYPE "f16"
+#define HD 128
+#define GRP 2
+#define NB 1
+#define HQ 2
+#define SQ 128
+#define SKV 128
+#define QSB 32768
+#define QSH 16384
+#define QSS 128
+#define KSB 16384
+#define KSH 16384
+#define KSS 128
+#define VSB 16384
+#define VSH 16384
+#define VSS 128
+#define OSB 32768
+#define OSH 16384
+#define OSS 128
+#define GSB 32768
+#define GSH 16384
+#define GSS 128
+#define DQSB 32768
+#define DQSH 16384
+#define DQSS 128
+#define DKSB 16384
+#define DKSH 16384
+#define DKSS 128
+#define DVSB 16384
+#define DVSH 16384
+#define DVSS 128
+#define LSB 256
+#define LSH 128
+#define LSS 1
+#define CAUSAL 1
+#define CAUSAL_BR 0
+#define BR_ALIGN 0
+#define HAS_RB 0
+#define RB 0
+#define HAS_LB 0
+#define LB 0
+#define PADDING 0
+#define DROPOUT 0
+#define DTHR 0u
+#define DSCALE 1.0f
+#define SCALE_MODE 0
+#define SCALE_VALUE 0.088388f
+#define HDN_ATTN_LEN_PARAMS
+#define HDN_ATTN_LEN_ARGS
+#define HDN_ATTN_BWD_PARAMS const hdn_u16* __restrict__ Q, const hdn_u16* __restrict__ K, \
+    const hdn_u16* __restrict__ V, const hdn_u16* __restrict__ dO, const float* __restrict__ LSE, \
+    hdn_u16* __restrict__ dK, hdn_u16* __restrict__ dV, const float* __restrict__ Dsum, \
+    float* __restrict__ dQacc
+#define HDN_ATTN_PRE_PARAMS const hdn_u16* __restrict__ O, const hdn_u16* __restrict__ dO, \
+    float* __restrict__ Dsum
+#define HDN_ATTN_DQ_PARAMS const float* __restrict__ dQacc, hdn_u16* __restrict__ dQ
+#define HDN_TO_FLOAT(x) hdn_half_bits_to_float(x)
+#define HDN_FROM_FLOAT(x) hdn_from_float<hdn_half>(x).bits
+#endif
+#include "hdn_attention.h"
+
+#define BM 64
+#define BN 64
+#define NW 4
+#define NT 128
+#define DCH (HD / 8)
+
+#if SCALE_MODE == 0
+#define HDN_SCALE SCALE_VALUE
+#elif SCALE_MODE == 1
+#define HDN_SCALE scale_rt
+#else
+#define HDN_SCALE (*scale_p)
+#endif
+
+// one warp per row: Dsum = sum_d dO * O
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_pre(HDN_ATTN_PRE_PARAMS) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);   // (b, h, i) flat
+    if (row >= (long long)HQ * SQ * NB) return;
+    const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
+    const hdn_u16* o = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+    const hdn_u16* g = dO + (long long)b * GSB + (long long)h * GSH + (long long)i * GSS;
+    float s = 0.f;
+    for (int d = lane; d < HD; d += 32) s += HDN_TO_FLOAT(o[d]) * HDN_TO_FLOAT(g[d]);
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+    if (lane == 0) Dsum[row] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_dq(HDN_ATTN_DQ_PARAMS) {
+    const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (n >= (long long)NB * HQ * SQ * HD) return;
+    const int d = (int)(n % HD);
+    const long long row = n / HD;
+    const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
+    dQ[(long long)b * DQSB + (long long)h * DQSH + (long long)i * DQSS + d] =
+        HDN_FROM_FLOAT(dQacc[n] * HDN_SCALE);
+}
+
+extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAMS) {
+    extern __shared__ __align__(16) hdn_u16 hdn_smem[];
+    hdn_u16* Ks = hdn_smem;
+    hdn_u16* Vs = Ks + BN * HD;
+    hdn_u16* Qs = Vs + BN * HD;
+    hdn_u16* Gs = Qs + BM * HD;          // dO
+    hdn_u16* Ss = Gs + BM * HD;          // dSᵀ [key][query]
+    float* lse_s = reinterpret_cast<float*>(Ss + BN * BM);
+    float* dsum_s = lse_s + BM;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kv0 = blockIdx.x * BN, hk = blockIdx.y, b = blockIdx.z;
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    const float scale = HDN_SCALE;
+    const float sl2 = scale * HDN_LOG2E;
+    const hdn_u16* Kb = K + (long long)b * KSB + (long long)hk * KSH;
+    const hdn_u16* Vb = V + (long long)b * VSB + (long long)hk * VSH;
+#if DROPOUT
+    const unsigned long long seed = (unsigned long long)(long long)*seedp;
+    const unsigned long long doff = (unsigned long long)(long long)*offp;
+#endif
+    for (int c = tid; c < BN * DCH; c += NT) {
+        int r = c / DCH, ch = c % DCH;
+        bool in = kv0 + r < SKV;
+        long long rr = in ? kv0 + r : 0;
+        hdn_cp16(Ks + hdn_swz<DCH>(r, ch), Kb + rr * KSS + ch * 8, in);
+        hdn_cp16(Vs + hdn_swz<DCH>(r, ch), Vb + rr * VSS + ch * 8, in);
+    }
+    hdn_cp_commit();
+    // query rows these keys can see: llim <= j - i <= rlim  =>  j - rlim <= i <= j - llim
+    int ibeg = 0, iend = L.sq;
+    if (L.rlim < HDN_BIG) ibeg = hdn_imax(0, kv0 - L.rlim);
+    if (L.llim > -HDN_BIG) iend = hdn_imin(iend, kv0 + BN - 1 - L.llim + 1);
+    if (kv0 >= L.skv) iend = ibeg;
+    const int qb0 = ibeg / BM, qb1 = iend > ibeg ? (iend + BM - 1) / BM : qb0;
+
+    float dk[HD / 8][4], dv[HD / 8][4];
+#pragma unroll
+    for (int t = 0; t < HD / 8; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dk[t][e] = dv[t][e] = 0.f;
+    const int j0 = kv0 + warp * 16 + (lane >> 2);   // this thread's keys: j0, j0 + 8
+
+    for (int g = 0; g < GRP; ++g) {
+        const int h = hk * GRP + g;
+        const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
+        const hdn_u16* Gb = dO + (long long)b * GSB + (long long)h * GSH;
+        const float* Lb = LSE + (long long)b * LSB + (long long)h * LSH;
+        const float* Db = Dsum + ((long long)b * HQ + h) * SQ;
+        float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HD;
+#if DROPOUT
+        const unsigned long long dsub = (unsigned long long)b * HQ + h;
+#endif
+        for (int qb = qb0; qb < qb1; ++qb) {
+            const int q0 = qb * BM;
+            for (int c = tid; c < BM * DCH; c += NT) {
+                int r = c / DCH, ch = c % DCH;
+                bool in = q0 + r < SQ;
+                long long rr = in ? q0 + r : 0;
+                hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Qb + rr * QSS + ch * 8, in);
+                hdn_cp16(Gs + hdn_swz<DCH>(r, ch), Gb + rr * GSS + ch * 8, in);
+            }
+            hdn_cp_commit();
+            if (tid < BM) {
+                int i = q0 + tid;
+                float l = i < SQ ? Lb[(long long)i * LSS] : INFINITY;
+                lse_s[tid] = l * HDN_LOG2E;
+                dsum_s[tid] = i < SQ ? Db[i] : 0.f;
+            }
+            hdn_cp_wait<0>();
+            __syncthreads();
+            // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's 16 keys x 64 queries
+            float st[8][4], dp[8][4];
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) st[t][e] = dp[t][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < HD / 16; ++ks) {
+                unsigned ka[4], va[4];
+                hdn_ldsm4(ka, Ks + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+                hdn_ldsm4(va, Vs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+                for (int jp = 0; jp < 4; ++jp) {
+                    unsigned qf[4], gf[4];
+                    const int rr = jp * 16 + (lane & 7) + ((lane >> 4) << 3), cc = 2 * ks + ((lane >> 3) & 1);
+                    hdn_ldsm4(qf, Qs + hdn_swz<DCH>(rr, cc));
+                    hdn_ldsm4(gf, Gs + hdn_swz<DCH>(rr, cc));
+                    hdn_mma16816(st[2 * jp], ka, qf);
+                    hdn_mma16816(st[2 * jp + 1], ka, qf + 2);
+                    hdn_mma16816(dp[2 * jp], va, gf);
+                    hdn_mma16816(dp[2 * jp + 1], va, gf + 2);
+                }
+            }
+            const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
+                              (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
+                              (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
+            // P, dropout, dS (in place: st <- P (dropped) for dV, dp <- dS)
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int jj = j0 + 8 * (e >> 1), ii = q0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                    const int il = 8 * t + 2 * (lane & 3) + (e & 1);
+                    float p = exp2f(st[t][e] * sl2 - lse_s[il]);
+                    if (!(full || hdn_attn_ok(L, ii, jj)) || lse_s[il] == INFINITY) p = 0.f;
+                    float z = 1.f;
+#if DROPOUT
+                    {
+                        unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
+                        z = w >= DTHR ? DSCALE : 0.f;
+                    }
+#endif
+                    const float dpv = dp[t][e] * z;
+                    dp[t][e] = p * (dpv - dsum_s[il]);
+                    st[t][e] = p * z;
+                }
+            }
+            // dV += Pᵀ dO ; dK += dSᵀ Q   (A = the C fragments, B = dO / Q transposed)
+#pragma unroll
+            for (int ks = 0; ks < BM / 16; ++ks) {
+                unsigned pa[4] = {hdn_pack2(st[2 * ks][0], st[2 * ks][1]), hdn_pack2(st[2 * ks][2], st[2 * ks][3]),
+                                  hdn_pack2(st[2 * ks + 1][0], st[2 * ks + 1][1]),
+                                  hdn_pack2(st[2 * ks + 1][2], st[2 * ks + 1][3])};
+                unsigned sa[4] = {hdn_pack2(dp[2 * ks][0], dp[2 * ks][1]), hdn_pack2(dp[2 * ks][2], dp[2 * ks][3]),
+                                  hdn_pack2(dp[2 * ks + 1][0], dp[2 * ks + 1][1]),
+                                  hdn_pack2(dp[2 * ks + 1][2], dp[2 * ks + 1][3])};
+                {
+                    // stage dSᵀ for the dQ product: rows = keys, chunks = queries
+                    const int kr = warp * 16 + (lane >> 2);
+                    const int qc = 16 * ks + 2 * (lane & 3);
+                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, qc >> 3) + (qc & 7)) = sa[0];
+                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, qc >> 3) + (qc & 7)) = sa[1];
+                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, (qc + 8) >> 3) + (qc & 7)) = sa[2];
+                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, (qc + 8) >> 3) + (qc & 7)) = sa[3];
+                }
+#pragma unroll
+                for (int dpi = 0; dpi < HD / 16; ++dpi) {
+                    unsigned gb[4], qbf[4];
+                    const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = 2 * dpi + (lane >> 4);
+                    hdn_ldsm4t(gb, Gs + hdn_swz<DCH>(rr, cc));
+                    hdn_ldsm4t(qbf, Qs + hdn_swz<DCH>(rr, cc));
+                    hdn_mma16816(dv[2 * dpi], pa, gb);
+                    hdn_mma16816(dv[2 * dpi + 1], pa, gb + 2);
+                    hdn_mma16816(dk[2 * dpi], sa, qbf);
+                    hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
+                }
+            }
+            __syncthreads();
+            // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d]; warp w: queries 16w..
+#pragma unroll
+            for (int dc = 0; dc < HD / 32; ++dc) {
+                float aq[4][4];
+#pragma unroll
+                for (int t = 0; t < 4; ++t) aq[t][0] = aq[t][1] = aq[t][2] = aq[t][3] = 0.f;
+#pragma unroll
+                for (int ks = 0; ks < BN / 16; ++ks) {
+                    unsigned af[4];
+                    hdn_ldsm4t(af, Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                        2 * warp + ((lane >> 3) & 1)));
+#pragma unroll
+                    for (int dpi = 0; dpi < 2; ++dpi) {
+                        unsigned kb[4];
+                        hdn_ldsm4t(kb, Ks + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                         4 * dc + 2 * dpi + (lane >> 4)));
+                        hdn_mma16816(aq[2 * dpi], af, kb);
+                        hdn_mma16816(aq[2 * dpi + 1], af, kb + 2);
+                    }
+                }
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const int i = q0 + warp * 16 + (lane >> 2) + 8 * r;
+                        if (i < SQ) {
+                            float* dst = dQb + (long long)i * HD + 32 * dc + 8 * t + 2 * (lane & 3);
+                            atomicAdd(dst, aq[t][2 * r]);
+                            atomicAdd(dst + 1, aq[t][2 * r + 1]);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    hdn_cp_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int j = j0 + 8 * r;
+        if (j >= SKV) continue;
+        hdn_u16* dkr = dK + (long long)b * DKSB + (long long)hk * DKSH + (long long)j * DKSS;
+        hdn_u16* dvr = dV + (long long)b * DVSB + (long long)hk * DVSH + (long long)j * DVSS;
+#pragma unroll
+        for (int t = 0; t < HD / 8; ++t) {
+            const int d = 8 * t + 2 * (lane & 3);
+            *reinterpret_cast<unsigned*>(dkr + d) = hdn_pack2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
+            *reinterpret_cast<unsigned*>(dvr + d) = hdn_pack2(dv[t][2 * r], dv[t][2 * r + 1]);
+        }
+    }
+}

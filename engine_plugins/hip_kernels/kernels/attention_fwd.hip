@@ -1,0 +1,235 @@
+// attention_fwd.hip - flash-attention forward (FlashAttention-2 schedule) on mma.sync m16n8k16:
+// one block = BM = 16 * NW query rows of one (b, h); each warp keeps its 16 rows' Q fragments in
+// registers and streams 64-key K/V tiles through swizzled shared memory (cp.async: the next K
+// tile loads during P·V, the V tile during Q·Kᵀ and the softmax); online softmax in fp32 on the
+// exp2 scale; no S x S matrix in memory.  Masks (padding, causal, bottom-right, bands) are
+// evaluated only on tiles that cross a boundary; dropout draws the shared Philox stream.
+// Outputs O (row / l; rows without keys: 0) and the log-sum-exp statistics (+inf for them).
+#ifndef HDN_GENERATED
+#define HDN_MMA_TYPE "f16"
+#define HD 128
+#define NW 4
+#define GRP 1
+#define HQ 1
+#define SQ 128
+#define SKV 128
+#define QSB 16384
+#define QSH 16384
+#define QSS 128
+#define KSB 16384
+#define KSH 16384
+#define KSS 128
+#define VSB 16384
+#define VSH 16384
+#define VSS 128
+#define OSB 16384
+#define OSH 16384
+#define OSS 128
+#define HAS_STATS 1
+#define LSB 128
+#define LSH 128
+#define LSS 1
+#define CAUSAL 1
+#define CAUSAL_BR 0
+#define BR_ALIGN 0
+#define HAS_RB 0
+#define RB 0
+#define HAS_LB 0
+#define LB 0
+#define PADDING 0
+#define DROPOUT 1
+#define DTHR 1073741824u
+#define DSCALE 1.3333334f
+#define SCALE_MODE 0
+#define SCALE_VALUE 0.088388f
+#define HDN_ATTN_LEN_PARAMS
+#define HDN_ATTN_LEN_ARGS
+#define HDN_ATTN_FWD_PARAMS const hdn_u16* __restrict__ Q, const hdn_u16* __restrict__ K, \
+    const hdn_u16* __restrict__ V, hdn_u16* __restrict__ O, float* __restrict__ LSE, \
+    const long long* __restrict__ seedp, const long long* __restrict__ offp
+#endif
+#include "hdn_attention.h"
+
+#define BM (16 * NW)
+#define BN 64
+#define DCH (HD / 8)
+#define NT (NW * 32)
+
+extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAMS) {
+    extern __shared__ __align__(16) hdn_u16 hdn_smem[];
+    hdn_u16* Qs = hdn_smem;
+    hdn_u16* Ks = Qs + BM * HD;
+    hdn_u16* Vs = Ks + BN * HD;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int q0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+#if SCALE_MODE == 0
+    const float scale = SCALE_VALUE;
+#elif SCALE_MODE == 1
+    const float scale = scale_rt;
+#else
+    const float scale = *scale_p;
+#endif
+    const float sl2 = scale * HDN_LOG2E;
+    const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
+    const hdn_u16* Kb = K + (long long)b * KSB + (long long)hk * KSH;
+    const hdn_u16* Vb = V + (long long)b * VSB + (long long)hk * VSH;
+#if DROPOUT
+    const unsigned long long seed = (unsigned long long)(long long)*seedp;
+    const unsigned long long doff = (unsigned long long)(long long)*offp;
+    const unsigned long long dsub = (unsigned long long)b * HQ + h;
+#endif
+    // Q tile
+    for (int c = tid; c < BM * DCH; c += NT) {
+        int r = c / DCH, ch = c % DCH;
+        bool in = q0 + r < SQ;
+        hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Qb + (long long)(in ? q0 + r : 0) * QSS + ch * 8, in);
+    }
+    hdn_cp_commit();
+    // key range of this block
+    const int ihi = hdn_imin(q0 + BM, L.sq) - 1;
+    int kbeg = 0, kend = L.skv;
+    if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
+    if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
+    if (ihi < q0) kend = kbeg;
+    const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
+
+    auto load_kv = [&](hdn_u16* dst, const hdn_u16* src, long long ss, int kv0) {
+        for (int c = tid; c < BN * DCH; c += NT) {
+            int r = c / DCH, ch = c % DCH;
+            bool in = kv0 + r < SKV;
+            hdn_cp16(dst + hdn_swz<DCH>(r, ch), src + (long long)(in ? kv0 + r : 0) * ss + ch * 8, in);
+        }
+    };
+    if (nb0 < nb1) load_kv(Ks, Kb, KSS, nb0 * BN);
+    hdn_cp_commit();
+    hdn_cp_wait<1>();
+    __syncthreads();
+    unsigned qf[HD / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ++ks)
+        hdn_ldsm4(qf[ks], Qs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+
+    float acc[HD / 8][4];
+#pragma unroll
+    for (int t = 0; t < HD / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    const int r0 = q0 + warp * 16 + (lane >> 2);   // this thread's rows: r0, r0 + 8
+
+    for (int nb = nb0; nb < nb1; ++nb) {
+        const int kv0 = nb * BN;
+        load_kv(Vs, Vb, VSS, kv0);
+        hdn_cp_commit();
+        hdn_cp_wait<1>();
+        __syncthreads();
+        float s[8][4];
+#pragma unroll
+        for (int t = 0; t < 8; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ++ks) {
+#pragma unroll
+            for (int jp = 0; jp < 4; ++jp) {
+                unsigned kb[4];
+                hdn_ldsm4(kb, Ks + hdn_swz<DCH>(jp * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                2 * ks + ((lane >> 3) & 1)));
+                hdn_mma16816(s[2 * jp], qf[ks], kb);
+                hdn_mma16816(s[2 * jp + 1], qf[ks], kb + 2);
+            }
+        }
+        __syncthreads();
+        if (nb + 1 < nb1) load_kv(Ks, Kb, KSS, kv0 + BN);
+        hdn_cp_commit();
+        const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
+                          (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
+                          (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float v = s[t][e] * sl2;
+                if (!full) {
+                    int i = r0 + 8 * (e >> 1), j = kv0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                    if (!hdn_attn_ok(L, i, j)) v = -INFINITY;
+                }
+                s[t][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float mn = fmaxf(mrow[r], mx[r]);
+            float base = mn == -INFINITY ? 0.f : mn;
+            alpha[r] = exp2f(mrow[r] - base);
+            mrow[r] = mn;
+            mx[r] = base;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float p = exp2f(s[t][e] - mx[e >> 1]);
+                sum[e >> 1] += p;
+#if DROPOUT
+                {
+                    int i = r0 + 8 * (e >> 1), j = kv0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                    unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)i * SKV + j);
+                    p = w >= DTHR ? p * DSCALE : 0.f;
+                }
+#endif
+                s[t][e] = p;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+            lrow[r] = lrow[r] * alpha[r] + sum[r];
+        }
+#pragma unroll
+        for (int t = 0; t < HD / 8; ++t) {
+            acc[t][0] *= alpha[0]; acc[t][1] *= alpha[0];
+            acc[t][2] *= alpha[1]; acc[t][3] *= alpha[1];
+        }
+        hdn_cp_wait<1>();
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) {
+            unsigned a[4] = {hdn_pack2(s[2 * ks][0], s[2 * ks][1]), hdn_pack2(s[2 * ks][2], s[2 * ks][3]),
+                             hdn_pack2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                             hdn_pack2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < HD / 16; ++dp) {
+                unsigned vb[4];
+                hdn_ldsm4t(vb, Vs + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                 2 * dp + (lane >> 4)));
+                hdn_mma16816(acc[2 * dp], a, vb);
+                hdn_mma16816(acc[2 * dp + 1], a, vb + 2);
+            }
+        }
+        __syncthreads();
+    }
+    hdn_cp_wait<0>();
+    // epilogue: O = acc / l (0 for rows without keys), stats = ln(sum exp(s))
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = r0 + 8 * r;
+        if (i >= SQ) continue;
+        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+#pragma unroll
+        for (int t = 0; t < HD / 8; ++t) {
+            unsigned v = hdn_pack2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
+            *reinterpret_cast<unsigned*>(Ob + 8 * t + 2 * (lane & 3)) = v;
+        }
+#if HAS_STATS
+        if ((lane & 3) == 0)
+            LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
+                lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
+#endif
+    }
+}

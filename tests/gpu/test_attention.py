@@ -1,0 +1,202 @@
+"""Flash attention on the HIP engine.  CI (no GPU): the generated forward / backward sources of
+many configurations compile for sm_90a with NVRTC.  GPU (`pytest -m gpu`): forward and backward
+against the CPU reference kernels (the oracle) on the same quantised inputs, and the dropout
+mask bit for bit against the CPU reference's Philox stream."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine_plugins.cpu_reference.kernels import philox as kphilox
+from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
+from gpu_testlib import T, graph_bytes, node, quantize, relerr
+
+rng = np.random.default_rng(77)
+
+
+def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, bshd=False, stats=True, seq=False, drop=None,
+              scale_mode="attr", **attrs):
+    def st(b, h, s, d):
+        return [s * h * d, d, h * d, 1] if bshd else None
+    q = T(1, [B, H, Sq, D], dt, strides=st(B, H, Sq, D))
+    k = T(2, [B, Hkv, Skv, D], dt, strides=st(B, Hkv, Skv, D))
+    v = T(3, [B, Hkv, Skv, D], dt, strides=st(B, Hkv, Skv, D))
+    o = T(4, [B, H, Sq, D], dt, strides=st(B, H, Sq, D))
+    ts = [q, k, v, o]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4}
+    if stats:
+        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
+        a.update(stats_tensor_uid=5, generate_stats=True)
+    if seq:
+        ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
+        a.update(seq_len_q_tensor_uid=6, seq_len_kv_tensor_uid=7, padding_mask=True)
+    if drop is not None:
+        ts += [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
+        a.update(seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=drop)
+    if scale_mode == "runtime":
+        ts.append(T(10, [1], "FLOAT", runtime=True))
+        a.update(scale_tensor_uid=10)
+    else:
+        a.update(attn_scale_value=1 / math.sqrt(D))
+    a.update(attrs)
+    return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
+
+
+def bwd_graph(dt, B, H, Hkv, Sq, Skv, D, **attrs):
+    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, D], dt),
+          T(4, [B, H, Sq, D], dt), T(5, [B, H, Sq, D], dt), T(6, [B, H, Sq, 1], "FLOAT"),
+          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, D], dt)]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
+         "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(D)}
+    a.update(attrs)
+    return ts, graph_bytes(ts, [node("SdpaBackwardAttributes", a)])
+
+
+CONFIGS = [
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=100, Skv=77, D=64),
+    dict(dt="BFLOAT16", B=1, H=8, Hkv=2, Sq=130, Skv=130, D=128, causal_mask=True),
+    dict(dt="HALF", B=2, H=4, Hkv=1, Sq=70, Skv=140, D=128, causal_mask_bottom_right=True,
+         bshd=True),
+    dict(dt="HALF", B=1, H=2, Hkv=2, Sq=96, Skv=96, D=64, left_bound=17, right_bound=5),
+    dict(dt="BFLOAT16", B=3, H=2, Hkv=1, Sq=90, Skv=90, D=64, seq=True, causal_mask=True),
+    dict(dt="HALF", B=1, H=2, Hkv=2, Sq=64, Skv=64, D=64, drop=0.2, stats=True),
+    dict(dt="HALF", B=1, H=2, Hkv=1, Sq=65, Skv=64, D=128, scale_mode="runtime", stats=False),
+]
+
+
+def _compiler():
+    try:
+        from hipdnn_cabi.device import compiler
+        return compiler("cuda")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"NVRTC not usable here: {e}")
+
+
+def _programs():
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    for i, c in enumerate(CONFIGS):
+        _, g = fwd_graph(**c)
+        yield f"fwd{i}", build_program(parse_graph(g))
+        cb = {k: v for k, v in c.items() if k not in ("bshd", "seq", "drop", "stats", "scale_mode")}
+        _, g = bwd_graph(**cb)
+        yield f"bwd{i}", build_program(parse_graph(g))
+
+
+def test_attention_sources_compile_sm90a():
+    from engine_plugins.hip_kernels import codegen
+    c = _compiler()
+    hdr = codegen.headers()
+    seen = set()
+    for name, prog in _programs():
+        for st in prog.steps:
+            if st[0] == "launch" and st[1] not in seen:
+                seen.add(st[1])
+                assert c.compile(st[1], f"{name}_{st[2]}.hip", (), "sm_90a", hdr)
+    assert len(seen) >= 10
+
+
+def test_not_applicable_on_the_hip_engine():
+    from engine_plugins.hip_kernels.program import NotApplicable, build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    for kw in (dict(D=96), dict(dt="FLOAT"), dict(alibi_mask=True)):
+        c = dict(dt="HALF", B=1, H=2, Hkv=2, Sq=64, Skv=64, D=64)
+        c.update(kw)
+        _, g = fwd_graph(**c)
+        with pytest.raises(NotApplicable):
+            build_program(parse_graph(g))
+
+
+# ----------------------------------------------------------------------------- GPU
+@pytest.fixture(scope="module")
+def R():
+    from gpu_run import Runner
+    return Runner()
+
+
+def _params(c, D, lq=None, lkv=None, drop=None, seed=0, off=0, scale=None):
+    p = ksdpa.SdpaParams(scale=scale if scale is not None else float(np.float32(1 / math.sqrt(D))))
+    p.causal = bool(c.get("causal_mask"))
+    p.causal_bottom_right = bool(c.get("causal_mask_bottom_right"))
+    p.bottom_right = p.causal_bottom_right and not p.causal
+    p.left_bound, p.right_bound = c.get("left_bound"), c.get("right_bound")
+    if lq is not None:
+        p.seq_len_q, p.seq_len_kv = lq, lkv
+    if drop:
+        p.dropout = ("philox", drop, seed, off)
+    return p
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(CONFIGS)))
+def test_forward_vs_cpu_reference(R, i):
+    c = CONFIGS[i]
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = fwd_graph(**c)
+    q, k, v = (quantize(rng.uniform(-1, 1, t.dims) * s, dt) for t, s in zip(ts[:3], (2, 2, 1)))
+    ins = {ts[0]: q, ts[1]: k, ts[2]: v}
+    lq = lkv = None
+    seed, off = 1234567, 3
+    byuid = {t.uid: t for t in ts}
+    if c.get("seq"):
+        lq = np.array([90, 41, 7][:B])
+        lkv = np.array([90, 63, 1][:B])
+        ins[byuid[6]] = lq.reshape(B, 1, 1, 1)
+        ins[byuid[7]] = lkv.reshape(B, 1, 1, 1)
+    if c.get("drop"):
+        ins[byuid[8]] = np.array([seed]).reshape(1, 1, 1, 1)
+        ins[byuid[9]] = np.array([off]).reshape(1, 1, 1, 1)
+    scalars = {10: 0.3} if c.get("scale_mode") == "runtime" else None
+    outs = [ts[3]] + ([byuid[5]] if 5 in byuid else [])
+    res = R.run(g, ins, outs, scalars=scalars)
+    p = _params(c, D, lq, lkv, c.get("drop"), seed, off,
+                scale=float(np.float32(0.3)) if scalars else None)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    tol = 1e-2 if dt == "HALF" else 3e-2
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    if 5 in res:
+        fin = np.isfinite(st)
+        assert np.array_equal(np.isfinite(res[5]), fin)
+        assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(CONFIGS) - 2))
+def test_backward_vs_cpu_reference(R, i):
+    c = {k: v for k, v in CONFIGS[i].items() if k not in ("bshd", "seq", "drop", "stats",
+                                                           "scale_mode")}
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = bwd_graph(**c)
+    q, k, v, do = (quantize(rng.uniform(-1, 1, t.dims) * s, dt)
+                   for t, s in zip((ts[0], ts[1], ts[2], ts[4]), (2, 2, 1, 1)))
+    p = _params(c, D)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    O = quantize(O, dt)
+    res = R.run(g, {ts[0]: q, ts[1]: k, ts[2]: v, ts[3]: O, ts[4]: do,
+                    ts[5]: st.astype(np.float32)}, ts[6:])
+    dq, dk, dv, _ = ksdpa.sdpa_bwd(q, k, v, O, do, st, p, np.float64)
+    tol = 2e-2 if dt == "HALF" else 5e-2
+    for uid, ref in ((11, dq), (12, dk), (13, dv)):
+        assert relerr(res[uid], ref) < tol, (uid, relerr(res[uid], ref))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [64, 128])
+def test_dropout_mask_bit_exact(R, D):
+    """V = identity (Skv = D): O = dropout(P) exactly shows which elements the GPU kept."""
+    B, H, Sq, p, seed, off = 2, 3, 77, 0.35, 0xDEADBEEF12345, 1001
+    ts, g = fwd_graph("HALF", B, H, H, Sq, D, D, drop=p, stats=False)
+    q = quantize(rng.uniform(-0.5, 0.5, ts[0].dims), "HALF")
+    k = quantize(rng.uniform(-0.5, 0.5, ts[1].dims), "HALF")
+    v = np.broadcast_to(np.eye(D), (B, H, D, D)).copy()
+    byuid = {t.uid: t for t in ts}
+    res = R.run(g, {ts[0]: q, ts[1]: k, ts[2]: v, byuid[8]: np.array([seed]).reshape(1, 1, 1, 1),
+                    byuid[9]: np.array([off]).reshape(1, 1, 1, 1)}, [ts[3]])
+    kept = res[4] != 0
+    want = np.stack([np.stack([kphilox.keep_mask(seed, off, b, h, H, Sq, D, p) for h in range(H)])
+                     for b in range(B)])
+    assert np.array_equal(kept, want), int((kept != want).sum())
+    assert abs(kept.mean() - (1 - p)) < 0.02
