@@ -164,9 +164,12 @@ EXPORT hipdnnHeuristicHandleSetDeviceProperties(hipdnnHeuristicHandle_t handle,
     if(fb_init(&b, props->ptr, props->size, "DeviceProperties") != FB_OK
        || fb_root(&b, &root) != FB_OK)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, b.err[0] ? b.err : "bad DeviceProperties");
-    int64_t id = -1;
-    if(fb_i64(&root, 0, -1, &id) == FB_BAD)
+    /* device_id is a 32-bit int in the schema: read 4 bytes and sign-extend */
+    uint64_t raw = 0;
+    const int rc = fb_u64(&root, 0, 4, &raw);
+    if(rc == FB_BAD)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, b.err);
+    const int64_t id = rc == FB_OK ? (int64_t)(int32_t)(uint32_t)raw : -1;
     const char* arch = "";
     uint32_t len = 0;
     if(fb_string(&root, 3, &arch, &len) == FB_BAD)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from hipdnn_cabi.conformance.core import Result, Scale, Suite, load_checks, read_xfail_file, run_checks
+from hipdnn_cabi.conformance.core import Result, Scale, read_xfail_file, registry, run_checks  # noqa: F401
+from hipdnn_cabi.conformance.pytest_plugin import suite_kind
 
 
 def _registry(config):
-    plugin, backend = load_checks()
-    return backend if config.getoption("--hipdnn-backend") is not None else plugin
+    return registry(suite_kind(config))
 
 
 def pytest_generate_tests(metafunc):
@@ -26,8 +26,10 @@ def conform_suite(request):
         target = backend or default_backend()
     else:
         target = config.getoption("--hipdnn-plugin")
-    suite = Suite(target, scale=Scale.quick() if config.getoption("--hipdnn-quick") else Scale(),
-                  plugin_dir=config.getoption("--hipdnn-plugin-dir"))
+    from hipdnn_cabi.conformance import make_suite
+    suite = make_suite(target, suite_kind(config),
+                       scale=Scale.quick() if config.getoption("--hipdnn-quick") else Scale(),
+                       plugin_dir=config.getoption("--hipdnn-plugin-dir"))
     config._hipdnn_suite = suite
     return suite
 

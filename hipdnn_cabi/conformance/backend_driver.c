@@ -3,7 +3,9 @@
  *   backend_driver MODE LIB.so [FILE]
  * Modes handle/descriptor/tensor/last_error/strings need no plugins; graph (FILE: a Graph blob
  * stamped min API 1.4.0) runs the §2 graph sequences with no plugins; engine runs the heuristic ->
- * engine config -> plan -> variant pack -> execute sequence against HIPDNN_PLUGIN_DIR's plugins.
+ * engine config -> plan -> variant pack -> execute sequence against HIPDNN_PLUGIN_DIR's plugins;
+ * heur_host (FILE: comma-separated policy ids) lists the heuristic policies of the handle and runs
+ * ENGINEHEUR with each policy alone, and with SelectionHeuristic::StaticOrdering (the candidates).
  * Judging is done in hipdnn_cabi/conformance/checks/backend.py. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -21,7 +23,8 @@
     X(hipdnnVersionString_ext) X(hipdnnBackendExecute) X(hipdnnBackendGetSerializedBinaryGraph_ext)       \
     X(hipdnnBackendGetSerializedBinaryContents_ext) X(hipdnnBackendCreateAndDeserializeGraph_ext)   \
     X(hipdnnBackendGetSerializedExecutionPlan_ext) X(hipdnnBackendGetSerializedBinaryGraphAndPlan_ext) \
-    X(hipdnnSetPluginUnloadMode_ext) X(hipdnnGetEngineIdByName_ext) X(hipdnnSetEnginePluginPaths_ext)
+    X(hipdnnSetPluginUnloadMode_ext) X(hipdnnGetEngineIdByName_ext) X(hipdnnSetEnginePluginPaths_ext) \
+    X(hipdnnGetHeuristicPolicyCount_ext) X(hipdnnGetHeuristicPolicyInfo_ext)
 #define X_FIELD(n) __typeof__(&n) n;
 static struct { SYMBOLS(X_FIELD) } B;
 
@@ -472,6 +475,84 @@ static int m_engine(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------ heuristic plugin policies */
+static int64_t fnv1a64(const char* s)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; ++s) { h ^= (unsigned char)*s; h *= 0x100000001B3ull; }
+    return (int64_t)h;
+}
+/* ENGINEHEUR on g with POLICY_ORDER_EXT = {pid}: prints {"t":"order","id":..,"st":..,"ids":[..]} */
+static void ordered(D g, int64_t pid, const char* tag)
+{
+    D hr = NULL;
+    int mode = HIPDNN_HEUR_MODE_FALLBACK;
+    MUST("h_create", hipdnnBackendCreateDescriptor, "ENGINEHEUR", (HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &hr));
+    MUST("h_graph", hipdnnBackendSetAttribute, "ENGINEHEUR_OPERATION_GRAPH", (hr, HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g));
+    MUST("h_mode", hipdnnBackendSetAttribute, "ENGINEHEUR_MODE FALLBACK", (hr, HIPDNN_ATTR_ENGINEHEUR_MODE, HIPDNN_TYPE_HEUR_MODE, 1, &mode));
+    MUST("h_order", hipdnnBackendSetAttribute, "ENGINEHEUR_POLICY_ORDER_EXT {policy_id}", (hr, HIPDNN_ATTR_ENGINEHEUR_POLICY_ORDER_EXT, HIPDNN_TYPE_INT64, 1, &pid));
+    int st = CALL(tag, hipdnnBackendFinalize, "engine heuristic with POLICY_ORDER_EXT {policy_id}", (hr));
+    int64_t n = 0, m = 0;
+    int64_t* ids = NULL;
+    if (!st) {
+        MUST("h_count", hipdnnBackendGetAttribute, "heur, RESULTS, 0, &n, NULL", (hr, HIPDNN_ATTR_ENGINEHEUR_RESULTS, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL));
+        D* cfgs = calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *cfgs);
+        ids = calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *ids);
+        for (int64_t i = 0; i < n; i++) MUST("cfg_create", hipdnnBackendCreateDescriptor, "ENGINECFG", (HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
+        if (n > 0) MUST("h_fetch", hipdnnBackendGetAttribute, "heur, RESULTS, n, &m, cfgs", (hr, HIPDNN_ATTR_ENGINEHEUR_RESULTS, HIPDNN_TYPE_BACKEND_DESCRIPTOR, n, &m, cfgs));
+        int64_t k = 0;
+        for (int64_t i = 0; i < m; i++)
+            if (!CALL("cfg_finalize", hipdnnBackendFinalize, "engine config from the heuristic", (cfgs[i])))
+                ids[k++] = cfg_engine_id(cfgs[i]);
+        m = k;
+        for (int64_t i = 0; i < n; i++) B.hipdnnBackendDestroyDescriptor(cfgs[i]);
+        free(cfgs);
+    }
+    printf("{\"t\":\"order\",\"tag\":\"%s\",\"id\":\"%lld\",\"st\":%d,\"n\":%lld,\"ids\":[", tag, (long long)pid, st,
+           (long long)n);
+    for (int64_t i = 0; i < m; i++) printf("%s\"%lld\"", i ? "," : "", (long long)ids[i]);
+    printf("]}\n");
+    fflush(stdout);
+    free(ids);
+    B.hipdnnBackendDestroyDescriptor(hr);
+}
+static int m_heur_host(const char* pids)
+{
+    hipdnnHandle_t h = NULL;
+    MUST("create", hipdnnCreate, "&handle", (&h));
+    size_t np = 0;
+    MUST("policy_count", hipdnnGetHeuristicPolicyCount_ext, "handle, &count", (h, &np));
+    printf("{\"t\":\"policy_count\",\"n\":%zu}\n", np);
+    for (size_t i = 0; i < np && i < 4096; i++) {
+        int64_t id = 0;
+        size_t L[4] = {0, 0, 0, 0};
+        MUST("policy_info_size", hipdnnGetHeuristicPolicyInfo_ext, "handle, i, &id, NULL, &len, ... (sizes)",
+             (h, i, &id, NULL, &L[0], NULL, &L[1], NULL, &L[2], NULL, &L[3]));
+        char* b[4];
+        for (int k = 0; k < 4; k++) b[k] = calloc(L[k] + 1, 1);
+        MUST("policy_info", hipdnnGetHeuristicPolicyInfo_ext, "handle, i, &id, name, &len, plugin, &len, version, &len, api, &len",
+             (h, i, &id, b[0], &L[0], b[1], &L[1], b[2], &L[2], b[3], &L[3]));
+        printf("{\"t\":\"policy\",\"idx\":%zu,\"id\":\"%lld\",\"name\":", i, (long long)id);
+        jstr(b[0]); printf(",\"plugin\":"); jstr(b[1]); printf(",\"version\":"); jstr(b[2]);
+        printf(",\"api_version\":"); jstr(b[3]); printf("}\n");
+        for (int k = 0; k < 4; k++) free(b[k]);
+    }
+    D g = add_graph(h);
+    ordered(g, fnv1a64("SelectionHeuristic::StaticOrdering"), "static");
+    const char* q = pids;
+    while (q && *q) {
+        char* e;
+        int64_t pid = strtoll(q, &e, 10);
+        if (e == q) break;
+        ordered(g, pid, "policy");
+        q = *e == ',' ? e + 1 : e;
+    }
+    B.hipdnnBackendDestroyDescriptor(g);
+    CALL("destroy", hipdnnDestroy, "handle", (h));
+    done();
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -493,5 +574,6 @@ int main(int argc, char** argv)
     if (!strcmp(m, "strings")) return m_strings();
     if (!strcmp(m, "graph")) return m_graph(argc > 3 ? argv[3] : NULL);
     if (!strcmp(m, "engine")) return m_engine();
+    if (!strcmp(m, "heur_host")) return m_heur_host(argc > 3 ? argv[3] : "");
     return 2;
 }

@@ -1,7 +1,11 @@
 """``hipdnn-cabi conform``: the plugin ABI conformance suite (or ``--backend``: the backend-API checks).
 
     hipdnn-cabi conform path/to/libplugin.so [--report report.json] [-k EXPR] [--xfail-file F]
+    hipdnn-cabi conform path/to/libheuristic.so [--plugin-dir ENGINES]   # a heuristic plugin
     hipdnn-cabi conform --backend [path/to/libhipdnn_backend.so] [--plugin-dir DIR]
+
+A plugin whose hipdnnPluginGetType answers HIPDNN_PLUGIN_TYPE_HEURISTIC gets the heuristic-plugin
+checks (``--kind`` forces a suite).
 
 Exit status: 0 when every selected must-pass check passes (skips and xfails allowed), 1 when one
 fails, 2 on usage errors.
@@ -13,17 +17,20 @@ import os
 import sys
 import time
 
-from .core import Scale, Suite, keyword_matcher, load_checks, read_xfail_file, run_checks
+from .core import Scale, keyword_matcher, plugin_kind, read_xfail_file, registry, run_checks
 from .report import plugin_identity, table, to_json, write_json
 
 
 def parser():
     p = argparse.ArgumentParser(prog="hipdnn-cabi conform", description=__doc__.split("\n\n")[0])
-    p.add_argument("plugin", nargs="?", help="engine plugin shared object (.so)")
+    p.add_argument("plugin", nargs="?", help="engine or heuristic plugin shared object (.so)")
+    p.add_argument("--kind", choices=("auto", "engine", "heuristic"), default="auto",
+                   help="which plugin suite (default: from hipdnnPluginGetType)")
     p.add_argument("--backend", nargs="?", const="", default=None, metavar="LIB",
                    help="check a backend library instead (default: this package's libhipdnn_backend.so)")
     p.add_argument("--plugin-dir", metavar="DIR",
-                   help="--backend: engine plugins for the checks that need an engine (default: none, they skip)")
+                   help="--backend: engine plugins for the checks that need an engine (default: none, they "
+                   "skip); a heuristic plugin: the engines its host checks order (default: the backend's own)")
     p.add_argument("--report", metavar="JSON", help="write the JSON report here")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="select checks: substrings with and/or/not")
     p.add_argument("--xfail-file", metavar="F", help="file of check ids (or id substrings) expected to fail")
@@ -45,11 +52,17 @@ def default_backend() -> str:
 
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
-    plugin_checks, backend_checks = load_checks()
     backend_mode = a.backend is not None
-    reg = backend_checks if backend_mode else plugin_checks
+    if backend_mode:
+        kind = "backend"
+    elif a.kind != "auto":
+        kind = "plugin" if a.kind == "engine" else "heuristic"
+    elif a.plugin and os.path.exists(a.plugin):
+        kind = plugin_kind(a.plugin, timeout=a.timeout or 30.0)
+    else:
+        kind = "plugin"
     sel = keyword_matcher(a.keyword)
-    checks = [c for c in reg.values() if sel(c.id)]
+    checks = [c for c in registry(kind).values() if sel(c.id)]
     if a.list:
         for c in checks:
             print(f"{c.id}{'' if c.mustpass else '  (advisory)'}  {c.doc}")
@@ -69,18 +82,19 @@ def main(argv=None) -> int:
         print(f"hipdnn-cabi conform: {target}: no such file", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
+    from . import make_suite
+    suite = make_suite(target, kind, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
     try:
         results = run_checks(suite, checks, xfails=read_xfail_file(a.xfail_file), jobs=a.jobs)
         subject = ({"path": suite.plugin, "kind": "backend"} if backend_mode else plugin_identity(suite))
-        data = to_json(results, subject, "backend" if backend_mode else "plugin", time.monotonic() - t0)
+        data = to_json(results, subject, kind, time.monotonic() - t0)
     finally:
         suite.close()
     if a.report:
         write_json(a.report, data)
     if not a.quiet:
         if not backend_mode:
-            print(f"plugin {subject.get('name')!r} version {subject.get('version')!r} "
+            print(f"{'heuristic ' if kind == 'heuristic' else ''}plugin {subject.get('name')!r} version {subject.get('version')!r} "
                   f"API {subject.get('api_version')!r}: {suite.plugin}")
         else:
             print(f"backend: {suite.plugin}")

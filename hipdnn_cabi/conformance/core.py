@@ -47,11 +47,13 @@ class Check:
 
 PLUGIN_CHECKS: dict = {}
 BACKEND_CHECKS: dict = {}
+HEURISTIC_CHECKS: dict = {}
 
 
-def check(cid: str, *, mustpass: bool = True, slow: bool = False, backend: bool = False):
+def check(cid: str, *, mustpass: bool = True, slow: bool = False, backend: bool = False,
+          heuristic: bool = False):
     def deco(fn):
-        reg = BACKEND_CHECKS if backend else PLUGIN_CHECKS
+        reg = BACKEND_CHECKS if backend else HEURISTIC_CHECKS if heuristic else PLUGIN_CHECKS
         assert cid not in reg, cid
         reg[cid] = Check(cid, fn, mustpass, (fn.__doc__ or "").strip().split("\n")[0], slow)
         return fn
@@ -61,6 +63,13 @@ def check(cid: str, *, mustpass: bool = True, slow: bool = False, backend: bool 
 def load_checks():
     from . import checks  # noqa: F401  (imports every group module, which registers its checks)
     return PLUGIN_CHECKS, BACKEND_CHECKS
+
+
+def registry(kind: str) -> dict:
+    """The checks of one suite: "plugin" (engine plugins), "heuristic" or "backend"."""
+    load_checks()
+    return {"plugin": PLUGIN_CHECKS, "engine": PLUGIN_CHECKS, "heuristic": HEURISTIC_CHECKS,
+            "backend": BACKEND_CHECKS}[kind]
 
 
 @dataclass
@@ -393,6 +402,109 @@ class Suite:
             return None, None, None
         g, eid = ps[0]
         return g, eid, self.case(g, eid)
+
+
+# ---------------------------------------------------------------------------------- heuristic plugins
+PLUGIN_TYPE_ENGINE, PLUGIN_TYPE_HEURISTIC = 1, 2
+
+
+def plugin_kind(path: str, workdir: Optional[str] = None, timeout: float = 30.0) -> str:
+    """"heuristic" when hipdnnPluginGetType answers HIPDNN_PLUGIN_TYPE_HEURISTIC (asked in a child
+    process), else "plugin" (the engine-plugin suite, which also judges a missing or failing
+    GetType)."""
+    tmp = None
+    if workdir is None:
+        tmp = workdir = tempfile.mkdtemp(prefix="hipdnn-conform-kind-")
+    try:
+        drv = build_driver("heuristic_driver.c", workdir)
+        run = run_child([drv, "type", os.path.abspath(path)], timeout)
+        rec = run.one("type")
+        if run.finished and rec and rec["st"] == 0 and rec["value"] == PLUGIN_TYPE_HEURISTIC:
+            return "heuristic"
+        return "plugin"
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class HeuristicSuite(Suite):
+    """Per-run state of the heuristic-plugin checks (``heuristic_driver.c``)."""
+
+    # candidate engine ids handed to every policy: names of real engines (FNV-1a-64), the CPU
+    # reference not first, so an ordering policy has something to move
+    CANDIDATE_NAMES = ("MIOPEN_ENGINE", "HIPDNN_CABI_C_SAMPLE_ENGINE", "HIPDNN_CABI_CPU_REFERENCE_ENGINE",
+                       "HIPDNN_CABI_HIP_KERNELS_ENGINE")
+    UNKNOWN_POLICY = "HipdnnCabiConform::NoSuchPolicy"
+
+    def __init__(self, plugin: str, *, backend_lib: Optional[str] = None, **kw):
+        super().__init__(plugin, **kw)
+        self.backend_lib = backend_lib
+
+    @property
+    def driver(self) -> str:
+        with self._lock:
+            if self._driver is None:
+                self._driver = build_driver("heuristic_driver.c", self.workdir)
+            return self._driver
+
+    def hchild(self, mode: str, *args, timeout: Optional[float] = None, env=None) -> ChildRun:
+        argv = [self.driver, mode, self.plugin, *map(str, args)]
+        return self.memo(("hchild", tuple(argv)),
+                         lambda: run_child(argv, timeout or self.scale.timeout, env=env))
+
+    # ------------------------------------------------------------------ shared facts
+    @property
+    def probe(self) -> ChildRun:
+        return self.hchild("probe", self.unknown_policy_id())
+
+    def unknown_policy_id(self) -> int:
+        from ..plugins.loader import fnv1a64
+        return fnv1a64(self.UNKNOWN_POLICY)
+
+    def policy_ids(self) -> list:
+        """The ids of the two-call GetAllPolicyIds (Fail when the plugin cannot list them)."""
+        run = self.finished(self.probe)
+        rec = run.one("ids")
+        if rec is None or rec["st"] != 0:
+            c = run.one("call", "ids") or run.one("call", "count")
+            raise Skip("the policy ids cannot be listed (see conform.heuristic.policy_ids_two_call)"
+                       + (f": {fmt_call(c)}" if c else ""))
+        return [int(x) for x in rec["ids"]]
+
+    def policy_names(self) -> dict:
+        run = self.finished(self.probe)
+        return {int(r["id"]): r["name"] for r in run.of("policy_name") if r["st"] == 0}
+
+    def candidates(self) -> list:
+        from ..plugins.loader import fnv1a64
+        return [fnv1a64(n) for n in self.CANDIDATE_NAMES]
+
+    def input_files(self) -> dict:
+        """{cpu, gpu: DeviceProperties files; graph: the pw_add_f32 Graph file}."""
+        def write():
+            from .corpus import device_properties_blob
+            paths = {}
+            for kind in ("cpu", "gpu"):
+                p = os.path.join(self.workdir, f"devprops_{kind}.bin")
+                with open(p, "wb") as f:
+                    f.write(device_properties_blob(gpu=kind == "gpu"))
+                paths[kind] = p
+            g = next(g for g in self.corpus if g.name == "pw_add_f32")
+            gp = os.path.join(self.workdir, "heuristic_graph.bin")
+            with open(gp, "wb") as f:
+                f.write(g.to_bytes())
+            paths["graph"] = gp
+            return paths
+        return self.memo("heuristic_inputs", write)
+
+    def inputs(self) -> list:
+        """DEVPROPS GRAPH CANDS PIDS arguments of the pipeline modes (Skip without policies)."""
+        paths = self.input_files()
+        pids = self.policy_ids()
+        if not pids:
+            raise Skip("the plugin lists no policy")
+        return [paths["cpu"], paths["graph"], ",".join(map(str, self.candidates())),
+                ",".join(map(str, pids))]
 
 
 # ---------------------------------------------------------------------------------- running

@@ -14,8 +14,8 @@ from typing import Optional
 import flatbuffers
 import numpy as np
 
-from ..schemas._generated import (EngineApiVersion, EngineConfig, Graph, MatmulAttributes, Node,
-                                  PointwiseAttributes, TensorAttributes)
+from ..schemas._generated import (DeviceProperties, EngineApiVersion, EngineConfig, Graph,
+                                  MatmulAttributes, Node, PointwiseAttributes, TensorAttributes)
 from ..schemas.tensor_value import add_tensor_value, create_tensor_value
 
 FLOAT32_VALUE = 1    # TensorValue union index of Float32Value
@@ -223,6 +223,21 @@ def engine_config(engine_id: int) -> bytes:
     EngineConfig.Start(b)
     EngineConfig.AddEngineId(b, int(engine_id))
     b.Finish(EngineConfig.End(b))
+    return bytes(b.Output())
+
+
+def device_properties_blob(gpu: bool = False) -> bytes:
+    """A DeviceProperties FlatBuffer (file identifier "HDDP") as a host hands it to a heuristic
+    plugin: the host CPU (device_id -1, as our backend describes it without a GPU) or a GPU."""
+    b = flatbuffers.Builder(256)
+    b.ForceDefaults(True)
+    arch = b.CreateString("gfx942" if gpu else "cpu-x86_64")
+    DeviceProperties.Start(b)
+    DeviceProperties.AddDeviceId(b, 0 if gpu else -1)
+    DeviceProperties.AddMultiProcessorCount(b, 304 if gpu else 8)
+    DeviceProperties.AddTotalGlobalMem(b, (192 if gpu else 16) << 30)
+    DeviceProperties.AddArchitectureName(b, arch)
+    b.Finish(DeviceProperties.End(b), b"HDDP")
     return bytes(b.Output())
 
 

@@ -5,16 +5,15 @@ tests/conformance checks the two agree.
 """
 from __future__ import annotations
 
-from .core import load_checks
+from .core import registry
 
 
 def mustpass(kind: str = "plugin") -> list:
-    plugin, backend = load_checks()
-    reg = plugin if kind == "plugin" else backend
-    return [c.id for c in reg.values() if c.mustpass]
+    """kind: "plugin" (engine plugins), "heuristic" or "backend"."""
+    return [c.id for c in registry(kind).values() if c.mustpass]
 
 
 if __name__ == "__main__":
-    for k in ("plugin", "backend"):
+    for k in ("plugin", "heuristic", "backend"):
         for cid in mustpass(k):
             print(cid)

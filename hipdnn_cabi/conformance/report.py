@@ -18,6 +18,11 @@ def plugin_identity(suite) -> dict:
             if rec and rec["st1"] == 0:
                 out[key] = rec["value"]
         ids = run.one("ids")
+        if getattr(suite, "policy_names", None):   # a heuristic plugin: its policies
+            out.pop("engine_ids")
+            out["policy_ids"] = [int(x) for x in ids["ids"]] if ids else []
+            out["policy_names"] = {r["id"]: r["name"] for r in run.of("policy_name") if r["st"] == 0}
+            return out
         if ids:
             out["engine_ids"] = [int(x) for x in ids["ids"]]
         out["engine_names"] = {r["id"]: r["name"] for r in run.of("engine_name") if r["st"] == 0}

@@ -17,6 +17,11 @@
  *   API_VERSION="v"       hipdnnPluginGetApiVersion answer (default HIPDNN_HEURISTIC_API_VERSION)
  *   RECORD_FILE="path"    append one line per call of interest (handle create/destroy, device
  *                         properties size, finalize, log level) to this file
+ * Faults for the conformance self-tests (tests/conformance/test_heuristic_conformance.py):
+ *   CRASH_ON_NULL_GRAPH   SetSerializedGraph dereferences a NULL graph (SIGSEGV)
+ *   NULL_LAST_ERROR       GetLastErrorString answers NULL
+ *   SHORT_BUFFER_FAILS    GetSortedEngineIds fails on a buffer shorter than the count (no prefix)
+ *   CONFIG_JUNK           export GetEngineConfig answering SUCCESS with bytes that are no EngineConfig
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hipdnn_plugin_sdk/HeuristicsPluginApi.h>
@@ -68,7 +73,11 @@ P hipdnnPluginGetName(const char** name) { if (!name) return HIPDNN_PLUGIN_STATU
 P hipdnnPluginGetVersion(const char** v) { if (!v) return HIPDNN_PLUGIN_STATUS_BAD_PARAM; *v = "1.2.3"; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 P hipdnnPluginGetApiVersion(const char** v) { if (!v) return HIPDNN_PLUGIN_STATUS_BAD_PARAM; *v = API_VERSION; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 P hipdnnPluginGetType(hipdnnPluginType_t* t) { if (!t) return HIPDNN_PLUGIN_STATUS_BAD_PARAM; *t = HIPDNN_PLUGIN_TYPE_HEURISTIC; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#ifdef NULL_LAST_ERROR
+HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** s) { (void)g_err; if (s) *s = NULL; }
+#else
 HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** s) { if (s) *s = g_err; }
+#endif
 P hipdnnPluginSetLoggingCallback(hipdnnCallback_t cb) { (void)cb; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 P hipdnnPluginSetLogLevel(hipdnnSeverity_t level) { record("loglevel %ld", (long)level); return HIPDNN_PLUGIN_STATUS_SUCCESS; }
 
@@ -152,6 +161,9 @@ P hipdnnHeuristicPolicySetEngineIds(hipdnnHeuristicPolicyDescriptor_t d, const i
 }
 P hipdnnHeuristicPolicySetSerializedGraph(hipdnnHeuristicPolicyDescriptor_t d, const hipdnnPluginConstData_t* g) {
     Policy* p = (Policy*)d;
+#ifdef CRASH_ON_NULL_GRAPH
+    if (p && ((const volatile hipdnnPluginConstData_t*)g)->size == 0) return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
+#endif
     if (!p || !g || !g->ptr || !g->size) return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
     p->have_graph = 1;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
@@ -224,6 +236,9 @@ P hipdnnHeuristicPolicyGetSortedEngineIds(hipdnnHeuristicPolicyDescriptor_t d, i
     if (!p || !n) return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
     if (!p->finalized) { g_err = "not finalized"; return HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED; }
     if (!ids) { *n = p->ns; return HIPDNN_PLUGIN_STATUS_SUCCESS; }
+#ifdef SHORT_BUFFER_FAILS
+    if (*n < p->ns) { g_err = "buffer too small"; return HIPDNN_PLUGIN_STATUS_BAD_PARAM; }
+#endif
     size_t k = *n < p->ns ? *n : p->ns;
     memcpy(ids, p->sorted, k * sizeof(int64_t));
     *n = k;
@@ -235,6 +250,17 @@ P hipdnnHeuristicPolicyGetEngineConfig(hipdnnHeuristicPolicyDescriptor_t d, int6
     (void)d; (void)id;
     if (!cfg) return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
     return HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE;
+}
+#endif
+
+#ifdef CONFIG_JUNK
+P hipdnnHeuristicPolicyGetEngineConfig(hipdnnHeuristicPolicyDescriptor_t d, int64_t id, hipdnnPluginConstData_t* cfg) {
+    static const char junk[] = "not an EngineConfig";
+    (void)d; (void)id;
+    if (!cfg) return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
+    cfg->ptr = junk;
+    cfg->size = sizeof junk;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 #endif
 
