@@ -10,7 +10,7 @@ from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
 from ..._generated.enums import ConvolutionMode, DataType, PointwiseMode, ReduceTensorOp
 from ...errors import BadParamError, NotSupportedError
-from .._ops import BY_OPTYPE, NormFwdPhase
+from .._ops import BY_OPTYPE, PARAMS, NormFwdPhase
 from ..handle import Handle
 from ..tensor import Tensor, element_size
 from ._types import _CONTENT_PLAN, _PW_FLOATS, _SERIALIZE_PLAN_NOTE, _Node
@@ -332,6 +332,21 @@ class SerializationMixin:
             ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT,
                                T.HIPDNN_TYPE_NORM_FWD_PHASE)
             attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
+        elif kind in PARAMS:   # issue 17 ops: table-driven (frontend/_ops.py)
+            for key, attr, atype, vk in PARAMS[kind]:
+                if vk == "vec":
+                    v = self._get_vec(op, attr)
+                    attrs[key] = v if v else None
+                    continue
+                v = self._get_one(op, attr, atype)
+                if v is None:
+                    attrs[key] = None
+                elif vk == "int":
+                    attrs[key] = int(v)
+                elif vk == "bool":
+                    attrs[key] = bool(v)
+                else:
+                    attrs[key] = vk(v) if v in vk._value2member_map_ else int(v)
         comp = None
         if spec.comp is not None:
             v = self._get_one(op, spec.comp, T.HIPDNN_TYPE_DATA_TYPE)
