@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from . import codegen as cg
+from . import ext_ops
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
@@ -35,6 +36,7 @@ IO = {
     "BatchnormBackwardAttributes": (("dy", "x", "mean", "inv_variance", "scale"),
                                     ("dx", "dscale", "dbias")),
     "ReductionAttributes": (("in",), ("out",)),
+    **ext_ops.IO,   # issue 17: norms, resample, block scale, MoE (ext_ops.py)
 }
 GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
               "ConvolutionWrwAttributes")
@@ -114,10 +116,17 @@ def check_node(node, graph):
             _need(role in SCALAR_ROLES.get(node.kind, ()),
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
             _need(t.numel == 1 and dt(t) in FLOATS, f"{role}: runtime scalar must be 1 float")
-        _need(t.value is not None or dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
+        _need(t.value is not None or dt(t) in FLOATS + ext_ops.TYPES.get(node.kind, ()),
+              f"{role}: type {dt(t)} not supported")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
     cd = cg.dtype_name(node.compute_dtype)
     _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
+    if node.kind in ext_ops.CHECK:
+        try:
+            ext_ops.CHECK[node.kind](node, graph, r)
+        except ValueError as e:
+            raise NotApplicable(f"{node.kind}: {e}") from None
+        return r
     if node.kind == "PointwiseAttributes":
         mode = cg.pw_mode_name(node)
         _need(mode in cg.PW_EXPR, f"pointwise mode {mode} not supported")
@@ -331,6 +340,11 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
             _emit_bn_bwd(prog, graph, R[members[0]], loc, tag)
         elif kind == "ReductionAttributes":
             _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
+        elif kind in ext_ops.EMIT:
+            try:
+                ext_ops.EMIT[kind](prog, graph, nodes[members[0]], R[members[0]], loc, tag, sms)
+            except ValueError as e:
+                raise NotApplicable(f"{kind}: {e}") from None
     return prog
 
 

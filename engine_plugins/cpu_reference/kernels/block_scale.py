@@ -70,7 +70,7 @@ def round_up(v, scale_type: str) -> np.ndarray:
     with np.errstate(over="ignore"):
         r = np.minimum(v, type_max(scale_type)).astype(dt)
         r = np.where(r.astype(np.float64) < v, np.nextafter(r, dt(np.inf)), r)
-    return r.astype(np.float64)
+    return np.minimum(r.astype(np.float64), type_max(scale_type))   # above the max: the max
 
 
 def blocks_view(x, axis, block):

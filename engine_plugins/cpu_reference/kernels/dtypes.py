@@ -194,7 +194,7 @@ def encode(values, name: str) -> np.ndarray:
         return a != 0 if a.dtype != np.bool_ else a
     if st.kind in "iu" and a.dtype.kind in "fc":
         lim = np.iinfo(st)
-        r = np.rint(np.nan_to_num(a.real, nan=0.0))
+        r = np.rint(np.nan_to_num(a.real, nan=0.0)).astype(np.float64)   # exact limits (int32)
         return np.clip(r, lim.min, lim.max).astype(st)
     if a.dtype == st:
         return a
