@@ -148,7 +148,7 @@ def _elem_nan(yt):
     return None    # 16-bit: set .bits
 
 
-def emit(prog, graph, node, r, loc, tag, sms):
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
     a, b = check(node, graph, r)
     if node.kind == "BlockScaleQuantizeAttributes":
         return _quant(prog, r, loc, tag, a, b)

@@ -342,7 +342,8 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
             _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
         elif kind in ext_ops.EMIT:
             try:
-                ext_ops.EMIT[kind](prog, graph, nodes[members[0]], R[members[0]], loc, tag, sms)
+                ext_ops.EMIT[kind](prog, graph, nodes[members[0]], R[members[0]], loc, tag, sms,
+                                   use_mma=use_mma)
             except ValueError as e:
                 raise NotApplicable(f"{kind}: {e}") from None
     return prog

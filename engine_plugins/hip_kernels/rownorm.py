@@ -213,7 +213,7 @@ def _each(body, VEC, NCH, NT, DQ):
             "      }", "    }", "  }"]
 
 
-def emit(prog, graph, node, r, loc, tag, sms):
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
     g = geometry(node, r)
     if "Backward" in node.kind:
         return _emit_bwd(prog, node, r, loc, tag, sms, g)

@@ -133,4 +133,30 @@ def ext_sample_graphs():
             out.append((f"bsq_{dt}_{yt}_{st}", bsq(dt, yt, st, [4, 64], 32)[1]))
             out.append((f"bsdq_{yt}_{st}_{dt}", bsdq(yt, st, dt, [4, 64], [32])[1]))
         out.append((f"bsq_axis0_{dt}", bsq(dt, "FP8_E4M3", "FP8_E8M0", [64, 8], 32, axis=0)[1]))
+    return out + moe_samples()
+
+
+def moe(dt, mode, S, K, N, E, G=None, top_k=2, ot=None):
+    G = G or E
+    rows = S * top_k if mode == "GATHER" else S
+    tok, w = T(1, [1, S, K], dt), T(2, [E, K, N], dt)
+    off = R(3, [G, 1, 1], "INT32")
+    out = T(4, [1, rows, N], ot or dt)
+    ts = [tok, w, off, out]
+    a = {"token_tensor_uid": 1, "weight_tensor_uid": 2, "first_token_offset_tensor_uid": 3,
+         "output_tensor_uid": 4, "mode": {"NONE": 0, "GATHER": 1, "SCATTER": 2}[mode], "top_k": top_k}
+    if mode != "NONE":
+        ts.append(R(5, [1, rows, 1], "INT32"))
+        a["token_index_tensor_uid"] = 5
+    if mode == "SCATTER":
+        ts.append(R(6, [1, rows, 1], "INT32"))
+        a["token_ks_tensor_uid"] = 6
+    return ts, graph_bytes(ts, [node("MoeGroupedMatmulAttributes", a)])
+
+
+def moe_samples():
+    out = []
+    for dt in ("FLOAT", "HALF", "BFLOAT16"):
+        for mode in ("NONE", "GATHER", "SCATTER"):
+            out.append((f"moe_{mode}_{dt}", moe(dt, mode, 40, 64, 48, 4)[1]))
     return out
