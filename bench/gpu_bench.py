@@ -360,7 +360,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,conv,convbwd,bn,pointwise,overhead")
+    ap.add_argument("--only", default="gemm,conv,convbwd,bn,pointwise,overhead,norms,pool,mxq,moe")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -374,6 +374,8 @@ def main():
     only = a.only.split(",")
     steps = [("gemm", bench_gemm), ("conv", bench_conv), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise)]
+    from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
+    steps += EXT_STEPS
     for k, fn in steps:
         if k in only:
             try:
