@@ -141,10 +141,13 @@ def bench_moe(torch, E_, res):
     Ex, k, S, K, N = 8, 2, 4096, 4096, 14336
     rows = S * k
     tok = torch.randn(1, rows, K, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(Ex, K, N, device="cuda", dtype=torch.bfloat16) / 64
+    # weights [E, K, N] stored K-contiguous (a transposed [E, N, K]): cuDNN's MoE layout, and
+    # the layout torch._grouped_mm wants for its second operand
+    w = (torch.randn(Ex, N, K, device="cuda", dtype=torch.bfloat16) / 64).transpose(1, 2)
     offs = torch.arange(0, rows, rows // Ex, device="cuda", dtype=torch.int32).view(Ex, 1, 1)
     out = torch.empty(1, rows, N, device="cuda", dtype=torch.bfloat16)
-    ts, g = moe("BFLOAT16", "NONE", rows, K, N, Ex)
+    ts, g = moe("BFLOAT16", "NONE", rows, K, N, Ex, w_k_contig=True)
+    assert tstrides(w) == ts[1].strides
     run, _ = E_.prepare(g, {1: tok, 2: w, 3: offs, 4: out})
     ours = median_ms(torch, run, reps=10, warm=2)
     a = tok.view(rows, K)

@@ -10,6 +10,8 @@ When the axis is unit-stride and the block spans whole 16-byte vectors, loads ar
 """
 from __future__ import annotations
 
+import os
+
 from . import codegen as cg
 
 KINDS = {"BlockScaleQuantizeAttributes": (("x",), ("y", "scale")),
@@ -173,7 +175,11 @@ def _quant(prog, r, loc, tag, ax, bs):
     vec = 16 // esz
     vload = xs[ax] == 1 and (bs * esz) % 16 == 0 and all(
         (xs[k] * esz) % 16 == 0 for k in range(n) if k != ax and sd[k] > 1)
-    L = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
+    yvec = (ys[ax] == 1 and cg.ELEM_SIZE[yt] == 1 and bs % 16 == 0 and all(
+        ys[k] % 16 == 0 for k in range(n) if k != ax and sd[k] > 1))
+    head = HEAD if os.environ.get("HIPDNN_CABI_HIP_FP8_CVT", "1") not in ("0", "off") else \
+        "#define HDN_FP8_CVT 0\n" + HEAD
+    L = [head, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
                f'{Ty}* __restrict__ py, {Ts}* __restrict__ ps) {{',
          "  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;",
          f"  if (i >= {total}LL) return;"]
@@ -202,6 +208,8 @@ def _quant(prog, r, loc, tag, ax, bs):
         L.append(f"  ps[{soff}] = fin ? sc : __uint_as_float({_NAN['FLOAT']});")
     else:
         L.append(f"  {{ {Ts} o = sc; if (!fin) o.bits = (hdn_u16){_NAN[st]}; ps[{soff}] = o; }}")
+    if yvec:
+        L.append(f"  unsigned char ob[{bs}];")
     L += [f"#pragma unroll\n  for (int e = 0; e < {bs}; ++e) {{",
           "    float q = sv != 0.f ? v[e] / sv : 0.f;",
           f"    q = q < {cg.flit(ylo)} ? {cg.flit(ylo)} : (q > {cg.flit(ymx)} ? {cg.flit(ymx)} : q);",
@@ -211,7 +219,17 @@ def _quant(prog, r, loc, tag, ax, bs):
         L.append(f"    if (!fin) o = {en};")
     else:
         L.append(f"    if (!fin) o.bits = (hdn_u16){_NAN[yt]};")
-    L += [f"    py[yb + (long long)e * {ys[ax]}] = o;", "  }", "}"]
+    if yvec:    # 1-byte elements, unit stride: 16-byte stores
+        L += ["    ob[e] = (unsigned char)o;", "  }",
+              f"#pragma unroll\n  for (int q = 0; q < {bs // 16}; ++q) {{",
+              "    unsigned w[4];",
+              "#pragma unroll\n    for (int j = 0; j < 4; ++j) w[j] = (unsigned)ob[q * 16 + 4 * j] | "
+              "((unsigned)ob[q * 16 + 4 * j + 1] << 8) | ((unsigned)ob[q * 16 + 4 * j + 2] << 16) | "
+              "((unsigned)ob[q * 16 + 4 * j + 3] << 24);",
+              "    *reinterpret_cast<uint4*>(py + yb + q * 16) = make_uint4(w[0], w[1], w[2], w[3]);",
+              "  }", "}"]
+    else:
+        L += [f"    py[yb + (long long)e * {ys[ax]}] = o;", "  }", "}"]
     helpers = ("__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const float*, float* v) "
                "{ v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w); }\n"
                "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_half*, float* v) "

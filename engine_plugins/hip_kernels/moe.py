@@ -102,7 +102,9 @@ def _route_source(name, mode, G, rows_total, T, R_out, N, out, top_k):
          f"    const int o = off[g]; if (o < 0 || o > {rows_total} || (g > 0 && o < off[g - 1])) atomicOr(&bad, 1); }}",
          "  __syncthreads();"]
     if mode != "NONE":
-        L += [f"  for (int r = threadIdx.x; r < {rows_total}; r += 1024) {{"]
+        # only the routed rows of some group (from off[0]) are checked and counted, as on the CPU
+        L += [f"  const int r0 = bad ? {rows_total} : off[0];",
+              f"  for (int r = r0 + threadIdx.x; r < {rows_total}; r += 1024) {{"]
         if mode == "GATHER":
             L += [f"    const int s = ti[r]; if (s < 0 || s >= {T}) atomicOr(&bad, 1);"]
         else:
@@ -162,6 +164,20 @@ def gemm_spec(tok_src, tok_t, w, out, mode, G, E, rows_total, top_k):
     spec.store = (f"const int lo = moe_off[b]; const int hi = b + 1 < {G} ? moe_off[b + 1] : {rows_total};"
                   f" if (m < lo || m >= hi || !*moe_flag) return;"
                   f" moe_out[({dst}) * {so1} + (long long)n * {so2}] = hdn_from_float<{To}>(v);")
+    if so2 == 1 and N % 8 == 0 and so1 % 8 == 0:
+        # 8 consecutive n of one row: one range check, 16-byte stores
+        ot = _dt(out)
+        if ot == "FLOAT":
+            wr = ("float4* q = reinterpret_cast<float4*>(p);"
+                  " q[0] = make_float4(vv[0], vv[1], vv[2], vv[3]);"
+                  " q[1] = make_float4(vv[4], vv[5], vv[6], vv[7]);")
+        else:
+            wr = ("unsigned w[4]; for (int j = 0; j < 4; ++j) w[j] = (unsigned)hdn_bits("
+                  f"hdn_from_float<{To}>(vv[2 * j])) | ((unsigned)hdn_bits(hdn_from_float<{To}>(vv[2 * j + 1])) << 16);"
+                  " *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);")
+        spec.store8 = (f"const int lo = moe_off[b]; const int hi = b + 1 < {G} ? moe_off[b + 1] : {rows_total};"
+                       f" if (m < lo || m >= hi || !*moe_flag) return;"
+                       f" {To}* p = moe_out + ({dst}) * {so1} + n; {wr}")
     return spec
 
 

@@ -139,8 +139,14 @@ def _vec(D, dts):
     return v if D % v == 0 else 1
 
 
-def _threads(DQ):
+def _threads(DQ, per_thread=None):
+    """Threads per row: one 16-byte vector each (backward), or about ``per_thread`` vectors
+    each (forward: several independent loads in flight, small blocks, cheap reductions)."""
     nt = 32
+    if per_thread:
+        while nt < 1024 and nt * per_thread < DQ:
+            nt *= 2
+        return nt
     while nt < 1024 and nt * 2 <= DQ:
         nt *= 2
     while nt < 1024 and -(-DQ // nt) > 16:
@@ -227,7 +233,7 @@ def _emit_fwd(prog, node, r, loc, tag, g):
     Tx, Ty = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(y.dtype)]
     VEC = _vec(D, [cg.dtype_name(x.dtype), cg.dtype_name(y.dtype)])
     DQ = D // VEC
-    NT = _threads(DQ)
+    NT = _threads(DQ, per_thread=4)
     NCH = -(-DQ // NT)
     if NCH > 64:
         raise ValueError(f"normalised extent {D} too large for the GPU row kernel")

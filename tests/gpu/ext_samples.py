@@ -136,10 +136,12 @@ def ext_sample_graphs():
     return out + moe_samples()
 
 
-def moe(dt, mode, S, K, N, E, G=None, top_k=2, ot=None):
+def moe(dt, mode, S, K, N, E, G=None, top_k=2, ot=None, w_k_contig=False):
+    """w_k_contig: weight [E, K, N] stored K-contiguous (strides K*N, 1, K: cuDNN's MoE layout)."""
     G = G or E
     rows = S * top_k if mode == "GATHER" else S
-    tok, w = T(1, [1, S, K], dt), T(2, [E, K, N], dt)
+    tok = T(1, [1, S, K], dt)
+    w = T(2, [E, K, N], dt, strides=[K * N, 1, K] if w_k_contig else None)
     off = R(3, [G, 1, 1], "INT32")
     out = T(4, [1, rows, N], ot or dt)
     ts = [tok, w, off, out]
@@ -159,4 +161,5 @@ def moe_samples():
     for dt in ("FLOAT", "HALF", "BFLOAT16"):
         for mode in ("NONE", "GATHER", "SCATTER"):
             out.append((f"moe_{mode}_{dt}", moe(dt, mode, 40, 64, 48, 4)[1]))
+        out.append((f"moe_kcontig_{dt}", moe(dt, "NONE", 40, 64, 48, 4, w_k_contig=True)[1]))
     return out

@@ -18,6 +18,7 @@ from test_gpu_ext_ops import STORE, as_float, fill, nbytes
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
 # host stand-ins of the device intrinsics the kernels use beyond host_emu's shim
 EXTRA = r"""
+static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 static inline float __double2float_ru(double d) { float f = (float)d; if ((double)f < d) f = nextafterf(f, INFINITY); return f; }
 """
 HDR = dict(codegen.headers())

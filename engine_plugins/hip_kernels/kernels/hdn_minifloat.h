@@ -68,3 +68,19 @@ __device__ __forceinline__ unsigned char hdn_e8m0_round_up(float f) {
     return (unsigned char)(p < 0 ? 0 : p > 254 ? 254 : p);
 }
 // nearest E8M0 (generic store of a value into E8M0; ties to the even code)
+
+// Hardware conversions (sm_89+): round to nearest even with saturation to +-max finite, NaN ->
+// 0x7f - the same bits as the generic encoder above (checked GPU vs CPU in the tests).
+// HDN_FP8_CVT=0 (the engine's HIPDNN_CABI_HIP_FP8_CVT=0) keeps the generic encoder.
+#if HDN_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) && (!defined(HDN_FP8_CVT) || HDN_FP8_CVT)
+template <> __device__ __forceinline__ unsigned char hdn_mini_encode<4, 3, 7, 1>(float v) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+    return (unsigned char)(r & 0xffu);
+}
+template <> __device__ __forceinline__ unsigned char hdn_mini_encode<5, 2, 15, 2>(float v) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+    return (unsigned char)(r & 0xffu);
+}
+#endif
