@@ -109,8 +109,7 @@ POOLS = [([1, 3, 7, 6], [3, 3], [2, 2], [1, 1], [1, 0], "MAXPOOL", "NEG_INF_PAD"
          ([2, 2, 5, 5], [3, 3], [2, 2], [1, 1], [1, 1], "AVGPOOL_INCLUDE_PADDING", "ZERO_PAD")]
 
 
-@pytest.mark.parametrize("dt", ["FLOAT", "BFLOAT16"])
-@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("dt,lay", [("FLOAT", "nchw"), ("BFLOAT16", "nhwc")])
 @pytest.mark.parametrize("pi", range(len(POOLS)))
 def test_pool_emulated(dt, lay, pi):
     xd, win, st, pre, post, mode, pm = POOLS[pi]
