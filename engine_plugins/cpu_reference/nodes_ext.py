@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
-
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, PluginError
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
@@ -373,4 +371,3 @@ class MoeGroupedMatmulBwdBuilder(NodeBuilder):
 
 EXT_BUILDERS = [ResampleFwdBuilder, ResampleBwdBuilder, BlockScaleQuantizeBuilder,
                 BlockScaleDequantizeBuilder, MoeGroupedMatmulBuilder, MoeGroupedMatmulBwdBuilder]
-del np

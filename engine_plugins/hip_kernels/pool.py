@@ -73,10 +73,6 @@ def check(node, graph, r):
     return p
 
 
-def _off(prefix, strides, names):
-    return " + ".join(f"(long long){n} * {s}" for n, s in zip(names, strides) if s) or "0"
-
-
 def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
     p = check(node, graph, r)
     if node.kind == "ResampleFwdAttributes":
