@@ -516,7 +516,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead")
+    ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead,"
+                                     "norms,pool,mxq,moe")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -531,6 +532,8 @@ def main():
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise), ("sdpa", bench_sdpa)]
+    from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
+    steps += EXT_STEPS
     for k, fn in steps:
         if k in only:
             try:

@@ -83,6 +83,7 @@ class NodeBuilder:
     OUTPUTS: tuple = ()
     OPTIONAL: frozenset = frozenset()
     KEY_ROLES: tuple = ()
+    TYPES: tuple = ()      # data types its tensors may have (default: kdt_names())
 
     # -- structure
     @classmethod
@@ -100,7 +101,8 @@ class NodeBuilder:
             _need(len(t.dims) == len(t.strides) and len(t.dims) > 0,
                   f"{cls.KIND}: {r} tensor has {len(t.dims)} dims and {len(t.strides)} strides")
             _need(all(int(d) >= 0 for d in t.dims), f"{cls.KIND}: negative dim in {r}")
-            _need(dtype_name(t.dtype) in kdt_names(), f"{cls.KIND}: {r} type unsupported")
+            _need(dtype_name(t.dtype) in (cls.TYPES or kdt_names()),
+                  f"{cls.KIND}: {r} type {dtype_name(t.dtype)} unsupported")
         return out
 
     @classmethod
@@ -957,9 +959,11 @@ class SdpaBwdBuilder(_SdpaBase):
         return NodePlan(node, *self.io_uids(node, graph), fn)
 
 
+from .nodes_ext import EXT_BUILDERS  # noqa: E402  (resample, block scale, MoE)
+
 BUILDERS = [ConvFwdBuilder, ConvBwdDataBuilder, ConvBwdFilterBuilder, BatchnormInferenceBuilder,
             BatchnormInferenceVarianceBuilder, BatchnormTrainBuilder, BatchnormBwdBuilder,
             PointwiseBuilder, MatmulBuilder, ReductionBuilder, LayernormFwdBuilder,
             LayernormBwdBuilder, RmsnormFwdBuilder, RmsnormBwdBuilder, SdpaFwdBuilder,
-            SdpaBwdBuilder]
+            SdpaBwdBuilder, *EXT_BUILDERS]
 BY_KIND = {b.KIND: b for b in BUILDERS}

@@ -16,6 +16,13 @@ from engine_plugins.cpu_reference.signature import FB_NAMES
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
 CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16"}
 ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2}
+# narrow / integer types of the issue-17 ops (ext_ops.py): storage only
+CTYPE.update({n: "unsigned char" for n in ("FP8_E4M3", "FP8_E5M2", "FP8_E8M0", "FP4_E2M1",
+                                          "FP6_E2M3", "FP6_E3M2", "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ",
+                                          "UINT8")})
+CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long"})
+ELEM_SIZE.update({n: 1 for n in CTYPE if CTYPE[n] in ("unsigned char", "signed char")})
+ELEM_SIZE.update({"INT32": 4, "INT64": 8})
 ILP = 4
 THREADS = 256
 
@@ -26,8 +33,8 @@ def read_kernel(name: str) -> str:
 
 
 def headers() -> dict:
-    """Every header of kernels/ (hdn_compat.h, the generated hdn_wgmma.h, the MMA / Philox /
-    attention building blocks)."""
+    """Every kernels/*.h (hdn_compat.h, the generated hdn_wgmma.h, the MMA / Philox / attention
+    building blocks, the reduction core hdn_reduce.h, hdn_minifloat.h)."""
     return {n: read_kernel(n) for n in sorted(os.listdir(KDIR)) if n.endswith(".h")}
 
 

@@ -21,6 +21,7 @@ import math
 
 from . import attention as attn
 from . import codegen as cg
+from . import ext_ops
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 from .gemm_core import choose_core
 
@@ -42,6 +43,7 @@ IO = {
                                     ("dx", "dscale", "dbias")),
     "ReductionAttributes": (("in",), ("out",)),
     **attn.IO,
+    **ext_ops.IO,   # issue 17: norms, resample, block scale, MoE (ext_ops.py)
 }
 GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
               "ConvolutionWrwAttributes")
@@ -212,6 +214,17 @@ def check_node(node, graph):
         if role in outs:
             _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
                                       f"overlapping strides)")
+    if node.kind in ext_ops.CHECK:   # issue 17 ops: their own type rules (ext_ops.py)
+        for role, t in r.items():
+            _need(t.value is not None or dt(t) in FLOATS + ext_ops.TYPES.get(node.kind, ()),
+                  f"{role}: type {dt(t)} not supported")
+        cd = cg.dtype_name(node.compute_dtype)
+        _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
+        try:
+            ext_ops.CHECK[node.kind](node, graph, r)
+        except ValueError as e:
+            raise NotApplicable(f"{node.kind}: {e}") from None
+        return r
     check_types(node, r)
     if node.kind == "PointwiseAttributes":
         mode = cg.pw_mode_name(node)
@@ -430,6 +443,12 @@ def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
             _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
         elif kind in attn.IO:
             attn.emit(prog, nodes[members[0]], R[members[0]], loc, tag)
+        elif kind in ext_ops.EMIT:
+            try:
+                ext_ops.EMIT[kind](prog, graph, nodes[members[0]], R[members[0]], loc, tag, sms,
+                                   use_mma=use_mma)
+            except ValueError as e:
+                raise NotApplicable(f"{kind}: {e}") from None
     return prog
 
 

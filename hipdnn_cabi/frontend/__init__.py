@@ -18,8 +18,8 @@ the backend's last-error text.
 """
 from __future__ import annotations
 
-from .._generated.enums import (BehaviorNote, ConvolutionMode, DataType, PointwiseMode,
-                                ReduceTensorOp)
+from .._generated.enums import (BehaviorNote, ConvolutionMode, DataType, MoeGroupedMatmulMode,
+                                PaddingMode, PointwiseMode, ReduceTensorOp, ResampleMode)
 from ..errors import (BadParamError, ExecutionFailedError, HipdnnError, InternalError,
                       NotFinalizedError, NotInitializedError, NotSupportedError, NullPointerError,
                       PluginError)
@@ -43,5 +43,5 @@ __all__ = [
     "to_numpy_dtype", "GraphNotSupportedError", "HipdnnError", "BadParamError", "NullPointerError",
     "NotFinalizedError", "NotInitializedError", "NotSupportedError", "InternalError",
     "ExecutionFailedError", "PluginError", "KnobInfo", "EngineConfigInfo", "engine_memory_kind",
-    "set_engine_memory_kind",
+    "set_engine_memory_kind", "ResampleMode", "PaddingMode", "MoeGroupedMatmulMode",
 ]

@@ -174,8 +174,112 @@ def infer_sdpa(node):
             fill(o.get(g), x.dim, x)
 
 
+# ---- issue 17: norm backward, resample, block scale, MoE (one contiguous block) -------------
+def infer_norm_backward(node):
+    i, o = node.inputs, node.outputs
+    x, sc = i.get("x"), i.get("scale")
+    if not _known(x):
+        return
+    fill(o.get("dx"), x.dim, x)
+    ref = sc.dim if _known(sc) else [1] + list(x.dim[1:])
+    for r in ("dscale", "dbias"):
+        fill(o.get(r), ref, sc)
+
+
+def infer_resample(node):
+    a, i, o = node.attrs, node.inputs, node.outputs
+    win, st, pre, post = a["window"], a["stride"], a["pre_padding"], a["post_padding"]
+    nsp = len(win)
+    if node.kind == "resample":
+        x = i["x"]
+        if not _known(x):
+            return
+        if len(x.dim) != nsp + 2:
+            raise BadParamError(f"{node.name}: window has {len(win)} dims for a "
+                                f"{len(x.dim)}-D input")
+        out = []
+        for k in range(nsp):
+            span = x.dim[2 + k] + pre[k] + post[k] - win[k]
+            if span < 0:
+                raise BadParamError(f"{node.name}: window {win[k]} is larger than the padded "
+                                    f"input ({x.dim[2 + k] + pre[k] + post[k]})")
+            out.append(span // st[k] + 1)
+        dims = list(x.dim[:2]) + out
+        fill(o.get("y"), dims, x)
+        fill(o.get("index"), dims, x)
+    else:
+        dy = i["dy"]
+        if not _known(dy):
+            return
+        inn = [(dy.dim[2 + k] - 1) * st[k] + win[k] - pre[k] - post[k] for k in range(nsp)]
+        fill(o.get("dx"), list(dy.dim[:2]) + inn, dy)
+
+
+def _packed_axis_strides(dims, ref, axis):
+    """Strides for dims in ref's order but with ``axis`` innermost (block-scale ``transpose``)."""
+    order = stride_order(ref.stride) if ref.stride is not None and len(ref.stride) == len(dims) \
+        else list(range(len(dims) - 1, -1, -1))
+    order = [axis] + [ax for ax in order if ax != axis]
+    return packed_strides(dims, order)
+
+
+def infer_block_scale(node):
+    i, o, a = node.inputs, node.outputs, node.attrs
+    x = i["x"]
+    if not _known(x):
+        return
+    n = len(x.dim)
+    if node.kind == "block_scale_quantize":
+        ax = n - 1 if a.get("axis") is None else int(a["axis"])
+        if not 0 <= ax < n:
+            raise BadParamError(f"{node.name}: axis {ax} out of range for rank {n}")
+        bs = int(a["block_size"])
+        if bs <= 0 or x.dim[ax] % bs:
+            raise BadParamError(f"{node.name}: block_size {bs} must be positive and divide "
+                                f"dim {ax} ({x.dim[ax]})")
+        sdims = [d // bs if k == ax else d for k, d in enumerate(x.dim)]
+        for role, dims in (("y", list(x.dim)), ("scale", sdims)):
+            t = o[role]
+            if t.dim is None:
+                t.dim = dims
+            if t.stride is None:
+                t.stride = (_packed_axis_strides(dims, x, ax) if a.get("transpose")
+                            else like_strides(dims, x))
+    else:
+        fill(o.get("y"), x.dim, x)
+
+
+def infer_moe(node):
+    i, o = node.inputs, node.outputs
+    if node.kind == "moe_grouped_matmul":
+        tok, w, ti = i["token"], i["weight"], i.get("token_index")
+        if not _known(tok, w):
+            return
+        if len(tok.dim) != 3 or len(w.dim) != 3:
+            raise BadParamError(f"{node.name}: token must be [1, T, K] and weight [E, K, N]")
+        gather = int(node.attrs.get("mode") or 0) == 1
+        if gather and not _known(ti):
+            return
+        rows = ti.dim[1] if gather else tok.dim[1]
+        fill(o["output"], [1, rows, w.dim[2]])
+    else:
+        do, tok, off = i["doutput"], i["token"], i["first_token_offset"]
+        if not _known(do, tok, off):
+            return
+        fill(o["dweight"], [off.dim[0], tok.dim[2], do.dim[2]])
+
+
+INFER_ISSUE17 = {"layernorm_backward": infer_norm_backward, "rmsnorm_backward": infer_norm_backward,
+                 "resample": infer_resample, "resample_backward": infer_resample,
+                 "block_scale_quantize": infer_block_scale,
+                 "block_scale_dequantize": infer_block_scale,
+                 "moe_grouped_matmul": infer_moe, "moe_grouped_matmul_backward": infer_moe}
+# ---- end issue 17 block ----
+
+
 INFER = {"conv_fprop": infer_conv, "conv_dgrad": infer_conv, "conv_wgrad": infer_conv,
          "pointwise": infer_pointwise, "matmul": infer_matmul,
          "batchnorm": infer_batchnorm, "batchnorm_inference": infer_batchnorm,
          "batchnorm_backward": infer_batchnorm, "layernorm": infer_norm, "rmsnorm": infer_norm,
-         "reduction": lambda node: None, "sdpa": infer_sdpa, "sdpa_backward": infer_sdpa}
+         "reduction": lambda node: None, "sdpa": infer_sdpa, "sdpa_backward": infer_sdpa,
+         **INFER_ISSUE17}

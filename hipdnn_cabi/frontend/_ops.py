@@ -129,7 +129,115 @@ SPECS = {s.kind: s for s in [
            _slots("OPERATION_SDPA_BWD_", [("dq", "DQ"), ("dk", "DK"), ("dv", "DV"),
                                           ("dbias", "DBIAS")], "_EXT"),
            _a("SDPA_BWD_COMP_TYPE_EXT")),
+    # ---- issue 17: norm backward, resample, block scale, MoE (one contiguous block) ----
+    OpSpec("layernorm_backward", D.HIPDNN_BACKEND_OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_LAYERNORM_BACKWARD_EXT,
+           _slots("OPERATION_LAYERNORM_BACKWARD_", [("dy", "DY"), ("x", "X"), ("scale", "SCALE"),
+                                                    ("mean", "MEAN"),
+                                                    ("inv_variance", "INV_VARIANCE"),
+                                                    ("epsilon", "EPSILON")], "_EXT"),
+           _slots("OPERATION_LAYERNORM_BACKWARD_", [("dx", "DX"), ("dscale", "DSCALE"),
+                                                    ("dbias", "DBIAS")], "_EXT"),
+           _a("LAYERNORM_BACKWARD_COMP_TYPE_EXT")),
+    OpSpec("rmsnorm_backward", D.HIPDNN_BACKEND_OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT,
+           O.HIPDNN_OPERATION_TYPE_RMSNORM_BACKWARD_EXT,
+           _slots("OPERATION_RMSNORM_BACKWARD_", [("dy", "DY"), ("x", "X"), ("scale", "SCALE"),
+                                                  ("inv_rms", "INV_RMS")], "_EXT"),
+           _slots("OPERATION_RMSNORM_BACKWARD_", [("dx", "DX"), ("dscale", "DSCALE"),
+                                                  ("dbias", "DBIAS")], "_EXT"),
+           _a("RMSNORM_BACKWARD_COMP_TYPE_EXT")),
+    OpSpec("resample", D.HIPDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_RESAMPLE_FWD,
+           _slots("OPERATION_RESAMPLE_FWD_", [("x", "XDESC")]),
+           _slots("OPERATION_RESAMPLE_FWD_", [("y", "YDESC"), ("index", "IDXDESC")]),
+           _a("RESAMPLE_COMP_TYPE")),
+    OpSpec("resample_backward", D.HIPDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_RESAMPLE_BWD_EXT,
+           _slots("OPERATION_RESAMPLE_BWD_", [("dy", "DYDESC"), ("index", "IDXDESC")]),
+           _slots("OPERATION_RESAMPLE_BWD_", [("dx", "DXDESC")]), _a("RESAMPLE_COMP_TYPE")),
+    OpSpec("block_scale_quantize", D.HIPDNN_BACKEND_OPERATION_BLOCK_SCALE_QUANTIZE_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_BLOCK_SCALE_QUANTIZE_EXT,
+           _slots("OPERATION_BLOCK_SCALE_QUANTIZE_", [("x", "XDESC")]),
+           _slots("OPERATION_BLOCK_SCALE_QUANTIZE_", [("y", "YDESC"), ("scale", "SCALE_DESC")]),
+           _a("OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC")),
+    OpSpec("block_scale_dequantize", D.HIPDNN_BACKEND_OPERATION_BLOCK_SCALE_DEQUANTIZE_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_BLOCK_SCALE_DEQUANTIZE_EXT,
+           _slots("OPERATION_BLOCK_SCALE_DEQUANTIZE_", [("x", "XDESC"), ("scale", "SCALE_DESC")]),
+           _slots("OPERATION_BLOCK_SCALE_DEQUANTIZE_", [("y", "YDESC")]),
+           _a("OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC")),
+    OpSpec("moe_grouped_matmul", D.HIPDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_MOE_GROUPED_MATMUL_EXT,
+           _slots("OPERATION_MOE_GROUPED_MATMUL_", [("token", "TOKEN_DESC"), ("weight", "WEIGHT_DESC"),
+                                                    ("first_token_offset", "FIRST_TOKEN_OFFSET_DESC"),
+                                                    ("token_index", "TOKEN_INDEX_DESC"),
+                                                    ("token_ks", "TOKEN_KS_DESC")]),
+           _slots("OPERATION_MOE_GROUPED_MATMUL_", [("output", "OUTPUT_DESC")]),
+           _a("OPERATION_MOE_GROUPED_MATMUL_MATH_PREC")),
+    OpSpec("moe_grouped_matmul_backward",
+           D.HIPDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR,
+           O.HIPDNN_OPERATION_TYPE_MOE_GROUPED_MATMUL_BWD_EXT,
+           _slots("OPERATION_MOE_GROUPED_MATMUL_BWD_", [("doutput", "DOUTPUT_DESC"),
+                                                        ("token", "TOKEN_DESC"),
+                                                        ("first_token_offset",
+                                                         "FIRST_TOKEN_OFFSET_DESC")]),
+           _slots("OPERATION_MOE_GROUPED_MATMUL_BWD_", [("dweight", "DWEIGHT_DESC")]),
+           _a("OPERATION_MOE_GROUPED_MATMUL_BWD_MATH_PREC")),
+    # ---- end issue 17 block ----
 ]}
+
+# ---- issue 17: parameters of the ops above, lowered and read back generically ----------------
+# kind -> ((attrs key, attribute, attribute type, value kind), ...); value kinds: "vec" (INT64
+# vector), "int" (INT64 scalar), "bool", or an IntEnum class (lowered with its attribute type).
+from .._generated.enums import AttributeType as _T  # noqa: E402
+from .._generated.enums import MoeGroupedMatmulMode, PaddingMode, ResampleMode  # noqa: E402
+
+_RS = (("mode", _a("RESAMPLE_MODE"), _T.HIPDNN_TYPE_RESAMPLE_MODE, ResampleMode),
+       ("pre_padding", _a("RESAMPLE_PRE_PADDINGS"), _T.HIPDNN_TYPE_INT64, "vec"),
+       ("post_padding", _a("RESAMPLE_POST_PADDINGS"), _T.HIPDNN_TYPE_INT64, "vec"),
+       ("stride", _a("RESAMPLE_STRIDES"), _T.HIPDNN_TYPE_INT64, "vec"),
+       ("window", _a("RESAMPLE_WINDOW_DIMS"), _T.HIPDNN_TYPE_INT64, "vec"),
+       ("padding_mode", _a("RESAMPLE_PADDING_MODE"), _T.HIPDNN_TYPE_PADDING_MODE, PaddingMode))
+PARAMS = {
+    "layernorm_backward": (("normalized_dim_count", _a("LAYERNORM_BACKWARD_NORMALIZED_DIM_COUNT_EXT"),
+                            _T.HIPDNN_TYPE_INT64, "int"),),
+    "rmsnorm_backward": (),
+    "resample": _RS + (("generate_index", _a("RESAMPLE_GENERATE_INDEX_EXT"),
+                        _T.HIPDNN_TYPE_BOOLEAN, "bool"),),
+    "resample_backward": _RS,
+    "block_scale_quantize": (
+        ("block_size", _a("OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE"), _T.HIPDNN_TYPE_INT64, "int"),
+        ("axis", _a("OPERATION_BLOCK_SCALE_QUANTIZE_AXIS_EXT"), _T.HIPDNN_TYPE_INT64, "int"),
+        ("transpose", _a("OPERATION_BLOCK_SCALE_QUANTIZE_TRANSPOSE_EXT"), _T.HIPDNN_TYPE_BOOLEAN,
+         "bool")),
+    "block_scale_dequantize": (
+        ("block_size", _a("OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE"), _T.HIPDNN_TYPE_INT64, "vec"),
+        ("is_negative_scale", _a("OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE"),
+         _T.HIPDNN_TYPE_BOOLEAN, "bool")),
+    "moe_grouped_matmul": (
+        ("mode", _a("OPERATION_MOE_GROUPED_MATMUL_MODE"), _T.HIPDNN_TYPE_MOE_GROUPED_MATMUL_MODE,
+         MoeGroupedMatmulMode),
+        ("top_k", _a("OPERATION_MOE_GROUPED_MATMUL_TOP_K"), _T.HIPDNN_TYPE_INT64, "int")),
+    "moe_grouped_matmul_backward": (),
+}
+
+
+def lower_params(node):
+    """(attribute, type, values) for a node of a PARAMS kind (unset values are skipped)."""
+    out = []
+    for key, attr, atype, vk in PARAMS[node.kind]:
+        v = node.attrs.get(key)
+        if v is None:
+            continue
+        if vk == "vec":
+            out.append((attr, atype, [int(e) for e in v]))
+        elif vk == "int":
+            out.append((attr, atype, [int(v)]))
+        elif vk == "bool":
+            out.append((attr, atype, [bool(v)]))
+        else:
+            out.append((attr, atype, [int(vk(v))]))
+    return out
+# ---- end issue 17 parameters ----
 
 BY_OPTYPE = {int(s.optype): s for s in SPECS.values()}
 

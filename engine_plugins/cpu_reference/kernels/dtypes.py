@@ -13,7 +13,8 @@ Every hipDNN data type is described by two numpy dtypes:
 
 Tables are keyed by the hipDNN enum *names* (``"HIPDNN_DATA_FLOAT"``...); the
 numeric enum values are deliberately not repeated here (the ABI JSON / generated
-enums own them).  FP8/FP6/FP4/INT4 types are not supported by these kernels.
+enums own them).  FP8/FP6/FP4 and E8M0 are stored one code per byte and converted by
+:mod:`.minifloat` (round to nearest even, saturating); INT4 is not supported.
 
 Conversions
 -----------
@@ -56,10 +57,11 @@ class DataTypeInfo:
     storage: np.dtype  # numpy dtype of the elements in a buffer
     compute: np.dtype  # numpy dtype the kernels compute in
     is_bf16: bool = False
+    minifloat: bool = False   # FP8/FP6/FP4/E8M0: one uint8 code per element (.minifloat)
 
 
-def _info(name, storage, compute, is_bf16=False):
-    return DataTypeInfo(name, np.dtype(storage), np.dtype(compute), is_bf16)
+def _info(name, storage, compute, is_bf16=False, minifloat=False):
+    return DataTypeInfo(name, np.dtype(storage), np.dtype(compute), is_bf16, minifloat)
 
 
 #: hipDNN data-type name -> DataTypeInfo, for the types these kernels support.
@@ -75,7 +77,9 @@ DATA_TYPES: dict[str, DataTypeInfo] = {
         _info("HIPDNN_DATA_INT32", np.int32, np.int32),
         _info("HIPDNN_DATA_INT64", np.int64, np.int64),
         _info("HIPDNN_DATA_BOOLEAN", np.bool_, np.bool_),
-    )
+    ) + tuple(_info("HIPDNN_DATA_" + n, np.uint8, np.float32, minifloat=True)
+              for n in ("FP8_E4M3", "FP8_E5M2", "FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2",
+                        "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ"))
 }
 
 _SHORT_NAMES = {
@@ -165,6 +169,9 @@ def decode(stored, name: str) -> np.ndarray:
     a = np.asarray(stored)
     if info.is_bf16:
         return bf16_to_float32(a)
+    if info.minifloat:
+        from . import minifloat
+        return minifloat.decode(a, name)
     if a.dtype == info.compute:
         return a
     return a.astype(info.compute)
@@ -179,12 +186,15 @@ def encode(values, name: str) -> np.ndarray:
     a = np.asarray(values)
     if info.is_bf16:
         return float32_to_bf16(a)
+    if info.minifloat:
+        from . import minifloat
+        return minifloat.encode(a, info.name)
     st = info.storage
     if st.kind == "b":
         return a != 0 if a.dtype != np.bool_ else a
     if st.kind in "iu" and a.dtype.kind in "fc":
         lim = np.iinfo(st)
-        r = np.rint(np.nan_to_num(a.real, nan=0.0))
+        r = np.rint(np.nan_to_num(a.real, nan=0.0)).astype(np.float64)   # exact limits (int32)
         return np.clip(r, lim.min, lim.max).astype(st)
     if a.dtype == st:
         return a

@@ -77,6 +77,9 @@ hdn_gemm_mma(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS)
     const int kbeg = (blockIdx.z % GSPLIT) * GKSPLIT;
     const int kend = kbeg + GKSPLIT < GK ? kbeg + GKSPLIT : GK;
     const int m0 = blockIdx.y * MBM, n0 = blockIdx.x * MBN;
+#ifdef HDN_TILE_ACTIVE   // optional data-dependent tile skip (MoE groups: moe.py)
+    if (!HDN_TILE_ACTIVE(b, m0)) return;
+#endif
     const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
 
     // staging registers: 4096 elements per operand tile = 16 per thread

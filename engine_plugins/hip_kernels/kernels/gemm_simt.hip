@@ -45,6 +45,9 @@ hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS
     const int kbeg = (blockIdx.z % GSPLIT) * GKSPLIT;
     const int kend = kbeg + GKSPLIT < GK ? kbeg + GKSPLIT : GK;
     const int m0 = blockIdx.y * SBM, n0 = blockIdx.x * SBN;
+#ifdef HDN_TILE_ACTIVE   // optional data-dependent tile skip (MoE groups: moe.py)
+    if (!HDN_TILE_ACTIVE(b, m0)) return;
+#endif
     float ra[4], rb[4];
 
     auto gload = [&](int k0) {

@@ -7,7 +7,7 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError
 from .. import _infer
-from .._ops import SDPA_PARAMS, SPECS
+from .._ops import PARAMS, SDPA_PARAMS, SPECS, lower_params
 from ..handle import Handle
 from ..tensor import scalar_bytes
 from ._types import _PW_FLOATS
@@ -84,6 +84,8 @@ class LoweringMixin:
                     continue
                 cast = {"BOOLEAN": bool, "FLOAT": float}.get(tname, int)
                 out.append((A["HIPDNN_ATTR_" + name], T["HIPDNN_TYPE_" + tname], [cast(v)]))
+        elif n.kind in PARAMS:   # issue 17 ops: table-driven (frontend/_ops.py)
+            out += lower_params(n)
         spec = SPECS[n.kind]
         if n.compute_data_type is not None and spec.comp is not None:
             out.append((spec.comp, T.HIPDNN_TYPE_DATA_TYPE, [int(n.compute_data_type)]))

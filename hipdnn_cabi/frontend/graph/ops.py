@@ -288,3 +288,126 @@ class OpsMixin:
         return self.pointwise(input, mode=_pw("GEN_INDEX"), axis=axis,
                               compute_data_type=compute_data_type, name=name)
 
+
+    # ================================================================== issue 17 ops (one block)
+    # norm backward, resample (pooling), block-scale quantize / dequantize, MoE grouped matmul;
+    # parameters are lowered and read back through frontend/_ops.PARAMS, shapes in _infer.
+    def layernorm_backward(self, grad, input, scale, mean=None, inv_variance=None, *,
+                           epsilon=None, normalized_dim_count=None, compute_data_type=None,
+                           name=""):
+        """Returns ``(dx, dscale, dbias)``; statistics (mean, inv_variance) or epsilon."""
+        n = self._add("layernorm_backward", dict(dy=grad, x=input, scale=scale, mean=mean,
+                                                 inv_variance=inv_variance, epsilon=epsilon),
+                      ("dx", "dscale", "dbias"), {"normalized_dim_count": normalized_dim_count},
+                      compute_data_type, name)
+        o = n.outputs
+        return o["dx"], o["dscale"], o["dbias"]
+
+    def rmsnorm_backward(self, grad, input, scale, inv_rms, *, has_dbias=False,
+                         compute_data_type=None, name=""):
+        """Returns ``(dx, dscale, dbias)`` (dbias None unless ``has_dbias``)."""
+        outs = ("dx", "dscale") + (("dbias",) if has_dbias else ())
+        n = self._add("rmsnorm_backward", dict(dy=grad, x=input, scale=scale, inv_rms=inv_rms),
+                      outs, {}, compute_data_type, name)
+        o = n.outputs
+        return o["dx"], o["dscale"], o.get("dbias")
+
+    @staticmethod
+    def _enum(cls, v, prefix):
+        if isinstance(v, str):
+            key = v.upper()
+            return cls[key if key.startswith(prefix) else prefix + key]
+        return cls(v)
+
+    def _resample_attrs(self, mode, window, stride, pre_padding, post_padding, padding_mode):
+        from ..._generated.enums import PaddingMode, ResampleMode
+        if window is None:
+            raise BadParamError("resample: window is required")
+        window = [int(w) for w in window]
+        nsp = len(window)
+
+        def vec(v, default):
+            if v is None:
+                return [default] * nsp
+            v = [int(v)] * nsp if isinstance(v, int) else [int(e) for e in v]
+            if len(v) != nsp:
+                raise BadParamError(f"resample: {len(v)} entries for {nsp} window dims")
+            return v
+        return {"mode": self._enum(ResampleMode, mode, "HIPDNN_RESAMPLE_"), "window": window,
+                "stride": vec(stride, 1), "pre_padding": vec(pre_padding, 0),
+                "post_padding": vec(post_padding, 0),
+                "padding_mode": None if padding_mode is None else
+                self._enum(PaddingMode, padding_mode, "HIPDNN_PADDING_")}
+
+    def resample(self, input, *, mode, window, stride=None, pre_padding=None, post_padding=None,
+                 padding_mode=None, generate_index=False, compute_data_type=None, name=""):
+        """Pooling (``mode``: ResampleMode or "MAXPOOL" / "AVGPOOL_INCLUDE_PADDING" /
+        "AVGPOOL_EXCLUDE_PADDING").  Returns ``(y, index)``; index (INT32 unless set) only with
+        ``generate_index``."""
+        from ..._generated.enums import DataType
+        attrs = self._resample_attrs(mode, window, stride, pre_padding, post_padding, padding_mode)
+        attrs["generate_index"] = True if generate_index else None
+        n = self._add("resample", {"x": input}, ("y", "index") if generate_index else ("y",),
+                      attrs, compute_data_type, name)
+        idx = n.outputs.get("index")
+        if idx is not None and idx.data_type is None:
+            idx.data_type = DataType.HIPDNN_DATA_INT32
+        return n.outputs["y"], idx
+
+    def resample_backward(self, grad, *, index=None, mode, window, stride=None, pre_padding=None,
+                          post_padding=None, padding_mode=None, compute_data_type=None, name=""):
+        """dx from dy (``grad``) and, for max pooling, the forward's ``index``; dx dims are
+        inferred as the smallest consistent input (``set_dim`` when the forward had a
+        remainder)."""
+        attrs = self._resample_attrs(mode, window, stride, pre_padding, post_padding, padding_mode)
+        n = self._add("resample_backward", {"dy": grad, "index": index}, ("dx",), attrs,
+                      compute_data_type, name)
+        return n.outputs["dx"]
+
+    def block_scale_quantize(self, input, *, block_size, axis=None, transpose=False, y_type=None,
+                             scale_type=None, compute_data_type=None, name=""):
+        """MX-style block quantization.  Returns ``(y, scale)``: y has x's dims (``y_type``,
+        e.g. HIPDNN_DATA_FP8_E4M3), scale has x's dims with ``axis`` (default: the last) divided
+        by ``block_size`` (``scale_type``, e.g. HIPDNN_DATA_FP8_E8M0).  ``transpose`` makes the
+        blocked axis the innermost (unit-stride) one of y and scale."""
+        from ..._generated.enums import DataType
+        attrs = {"block_size": int(block_size), "axis": None if axis is None else int(axis),
+                 "transpose": True if transpose else None}
+        n = self._add("block_scale_quantize", {"x": input}, ("y", "scale"), attrs,
+                      compute_data_type, name)
+        for role, dt in (("y", y_type), ("scale", scale_type)):
+            if dt is not None:
+                n.outputs[role].data_type = DataType(dt)
+        return n.outputs["y"], n.outputs["scale"]
+
+    def block_scale_dequantize(self, input, scale, *, block_size, is_negative_scale=False,
+                               compute_data_type=None, name=""):
+        """y = x * scale per block (``block_size``: int or one entry per trailing dim)."""
+        bs = [int(block_size)] if isinstance(block_size, int) else [int(b) for b in block_size]
+        n = self._add("block_scale_dequantize", {"x": input, "scale": scale}, ("y",),
+                      {"block_size": bs, "is_negative_scale": True if is_negative_scale else None},
+                      compute_data_type, name)
+        return n.outputs["y"]
+
+    def moe_grouped_matmul(self, token, weight, first_token_offset, token_index=None,
+                           token_ks=None, *, mode="NONE", top_k=None, compute_data_type=None,
+                           name=""):
+        """Grouped GEMM per expert: token [1, T, K], weight [E, K, N], first_token_offset
+        [B*E, 1, 1] INT32; ``mode`` NONE / GATHER (token_index) / SCATTER (token_index,
+        token_ks, top_k).  Output [1, rows, N] is inferred."""
+        from ..._generated.enums import MoeGroupedMatmulMode
+        m = self._enum(MoeGroupedMatmulMode, mode, "HIPDNN_MOE_GROUPED_MATMUL_MODE_")
+        n = self._add("moe_grouped_matmul", dict(token=token, weight=weight,
+                                                 first_token_offset=first_token_offset,
+                                                 token_index=token_index, token_ks=token_ks),
+                      ("output",), {"mode": m, "top_k": top_k}, compute_data_type, name)
+        return n.outputs["output"]
+
+    def moe_grouped_matmul_backward(self, doutput, token, first_token_offset, *,
+                                    compute_data_type=None, name=""):
+        """dweight [E, K, N] = per expert token^T @ doutput (E = first_token_offset rows)."""
+        n = self._add("moe_grouped_matmul_backward", dict(doutput=doutput, token=token,
+                                                          first_token_offset=first_token_offset),
+                      ("dweight",), {}, compute_data_type, name)
+        return n.outputs["dweight"]
+    # ================================================================== end issue 17 ops

@@ -11,7 +11,7 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import (ConvolutionMode, DataType, DiagonalAlignment, PointwiseMode,
                                  ReduceTensorOp)
 from ...errors import BadParamError, NotSupportedError
-from .._ops import BY_OPTYPE, SDPA_PARAMS, NormFwdPhase
+from .._ops import BY_OPTYPE, PARAMS, SDPA_PARAMS, NormFwdPhase
 from ..handle import Handle
 from ..tensor import Tensor, element_size
 from ._types import _CONTENT_PLAN, _PW_FLOATS, _SERIALIZE_PLAN_NOTE, _Node
@@ -343,6 +343,21 @@ class SerializationMixin:
                     v = {"BOOLEAN": bool, "FLOAT": float, "INT64": int}.get(
                         tname, DiagonalAlignment)(v)
                 attrs[key] = v
+        elif kind in PARAMS:   # issue 17 ops: table-driven (frontend/_ops.py)
+            for key, attr, atype, vk in PARAMS[kind]:
+                if vk == "vec":
+                    v = self._get_vec(op, attr)
+                    attrs[key] = v if v else None
+                    continue
+                v = self._get_one(op, attr, atype)
+                if v is None:
+                    attrs[key] = None
+                elif vk == "int":
+                    attrs[key] = int(v)
+                elif vk == "bool":
+                    attrs[key] = bool(v)
+                else:
+                    attrs[key] = vk(v) if v in vk._value2member_map_ else int(v)
         comp = None
         if spec.comp is not None:
             v = self._get_one(op, spec.comp, T.HIPDNN_TYPE_DATA_TYPE)

@@ -1,0 +1,180 @@
+"""Issue-17 rows of `make bench-gpu` (imported by gpu_bench.py): layernorm / RMSnorm forward and
+backward fp16 [8192, 4096] vs PyTorch, max-pool 3x3 s2 on ResNet-50's stem output (b32, 64 ch,
+112^2, NHWC fp16) vs PyTorch, MX (FP8 E4M3 + E8M0, block 32) quantization of 256 MB of bf16 vs a
+device copy's bandwidth, MoE grouped matmul (8 experts, top-2, 4096 tokens, 4096 -> 14336, bf16)
+vs torch._grouped_mm (or a loop of matmuls).  Each row: medians, GB/s or TFLOP/s, ratio, error."""
+from __future__ import annotations
+
+from gpu_bench import median_ms, tstrides
+
+
+def _ln_graph(M, D, rms, bwd):
+    from ext_samples import ln_bwd, ln_fwd
+    if bwd:
+        return ln_bwd("HALF", "FLOAT", M, D, rms=rms)
+    return ln_fwd("HALF", "FLOAT", M, D, rms=rms, bias=not rms)
+
+
+def bench_norms(torch, E, res):
+    import torch.nn.functional as F
+    M, D = 8192, 4096
+    x = torch.randn(M, D, device="cuda", dtype=torch.half)
+    dy = torch.randn(M, D, device="cuda", dtype=torch.half)
+    w = torch.rand(D, device="cuda") + 0.5
+    b = torch.randn(D, device="cuda")
+    wh, bh = w.half(), b.half()
+    for rms in (False, True):
+        nm = "rmsnorm" if rms else "layernorm"
+        # forward (training: statistics written)
+        ts, g = _ln_graph(M, D, rms, False)
+        y = torch.empty_like(x)
+        mean, inv = torch.empty(M, 1, device="cuda"), torch.empty(M, 1, device="cuda")
+        bufs = {1: x, 2: w, 5: y, 7: inv}
+        if not rms:
+            bufs.update({3: b, 6: mean})
+        run, _ = E.prepare(g, bufs)
+        ours = median_ms(torch, run)
+        if rms:
+            ref = F.rms_norm(x.float(), (D,), w, 1e-5)
+            theirs = median_ms(torch, lambda: F.rms_norm(x, (D,), wh, 1e-5))
+        else:
+            ref = F.layer_norm(x.float(), (D,), w, b, 1e-5)
+            theirs = median_ms(torch, lambda: torch.ops.aten.native_layer_norm(x, [D], wh, bh, 1e-5))
+        err = float((y.float() - ref).norm() / ref.norm())
+        nb = 2 * M * D * 2
+        res[f"{nm}_fwd_fp16_8192x4096"] = {
+            "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nb / ours[0] / 1e6,
+            "torch_GBps": nb / theirs[0] / 1e6, "ratio": theirs[0] / ours[0], "rel_err": err,
+            "bytes_counted": "x read + y written (fp16)", "target": 0.85,
+            "note": "ours: FLOAT scale/bias/statistics (hipDNN's mixed graph); torch: fp16 weights"}
+        print(f"{nm} fwd: ours {ours[0]:.3f} ms torch {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+        # backward
+        ts, g = _ln_graph(M, D, rms, True)
+        xf = x.float()
+        mu = xf.mean(1, keepdim=True)
+        iv = 1 / torch.sqrt(((xf - mu) ** 2).mean(1, keepdim=True) + 1e-5) if not rms else \
+            1 / torch.sqrt((xf * xf).mean(1, keepdim=True) + 1e-5)
+        dx = torch.empty_like(x)
+        ds, db = torch.empty(D, device="cuda"), torch.empty(D, device="cuda")
+        bufs = {1: dy, 2: x, 3: w, 5: iv, 6: dx, 7: ds, 8: db}
+        if not rms:
+            bufs[4] = mu
+        run, _ = E.prepare(g, bufs)
+        ours = median_ms(torch, run)
+        xr = xf.clone().requires_grad_(True)
+        wr = w.clone().requires_grad_(True)
+        yr = F.rms_norm(xr, (D,), wr, 1e-5) if rms else F.layer_norm(xr, (D,), wr, b, 1e-5)
+        gx, = torch.autograd.grad(yr, [xr], dy.float())
+        err = float((dx.float() - gx).norm() / gx.norm())
+        if rms:
+            xh = x.clone().requires_grad_(True)
+            whr = wh.clone().requires_grad_(True)
+            yh = F.rms_norm(xh, (D,), whr, 1e-5)
+            theirs = median_ms(torch, lambda: torch.autograd.grad(yh, [xh, whr], dy, retain_graph=True))
+        else:
+            _, m16, r16 = torch.ops.aten.native_layer_norm(x, [D], wh, bh, 1e-5)
+            theirs = median_ms(torch, lambda: torch.ops.aten.native_layer_norm_backward(
+                dy, x, [D], m16, r16, wh, bh, [True, True, True]))
+        nb = 3 * M * D * 2
+        res[f"{nm}_bwd_fp16_8192x4096"] = {
+            "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nb / ours[0] / 1e6,
+            "torch_GBps": nb / theirs[0] / 1e6, "ratio": theirs[0] / ours[0], "rel_err_dx": err,
+            "bytes_counted": "dy, x read + dx written (fp16)", "target": 0.85,
+            "note": "torch rmsnorm backward through autograd (no fused aten backward)" if rms else ""}
+        print(f"{nm} bwd: ours {ours[0]:.3f} ms torch {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+def bench_pool(torch, E, res):
+    import torch.nn.functional as F
+    from ext_samples import pool_fwd
+    from gpu_testlib import T
+    N, C, H = 32, 64, 112
+    x = torch.randn(N, C, H, H, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    ts, g = pool_fwd("HALF", "nhwc", [N, C, H, H], [3, 3], [2, 2], [1, 1], [1, 1], "MAXPOOL",
+                     "NEG_INF_PAD", index=False)
+    assert isinstance(ts[0], T)
+    y = torch.empty(N, C, 56, 56, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    assert tstrides(y) == ts[1].strides and tstrides(x) == ts[0].strides
+    run, _ = E.prepare(g, {1: x, 2: y})
+    ours = median_ms(torch, run)
+    ref = F.max_pool2d(x, 3, 2, 1)
+    err = float((y.float() - ref.float()).abs().max())
+    theirs = median_ms(torch, lambda: F.max_pool2d(x, 3, 2, 1))
+    nb = x.numel() * 2 + y.numel() * 2
+    res["maxpool3x3s2_b32c64_112_nhwc_fp16"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nb / ours[0] / 1e6,
+        "torch_GBps": nb / theirs[0] / 1e6, "ratio": theirs[0] / ours[0], "max_abs_err": err,
+        "target": 0.8}
+    print(f"maxpool: ours {ours[0]:.3f} ms torch {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err}", flush=True)
+
+
+def bench_mxq(torch, E, res):
+    from ext_samples import bsq
+    R, Cc = 8192, 16384        # 128 Mi bf16 = 256 MB
+    x = torch.randn(R, Cc, device="cuda", dtype=torch.bfloat16)
+    ts, g = bsq("BFLOAT16", "FP8_E4M3", "FP8_E8M0", [R, Cc], 32)
+    y = torch.empty(R, Cc, device="cuda", dtype=torch.uint8)
+    s = torch.empty(R, Cc // 32, device="cuda", dtype=torch.uint8)
+    run, _ = E.prepare(g, {1: x, 2: y, 3: s})
+    ours = median_ms(torch, run)
+    dst = torch.empty_like(x)
+    copy = median_ms(torch, lambda: dst.copy_(x))
+    nb = x.numel() * 2 + y.numel() + s.numel()
+    cb = 2 * x.numel() * 2
+    ok = None
+    if hasattr(torch, "float8_e4m3fn"):
+        xb = x.float().view(R, Cc // 32, 32)
+        sc = torch.pow(2.0, s.float() - 127).view(R, Cc // 32, 1)
+        yv = y.view(torch.float8_e4m3fn).float().view(R, Cc // 32, 32)
+        ok = float(((yv * sc - xb).norm() / xb.norm()))
+    res["mx_quantize_fp8e4m3_bf16_256MB"] = {
+        "ours_ms": ours[0], "copy_ms": copy[0], "ours_GBps": nb / ours[0] / 1e6,
+        "copy_GBps": cb / copy[0] / 1e6, "ratio": (nb / ours[0]) / (cb / copy[0]),
+        "roundtrip_rel_err": ok, "target": 0.8,
+        "bytes_counted": "x read + y + scale written; copy: read + write"}
+    print(f"mxq: ours {ours[0]:.3f} ms ({nb / ours[0] / 1e6:.0f} GB/s) copy {cb / copy[0] / 1e6:.0f} GB/s "
+          f"-> {(nb / ours[0]) / (cb / copy[0]):.2f}x roundtrip err {ok}", flush=True)
+
+
+def bench_moe(torch, E_, res):
+    from ext_samples import moe
+    Ex, k, S, K, N = 8, 2, 4096, 4096, 14336
+    rows = S * k
+    tok = torch.randn(1, rows, K, device="cuda", dtype=torch.bfloat16)
+    # weights [E, K, N] stored K-contiguous (a transposed [E, N, K]): cuDNN's MoE layout, and
+    # the layout torch._grouped_mm wants for its second operand
+    w = (torch.randn(Ex, N, K, device="cuda", dtype=torch.bfloat16) / 64).transpose(1, 2)
+    offs = torch.arange(0, rows, rows // Ex, device="cuda", dtype=torch.int32).view(Ex, 1, 1)
+    out = torch.empty(1, rows, N, device="cuda", dtype=torch.bfloat16)
+    ts, g = moe("BFLOAT16", "NONE", rows, K, N, Ex, w_k_contig=True)
+    assert tstrides(w) == ts[1].strides
+    run, _ = E_.prepare(g, {1: tok, 2: w, 3: offs, 4: out})
+    ours = median_ms(torch, run, reps=10, warm=2)
+    a = tok.view(rows, K)
+    ends = (offs.view(-1) + rows // Ex).to(torch.int32)
+    path = "loop"
+    fn = None
+    if hasattr(torch, "_grouped_mm"):
+        try:
+            torch._grouped_mm(a, w, offs=ends)
+            fn = lambda: torch._grouped_mm(a, w, offs=ends)  # noqa: E731
+            path = "torch._grouped_mm"
+        except Exception as e:  # noqa: BLE001
+            path = f"loop (_grouped_mm failed: {type(e).__name__})"
+    if fn is None:
+        sl = [(int(o), int(o) + rows // Ex) for o in offs.view(-1).tolist()]
+        fn = lambda: [a[lo:hi] @ w[e] for e, (lo, hi) in enumerate(sl)]  # noqa: E731
+    theirs = median_ms(torch, fn, reps=10, warm=2)
+    ref = torch.cat([a[i * (rows // Ex):(i + 1) * (rows // Ex)].float() @ w[i].float()
+                     for i in range(Ex)])
+    err = float((out.view(rows, N).float() - ref).norm() / ref.norm())
+    fl = 2 * rows * K * N
+    res["moe_grouped_matmul_8x_top2_4096tok_4096x14336_bf16"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_TFLOPs": fl / ours[0] / 1e9,
+        "torch_TFLOPs": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err,
+        "torch_path": path, "target": 0.5}
+    print(f"moe: ours {ours[0]:.2f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s) {path} {theirs[0]:.2f} ms "
+          f"-> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+STEPS = [("norms", bench_norms), ("pool", bench_pool), ("mxq", bench_mxq), ("moe", bench_moe)]

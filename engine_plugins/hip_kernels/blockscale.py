@@ -1,0 +1,272 @@
+"""Block-scale quantize / dequantize on the GPU, bit-exact with the CPU reference
+(kernels/block_scale.py + kernels/minifloat.py) through kernels/hdn_minifloat.h.
+
+Quantize: one thread per block (``block_size`` elements along ``axis``): float amax, the double
+quotient amax / max(y) rounded *up* to the scale type (``__double2float_ru`` first: the smallest
+float >= q, then the smallest scale-type value >= that float - the same value as rounding q up
+directly), the float division x / scale, clamp, round-to-nearest-even with saturation.  A block
+with a NaN / Inf gets the NaN scale and NaN (or 0) elements.  Dequantize: one thread per element.
+When the axis is unit-stride and the block spans whole 16-byte vectors, loads are 16 bytes.
+"""
+from __future__ import annotations
+
+import os
+
+from . import codegen as cg
+
+KINDS = {"BlockScaleQuantizeAttributes": (("x",), ("y", "scale")),
+         "BlockScaleDequantizeAttributes": (("x", "scale"), ("y",))}
+IO16 = ("FLOAT", "HALF", "BFLOAT16")
+# name -> (EB, MB, BIAS, K) of hdn_minifloat.h
+MINI = {"FP8_E4M3": (4, 3, 7, 1), "FP8_E5M2": (5, 2, 15, 2), "FP8_E4M3_FNUZ": (4, 3, 8, 3),
+        "FP8_E5M2_FNUZ": (5, 2, 16, 3), "FP4_E2M1": (2, 1, 1, 0), "FP6_E2M3": (2, 3, 1, 0),
+        "FP6_E3M2": (3, 2, 3, 0)}
+INTS = {"INT8": (-128, 127, "signed char"), "UINT8": (0, 255, "unsigned char"),
+        "INT32": (-2147483648, 2147483647, "int")}
+ELEM = tuple(MINI) + tuple(INTS) + IO16
+SCALES = ("FLOAT", "HALF", "BFLOAT16", "FP8_E8M0", "FP8_E4M3")
+TYPES = IO16 + tuple(MINI) + tuple(INTS) + ("FP8_E8M0",)
+_MAX = {"FLOAT": 3.4028234663852886e38, "HALF": 65504.0, "BFLOAT16": 3.3895313892515355e38}
+# NaN bit patterns the CPU reference (numpy) stores
+_NAN = {"FLOAT": "0x7fc00000u", "HALF": "0x7e00u", "BFLOAT16": "0x7fc0u"}
+
+
+def _d(t):
+    return [int(v) for v in t.dims]
+
+
+def _s(t):
+    return [int(v) for v in t.strides]
+
+
+def _dt(t):
+    return cg.dtype_name(t.dtype)
+
+
+def ymax(name):
+    if name in MINI:
+        eb, mb, bias, k = MINI[name]
+        emax = (1 << eb) - 2 if k == 2 else (1 << eb) - 1
+        mmax = (1 << mb) - 2 if k == 1 else (1 << mb) - 1
+        return (1 + mmax / (1 << mb)) * 2.0 ** (emax - bias)
+    if name in INTS:
+        return float(INTS[name][1])
+    return _MAX[name]
+
+
+def check(node, graph, r):
+    if node.kind == "BlockScaleQuantizeAttributes":
+        x, y, s = r.get("x"), r.get("y"), r.get("scale")
+        if x is None or y is None or s is None:
+            raise ValueError("block scale quantize operands missing")
+        xd = _d(x)
+        ax = node.attrs.get("axis")
+        ax = len(xd) - 1 if ax is None else int(ax)
+        bs = int(node.attrs.get("block_size") or 0)
+        if not (0 <= ax < len(xd)) or bs <= 0 or xd[ax] % bs or _d(y) != xd:
+            raise ValueError("block scale quantize: axis / block size / shapes")
+        if _d(s) != [d // bs if k == ax else d for k, d in enumerate(xd)]:
+            raise ValueError("block scale quantize: scale dims")
+        if _dt(x) not in IO16 or _dt(y) not in ELEM or _dt(s) not in SCALES:
+            raise ValueError("block scale quantize: types")
+        return ax, bs
+    x, s, y = r.get("x"), r.get("scale"), r.get("y")
+    if x is None or y is None or s is None:
+        raise ValueError("block scale dequantize operands missing")
+    xd = _d(x)
+    bsv = [int(b) for b in (node.attrs.get("block_size") or [])]
+    if not bsv or len(bsv) > len(xd) or min(bsv) <= 0 or _d(y) != xd:
+        raise ValueError("block scale dequantize: block sizes / shapes")
+    full = [1] * (len(xd) - len(bsv)) + bsv
+    if any(d % b for d, b in zip(xd, full)) or _d(s) != [d // b for d, b in zip(xd, full)]:
+        raise ValueError("block scale dequantize: scale dims")
+    if _dt(x) not in ELEM or _dt(s) not in SCALES or _dt(y) not in IO16:
+        raise ValueError("block scale dequantize: types")
+    return full, None
+
+
+HEAD = '#define HDN_GENERATED 1\n#include "hdn_compat.h"\n#include "hdn_minifloat.h"\n'
+
+
+def _decode(name, expr):
+    """C float expression of one stored element of type name."""
+    if name in MINI:
+        eb, mb, bias, k = MINI[name]
+        return f"hdn_mini_decode<{eb}, {mb}, {bias}, {k}>((unsigned)({expr}))"
+    if name == "FP8_E8M0":
+        return f"hdn_e8m0_decode((unsigned)({expr}))"
+    if name in INTS:
+        return f"(float)({expr})"
+    return f"hdn_to_float({expr})"
+
+
+def _ctype(name):
+    return cg.CTYPE[name]
+
+
+def _scale_code(st):
+    """C lines: from float fu (>= q, rounded up) compute `sv` (float value) and `sc` (stored)."""
+    if st == "FP8_E8M0":
+        return ["const unsigned char sc = hdn_e8m0_round_up(fu);", "const float sv = hdn_e8m0_decode(sc);"]
+    if st == "FP8_E4M3":
+        return ["unsigned c8 = hdn_mini_encode<4, 3, 7, 1>(fminf(fu, 448.f));",
+                "if (hdn_mini_decode<4, 3, 7, 1>(c8) < fu && c8 < 0x7eu) ++c8;",
+                "const unsigned char sc = (unsigned char)c8;", "const float sv = hdn_mini_decode<4, 3, 7, 1>(sc);"]
+    if st == "FLOAT":
+        return [f"const float sv = fminf(fu, {cg.flit(_MAX['FLOAT'])});", "const float sc = sv;"]
+    T = _ctype(st)
+    return [f"{T} sc = hdn_from_float<{T}>(fminf(fu, {cg.flit(_MAX[st])}));",
+            f"if (hdn_to_float(sc) < fu) sc.bits = (hdn_u16)(sc.bits + 1);",
+            "const float sv = hdn_to_float(sc);"]
+
+
+def _store_nan_scale(st):
+    if st == "FP8_E8M0":
+        return "0xffu"
+    if st == "FP8_E4M3":
+        return "0x7fu"
+    return None
+
+
+def _elem_store(yt, var):
+    """C expression: the stored y element for float var (already clamped)."""
+    if yt in MINI:
+        eb, mb, bias, k = MINI[yt]
+        return f"hdn_mini_encode<{eb}, {mb}, {bias}, {k}>({var})"
+    if yt in INTS:
+        lo, hi, T = INTS[yt]
+        return (f"({T})({var} <= {float(lo)!r}f ? {lo}LL : {var} >= {float(hi)!r}f ? {hi}LL : "
+                f"(long long)rintf({var}))")
+    return f"hdn_from_float<{_ctype(yt)}>({var})"
+
+
+def _elem_nan(yt):
+    if yt in MINI:
+        return "(unsigned char)" + ("0x80u" if MINI[yt][3] == 3 else "0x7fu" if MINI[yt][3] in (1, 2) else "0u")
+    if yt in INTS:
+        return f"({INTS[yt][2]})0"
+    if yt == "FLOAT":
+        return "__uint_as_float(0x7fc00000u)"
+    return None    # 16-bit: set .bits
+
+
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+    a, b = check(node, graph, r)
+    if node.kind == "BlockScaleQuantizeAttributes":
+        return _quant(prog, r, loc, tag, a, b)
+    return _dequant(prog, node, r, loc, tag, a)
+
+
+def _quant(prog, r, loc, tag, ax, bs):
+    x, y, s = r["x"], r["y"], r["scale"]
+    xt, yt, st = _dt(x), _dt(y), _dt(s)
+    sd = _d(s)
+    n = len(sd)
+    xs, ys, ss = _s(x), _s(y), _s(s)
+    total = 1
+    for d in sd:
+        total *= d
+    order = cg.dense_order(sd, ss)
+    name = f"hdn_bsq_{tag}"
+    Tx, Ty, Ts = _ctype(xt), _ctype(yt), _ctype(st)
+    ymx = ymax(yt)
+    ylo = float(INTS[yt][0]) if yt in INTS else -ymx
+    esz = cg.ELEM_SIZE[xt]
+    vec = 16 // esz
+    vload = xs[ax] == 1 and (bs * esz) % 16 == 0 and all(
+        (xs[k] * esz) % 16 == 0 for k in range(n) if k != ax and sd[k] > 1)
+    yvec = (ys[ax] == 1 and cg.ELEM_SIZE[yt] == 1 and bs % 16 == 0 and all(
+        ys[k] % 16 == 0 for k in range(n) if k != ax and sd[k] > 1))
+    head = HEAD if os.environ.get("HIPDNN_CABI_HIP_FP8_CVT", "1") not in ("0", "off") else \
+        "#define HDN_FP8_CVT 0\n" + HEAD
+    L = [head, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
+               f'{Ty}* __restrict__ py, {Ts}* __restrict__ ps) {{',
+         "  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;",
+         f"  if (i >= {total}LL) return;"]
+    L += ["  " + c for c in cg.coord_code(sd, order, "i", "long long")]
+    xb = " + ".join(f"(long long)c{k} * {xs[k] * (bs if k == ax else 1)}" for k in range(n))
+    yb = " + ".join(f"(long long)c{k} * {ys[k] * (bs if k == ax else 1)}" for k in range(n))
+    soff = " + ".join(f"(long long)c{k} * {ss[k]}" for k in range(n))
+    L += [f"  const long long xb = {xb};", f"  const long long yb = {yb};",
+          f"  float v[{bs}];"]
+    if vload:
+        L += [f"#pragma unroll\n  for (int q = 0; q < {bs // vec}; ++q) {{",
+              f"    const uint4 u = *reinterpret_cast<const uint4*>(px + xb + q * {vec});",
+              f"    hdn_unpack_any(u, ({Tx}*)0, &v[q * {vec}]);", "  }"]
+    else:
+        L += [f"#pragma unroll\n  for (int e = 0; e < {bs}; ++e) v[e] = hdn_to_float(px[xb + (long long)e * {xs[ax]}]);"]
+    L += ["  float amax = 0.f; bool fin = true;",
+          f"#pragma unroll\n  for (int e = 0; e < {bs}; ++e) {{ const float a = fabsf(v[e]); "
+          "if (!(a <= 3.402823466e38f)) fin = false; else amax = fmaxf(amax, a); }",
+          f"  const double qd = (double)amax / {ymx!r};",
+          "  const float fu = __double2float_ru(qd);"]
+    L += ["  " + c for c in _scale_code(st)]
+    nan_s = _store_nan_scale(st)
+    if nan_s is not None:
+        L.append(f"  ps[{soff}] = fin ? sc : (unsigned char){nan_s};")
+    elif st == "FLOAT":
+        L.append(f"  ps[{soff}] = fin ? sc : __uint_as_float({_NAN['FLOAT']});")
+    else:
+        L.append(f"  {{ {Ts} o = sc; if (!fin) o.bits = (hdn_u16){_NAN[st]}; ps[{soff}] = o; }}")
+    if yvec:
+        L.append(f"  unsigned char ob[{bs}];")
+    L += [f"#pragma unroll\n  for (int e = 0; e < {bs}; ++e) {{",
+          "    float q = sv != 0.f ? v[e] / sv : 0.f;",
+          f"    q = q < {cg.flit(ylo)} ? {cg.flit(ylo)} : (q > {cg.flit(ymx)} ? {cg.flit(ymx)} : q);",
+          f"    {Ty} o = {_elem_store(yt, 'q')};"]
+    en = _elem_nan(yt)
+    if en is not None:
+        L.append(f"    if (!fin) o = {en};")
+    else:
+        L.append(f"    if (!fin) o.bits = (hdn_u16){_NAN[yt]};")
+    if yvec:    # 1-byte elements, unit stride: 16-byte stores
+        L += ["    ob[e] = (unsigned char)o;", "  }",
+              f"#pragma unroll\n  for (int q = 0; q < {bs // 16}; ++q) {{",
+              "    unsigned w[4];",
+              "#pragma unroll\n    for (int j = 0; j < 4; ++j) w[j] = (unsigned)ob[q * 16 + 4 * j] | "
+              "((unsigned)ob[q * 16 + 4 * j + 1] << 8) | ((unsigned)ob[q * 16 + 4 * j + 2] << 16) | "
+              "((unsigned)ob[q * 16 + 4 * j + 3] << 24);",
+              "    *reinterpret_cast<uint4*>(py + yb + q * 16) = make_uint4(w[0], w[1], w[2], w[3]);",
+              "  }", "}"]
+    else:
+        L += [f"    py[yb + (long long)e * {ys[ax]}] = o;", "  }", "}"]
+    helpers = ("__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const float*, float* v) "
+               "{ v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w); }\n"
+               "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_half*, float* v) "
+               "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = hdn_half_bits_to_float((hdn_u16)(w[i] & 0xffffu)); v[2*i+1] = hdn_half_bits_to_float((hdn_u16)(w[i] >> 16)); } }\n"
+               "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_bf16*, float* v) "
+               "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = __uint_as_float(w[i] << 16); v[2*i+1] = __uint_as_float(w[i] & 0xffff0000u); } }\n")
+    src = L[0] + helpers + "\n".join(L[1:]) + "\n"
+    prog.steps.append(("launch", src, name, (max(1, -(-total // 256)), 1, 1), (256, 1, 1),
+                       [loc[x.uid], loc[y.uid], loc[s.uid]]))
+
+
+def _dequant(prog, node, r, loc, tag, full):
+    x, s, y = r["x"], r["scale"], r["y"]
+    xt, st, yt = _dt(x), _dt(s), _dt(y)
+    xd = _d(x)
+    n = len(xd)
+    xs, ss, ys = _s(x), _s(s), _s(y)
+    total = 1
+    for d in xd:
+        total *= d
+    order = cg.dense_order(xd, ys)
+    neg = bool(node.attrs.get("is_negative_scale"))
+    name = f"hdn_bsdq_{tag}"
+    L = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {_ctype(xt)}* __restrict__ px, '
+               f'const {_ctype(st)}* __restrict__ ps, {_ctype(yt)}* __restrict__ py) {{',
+         "  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;",
+         f"  if (i >= {total}LL) return;"]
+    L += ["  " + c for c in cg.coord_code(xd, order, "i", "long long")]
+    xo = " + ".join(f"(long long)c{k} * {xs[k]}" for k in range(n))
+    so = " + ".join(f"((long long)c{k} / {full[k]}) * {ss[k]}" for k in range(n))
+    yo = " + ".join(f"(long long)c{k} * {ys[k]}" for k in range(n))
+    L += [f"  const float xv = {_decode(xt, f'px[{xo}]')};",
+          f"  float sv = {_decode(st, f'ps[{so}]')};"]
+    if neg:
+        L += ["  if (sv == sv) { const float e = -sv;",
+              "    if (e == rintf(e)) { const float ec = fminf(fmaxf(e, -2000.f), 2000.f); sv = ldexpf(1.0f, (int)ec); }",
+              "    else sv = exp2f(e); }"]
+    L += [f"  py[{yo}] = hdn_from_float<{_ctype(yt)}>(xv * sv);", "}"]
+    prog.steps.append(("launch", "\n".join(L) + "\n", name, (max(1, -(-total // 256)), 1, 1),
+                       (256, 1, 1), [loc[x.uid], loc[s.uid], loc[y.uid]]))

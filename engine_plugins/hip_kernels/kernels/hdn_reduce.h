@@ -1,0 +1,62 @@
+// hdn_reduce.h - the engine's block-reduction core for row kernels (layernorm / RMSnorm forward
+// and backward, ...): warp shuffles, then one partial per warp in shared memory, then every
+// thread sums the partials in a fixed order (deterministic; all threads get the result).
+#pragma once
+#if HDN_CUDA
+#define HDN_WARP 32
+__device__ __forceinline__ float hdn_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+#else
+#define HDN_WARP 64
+__device__ __forceinline__ float hdn_shfl_xor(float v, int o) { return __shfl_xor(v, o); }
+#endif
+
+// a[0..N) summed over the NT threads of the block.  sh: >= N * NT / HDN_WARP floats.
+template <int NT, int N>
+__device__ __forceinline__ void hdn_block_sum(float (&a)[N], float* sh) {
+    constexpr int NW = NT / HDN_WARP > 0 ? NT / HDN_WARP : 1;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+#pragma unroll
+        for (int o = HDN_WARP / 2; o > 0; o >>= 1) a[k] += hdn_shfl_xor(a[k], o);
+    }
+    const int w = threadIdx.x / HDN_WARP, l = threadIdx.x % HDN_WARP;
+    if (l == 0) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) sh[k * NW + w] = a[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        float s = 0.f;
+        for (int j = 0; j < NW; ++j) s += sh[k * NW + j];
+        a[k] = s;
+    }
+    __syncthreads();
+}
+
+// 16-bit / float vectors of one 16-byte load (8 x 16-bit or 4 x float) <-> floats
+__device__ __forceinline__ void hdn_unpack(const uint4 q, const hdn_half*, float* v) {
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { v[2 * i] = hdn_half_bits_to_float((hdn_u16)(w[i] & 0xffffu)); v[2 * i + 1] = hdn_half_bits_to_float((hdn_u16)(w[i] >> 16)); }
+}
+__device__ __forceinline__ void hdn_unpack(const uint4 q, const hdn_bf16*, float* v) {
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { v[2 * i] = __uint_as_float(w[i] << 16); v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u); }
+}
+__device__ __forceinline__ void hdn_unpack(const uint4 q, const float*, float* v) {
+    v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w);
+}
+template <class T> __device__ __forceinline__ uint4 hdn_pack(const float* v);
+template <> __device__ __forceinline__ uint4 hdn_pack<float>(const float* v) {
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+template <class T> __device__ __forceinline__ uint4 hdn_pack16(const float* v) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (unsigned)hdn_bits(hdn_from_float<T>(v[2 * i])) | ((unsigned)hdn_bits(hdn_from_float<T>(v[2 * i + 1])) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <> __device__ __forceinline__ uint4 hdn_pack<hdn_half>(const float* v) { return hdn_pack16<hdn_half>(v); }
+template <> __device__ __forceinline__ uint4 hdn_pack<hdn_bf16>(const float* v) { return hdn_pack16<hdn_bf16>(v); }

@@ -1,0 +1,373 @@
+"""Layernorm / RMSnorm forward and backward on the GPU: one row kernel family on the shared
+block-reduction core (kernels/hdn_reduce.h).
+
+x is viewed as [M rows, D normalised elements] (the normalised dims are the trailing ones, found
+as the CPU reference does: normalized_dim_count, else the statistics' shape, else scale's shape,
+else all but the first); x / y / dy / dx must be packed row-major (the hipDNN default 16-byte
+tensor alignment is assumed for the vector loads).  One block per row keeps its row in registers:
+mean and variance are two passes over registers (no cancellation), float32 throughout.  Backward
+blocks loop over rows, keep dscale / dbias partials per column in registers, write them to the
+workspace, and a column kernel sums the partials in a fixed order (deterministic).
+"""
+from __future__ import annotations
+
+import math
+
+from . import codegen as cg
+
+KINDS = {
+    "LayernormAttributes": (("x", "scale", "bias", "epsilon"), ("y", "mean", "inv_variance")),
+    "RMSNormAttributes": (("x", "scale", "epsilon", "bias"), ("y", "inv_rms")),
+    "LayernormBackwardAttributes": (("dy", "x", "scale", "mean", "inv_variance", "epsilon"),
+                                    ("dx", "dscale", "dbias")),
+    "RMSNormBackwardAttributes": (("dy", "x", "scale", "inv_rms"), ("dx", "dscale", "dbias")),
+}
+FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+
+
+class NA(Exception):
+    pass
+
+
+def _need(c, why):
+    if not c:
+        raise NA(why)
+
+
+def _dims(t):
+    return [int(d) for d in t.dims]
+
+
+def _st(t):
+    return [int(s) for s in t.strides]
+
+
+def packed(dims, strides):
+    acc = 1
+    for d, s in zip(reversed(dims), reversed(strides)):
+        if d != 1 and s != acc:
+            return False
+        acc *= d
+    return True
+
+
+def norm_axes(node, r, xd):
+    n = len(xd)
+    k = node.attrs.get("normalized_dim_count")
+    if k:
+        return list(range(n - int(k), n))
+    for sr in ("mean", "inv_variance", "inv_rms"):
+        if sr in r and len(r[sr].dims) == n:
+            sd = _dims(r[sr])
+            ax = [j for j in range(n) if sd[j] == 1 and xd[j] != 1]
+            if ax:
+                return list(range(ax[0], n))
+    sc = r.get("scale")
+    if sc is not None and len(sc.dims) == n and any(d != 1 for d in _dims(sc)):
+        first = next(j for j, d in enumerate(_dims(sc)) if d != 1)
+        return list(range(first, n))
+    return list(range(1, n))
+
+
+def _lin_offset(var, dims, strides):
+    """C expression: offset of linear (row-major) index ``var`` over dims with strides."""
+    terms, div = [], 1
+    for d, s in zip(reversed(dims), reversed(strides)):
+        if d != 1 and s != 0:
+            terms.append(f"(({var} / {div}LL) % {d}LL) * {s}LL" if div > 1 else
+                         f"({var} % {d}LL) * {s}LL")
+        div *= d
+    return " + ".join(terms) or "0"
+
+
+def geometry(node, r):
+    bwd = "Backward" in node.kind
+    x = r["x"]
+    xd = _dims(x)
+    axes = norm_axes(node, r, xd)
+    n = len(xd)
+    D = math.prod(xd[a] for a in axes)
+    M = math.prod(xd) // max(D, 1)
+    _need(D >= 1 and M >= 1, "empty norm")
+    data = ("dy", "x", "dx") if bwd else ("x", "y")
+    for role in data:
+        _need(role in r and _dims(r[role]) == xd, f"{role} must have x's dims")
+        _need(packed(xd, _st(r[role])), f"{role} must be packed row-major for the GPU norm")
+        _need(cg.dtype_name(r[role].dtype) in FLOATS, f"{role}: type")
+    pshape = xd[axes[0]:]
+    params = ("scale", "dscale", "dbias") if bwd else ("scale", "bias")
+    for role in params:
+        if role in r:
+            t = r[role]
+            _need(cg.dtype_name(t.dtype) in FLOATS and t.value is None, f"{role}: type")
+            td = _dims(t)
+            _need(len(td) <= n, f"{role}: rank")
+            td = [1] * (n - len(td)) + td
+            _need(all(td[j] == 1 for j in range(axes[0])), f"{role} must not vary over rows")
+            _need(all(a in (1, b) for a, b in zip(td[axes[0]:], pshape)), f"{role}: broadcast")
+            if bwd:
+                _need(t.numel == D and packed(td, [0] * (n - len(t.strides)) + _st(t)),
+                      f"{role}: the GPU norm backward needs a full packed {role}")
+    stats = ("mean", "inv_variance", "inv_rms")
+    for role in stats:
+        if role in r:
+            t = r[role]
+            _need(t.numel == M and cg.dtype_name(t.dtype) in FLOATS, f"{role}: M elements")
+    if bwd:
+        need = ("mean", "inv_variance") if node.kind.startswith("Layernorm") else ("inv_rms",)
+        _need(all(q in r for q in need), "the GPU norm backward needs the saved statistics")
+        _need("dscale" in r, "dscale missing")
+    return dict(M=M, D=D, axes=axes, xd=xd, pshape=pshape)
+
+
+def check(node, graph, r):
+    try:
+        g = geometry(node, r)
+    except NA as e:
+        raise ValueError(str(e)) from None
+    eps = r.get("epsilon")
+    if eps is not None:
+        _ok = eps.numel == 1 and (eps.value is not None or cg.dtype_name(eps.dtype) in FLOATS)
+        if not _ok:
+            raise ValueError("epsilon must be one float")
+    return g
+
+
+def _vec(D, dts):
+    """Elements per 16-byte vector when every data tensor allows it, else 1."""
+    v = min(16 // cg.ELEM_SIZE[t] for t in dts)
+    return v if D % v == 0 else 1
+
+
+def _threads(DQ, per_thread=None):
+    """Threads per row: one 16-byte vector each (backward), or about ``per_thread`` vectors
+    each (forward: several independent loads in flight, small blocks, cheap reductions)."""
+    nt = 32
+    if per_thread:
+        while nt < 1024 and nt * per_thread < DQ:
+            nt *= 2
+        return nt
+    while nt < 1024 and nt * 2 <= DQ:
+        nt *= 2
+    while nt < 1024 and -(-DQ // nt) > 16:
+        nt *= 2
+    return nt
+
+
+def _param_load(name, t, D, pshape, xd_tail, var="j"):
+    """C expression: element j of the normalised block read from param ``name``."""
+    if t.numel == D:
+        return f"hdn_to_float({name}[{var}])"
+    n = len(xd_tail)
+    td = [1] * (n - len(t.dims)) + _dims(t)[-n:] if len(t.dims) >= n else [1] * (n - len(t.dims)) + _dims(t)
+    ts = [0] * (n - len(t.strides)) + _st(t)[-n:] if len(t.strides) >= n else [0] * (n - len(t.strides)) + _st(t)
+    ts = [0 if td[k] == 1 else ts[k] for k in range(n)]
+    return f"hdn_to_float({name}[{_lin_offset(var, xd_tail, ts)}])"
+
+
+def _eps_code(r, args, params, loc):
+    eps = r.get("epsilon")
+    if eps is None:
+        return "0.0f"
+    if eps.value is not None:
+        v = eps.value[0] if isinstance(eps.value, (list, tuple)) else eps.value
+        return cg.flit(float(v))
+    params.append(f"const {cg.CTYPE[cg.dtype_name(eps.dtype)]}* __restrict__ peps")
+    args.append(loc[eps.uid])
+    return "hdn_to_float(peps[0])"
+
+
+HEAD = '#define HDN_GENERATED 1\n#include "hdn_compat.h"\n#include "hdn_reduce.h"\n'
+
+
+def _loads(var, ptr, T, VEC, NCH, NT, DQ, rowbase):
+    L = [f"  float {var}[{NCH * VEC}];",
+         f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+         f"    const int q = threadIdx.x + c * {NT};",
+         f"    if (q < {DQ}) {{"]
+    if VEC > 1:
+        L.append(f"      const uint4 u = *reinterpret_cast<const uint4*>({ptr} + {rowbase} + (long long)q * {VEC});")
+        L.append(f"      hdn_unpack(u, ({T}*)0, &{var}[c * {VEC}]);")
+    else:
+        L.append(f"      {var}[c] = hdn_to_float({ptr}[{rowbase} + q]);")
+    L.append(f"    }} else {{ for (int e = 0; e < {VEC}; ++e) {var}[c * {VEC} + e] = 0.f; }}")
+    L.append("  }")
+    return L
+
+
+def _store(var, ptr, T, VEC, NCH, NT, DQ, rowbase):
+    L = [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+         f"    const int q = threadIdx.x + c * {NT};",
+         f"    if (q < {DQ}) {{"]
+    if VEC > 1:
+        L.append(f"      *reinterpret_cast<uint4*>({ptr} + {rowbase} + (long long)q * {VEC}) = hdn_pack<{T}>(&{var}[c * {VEC}]);")
+    else:
+        L.append(f"      {ptr}[{rowbase} + q] = hdn_from_float<{T}>({var}[c]);")
+    L.append("    }")
+    L.append("  }")
+    return L
+
+
+def _each(body, VEC, NCH, NT, DQ):
+    """Loop over this thread's elements: k (register index) and j (column)."""
+    return [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+            f"    const int q = threadIdx.x + c * {NT};",
+            f"    if (q < {DQ}) {{",
+            f"#pragma unroll\n      for (int e = 0; e < {VEC}; ++e) {{",
+            f"        const int k = c * {VEC} + e; const int j = q * {VEC} + e; (void)j; (void)k;",
+            *["        " + b for b in body],
+            "      }", "    }", "  }"]
+
+
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+    g = geometry(node, r)
+    if "Backward" in node.kind:
+        return _emit_bwd(prog, node, r, loc, tag, sms, g)
+    return _emit_fwd(prog, node, r, loc, tag, g)
+
+
+def _emit_fwd(prog, node, r, loc, tag, g):
+    ln = node.kind == "LayernormAttributes"
+    M, D = g["M"], g["D"]
+    x, y = r["x"], r["y"]
+    Tx, Ty = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(y.dtype)]
+    VEC = _vec(D, [cg.dtype_name(x.dtype), cg.dtype_name(y.dtype)])
+    DQ = D // VEC
+    NT = _threads(DQ, per_thread=4)
+    NCH = -(-DQ // NT)
+    if NCH > 64:
+        raise ValueError(f"normalised extent {D} too large for the GPU row kernel")
+    tail = g["xd"][g["axes"][0]:]
+    params = [f"const {Tx}* __restrict__ px", f"{Ty}* __restrict__ py"]
+    args = [loc[x.uid], loc[y.uid]]
+    sc = r["scale"]
+    params.append(f"const {cg.CTYPE[cg.dtype_name(sc.dtype)]}* __restrict__ psc")
+    args.append(loc[sc.uid])
+    has_b = "bias" in r
+    if has_b:
+        params.append(f"const {cg.CTYPE[cg.dtype_name(r['bias'].dtype)]}* __restrict__ pbi")
+        args.append(loc[r["bias"].uid])
+    st_roles = [q for q in (("mean", "inv_variance") if ln else ("inv_rms",)) if q in r]
+    for q in st_roles:
+        params.append(f"{cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
+        args.append(loc[r[q].uid])
+    eps = _eps_code(r, args, params, loc)
+    name = f"hdn_{'ln' if ln else 'rms'}_fwd_{tag}"
+    L = [HEAD, f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{',
+         f"  __shared__ float sh[{2 * max(1, NT // 32)}];",
+         "  const long long row = blockIdx.x;",
+         f"  const long long rb = row * {D}LL;"]
+    L += _loads("v", "px", Tx, VEC, NCH, NT, DQ, "rb")
+    if ln:
+        L += ["  float a[1] = {0.f};"] + _each(["a[0] += v[k];"], VEC, NCH, NT, DQ)
+        L += [f"  hdn_block_sum<{NT}, 1>(a, sh);", f"  const float mu = a[0] / {float(D)!r}f;",
+              "  float b[1] = {0.f};"]
+        L += _each(["const float d = v[k] - mu; b[0] = fmaf(d, d, b[0]);"], VEC, NCH, NT, DQ)
+        L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
+              f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
+    else:
+        L += ["  const float mu = 0.f;", "  float b[1] = {0.f};"]
+        L += _each(["b[0] = fmaf(v[k], v[k], b[0]);"], VEC, NCH, NT, DQ)
+        L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
+              f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
+    sl = _param_load("psc", sc, D, g["pshape"], tail)
+    bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
+    L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
+    L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
+    if st_roles:
+        L.append("  if (threadIdx.x == 0) {")
+        for q in st_roles:
+            T = cg.CTYPE[cg.dtype_name(r[q].dtype)]
+            off = _lin_offset("row", [d for j, d in enumerate(g["xd"]) if j not in g["axes"]],
+                              [s for j, s in enumerate(_full_st(r[q], len(g["xd"]))) if j not in g["axes"]])
+            val = "mu" if q == "mean" else "iv"
+            L.append(f"    p_{q}[{off}] = hdn_from_float<{T}>({val});")
+        L.append("  }")
+    L.append("}")
+    prog.steps.append(("launch", "\n".join(L) + "\n", name, (M, 1, 1), (NT, 1, 1), args))
+
+
+def _full_st(t, n):
+    st = _st(t)
+    d = _dims(t)
+    st = [0] * (n - len(st)) + st
+    d = [1] * (n - len(d)) + d
+    return [0 if dd == 1 else s for dd, s in zip(d, st)]
+
+
+def _emit_bwd(prog, node, r, loc, tag, sms, g):
+    ln = node.kind.startswith("Layernorm")
+    M, D = g["M"], g["D"]
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    tn = {q: cg.dtype_name(r[q].dtype) for q in ("x", "dy", "dx")}
+    Tx, Tdy, Tdx = (cg.CTYPE[tn[q]] for q in ("x", "dy", "dx"))
+    VEC = _vec(D, list(tn.values()))
+    DQ = D // VEC
+    NT = _threads(DQ)
+    NCH = -(-DQ // NT)
+    if NCH > 32:
+        raise ValueError(f"normalised extent {D} too large for the GPU row kernel")
+    NB = max(1, min(M, 4 * sms))
+    sc = r["scale"]
+    has_db = "dbias" in r
+    part = prog.ws_alloc(4 * NB * D * (2 if has_db else 1))
+    params = [f"const {Tdy}* __restrict__ pdy", f"const {Tx}* __restrict__ px",
+              f"const {cg.CTYPE[cg.dtype_name(sc.dtype)]}* __restrict__ psc"]
+    args = [loc[dy.uid], loc[x.uid], loc[sc.uid]]
+    stats = ("mean", "inv_variance") if ln else ("inv_rms",)
+    rowd = [d for j, d in enumerate(g["xd"]) if j not in g["axes"]]
+    soff = {}
+    for q in stats:
+        params.append(f"const {cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
+        args.append(loc[r[q].uid])
+        soff[q] = _lin_offset("row", rowd, [s for j, s in enumerate(_full_st(r[q], len(g["xd"])))
+                                             if j not in g["axes"]])
+    params += [f"{Tdx}* __restrict__ pdx", "float* __restrict__ part"]
+    args += [loc[dx.uid], ("ws", part)]
+    name = f"hdn_{'ln' if ln else 'rms'}_bwd_{tag}"
+    L = [HEAD, f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{',
+         f"  __shared__ float sh[{2 * max(1, NT // 32)}];"]
+    L += [f"  float s[{NCH * VEC}], ps[{NCH * VEC}], pb[{NCH * VEC}];"]
+    L += _each(["s[k] = hdn_to_float(psc[j]); ps[k] = 0.f; pb[k] = 0.f;"], VEC, NCH, NT, DQ)
+    L += [f"  for (long long row = blockIdx.x; row < {M}LL; row += {NB}LL) {{",
+          f"  const long long rb = row * {D}LL;"]
+    L += _loads("xv", "px", Tx, VEC, NCH, NT, DQ, "rb")
+    L += _loads("g", "pdy", Tdy, VEC, NCH, NT, DQ, "rb")
+    if ln:
+        L += [f"  const float mu = hdn_to_float(p_mean[{soff['mean']}]);",
+              f"  const float iv = hdn_to_float(p_inv_variance[{soff['inv_variance']}]);"]
+    else:
+        L += ["  const float mu = 0.f;", f"  const float iv = hdn_to_float(p_inv_rms[{soff['inv_rms']}]);"]
+    L += ["  float a[2] = {0.f, 0.f};"]
+    L += _each(["const float xh = (xv[k] - mu) * iv; const float dyv = g[k];",
+                "ps[k] = fmaf(dyv, xh, ps[k]); pb[k] += dyv;",
+                "g[k] = dyv * s[k]; a[0] += g[k]; a[1] = fmaf(g[k], xh, a[1]); xv[k] = xh;"],
+               VEC, NCH, NT, DQ)
+    L += [f"  hdn_block_sum<{NT}, 2>(a, sh);",
+          f"  const float mg = {'a[0]' if ln else '0.f'} / {float(D)!r}f, mgx = a[1] / {float(D)!r}f;"]
+    L += _each(["g[k] = iv * (g[k] - mg - xv[k] * mgx);"], VEC, NCH, NT, DQ)
+    L += _store("g", "pdx", Tdx, VEC, NCH, NT, DQ, "rb")
+    L.append("  }")
+    L += _each([f"part[(long long)blockIdx.x * {D} + j] = ps[k];"] +
+               ([f"part[(long long)({NB} + blockIdx.x) * {D} + j] = pb[k];"] if has_db else []),
+               VEC, NCH, NT, DQ)
+    L.append("}")
+    prog.steps.append(("launch", "\n".join(L) + "\n", name, (NB, 1, 1), (NT, 1, 1), args))
+    # column sums of the partials -> dscale (and dbias)
+    fparams = ["const float* __restrict__ part"]
+    fargs = [("ws", part)]
+    outs = [("dscale", 0)] + ([("dbias", NB)] if has_db else [])
+    for q, _ in outs:
+        fparams.append(f"{cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
+        fargs.append(loc[r[q].uid])
+    fname = f"hdn_norm_colsum_{tag}"
+    F = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {fname}({", ".join(fparams)}) {{',
+         "  const long long j = (long long)blockIdx.x * 256 + threadIdx.x;",
+         f"  if (j >= {D}) return;"]
+    for q, base in outs:
+        T = cg.CTYPE[cg.dtype_name(r[q].dtype)]
+        F += ["  { float s = 0.f;",
+              f"    for (int b = 0; b < {NB}; ++b) s += part[(long long)({base} + b) * {D} + j];",
+              f"    p_{q}[j] = hdn_from_float<{T}>(s); }}"]
+    F.append("}")
+    prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 256), 1, 1), (256, 1, 1), fargs))
