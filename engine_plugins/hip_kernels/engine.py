@@ -11,7 +11,7 @@ from hipdnn_cabi._generated.enums import BehaviorNote
 from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
 
-from . import codegen
+from . import codegen, devctx
 from .program import NotApplicable, build_program
 
 ENGINE_NAME = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
@@ -89,8 +89,9 @@ class GpuPlan(PlanBase):
     """Compiled steps; execute only enqueues work on the handle's stream."""
 
     def __init__(self, program):
-        rt = device.get_runtime()
+        rt = device.get_runtime()   # the current device: the handle's (devctx.on_device)
         self.rt = rt
+        self.device = getattr(rt, "device", 0)
         self.ws_size = program.ws_size
         self.external = list(program.external)
         self.scalars = sorted({a[1] for st in program.steps if st[0] == "launch"
@@ -115,16 +116,12 @@ class GpuPlan(PlanBase):
         return self.ws_size
 
     def _check(self, uid, ptr):
-        ok = self._checked.get(ptr)
-        if ok is None:
-            ok = self.rt.device_accessible(ptr)
-            if len(self._checked) > 4096:
-                self._checked.clear()
-            self._checked[ptr] = ok
-        if not ok:
-            raise PluginError(INVALID_VALUE,
-                              f"tensor uid {uid}: buffer 0x{int(ptr):x} is host memory the GPU "
-                              f"cannot access (use device, managed or pinned memory)")
+        if ptr in self._checked:
+            return
+        devctx.check_buffer(self.rt, uid, ptr)   # another device's memory / unreachable host
+        if len(self._checked) > 4096:
+            self._checked.clear()
+        self._checked[ptr] = True
 
     def _record(self, ptrs, ws):
         """The plan's stream operations for one set of bound pointers / scalar values /
@@ -141,6 +138,7 @@ class GpuPlan(PlanBase):
         return ops
 
     def execute(self, handle, buffers, workspace):
+        devctx.check_handle(getattr(self, "device", 0), handle)   # device, stream
         ext = tuple(buffers[uid] for uid in self.external)
         sc = tuple(float(buffers.scalar(uid)) for uid in self.scalars) if self.scalars else ()
         ws = int(workspace or 0)
@@ -165,30 +163,34 @@ class GpuPlan(PlanBase):
             self._replay[key] = ops
         stream = int(getattr(handle, "stream", 0) or 0)
         rt = self.rt
-        for fn, grid, block, pk, smem in ops:
-            if fn is None:
-                rt.memset(grid, 0, block, stream)
-            else:
-                rt.launch(fn, grid, block, pk, smem, stream)
+        with devctx.bound(rt):     # the plan's device context current, the caller's restored
+            for fn, grid, block, pk, smem in ops:
+                if fn is None:
+                    rt.memset(grid, 0, block, stream)
+                else:
+                    rt.launch(fn, grid, block, pk, smem, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):
     def is_applicable(self, handle, graph) -> bool:
         if not device.available():
             return False
-        return analyse(graph).ok
+        with devctx.on_device(handle):
+            return analyse(graph).ok
 
     def get_max_workspace_size(self, handle, graph, config) -> int:
-        a = analyse(graph)
+        with devctx.on_device(handle):
+            a = analyse(graph)
         return a.program.ws_size if a.ok else 0
 
     def build_plan(self, handle, graph, config):
         if not device.available():
             raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: no GPU ({device.unavailable_reason()})")
-        a = analyse(graph)
-        if not a.ok:
-            raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
-        return GpuPlan(a.program)
+        with devctx.on_device(handle):   # analysis, compile and module load on its device
+            a = analyse(graph)
+            if not a.ok:
+                raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
+            return GpuPlan(a.program)
 
 
 class HipKernelsEngine(EngineBase):
@@ -203,3 +205,9 @@ class HipKernelsPlugin(EnginePluginBase):
     version = PLUGIN_VERSION
     api_version = API_VERSION
     engines = [HipKernelsEngine]
+
+    def handle_device(self) -> int:        # plugin handles bind to the current device
+        return devctx.current_device()
+
+    def check_stream(self, handle, stream):
+        return devctx.check_stream(handle, stream)

@@ -308,6 +308,7 @@ class HandlePlugins:
         ffi = runtime.ffi
         self.manager = manager
         self.closed = False
+        self.device = -1                 # the hipdnn handle's device (set by attach_handle)
         self.entries: list[tuple] = []   # (plugin, plugin handle cdata)
         self.by_plugin: dict = {}
         self._engines = None
@@ -452,7 +453,9 @@ def attach_handle(handle):
         if _unload_mode == LAZY:
             _persistent = m
         m.users += 1
-        return HandlePlugins(m)
+        hp = HandlePlugins(m)
+        hp.device = getattr(handle, "device", -1)   # plans built through it are bound to it
+        return hp
 
 
 def _path_list(n, paths, fn):
