@@ -120,7 +120,7 @@ def address_mapped(addr: int) -> bool:
     return _libc.msync(base, _page, 1) == 0    # MS_ASYNC
 
 
-SPECIAL_STREAMS = (0, 1, 2)   # the null stream, cudaStreamLegacy / hipStreamLegacy?, per-thread
+SPECIAL_STREAMS = (0, 1, 2)   # the null stream, cudaStreamLegacy, cudaStreamPerThread / hipStreamPerThread
 
 
 _TLS = threading.local()     # .top: the runtime whose device a Bound made current on this thread

@@ -69,6 +69,12 @@ class FakeRuntime:
     def free(self, p):
         pass
 
+    def memcpy_htod(self, dst, src, n):
+        pass
+
+    def memcpy_dtoh(self, dst, src, n):
+        pass
+
     def pointer_info(self, p):
         return self.platform.pointer_info(p)
 
