@@ -229,3 +229,32 @@ def test_no_gpu_handles_bind_nothing():
         assert h.get_applicable_engine_ids(_graph()[0]) == []
     finally:
         device._reset_for_tests()
+
+
+def test_address_probe_and_bound_nesting(fake):
+    import numpy as np
+    from hipdnn_cabi.device.common import address_mapped, is_bound
+    a = np.zeros(8)
+    assert address_mapped(a.ctypes.data) and not address_mapped(0x5000) and not address_mapped(0)
+    assert not address_mapped(1 << 60)
+    rt0, rt1 = fake.runtime(0), fake.runtime(1)
+    fake.set_current(1)
+    with rt0.bound():
+        assert fake.current_device() == 0 and is_bound(rt0)
+        with rt1.bound():
+            assert fake.current_device() == 1 and not is_bound(rt0)
+            with rt0.bound():                       # back to device 0 inside device 1's block
+                assert fake.current_device() == 0
+            assert fake.current_device() == 1
+            with rt1.bound():                       # nested same runtime: nothing to do
+                assert fake.current_device() == 1
+        assert fake.current_device() == 0
+    assert fake.current_device() == 1 and not is_bound(rt0)
+    fake.set_current(0)
+
+
+def test_runtime_of_missing_device(fake):
+    from hipdnn_cabi import device
+    with pytest.raises(device.DeviceError, match="device 2 does not exist"):
+        device.get_runtime(2)
+    assert device.get_runtime().device == 0 and device.get_runtime(1).device == 1
