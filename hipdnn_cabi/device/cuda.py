@@ -354,12 +354,13 @@ class CudaRuntime:
         return img
 
     def load(self, image: bytes) -> Module:
+        """Load into this device's context (``module`` loads each image once per device)."""
         with Bound(self):
             h = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
         return Module(self, h)
 
     def module(self, source: str, name: str = "kernel.hip", options=(), headers=None) -> Module:
-        """Compile (through the process-wide cache) and load once per device context."""
+        """Compile (through the cache) and load once per process."""
         img = self.compile(source, name, options, headers)
         import hashlib
         k = hashlib.sha256(img).hexdigest()
