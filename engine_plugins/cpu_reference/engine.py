@@ -17,7 +17,9 @@ import numpy as np
 
 from hipdnn_cabi._generated.enums import BehaviorNote
 from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
-from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
+from hipdnn_cabi.plugin_sdk.errors import (ALLOC_FAILED, INTERNAL_ERROR, INVALID_VALUE,
+                                           NOT_APPLICABLE, PluginError)
+from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
 from . import hostmem
 from .kernels import dtypes as kdt
@@ -45,6 +47,9 @@ def _analyse(graph) -> Analysis:
         return Analysis(False, "graph has no nodes")
     if graph.is_override_shape_enabled:
         return Analysis(False, "shape overrides are not supported")
+    why = graph_span_problem(graph, _itemsize)
+    if why:
+        return Analysis(False, why)
     entries = []
     for i, node in enumerate(graph.nodes):
         cls = BY_KIND.get(node.kind)
@@ -112,6 +117,13 @@ def analyse(graph) -> Analysis:
 # --------------------------------------------------------------------------- buffers
 def storage(t):
     return kdt.storage_dtype(kernel_type(dtype_name(t.dtype)))
+
+
+def _itemsize(t):
+    try:
+        return np.dtype(storage(t)).itemsize
+    except Exception:  # noqa: BLE001 - an unsupported type is declined later, by the node
+        return None
 
 
 def host_view(ptr: int, t, dt) -> np.ndarray:
@@ -185,18 +197,31 @@ class GraphPlan(PlanBase):
         return env
 
     def execute(self, handle, buffers, workspace):
-        env = self.bind(buffers)
-        for step in self.nodes:
-            for u in step.outputs:
-                if u in self.virtual and u not in env:   # allocated on demand
-                    t = self.virtual[u]
-                    env[u] = np.empty(tuple(int(d) for d in t.dims), self.storage[u])
-            step.run(env)
+        try:
+            env = self.bind(buffers)
+            for step in self.nodes:
+                for u in step.outputs:
+                    if u in self.virtual and u not in env:   # allocated on demand
+                        t = self.virtual[u]
+                        env[u] = np.empty(tuple(int(d) for d in t.dims), self.storage[u])
+                step.run(env)
+        except PluginError:
+            raise
+        except MemoryError:
+            raise PluginError(ALLOC_FAILED, f"{ENGINE_NAME}: out of host memory for the "
+                                            f"intermediate tensors of the graph") from None
+        except Exception as e:  # noqa: BLE001 - a status and an engine message, never a traceback
+            raise PluginError(INTERNAL_ERROR, f"{ENGINE_NAME}: execute failed "
+                                              f"({type(e).__name__}); the graph passed the "
+                                              f"engine's checks, so this is an engine bug") from e
 
 
 class CpuReferencePlanBuilder(PlanBuilderBase):
     def is_applicable(self, handle, graph) -> bool:
         return analyse(graph).ok
+
+    def decline_reason(self, handle, graph) -> str:
+        return analyse(graph).reason
 
     def get_max_workspace_size(self, handle, graph, config) -> int:
         return 0

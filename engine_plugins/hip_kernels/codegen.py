@@ -26,7 +26,8 @@ def read_kernel(name: str) -> str:
 
 
 def headers() -> dict:
-    """Every header of kernels/ (hdn_compat.h, the MMA / Philox / attention building blocks)."""
+    """Every header of kernels/ (hdn_compat.h, the generated hdn_wgmma.h, the MMA / Philox /
+    attention building blocks)."""
     return {n: read_kernel(n) for n in sorted(os.listdir(KDIR)) if n.endswith(".h")}
 
 
@@ -288,6 +289,9 @@ class GemmSpec:
         self.store = ""                       # C body of store_c (uses v, b, m, n)
         self.store8 = None                    # C body of store_c8 (vv[8] at n..n+7) or None
         self.epi_params = []                  # param declarations after A, B
+        # dense matrix operands (offset = b * sb + mn * smn + k * sk, elements) or None:
+        # (smn, sk, sb, batch); the wgmma core loads those through the tensor copy engine
+        self.a_dense = self.b_dense = None
 
 
 TILE = 128
@@ -310,10 +314,19 @@ def split_k(M, N, K, batch, sms):
     return -(-K // per), per
 
 
-def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132):
-    """{"gemm": (src, name, grid, block), "split": S, "reduce": (...) or None, "part_bytes"}."""
+def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None = None):
+    """{"gemm": (src, name, grid, block), "split": S, "reduce": (...) or None, "part_bytes",
+    "opts": launch options (dynamic shared memory, target), "tmaps": {"A"/"B": tensor-map spec}}.
+    ``core``: 'wgmma' | 'mma' | 'simt' (None: mma when ``use_mma`` else simt)."""
+    if core is None:
+        core = "mma" if use_mma else "simt"
+    use_mma = core in ("mma", "wgmma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
-    S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
+    if core == "wgmma":
+        from . import gemm_core as gc
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms)
+    else:
+        S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f"typedef {ta} TA;", f"typedef {tb} TB;",
          f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {spec.K}",
@@ -345,18 +358,63 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132):
     if spec.store8 is not None:
         L += ["__device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, const float* vv) {",
               spec.store8, "}"]
+    opts, tmaps = {}, {}
+    if core == "wgmma":
+        L += _wgmma_defs(spec, bn, stages, tmaps)
     prelude = "\n".join(L) + "\n"
-    body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
-    name = "hdn_gemm_mma" if use_mma else "hdn_gemm_simt"
-    grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
-    out = {"gemm": (prelude + body, name, grid, (256, 1, 1)), "split": S, "reduce": None,
-           "part_bytes": 4 * S * spec.batch * spec.M * spec.N}
+    if core == "wgmma":
+        body = read_kernel("gemm_wgmma.hip")
+        name = "hdn_gemm_wgmma"
+        units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
+        grid = (max(1, min(units, sms)), 1, 1)
+        block = (384, 1, 1)
+        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.WG_BK),
+                "stages": stages}
+    else:
+        body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
+        name = "hdn_gemm_mma" if use_mma else "hdn_gemm_simt"
+        grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
+        block = (256, 1, 1)
+    out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
+           "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
+           "core": core}
     if S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
         out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",
                          (max(1, (n + 255) // 256), 1, 1), (256, 1, 1))
     return out
+
+
+def _wgmma_defs(spec, bn, stages, tmaps):
+    """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
+    ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
+    from . import gemm_core as gc
+    L = [f"#define WG_BN {bn}", f"#define WG_STAGES {stages}",
+         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}"]
+    if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
+        L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
+    for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
+                                      ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
+        mn_extent = spec.M if op == "A" else spec.N
+        use = mode in (1, 2) and gc.tma_ok(dense, dt)
+        if use:
+            smn, sk, sb, batch = dense
+            if mode == 1 and sk == 1:      # K-major rows
+                dims3, strides = (spec.K, mn_extent, spec.batch), [smn * 2]
+                box = (64, rows, 1)
+                inner = mn_extent * smn * 2
+            elif mode == 2 and smn == 1:   # M/N-major atoms of 64
+                dims3, strides = (mn_extent, spec.K, spec.batch), [sk * 2]
+                box = (64, 64, 1)
+                inner = spec.K * sk * 2
+            else:
+                use = False
+        if use:
+            strides.append(sb * 2 if spec.batch > 1 else -(-inner // 16) * 16)
+            tmaps[op] = (dt, dims3, tuple(strides), box)
+        L.append(f"#define {op}_TMA {int(use)}")
+    return L
 
 
 def batch_offset_code(var, batch_dims, strides_over_batch):

@@ -10,6 +10,7 @@ from hipdnn_cabi import device
 from hipdnn_cabi._generated.enums import BehaviorNote
 from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
+from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
 from . import codegen, devctx
 from .program import NotApplicable, build_program
@@ -31,6 +32,21 @@ def use_mma() -> bool:
         return device.get_runtime().kind == "cuda"
     except Exception:  # noqa: BLE001
         return False
+
+
+def device_arch():
+    """The device's target (``sm_90``) when it is an NVIDIA GPU, else None."""
+    try:
+        rt = device.get_runtime()
+        return getattr(rt, "arch", None) if rt.kind == "cuda" else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def gemm_knobs():
+    """The GEMM-core knobs (gemm_core.py) in effect: part of the analysis cache key."""
+    return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
+                 ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP"))
 
 
 class Analysis:
@@ -55,15 +71,19 @@ def analyse(graph) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma()
     sms = sm_count() if device.available() else 132
-    key = (raw, mma, sms)
+    arch = device_arch() if mma else None
+    key = (raw, mma, sms, arch, gemm_knobs())
     if raw is not None:
         with _cache_lock:
             a = _cache.get(key)
             if a is not None:
                 _cache.move_to_end(key)
                 return a
+    why = graph_span_problem(graph)
     try:
-        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms))
+        if why:
+            raise NotApplicable(why)
+        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms, arch=arch))
     except NotApplicable as e:
         a = Analysis(False, str(e))
     except (KeyError, ValueError, TypeError, IndexError) as e:
@@ -77,22 +97,30 @@ def analyse(graph) -> Analysis:
 
 
 class _Launch:
-    __slots__ = ("fn", "grid", "block", "args", "packed", "smem")
+    __slots__ = ("fn", "grid", "block", "args", "packed", "shmem")
 
-    def __init__(self, fn, grid, block, args, smem=0):
+    def __init__(self, fn, grid, block, args, shmem=0):
         self.fn, self.grid, self.block, self.args = fn, grid, block, args
         self.packed = {}
-        self.smem = smem
+        self.shmem = shmem
 
 
 class GpuPlan(PlanBase):
-    """Compiled steps; execute only enqueues work on the handle's stream."""
+    """Compiled steps; execute only enqueues work on the handle's stream.
+
+    Small scratch (batchnorm statistics, reduction partials: ``program.scratch_size`` bytes) is
+    the plan's own device memory, allocated here once and freed with the execution context
+    (:meth:`release`), so such plans report workspace 0; the caller's workspace holds only large
+    scratch.  Executes of one plan are ordered on one stream (hipDNN's model); two threads
+    executing the *same* plan on different streams at once would share that scratch."""
 
     def __init__(self, program):
         rt = device.get_runtime()   # the current device: the handle's (devctx.on_device)
         self.rt = rt
         self.device = getattr(rt, "device", 0)
         self.ws_size = program.ws_size
+        self.scratch_size = program.scratch_size
+        self.scratch = rt.malloc(self.scratch_size) if self.scratch_size else 0
         self.external = list(program.external)
         self.scalars = sorted({a[1] for st in program.steps if st[0] == "launch"
                                for a in st[5] if a[0] == "s"})
@@ -100,20 +128,38 @@ class GpuPlan(PlanBase):
         hdr = codegen.headers()
         for st in program.steps:
             if st[0] == "memset":
-                self.steps.append(("memset", st[1], st[2]))
+                self.steps.append(st)
                 continue
             _, src, name, grid, block, args = st[:6]
-            smem = st[6] if len(st) > 6 else 0     # dynamic shared memory (attention)
-            mod = rt.module(src, f"{name}.hip", (), hdr)
+            opts = st[6] if len(st) > 6 else {}
+            if isinstance(opts, int):              # a bare dynamic shared-memory size (attention)
+                opts = {"shmem": opts}
+            if opts.get("arch"):
+                mod = rt.module(src, f"{name}.hip", (), hdr, arch=opts["arch"])
+            else:
+                mod = rt.module(src, f"{name}.hip", (), hdr)
             fn = mod.function(name)
-            if smem > 48 * 1024:
-                rt.set_max_dynamic_smem(fn, smem)
-            self.steps.append(("launch", _Launch(fn, grid, block, args, smem)))
+            shmem = int(opts.get("shmem", 0))
+            if shmem > 48 * 1024:
+                rt.set_max_dynamic_smem(fn, shmem)
+            self.steps.append(("launch", _Launch(fn, grid, block, args, shmem)))
         self._checked = {}
         self._replay = {}   # (pointers, scalar values, workspace) -> recorded operations
 
     def get_workspace_size(self, handle) -> int:
         return self.ws_size
+
+    def release(self):
+        """Free the plan's scratch (the SDK calls this when the execution context is destroyed)."""
+        p, self.scratch = getattr(self, "scratch", 0), 0
+        if p:
+            try:
+                self.rt.free(p)
+            except Exception:  # noqa: BLE001 - at interpreter exit the runtime may be gone
+                pass
+
+    def __del__(self):
+        self.release()
 
     def _check(self, uid, ptr):
         if ptr in self._checked:
@@ -127,14 +173,27 @@ class GpuPlan(PlanBase):
         """The plan's stream operations for one set of bound pointers / scalar values /
         workspace: (memset offset+size) or (fn, grid, block, packed args)."""
         ops = []
+        base = {"ws": ws, "sc": getattr(self, "scratch", 0)}
+
+        def val(a):
+            if a[0] in base:        # ("ws" | "sc", offset): workspace / plan-owned scratch
+                return base[a[0]] + a[1]
+            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box)
+                addr = val(a[1])
+                if addr % 16:
+                    raise PluginError(INVALID_VALUE, f"buffer 0x{addr:x} is not 16-byte aligned "
+                                                     f"(the tensor copy engine needs 16-byte alignment)")
+                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5])
+            return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":
-                ops.append((None, ws + st[1], st[2], None, 0))
+                where = st[1] if isinstance(st[1], tuple) else ("ws", st[1])
+                ops.append((None, base[where[0]] + where[1], st[2], None, 0))
                 continue
             L = st[1]
-            vals = [ws + a[1] if a[0] == "ws" else ptrs[a[1]] for a in L.args]
+            vals = [val(a) for a in L.args]
             pk = self.rt.pack([ctypes.c_float(v) if isinstance(v, float) else v for v in vals])
-            ops.append((L.fn, L.grid, L.block, pk, L.smem))
+            ops.append((L.fn, L.grid, L.block, pk, L.shmem))
         return ops
 
     def execute(self, handle, buffers, workspace):
@@ -164,11 +223,11 @@ class GpuPlan(PlanBase):
         stream = int(getattr(handle, "stream", 0) or 0)
         rt = self.rt
         with devctx.bound(rt):     # the plan's device context current, the caller's restored
-            for fn, grid, block, pk, smem in ops:
+            for fn, grid, block, pk, shmem in ops:
                 if fn is None:
                     rt.memset(grid, 0, block, stream)
                 else:
-                    rt.launch(fn, grid, block, pk, smem, stream)
+                    rt.launch(fn, grid, block, pk, shmem, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):
@@ -178,7 +237,15 @@ class HipPlanBuilder(PlanBuilderBase):
         with devctx.on_device(handle):
             return analyse(graph).ok
 
+    def decline_reason(self, handle, graph) -> str:
+        if not device.available():
+            return f"no GPU ({device.unavailable_reason()})"
+        with devctx.on_device(handle):
+            return analyse(graph).reason
+
     def get_max_workspace_size(self, handle, graph, config) -> int:
+        # the same number the plan reports (EXECUTION_PLAN_WORKSPACE_SIZE): small scratch is
+        # the plan's own, only large scratch is the caller's workspace
         with devctx.on_device(handle):
             a = analyse(graph)
         return a.program.ws_size if a.ok else 0

@@ -2,15 +2,17 @@
 
 :func:`build_program` needs no GPU (CI compiles every generated source with NVRTC alone).  A
 program is a list of steps; each step is ``("launch", source, kernel, grid, block, args)`` or
-``("memset", ws_offset, nbytes)``; an arg is ``("t", uid)`` (a bound pointer), ``("ws", off)``
-(workspace + offset).  Units:
+``("memset", where, nbytes)``; an arg (and ``where``) is ``("t", uid)`` (a bound pointer),
+``("s", uid)`` (a runtime scalar, by value), ``("ws", off)`` (the caller's workspace + offset)
+or ``("sc", off)`` (the plan's own scratch + offset: small buffers such as batchnorm statistics,
+allocated once at plan build, so small plans need no workspace).  Units:
 
 * a connected run of pointwise nodes -> ONE elementwise kernel (broadcast operands baked in);
 * matmul / convolution forward -> one GEMM kernel (SIMT, or the 16-bit matrix-unit kernel on
   NVIDIA), with a following pointwise run fused into its epilogue when the GEMM output is
   virtual and only that run reads it (conv -> bias -> relu, matmul -> bias -> activation);
-* batchnorm inference -> one elementwise kernel; training forward -> memset + statistics +
-  finalize + apply (4 stream operations).
+* batchnorm inference (also with variance + epsilon) -> one elementwise kernel; training
+  forward -> memset + statistics + finalize + apply (4 stream operations).
 Virtual tensors that cross units live in the workspace.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 from . import attention as attn
 from . import codegen as cg
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
+from .gemm_core import choose_core
 
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
 IO = {
@@ -27,6 +30,8 @@ IO = {
     "MatmulAttributes": (("a", "b"), ("c",)),
     "ConvolutionFwdAttributes": (("x", "w"), ("y",)),
     "BatchnormInferenceAttributes": (("x", "mean", "inv_variance", "scale", "bias"), ("y",)),
+    "BatchnormInferenceAttributesVarianceExt": (("x", "mean", "variance", "scale", "bias",
+                                                 "epsilon"), ("y",)),
     "BatchnormAttributes": (("x", "scale", "bias", "epsilon", "prev_running_mean",
                              "prev_running_variance", "momentum"),
                             ("y", "mean", "inv_variance", "next_running_mean",
@@ -48,6 +53,30 @@ RED_MODES = ("ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", 
 # roles that may be runtime pass-by-value scalars (RFC 0016): read from the host at execute
 SCALAR_ROLES = {"PointwiseAttributes": ("in_0", "in_1", "in_2"),
                 "BatchnormAttributes": ("epsilon", "momentum")}
+# Data-type rules, the same as the CPU reference engine's (issue 22: the engines accept the same
+# graphs where this one implements the node): kind -> (data inputs: one type t, outputs: t or
+# FLOAT, parameter/statistics tensors: one common type, t or FLOAT).  Pointwise: any mix of
+# FLOAT/HALF/BFLOAT16.  Compute type: FLOAT or UNSET (16-bit data computes in float).
+TYPE_RULES = {
+    "MatmulAttributes": (("a", "b"), ("c",), ()),
+    "ConvolutionFwdAttributes": (("x", "w"), ("y",), ()),
+    "ConvolutionBwdAttributes": (("dy", "w"), ("dx",), ()),
+    "ConvolutionWrwAttributes": (("x", "dy"), ("dw",), ()),
+    "ReductionAttributes": (("in",), ("out",), ()),
+    "BatchnormInferenceAttributes": (("x",), ("y",), ("mean", "inv_variance", "scale", "bias")),
+    "BatchnormInferenceAttributesVarianceExt": (("x",), ("y",), ("mean", "variance", "scale",
+                                                                 "bias")),
+    "BatchnormAttributes": (("x",), ("y",), ("scale", "bias", "prev_running_mean",
+                                             "prev_running_variance", "mean", "inv_variance",
+                                             "next_running_mean", "next_running_variance")),
+    "BatchnormBackwardAttributes": (("x", "dy"), ("dx",), ("mean", "inv_variance", "scale",
+                                                           "dscale", "dbias")),
+}
+COMPUTE_TYPES = ("FLOAT", "UNSET")
+# small per-plan scratch (statistics, partials of a few KB) lives in the execution context,
+# allocated once at plan build: such plans need no workspace (issue 22)
+SCRATCH_PIECE = 64 * 1024
+SCRATCH_TOTAL = 256 * 1024
 
 
 class NotApplicable(Exception):
@@ -60,14 +89,19 @@ def _need(c, why):
 
 
 def roles(node, graph):
+    """role -> Tensor for the roles the node names.  Every uid is a valid uid, 0 included (the
+    hipDNN frontend numbers tensors from 0): a required ``*_tensor_uid`` field has no "unset"
+    value in the schema, only the optional ones (``= null``, read as None) can be absent."""
     ins, outs = IO[node.kind]
     r = {}
     for role in ins + outs:
         u = node.attrs.get(role + "_tensor_uid")
-        if u is not None and u != 0 and u in graph.tensors:
-            r[role] = graph.tensors[u]
-        elif u is not None and u != 0:
+        if u is None:
+            continue
+        t = graph.tensors.get(u)
+        if t is None:
             raise NotApplicable(f"{node.kind}: tensor uid {u} ({role}) is not in the graph")
+        r[role] = t
     return r
 
 
@@ -95,9 +129,14 @@ def span_elems(t):
 
 # =========================================================================== analysis
 class Program:
+    """``steps``; ``ws_size``: bytes of the caller's workspace (large scratch: virtual tensors
+    between kernels, split-K partials); ``scratch_size``: bytes of the plan's own device scratch
+    (small: statistics, reduction partials), args ``("sc", off)``."""
+
     def __init__(self):
         self.steps = []
         self.ws_size = 0
+        self.scratch_size = 0
         self.external = []   # uids bound by the caller (checked at execute)
         self.notes = []
 
@@ -105,6 +144,52 @@ class Program:
         off = self.ws_size
         self.ws_size += (int(nbytes) + 255) // 256 * 256
         return off
+
+    def small_alloc(self, nbytes):
+        """A location for a small buffer: the plan's scratch while it stays small, else the
+        workspace.  Returns ("sc", off) or ("ws", off)."""
+        n = (int(nbytes) + 255) // 256 * 256
+        if n <= SCRATCH_PIECE and self.scratch_size + n <= SCRATCH_TOTAL:
+            off = self.scratch_size
+            self.scratch_size += n
+            return ("sc", off)
+        return ("ws", self.ws_alloc(n))
+
+
+def non_overlapping(t) -> bool:
+    """Every element of t has its own address (no zero or overlapping strides)."""
+    pairs = sorted((abs(int(st)), int(d)) for d, st in zip(t.dims, t.strides) if int(d) > 1)
+    need = 1
+    for st, d in pairs:
+        if st < need:
+            return False
+        need = st * d
+    return True
+
+
+def check_types(node, r):
+    """The CPU reference engine's data-type rules (see TYPE_RULES)."""
+    for role, t in r.items():
+        _need(dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
+    cd = cg.dtype_name(node.compute_dtype)
+    _need(cd in COMPUTE_TYPES, f"compute type {cd} not supported (FLOAT or UNSET)")
+    rule = TYPE_RULES.get(node.kind)
+    if rule is None:
+        return
+    ins, outs, params = rule
+    present = [q for q in ins if q in r]
+    if not present:
+        return
+    t = dt(r[present[0]])
+    _need(all(dt(r[q]) == t for q in present), f"{node.kind}: inputs {present} of different types")
+    for q in outs:
+        if q in r:
+            _need(dt(r[q]) in (t, "FLOAT"), f"{node.kind}: {q} is {dt(r[q])} for {t} data "
+                                            f"({t} or FLOAT)")
+    ptypes = {dt(r[q]) for q in params if q in r}
+    _need(len(ptypes) <= 1, f"{node.kind}: parameter tensors of mixed types {sorted(ptypes)}")
+    _need(ptypes <= {t, "FLOAT"}, f"{node.kind}: parameter tensors are {sorted(ptypes)} for {t} "
+                                  f"data ({t} or FLOAT)")
 
 
 def check_node(node, graph):
@@ -116,16 +201,18 @@ def check_node(node, graph):
         except attn.NotApplicable as e:
             raise NotApplicable(str(e)) from None
         return r
+    ins, outs = IO[node.kind]
     for role, t in r.items():
         _need(len(t.dims) == len(t.strides) and len(t.dims) > 0, f"{role}: bad rank")
         if t.is_runtime_pass_by_value:
             _need(role in SCALAR_ROLES.get(node.kind, ()),
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
             _need(t.numel == 1 and dt(t) in FLOATS, f"{role}: runtime scalar must be 1 float")
-        _need(t.value is not None or dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
-    cd = cg.dtype_name(node.compute_dtype)
-    _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
+        if role in outs:
+            _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
+                                      f"overlapping strides)")
+    check_types(node, r)
     if node.kind == "PointwiseAttributes":
         mode = cg.pw_mode_name(node)
         _need(mode in cg.PW_EXPR, f"pointwise mode {mode} not supported")
@@ -138,15 +225,12 @@ def check_node(node, graph):
         a, b, c = dims(r["a"]), dims(r["b"]), dims(r["c"])
         _need(len(a) >= 2 and len(b) >= 2 and len(c) >= 2, "matmul rank < 2")
         _need(a[-1] == b[-2] and c[-2] == a[-2] and c[-1] == b[-1], "matmul shapes")
-        _need(dt(r["a"]) == dt(r["b"]), "matmul a/b types differ")
     elif node.kind in CONV_ROLES:
         rx, rw, ry = CONV_ROLES[node.kind]
         _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
         x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])
         _need(3 <= len(x) <= 5 and len(w) == len(x) == len(y), "conv ranks")
         _need(w[1] == x[1] and y[1] == w[0] and y[0] == x[0], "grouped conv not supported")
-        ins = IO[node.kind][0]
-        _need(dt(r[ins[0]]) == dt(r[ins[1]]), "conv input types differ")
         _need(all(r[q].value is None for q in (rx, rw, ry)), "conv operand is a constant")
         p = conv_params(node, len(x) - 2)
         for j in range(len(x) - 2):
@@ -163,30 +247,32 @@ def check_node(node, graph):
         _need(r["in"].value is None and r["out"].value is None, "reduction of a constant")
     elif node.kind.startswith("Batchnorm"):
         _need(not node.attrs.get("peer_stats_tensor_uid"), "peer stats not supported")
+        need = [q for q in ins + outs if q not in OPTIONAL_ROLES.get(node.kind, ())]
+        missing = [q for q in need if q not in r]
+        _need(not missing, f"{node.kind}: tensors {missing} missing")
         x = r["x"]
         yrole = "dx" if node.kind == "BatchnormBackwardAttributes" else "y"
         _need(len(x.dims) >= 2 and dims(r[yrole]) == dims(x), "batchnorm shapes")
         if node.kind == "BatchnormBackwardAttributes":
-            _need(all(q in r for q in ("dy", "mean", "inv_variance", "scale", "dx", "dscale", "dbias")),
-                  "batchnorm backward needs dy, x, mean, inv_variance, scale, dx, dscale, dbias")
             _need(dims(r["dy"]) == dims(x), "batchnorm backward dy shape")
         C = dims(x)[1]
         for role, t in r.items():
-            if role not in ("x", "y", "dy", "dx", "epsilon", "momentum"):
+            if role in ("epsilon", "momentum"):
+                _need(t.numel == 1, f"batchnorm {role} must be a 1-element tensor")
+            elif role not in ("x", "y", "dy", "dx"):
                 _need(t.numel == C and t.value is None, f"batchnorm {role} must hold C elements")
         if node.kind == "BatchnormAttributes":
             run = [x in r for x in ("prev_running_mean", "prev_running_variance", "momentum")]
             nxt = [x in r for x in ("next_running_mean", "next_running_variance")]
             _need(all(run) or not any(nxt), "running stats need prev stats and momentum")
-            _need("epsilon" in r, "epsilon missing")
-            ptypes = {dt(t) for ro, t in r.items() if ro not in ("x", "y", "epsilon", "momentum")}
-            _need(len(ptypes) == 1, "batchnorm parameter tensors of mixed types")
-        _need(is_dense_nonneg(r["x"]) or True, "")
     return r
 
 
-def is_dense_nonneg(t):
-    return all(s >= 0 for s in strides(t))
+# optional tensor roles of the batchnorm nodes (the others must be present)
+OPTIONAL_ROLES = {
+    "BatchnormAttributes": ("prev_running_mean", "prev_running_variance", "momentum", "mean",
+                            "inv_variance", "next_running_mean", "next_running_variance"),
+}
 
 
 def conv_params(node, nsp):
@@ -205,7 +291,9 @@ def conv_params(node, nsp):
     return p
 
 
-def build_program(graph, use_mma=True, sms=132) -> Program:
+def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
+    """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
+    mma.sync / SIMT kernels)."""
     _need(graph.nodes, "graph has no nodes")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
@@ -214,6 +302,7 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
     producer = {}
     consumers = {}
     for i, (ins, outs) in enumerate(IOs):
+        _need(not set(ins) & set(outs), f"node {i} reads and writes the same tensor")
         for u in outs:
             _need(u not in producer, f"tensor {u} written twice")
             producer[u] = i
@@ -330,8 +419,8 @@ def build_program(graph, use_mma=True, sms=132) -> Program:
         elif kind in GEMM_KINDS:
             epi = units[fused[0]][1] if fused else []
             _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
-                       consumers, node_unit, ui, tag, use_mma, sms)
-        elif kind == "BatchnormInferenceAttributes":
+                       consumers, node_unit, ui, tag, use_mma, sms, arch)
+        elif kind in ("BatchnormInferenceAttributes", "BatchnormInferenceAttributesVarianceExt"):
             _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
         elif kind == "BatchnormAttributes":
             _emit_bn_train(prog, graph, R[members[0]], loc, tag)
@@ -444,6 +533,16 @@ def _kdec(rem, sizes, names):
     return out
 
 
+def _dense(bdims, bstrides, smn, sk, batch):
+    """(smn, sk, sb, batch) when the batch dims fold into one stride sb, else None."""
+    live = [(d, s) for d, s in zip(bdims, bstrides) if d > 1]
+    for (d0, s0), (d1, s1) in zip(live, live[1:]):
+        if s0 != s1 * d1:
+            return None
+    sb = live[-1][1] if live else 0
+    return (smn, sk, sb, batch)
+
+
 def _spec_matmul(spec, r):
     a, b, c = r["a"], r["b"], r["c"]
     cd = dims(c)
@@ -471,6 +570,8 @@ def _spec_matmul(spec, r):
         spec.b_mode = 1
     elif sBn == 1 and N % 8 == 0 and _al([sBk] + sb):
         spec.b_mode = 2
+    spec.a_dense = _dense(bdims, sa, sAm, sAk, batch)
+    spec.b_dense = _dense(bdims, sb, sBn, sBk, batch)
     coord = []
     rem = "b"
     for d in reversed(range(len(bdims))):
@@ -522,6 +623,10 @@ def _spec_conv_fwd(spec, node, r):
         packed = all(ws_[2 + j] == math.prod(Rk[j + 1:]) for j in range(nsp)) and ws_[1] == math.prod(Rk)
         if packed:
             spec.b_mode = 1
+            spec.b_dense = (ws_[0], 1, 0, 1)      # w as a dense [K, C*R] matrix
+    if spec.b_mode == 1 and cl and not p["flip"] and \
+            all(ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
+        spec.b_dense = (ws_[0], 1, 0, 1)          # KRSC weights: a dense [K, R*C] matrix
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
@@ -657,7 +762,7 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
 
 
 def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
-               tag, use_mma, sms=132):
+               tag, use_mma, sms=132, arch=None):
     spec = GemmSpec()
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
@@ -702,19 +807,30 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     spec.store = " ".join(body)
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
-    mma = use_mma and spec.ta in ("HALF", "BFLOAT16") and spec.ta == spec.tb
-    g = cg.gemm_source(spec, mma, sms)
+    core = choose_core(spec.ta, spec.tb, arch, use_mma)
+    if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
+        core = "simt"
+    if core == "wgmma" and arch is None:
+        core = "mma"
+    g = cg.gemm_source(spec, core != "simt", sms, core)
     ab = [loc[first[0].uid], loc[first[1].uid]]
+    for op, base in (("A", ab[0]), ("B", ab[1])):
+        if op in g["tmaps"]:
+            ab.append(("tmap", base) + tuple(g["tmaps"][op]))
+    opts = g["opts"]
+    if g["core"] == "wgmma":
+        prog.notes.append(f"{node.kind}: wgmma core, tile {opts['tile']}, {opts['stages']} stages, "
+                          f"TMA {''.join(sorted(g['tmaps'])) or 'none'}")
     if g["split"] > 1:
         part = ("ws", prog.ws_alloc(g["part_bytes"]))
         src, name, grid, block = g["gemm"]
-        prog.steps.append(("launch", src, name, grid, block, ab + [part]))
+        prog.steps.append(("launch", src, name, grid, block, ab + [part]) + ((opts,) if opts else ()))
         src, name, grid, block = g["reduce"]
         prog.steps.append(("launch", src, name, grid, block, [part] + args))
         prog.notes.append(f"{node.kind}: split-K x{g['split']}")
     else:
         src, name, grid, block = g["gemm"]
-        prog.steps.append(("launch", src, name, grid, block, ab + args))
+        prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
 
 
 # =========================================================================== batchnorm
@@ -726,12 +842,30 @@ def _chan_in(t, domain, var, loc, ins, args):
 
 
 def _emit_bn_inf(prog, graph, r, loc, tag):
+    """y = (x - mean) * inv_variance * scale + bias; with ``variance`` (the VarianceExt node)
+    inv_variance = 1 / sqrt(variance + epsilon), epsilon baked, a device scalar or a runtime
+    pass-by-value one."""
     x, y = r["x"], r["y"]
     domain = dims(x)
     ins, args = [EwIn("xv", dt(x), strides(x), param="px")], [loc[x.uid]]
-    for role, var in (("mean", "mu"), ("inv_variance", "iv"), ("scale", "sc"), ("bias", "bi")):
-        _chan_in(r[role], domain, var, loc, ins, args)
-    stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
+    var = "variance" in r
+    for role, v in (("mean", "mu"), ("variance" if var else "inv_variance", "iv"),
+                    ("scale", "sc"), ("bias", "bi")):
+        _chan_in(r[role], domain, v, loc, ins, args)
+    if var:
+        e = r["epsilon"]
+        ev = _scalar(e)
+        if ev is not None:
+            ins.append(EwIn("ep", const=ev))
+        elif e.is_runtime_pass_by_value:
+            ins.append(EwIn("ep", scalar=True, param="p_ep"))
+            args.append(loc[e.uid])
+        else:
+            ins.append(EwIn("ep", dt(e), [0] * len(domain), param="p_ep"))
+            args.append(loc[e.uid])
+        stmts = ["const float yv = (xv - mu) * (1.0f / sqrtf(iv + ep)) * sc + bi;"]
+    else:
+        stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
     outs = [EwOut("yv", dt(y), strides(y), "py")]
     args.append(loc[y.uid])
     name = f"hdn_bn_inf_{tag}"
@@ -757,17 +891,17 @@ def _emit_bn_train(prog, graph, r, loc, tag):
     xs = strides(x)
     # channels-last packed: x viewed as [M, C]
     cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
-    ws = prog.ws_alloc(16 * C)      # double sum[C], sumsq[C]
-    ab = prog.ws_alloc(8 * C)       # float A[C], B[C]
+    ws = prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
+    ab = prog.small_alloc(8 * C)    # float A[C], B[C]
     prog.steps.append(("memset", ws, 16 * C))
     src, grid, block = cg.bn_stats_source(x, C, cl, M)
-    prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ("ws", ws)]))
+    prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
     pdt = dt(r["scale"])
     outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
     eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
     run = "next_running_mean" in outs or "next_running_variance" in outs
     sptr = {}
-    fargs = [("ws", ws), ("ws", ab), loc[r["scale"].uid], loc[r["bias"].uid]]
+    fargs = [ws, ab, loc[r["scale"].uid], loc[r["bias"].uid]]
     if run:
         fargs += [loc[r["prev_running_mean"].uid], loc[r["prev_running_variance"].uid]]
     for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
@@ -795,7 +929,7 @@ def _emit_bn_train(prog, graph, r, loc, tag):
                                              ["const float yv = fmaf(xv, fa, fb);"],
                                              [EwOut("yv", dt(y), strides(y), "py")])
     prog.steps.append(("launch", src, name, grid, block,
-                       [loc[x.uid], ("ws", ab), ("ws", ab + 4 * C), loc[y.uid]]))
+                       [loc[x.uid], ab, (ab[0], ab[1] + 4 * C), loc[y.uid]]))
 
 
 def _emit_bn_bwd(prog, graph, r, loc, tag):
@@ -805,18 +939,18 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
     domain = dims(x)
     C = domain[1]
     M = math.prod(domain) // max(1, C)
-    ws = prog.ws_alloc(16 * C)      # double sum(dy)[C], sum(dy * xhat)[C]
-    co = prog.ws_alloc(20 * C)      # float mean, iv, scale*iv, dbias/M, dscale/M [C each]
+    ws = prog.small_alloc(16 * C)   # double sum(dy)[C], sum(dy * xhat)[C]
+    co = prog.small_alloc(20 * C)   # float mean, iv, scale*iv, dbias/M, dscale/M [C each]
     prog.steps.append(("memset", ws, 16 * C))
     ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
     _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
     src, grid, block = cg.bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain)
     prog.steps.append(("launch", src, "hdn_bn_bwd_sums", grid, block,
                        [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid],
-                        ("ws", ws)]))
+                        ws]))
     src, grid, block = cg.bn_bwd_finalize_source(C, M, r)
     prog.steps.append(("launch", src, "hdn_bn_bwd_finalize", grid, block,
-                       [("ws", ws), ("ws", co), loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                       [ws, co, loc[r["mean"].uid], loc[r["inv_variance"].uid],
                         loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
     cs = [0] * len(domain)
     cs[1] = 1
@@ -824,7 +958,7 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
     args = [loc[dy.uid], loc[x.uid]]
     for k, var in enumerate(("mu", "iv", "a", "k1", "k2")):
         ins.append(EwIn(var, "FLOAT", cs, param=f"p_{var}"))
-        args.append(("ws", co + 4 * C * k))
+        args.append((co[0], co[1] + 4 * C * k))
     name = f"hdn_bn_bwd_apply_{tag}"
     src, grid, block = cg.elementwise_source(
         name, domain, cg.dense_order(domain, strides(dx)), ins,
@@ -838,9 +972,9 @@ def _emit_reduction(prog, node, r, loc, tag, sms):
     x, y = r["in"], r["out"]
     mode = cg.FB_NAMES["ReductionMode"][node.attrs.get("mode")]
     steps, ws_bytes = cg.reduction_sources(mode, x, y, sms, tag)
-    off = prog.ws_alloc(ws_bytes) if ws_bytes else 0
+    part = prog.small_alloc(ws_bytes) if ws_bytes else None
     for src, name, grid, block, argspec in steps:
         args = []
         for a in argspec:
-            args.append(loc[x.uid] if a == "x" else loc[y.uid] if a == "y" else ("ws", off))
+            args.append(loc[x.uid] if a == "x" else loc[y.uid] if a == "y" else part)
         prog.steps.append(("launch", src, name, grid, block, args))

@@ -80,10 +80,26 @@ def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
             plugin.fn["hipdnnEnginePluginExecuteOpGraph"])
     st = tramp[0](tramp[1], ph, plan.context, _workspace(vp), _buffers(vp), n)
     if st:
-        plugin.fail("execute op graph", st)
+        _fail(plugin, plan, "execute op graph", st)
     if hid is not None and _fast[0]:
         _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph, vdev)
     return 0
+
+
+def _fail(plugin, plan, action, st):
+    """The plugin's failure, naming the engines that declined the plan's graph and why: a graph
+    that only a host-memory engine accepted and that fails there on device memory then shows
+    the GPU engine's reason, not only the CPU engine's memory message (issue 22)."""
+    from ..errors import PluginError
+    try:
+        plugin.fail(action, st)
+    except PluginError as e:
+        declines = getattr(plan, "declines", None)
+        if declines:
+            from ..plugins.host import describe_declines
+            raise PluginError(f"{e.message} (the plan's engine was the only one to accept the "
+                              f"graph; {describe_declines(declines)})") from None
+        raise
 
 
 # ---------------------------------------------------------------------------- the C fast path

@@ -5,9 +5,16 @@ environment, and to every registered user callback whose own minimum level they 
 callbacks run on the calling thread before the API returns; ASYNC ones on one worker thread fed by
 a bounded queue (8192 entries; a full queue blocks the producer).  Exceptions or crashes inside a
 callback are the caller's: we swallow Python-level errors only.
+
+fork(): the child gets a logging pipeline of its own (``_after_fork_child``): fresh locks, an empty
+queue and no delivery thread (one starts on the child's first ASYNC message).  The registered
+callbacks and levels are inherited.  Messages queued in the parent but not yet delivered at fork
+stay the parent's: the parent's delivery thread delivers them there, and the child's copy of the
+queue is dropped, so no message is delivered twice (docs/abi-choices.md, "Logging and fork()").
 """
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -93,7 +100,8 @@ def _ensure_async():
     with _lock:
         if _async_q is None:
             _async_q = queue.Queue(maxsize=8192)
-            _async_thread = threading.Thread(target=_async_worker, name="hipdnn-log", daemon=True)
+            _async_thread = threading.Thread(target=_async_worker, args=(_async_q,), name="hipdnn-log",
+                                             daemon=True)
             _async_thread.start()
     return _async_q
 
@@ -101,9 +109,12 @@ def _ensure_async():
 _invoke_lock = threading.Lock()
 
 
-def _async_worker():
+def _async_worker(q=None):
+    q = q if q is not None else _async_q
     while True:
-        gen, cb, user, sev, data = _async_q.get()
+        gen, cb, user, sev, data = q.get()
+        if q is not _async_q:
+            return  # this queue was dropped by a fork (we are a stale thread object in the child)
         with _invoke_lock:
             if gen == _generation and (cb, user) in _callbacks:
                 try:
@@ -173,6 +184,24 @@ def _drain_async_for_unregister():
     if _async_thread is not None and threading.current_thread() is not _async_thread:
         with _invoke_lock:
             pass
+
+
+def _after_fork_child():
+    """Runs in the child of fork() (os.register_at_fork; the embedded library's pthread_atfork
+    handler runs Python's at-fork hooks through PyOS_AfterFork_Child).  Only the forking thread
+    exists here: every lock another thread held at fork (the delivery thread's ``_invoke_lock``
+    while it was inside a callback, the queue's mutex, ``_lock`` during an unregister) would stay
+    locked forever, and the delivery thread is gone.  Start over: new locks, no queue, no thread.
+    Undelivered messages of the parent's queue are the parent's and are dropped here."""
+    global _lock, _invoke_lock, _async_q, _async_thread
+    _lock = threading.RLock()
+    _invoke_lock = threading.Lock()
+    _async_q = None
+    _async_thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_child)
 
 
 def plugin_message(sev: int, msg: str) -> None:

@@ -253,13 +253,57 @@ def read_envelope(data: bytes) -> dict:
     ws = e.WorkspaceSize()
     if ws < 0:
         raise BadParamError(f"Serialized execution plan has a negative workspace size ({ws}).")
+    _check_envelope_layout(data, e)
+    uids = [int(x) for x in e.TensorUidsAsNumpy()]
+    if len(set(uids)) != len(uids):
+        dup = next(u for i, u in enumerate(uids) if u in uids[:i])
+        raise BadParamError(f"Serialized execution plan lists tensor uid {dup} more than once.")
     return {
         "engine_id": e.EngineId(),
         "workspace_size": ws,
-        "tensor_uids": [int(x) for x in e.TensorUidsAsNumpy()],
+        "tensor_uids": uids,
         "plugin_payload": e.PluginPayloadAsNumpy().tobytes(),
         "is_override_shape_enabled": bool(e.IsOverrideShapeEnabled()),
     }
+
+
+def _check_envelope_layout(data: bytes, e) -> None:
+    """The FlatBuffers verifier only checks that each vector lies inside the buffer.  A lying
+    vector length (the tensor-uid count raised from 2 to 29) still fits when the vector runs on
+    over the payload, and would hand out payload bytes as uids.  Our writer lays out vtable, root
+    table and the two vectors side by side, and so does any correct FlatBuffers builder: they
+    must not overlap."""
+    import struct
+    tab = e._tab
+    pos = tab.Pos
+    vt = pos - struct.unpack_from("<i", data, pos)[0]
+    vt_size, obj_size = struct.unpack_from("<HH", data, vt)
+    regions = [("root offset", 0, 4), ("vtable", vt, vt + vt_size), ("table", pos, pos + obj_size)]
+    for name, slot, elem in (("tensor_uids", 10, 8), ("plugin_payload", 12, 1)):
+        o = tab.Offset(slot)
+        start = tab.Vector(o)
+        n = tab.VectorLen(o)
+        regions.append((name, start - 4, start + n * elem))
+    regions.sort(key=lambda r: r[1])
+    for (an, a0, a1), (bn, b0, b1) in zip(regions, regions[1:]):
+        if b0 < a1:
+            raise BadParamError(f"Invalid serialized execution plan: the {an} and {bn} overlap "
+                                f"(bytes {a0}..{a1} and {b0}..{b1}); a vector length is wrong.")
+
+
+def _container_graph_uids(data: bytes):
+    """Tensor uids of the graph of an HDGP container that also carries one (None otherwise)."""
+    if len(data) < 8 or data[4:8] != HDGP:
+        return None
+    blob = graph_fb.read(data, "SerializedGraphAndPlan").get("graph_blob")
+    if not blob:
+        return None
+    blob = bytes(blob)
+    try:
+        verify(blob, "Graph")
+    except VerificationError as e:
+        raise BadParamError(f"Invalid serialized graph in the graph-and-plan container: {e}") from None
+    return [int(t.get("uid", 0)) for t in graph_fb.read(blob, "Graph").get("tensors") or ()]
 
 
 def plan_from_bytes(handle, data: bytes):
@@ -268,6 +312,11 @@ def plan_from_bytes(handle, data: bytes):
     from ..errors import InternalError, NotSupportedError
     from .descriptors.execution_plan import ExecutionPlanDescriptor
     env = read_envelope(data)
+    graph_uids = _container_graph_uids(bytes(data))
+    if graph_uids is not None and set(graph_uids) != set(env["tensor_uids"]):
+        raise BadParamError("Serialized graph-and-plan container: the plan's tensor uids "
+                            f"{sorted(env['tensor_uids'])} are not the graph's "
+                            f"{sorted(graph_uids)}.")
     eid = env["engine_id"]
     hp = getattr(handle, "plugins", None)
     r = hp.owner(eid) if hp is not None else None

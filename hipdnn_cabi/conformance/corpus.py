@@ -202,6 +202,12 @@ def build_corpus() -> list:
         _pw("pw_add_f16", ADD, [[1, 8], [1, 8]], [1, 8], dtype=HALF, seed=7),
         CorpusGraph("matmul_f32", [T(1, [1, 4, 3]), T(2, [1, 3, 5]), T(3, [1, 4, 5])],
                     [Op(MATMUL, (1, 2), 3)], seed=8),
+        # tensor uids from 0, as hipDNN's frontend numbers them (uid 0 is a valid uid)
+        CorpusGraph("pw_add_relu_uid0_f32",
+                    [T(0, [3, 4]), T(1, [3, 4]), T(2, [3, 4], virtual=True), T(3, [3, 4])],
+                    [Op(PW, (0, 1), 2, ADD), Op(PW, (2,), 3, RELU_FWD)], seed=9),
+        CorpusGraph("pw_mul_uid0_out_f32", [T(2, [2, 5]), T(1, [2, 5]), T(0, [2, 5])],
+                    [Op(PW, (2, 1), 0, MUL)], seed=10),
         # degenerate: well-formed, but nothing can run them
         CorpusGraph("degenerate_no_nodes", [T(1, [1, 4])], [], degenerate=True),
         CorpusGraph("degenerate_unknown_node_kind", [T(1, [1, 4]), T(2, [1, 4])],

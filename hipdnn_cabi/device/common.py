@@ -87,7 +87,7 @@ class PackedArgs:
     def __init__(self, args):
         vals = []
         for a in args:
-            if isinstance(a, ctypes._SimpleCData):
+            if isinstance(a, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure)):
                 vals.append(a)
             else:
                 vals.append(ctypes.c_void_p(int(a)))

@@ -251,7 +251,8 @@ class CudaRuntime:
 
     def free_host(self, ptr: int):
         if ptr:
-            _check(self.rt.cudaFreeHost(int(ptr)), "cudaFreeHost")
+            with Bound(self):
+                _check(self.rt.cudaFreeHost(int(ptr)), "cudaFreeHost")
 
     def memcpy_htod(self, dst: int, src_host: int, nbytes: int):
         with Bound(self):
@@ -299,7 +300,8 @@ class CudaRuntime:
         return int(s)
 
     def stream_destroy(self, s: int):
-        _check(self.rt.cudaStreamDestroy(int(s)), "cudaStreamDestroy")
+        with Bound(self):
+            _check(self.rt.cudaStreamDestroy(int(s)), "cudaStreamDestroy")
 
     def stream_synchronize(self, s: int = 0):
         with Bound(self):
@@ -344,12 +346,15 @@ class CudaRuntime:
         self.rt.cudaGraphDestroy(g)
 
     # ------------------------------------------------------------------ code
-    def compile(self, source: str, name: str = "kernel.hip", options=(), headers=None) -> bytes:
+    def compile(self, source: str, name: str = "kernel.hip", options=(), headers=None,
+                arch: str | None = None) -> bytes:
+        """``arch``: a target other than the device's own (``sm_90a`` for the wgmma GEMM core)."""
+        arch = arch or self.arch
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
-                              list(options), self.arch, self.compiler.version)
+                              list(options), arch, self.compiler.version)
         img = self.cache.get(key)
         if img is None:
-            img = self.compiler.compile(source, name, options, self.arch, headers)
+            img = self.compiler.compile(source, name, options, arch, headers)
             self.cache.put(key, img)
         return img
 
@@ -359,9 +364,10 @@ class CudaRuntime:
             h = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
         return Module(self, h)
 
-    def module(self, source: str, name: str = "kernel.hip", options=(), headers=None) -> Module:
+    def module(self, source: str, name: str = "kernel.hip", options=(), headers=None,
+               arch: str | None = None) -> Module:
         """Compile (through the cache) and load once per process."""
-        img = self.compile(source, name, options, headers)
+        img = self.compile(source, name, options, headers, arch)
         import hashlib
         k = hashlib.sha256(img).hexdigest()
         with self._mlock:
@@ -374,6 +380,31 @@ class CudaRuntime:
         A = self.driver.CUfunction_attribute
         _check(self.driver.cuFuncSetAttribute(
             fn, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes)), "cuFuncSetAttribute")
+
+    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box):
+        """A CUtensorMap (128 bytes, ctypes array: a by-value kernel argument) for a tiled,
+        128-byte-swizzled view of ``ptr``; ``dims``/``box`` innermost first, ``strides_bytes``
+        for dims 1.. (cuTensorMapEncodeTiled's conventions); out-of-range elements read 0."""
+        import ctypes
+        d = self.driver
+        T = d.CUtensorMapDataType
+        with Bound(self):
+            tm = self._encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box)
+        buf = (ctypes.c_ubyte * 128)()
+        ctypes.memmove(buf, int(tm.getPtr()), 128)
+        return buf
+
+    @staticmethod
+    def _encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box):
+        dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+              "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[dtype]
+        return _check(d.cuTensorMapEncodeTiled(
+            dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
+            [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],
+            [d.cuuint32_t(1)] * len(dims), d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
 
     def pack(self, args) -> PackedArgs:
         return PackedArgs(args)

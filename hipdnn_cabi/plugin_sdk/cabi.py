@@ -13,7 +13,8 @@ import itertools
 import struct
 import threading
 
-from .errors import BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, PluginError
+from .errors import ALLOC_FAILED, BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, \
+    PluginError
 from .graph import parse_engine_config, parse_graph
 from .signatures import signatures
 
@@ -26,6 +27,9 @@ def _fail(adapter, e: BaseException) -> int:
     if isinstance(e, PluginError):
         adapter.set_error(e.message or f"plugin error {e.status}")
         return e.status
+    if isinstance(e, MemoryError):
+        adapter.set_error(f"plugin {getattr(adapter.plugin, 'name', '?')}: out of memory")
+        return ALLOC_FAILED
     try:
         msg = f"{type(e).__name__}: {e}"
     except BaseException:  # noqa: BLE001 - an unprintable exception
@@ -220,7 +224,19 @@ class CAdapter:
         c = self._container(handle)
         self._null(num_engines, "num_engines")
         g = self._graph(op_graph)
-        self._fill_ids(list(c.get_applicable_engine_ids(g)), engine_ids, max_engines, num_engines)
+        ids = list(c.get_applicable_engine_ids(g))
+        why = getattr(c, "decline_reasons", None)
+        declined = why(g, ids) if why is not None else []
+        # Decline reasons (issue 22): the thread's last error holds "<engine> declined the
+        # graph: <why>" (the host reads it after a query that left engines out) and they are
+        # logged at info level through the host's logging callback.
+        if declined:
+            msg = "; ".join(f"{name} declined the graph: {why}" for name, why in declined)
+            self.set_error(msg)
+            self.plugin.log(0, f"{self.plugin.name}: {msg}")   # HIPDNN_SEV_INFO
+        else:
+            self.set_error("")
+        self._fill_ids(list(ids), engine_ids, max_engines, num_engines)
 
     @_entry
     def hipdnnEnginePluginGetEngineDetails(self, handle, engine_id, op_graph, engine_details):
@@ -261,11 +277,12 @@ class CAdapter:
 
     @_entry
     def hipdnnEnginePluginDestroyExecutionContext(self, handle, execution_context):
-        self._container(handle)
-        self._context(execution_context)
+        c = self._container(handle)
+        ctx = self._context(execution_context)
         with self._lock:
             self._contexts.pop(self._addr(execution_context), None)
             self._contexts_c.pop(execution_context, None)
+        c.destroy_execution_context(ctx)
 
     @_entry
     def hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(self, handle, execution_context,

@@ -8,6 +8,9 @@ import threading
 
 from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import OpGraph, build_engine_details
+from .spans import graph_span_problem
+
+SEV_INFO = 0   # HIPDNN_SEV_INFO
 
 SUPPORTS_PLAN_SERIALIZATION = 4   # HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION
 FNV_OFFSET = 0xCBF29CE484222325
@@ -30,6 +33,10 @@ class PlanBase:
     def get_workspace_size(self, handle) -> int:
         return 0
 
+    def release(self) -> None:
+        """Free what the plan owns (device scratch, ...): called once when its execution
+        context is destroyed.  Default: nothing."""
+
     def serialize_plan(self):
         """Plan serialization hook (RFC 0009): return the plan's own bytes, restored later by
         the plan builder's :meth:`PlanBuilderBase.deserialize_plan`, or None (the default) to let
@@ -48,6 +55,12 @@ class PlanBuilderBase:
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         return 0
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        """Why :meth:`is_applicable` is False for ``graph`` (asked only then): the plugin reports
+        it to the host (last error + info log) so a user whose graph lands on another engine,
+        or on none, learns why.  Default: "" (no reason given)."""
+        return ""
 
     def build_plan(self, handle, graph: OpGraph, config) -> PlanBase:
         raise NotImplementedError
@@ -82,8 +95,26 @@ class EngineBase:
             raise PluginError(NOT_APPLICABLE, f"engine {self.name} has no plan builder")
         return pb() if isinstance(pb, type) else pb
 
+    def not_applicable_reason(self, handle, graph: OpGraph) -> str | None:
+        """Why this engine cannot run ``graph`` (None: it can).  The SDK's own checks come first
+        - every tensor must be addressable (:mod:`.spans`) - then the plan builder's
+        ``is_applicable``."""
+        why = span_problem(graph)
+        if why:
+            return f"engine {self.name} declines the graph: {why}"
+        if not self.get_plan_builder().is_applicable(handle, graph):
+            return f"engine {self.name} is not applicable to the graph"
+        return None
+
     def is_applicable(self, handle, graph: OpGraph) -> bool:
+        why = span_problem(graph)
+        if why:
+            _log(handle, SEV_INFO, f"engine {self.name} declines the graph: {why}")
+            return False
         return bool(self.get_plan_builder().is_applicable(handle, graph))
+
+    def decline_reason(self, handle, graph: OpGraph) -> str:
+        return str(self.get_plan_builder().decline_reason(handle, graph) or "")
 
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
         return []
@@ -99,8 +130,9 @@ class EngineBase:
                                     self.knobs)
 
     def _require(self, handle, graph):
-        if not self.is_applicable(handle, graph):
-            raise PluginError(NOT_APPLICABLE, f"engine {self.name} is not applicable to the graph")
+        why = self.not_applicable_reason(handle, graph)
+        if why:
+            raise PluginError(NOT_APPLICABLE, why)
 
     def get_max_workspace_size(self, handle, graph: OpGraph, config) -> int:
         self._require(handle, graph)
@@ -140,6 +172,7 @@ class EngineBase:
                                              "for another engine")
         if payload.kind == ser.KIND_REDERIVE:
             graph = parse_graph(payload.blob)
+            check_restored_graph(graph, getattr(handle, "plugin", None))
             table = ser.ScalarTable.from_graph(graph)
             if table.runtime_uids != payload.scalars.runtime_uids:
                 raise PluginError(BAD_PARAM, "serialized execution context: the stored runtime "
@@ -151,6 +184,70 @@ class EngineBase:
         if not isinstance(plan, PlanBase):
             raise PluginError(INVALID_VALUE, "deserialize_plan did not return a plan")
         return ExecutionContext(self.id, plan, None, config, payload.scalars)
+
+
+def required_api_version(graph) -> tuple:
+    """The engine API a graph's content needs (shipped §3.6 order: ragged offsets / alignment
+    other than 16 -> 1.3.0, runtime pass-by-value -> 1.2.0, shape overrides -> 1.1.0)."""
+    ts = list(graph.tensors.values())
+    if any(getattr(t, "alignment", 16) not in (16, 0) for t in ts):
+        return (1, 3, 0)
+    if any(getattr(t, "is_runtime_pass_by_value", False) for t in ts):
+        return (1, 2, 0)
+    if graph.is_override_shape_enabled:
+        return (1, 1, 0)
+    return (1, 0, 0)
+
+
+def check_restored_graph(graph, plugin) -> None:
+    """The version guards a fresh graph passes in the host before any plugin sees it, for a graph
+    that arrives inside a serialized execution context instead (issue 19): its stamped
+    ``min_required_engine_api_version`` and the version its content needs must both be within
+    the plugin's reported API version.  (Span checks follow through ``_require``.)"""
+    from .serialization import parse_api_version
+    api = parse_api_version(getattr(plugin, "api_version", "1.0.0")) if plugin is not None \
+        else (1, 0, 0)
+    stamp = getattr(graph, "min_api_version", None)
+    if stamp is not None and tuple(stamp) > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph requires "
+                                         "engine API %d.%d.%d; this plugin reports %d.%d.%d"
+                                         % (tuple(stamp) + tuple(api)))
+    need = required_api_version(graph)
+    if need > api:
+        raise PluginError(INVALID_VALUE, "serialized execution context: the op graph uses "
+                                         "features of engine API %d.%d.%d; this plugin reports "
+                                         "%d.%d.%d" % (need + tuple(api)))
+    if stamp is not None and tuple(stamp) < need:
+        raise PluginError(BAD_PARAM, "serialized execution context: the op graph is stamped "
+                                     "engine API %d.%d.%d but uses features of %d.%d.%d"
+                                     % (tuple(stamp) + need))
+
+
+def span_problem(graph) -> str | None:
+    """:func:`.spans.graph_span_problem`, remembered on the parsed graph (asked several times)."""
+    if getattr(graph, "tensors", None) is None:
+        return None   # not an OpGraph (direct use of the classes with a stand-in)
+    try:
+        cached = graph._span_problem
+    except AttributeError:
+        cached = None
+    if cached is not None:
+        return cached or None
+    why = graph_span_problem(graph)
+    try:
+        graph._span_problem = why or ""
+    except AttributeError:
+        pass
+    return why
+
+
+def _log(handle, severity: int, message: str) -> None:
+    plugin = getattr(handle, "plugin", None)
+    if plugin is not None and hasattr(plugin, "log"):
+        try:
+            plugin.log(severity, message)
+        except Exception:  # noqa: BLE001 - logging never fails a query
+            pass
 
 
 class EngineManager:
@@ -175,6 +272,19 @@ class EngineManager:
 
     def get_applicable_engine_ids(self, handle, graph) -> list:
         return [e.id for e in self.engines if e.is_applicable(handle, graph)]
+
+    def decline_reasons(self, handle, graph, applicable_ids) -> list:
+        """[(engine name, reason)] for the engines not among ``applicable_ids``."""
+        declined = []
+        for e in self.engines:
+            if e.id in applicable_ids:
+                continue
+            try:
+                why = e.decline_reason(handle, graph)
+            except Exception as ex:  # noqa: BLE001 - a reason must never break the query
+                why = f"(no reason: {type(ex).__name__}: {ex})"
+            declined.append((e.name, why or "not applicable (no reason given)"))
+        return declined
 
     def get_engine_details(self, handle, graph, engine_id) -> bytes:
         return self.engine(engine_id).get_details(handle, graph)
@@ -281,6 +391,10 @@ class EnginePluginContainer:
     def get_applicable_engine_ids(self, graph, handle=None):
         return self.engine_manager.get_applicable_engine_ids(_h(self, handle), graph)
 
+    def decline_reasons(self, graph, applicable_ids, handle=None) -> list:
+        """[(engine name, why)] of the engines that declined ``graph``."""
+        return self.engine_manager.decline_reasons(_h(self, handle), graph, set(applicable_ids))
+
     def get_engine_details(self, engine_id, graph, handle=None) -> bytes:
         return self.engine_manager.get_engine_details(_h(self, handle), graph, engine_id)
 
@@ -292,6 +406,12 @@ class EnginePluginContainer:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext, handle=None) -> int:
         return int(ctx.plan.get_workspace_size(_h(self, handle)))
+
+    def destroy_execution_context(self, ctx: ExecutionContext, handle=None) -> None:
+        """The context is gone: its plan releases what it owns (:meth:`PlanBase.release`)."""
+        rel = getattr(ctx.plan, "release", None)
+        if rel is not None:
+            rel()
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers,
                 handle=None) -> None:
@@ -340,6 +460,9 @@ class PluginHandle:
     def get_applicable_engine_ids(self, graph):
         return self.container.get_applicable_engine_ids(graph, self)
 
+    def decline_reasons(self, graph, applicable_ids):
+        return self.container.decline_reasons(graph, applicable_ids, self)
+
     def get_engine_details(self, engine_id, graph) -> bytes:
         return self.container.get_engine_details(engine_id, graph, self)
 
@@ -351,6 +474,9 @@ class PluginHandle:
 
     def get_workspace_size_from_context(self, ctx: ExecutionContext) -> int:
         return self.container.get_workspace_size_from_context(ctx, self)
+
+    def destroy_execution_context(self, ctx: ExecutionContext) -> None:
+        self.container.destroy_execution_context(ctx, self)
 
     def execute(self, ctx: ExecutionContext, workspace: int, buffers: DeviceBuffers) -> None:
         self.container.execute(ctx, workspace, buffers, self)

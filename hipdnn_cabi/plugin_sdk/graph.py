@@ -63,7 +63,8 @@ class Node:
 
 class OpGraph:
     __slots__ = ("raw", "name", "compute_dtype", "intermediate_dtype", "io_dtype", "tensors",
-                 "nodes", "preferred_engine_id", "is_override_shape_enabled")
+                 "nodes", "preferred_engine_id", "is_override_shape_enabled", "min_api_version",
+                 "_span_problem")
 
     def tensor(self, uid: int) -> Tensor:
         try:
@@ -83,6 +84,8 @@ def parse_graph(buf: bytes) -> OpGraph:
     out.io_dtype = g.IoDataType()
     out.preferred_engine_id = g.PreferredEngineId()
     out.is_override_shape_enabled = bool(g.IsOverrideShapeEnabled())
+    v = g.MinRequiredEngineApiVersion()
+    out.min_api_version = (v.Major(), v.Minor(), v.Patch()) if v is not None else None
     out.tensors = {}
     for i in range(g.TensorsLength()):
         ta = g.Tensors(i)

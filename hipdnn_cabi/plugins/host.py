@@ -386,6 +386,7 @@ class HandlePlugins:
         override = bool(getattr(graph, "override_shape_enabled", False))
         data = graph_const_data(graph)
         result: list[int] = []
+        declines: list[tuple] = []   # (plugin name, the plugin's decline reasons)
         for p, h in self.entries:
             if p.api_version < required:
                 _info(f"Skipping plugin {p.name}: API {p.api_version} < required {required}")
@@ -396,9 +397,15 @@ class HandlePlugins:
             mx = len(p.engine_ids)
             buf = ffi.new("int64_t[]", mx)
             n = ffi.new("uint32_t*")
+            before = p.last_error()
             p.call("get applicable engine IDs", "hipdnnEnginePluginGetApplicableEngineIds",
                    h, data.c, buf, mx, n)
             k = int(n[0])
+            if k < mx:
+                why = _decline_text(p, before)
+                if why:
+                    declines.append((p.name, why))
+                    _info(f"Plugin {p.name}: {why}")
             if k == 0:
                 continue
             if k > mx:
@@ -422,7 +429,37 @@ class HandlePlugins:
             result.extend(mine)
             if find_first and mine:
                 break
+        try:
+            graph.declines = declines   # read by the heuristics, plans and execute errors
+        except AttributeError:
+            pass
         return result
+
+
+DECLINE_MARK = " declined the graph: "
+
+
+def _decline_text(p, before: str) -> str:
+    """The reasons a plugin gives for the engines it left out of an applicability answer: its
+    last error after the (successful) query, when the query set it - the plugin SDK writes
+    "<engine> declined the graph: <why>" there (issue 22).  A message left over from an
+    earlier failure (unchanged, without that mark) is not taken for a reason."""
+    try:
+        after = p.last_error()
+    except Exception:  # noqa: BLE001 - a reason is optional
+        return ""
+    if not after or (after == before and DECLINE_MARK not in after):
+        return ""
+    return after
+
+
+def describe_declines(declines) -> str:
+    """"; "-joined "<engine> declined the graph: <why>" texts (plugin name added when the text
+    does not say which engine declined)."""
+    parts = []
+    for plugin_name, why in declines or ():
+        parts.append(why if DECLINE_MARK in why else f"plugin {plugin_name}: {why}")
+    return "; ".join(parts)
 
 
 def graph_const_data(graph) -> "ConstData":

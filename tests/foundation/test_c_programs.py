@@ -65,6 +65,13 @@ def test_fork_while_busy(c_build):
     assert "0 failures" in r.stdout
 
 
+def test_fork_with_async_log_callback(c_build):
+    """Issue 19 item 1: a child forked while the ASYNC delivery thread is busy (or idle) can
+    unregister without hanging and gets a working ASYNC pipeline of its own."""
+    r = run([c_build(os.path.join(HERE, "fork_log_async.c"))], timeout=300, check=False)
+    assert "fork_log_async: 0 failures" in r.stdout, r.stdout + r.stderr
+
+
 def test_foreign_python_first_on_path(c_build, tmp_path):
     """A different venv 'activated' (first on PATH, VIRTUAL_ENV set) does not change our interpreter."""
     other = tmp_path / "othervenv"

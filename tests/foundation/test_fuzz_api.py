@@ -88,6 +88,18 @@ def drive(seed: int, iters: int) -> dict:  # noqa: C901 - one flat fuzzing loop
         lib.hipdnnBackendFinalize(cf)
         _, p = pyapi.plan_for(cf)
         live.append((V(p), 4))
+    world_plans = [x[0] for x in live if x[1] == 4]
+    envelopes = []
+    for wp in world_plans:   # issue 19: envelopes of real plans, mutated by the "tamper" op
+        n = ffi.new("size_t*")
+        if lib.hipdnnBackendGetSerializedExecutionPlan_ext(wp, 0, n, ffi.NULL) == 0:
+            eb = ffi.new("char[]", n[0])
+            if lib.hipdnnBackendGetSerializedExecutionPlan_ext(wp, n[0], n, eb) == 0:
+                from hipdnn_cabi.schemas._generated.SerializedExecutionPlan import \
+                    SerializedExecutionPlan as SEP
+                data = ffi.unpack(eb, n[0])
+                t = SEP.GetRootAs(data, 0)._tab
+                envelopes.append((data, t.Vector(t.Offset(10)) - 4))   # + where the uid count is
     world_vp = V(pyapi.variant_pack([1, 2, 4, 6], [pv(b) for b in keep]))
     live.append((world_vp, 11))
     capi.last_error(lib, ffi)
@@ -127,7 +139,7 @@ def drive(seed: int, iters: int) -> dict:  # noqa: C901 - one flat fuzzing loop
     hptr = ffi.new("hipdnnHandle_t*")
     size = ffi.new("size_t*")
     ops = ["create"] * 3 + ["set"] * 10 + ["get"] * 6 + ["fin"] * 3 + ["destroy", "exec", "handle",
-                                                                       "ser", "ser"]
+                                                                       "ser", "ser", "tamper"]
     for _ in range(iters):
         op = R.choice(ops)
         if op == "create":
@@ -201,6 +213,33 @@ def drive(seed: int, iters: int) -> dict:  # noqa: C901 - one flat fuzzing loop
                 h = handles.pop(R.randrange(1, len(handles)))
                 check("hipdnnDestroy", lib.hipdnnDestroy(h))
                 dead.append(h)
+        elif op == "tamper" and envelopes:
+            # issue 19: a real envelope with a lying uid count, a duplicated uid or random bytes;
+            # whatever restores must answer its getters and execute without crashing
+            data, at = R.choice(envelopes)
+            b = bytearray(data)
+            k = R.randrange(3)
+            if k == 0:
+                struct.pack_into("<I", b, at, R.choice([0, 1, 3, 29, 200, 2**31]))
+                stats["tampered_counts"] = stats.get("tampered_counts", 0) + 1
+            elif k == 1:
+                i = R.randrange(len(b))
+                b[i] = R.randrange(256)
+            else:
+                b = b[:R.randrange(1, len(b))]
+            st = lib.hipdnnBackendCreateAndDeserializeExecutionPlan_ext(handles[0], dptr, bytes(b),
+                                                                         len(b))
+            check(f"tamper{k}", st)
+            if st == 0:
+                p = V(dptr[0])
+                live.append((p, 4))
+                n = ffi.new("int64_t*")
+                check("restored uids", lib.hipdnnBackendGetAttribute(
+                    p, int(AttributeName.HIPDNN_ATTR_EXECUTION_PLAN_TENSOR_UIDS_EXT),
+                    int(AttributeType.HIPDNN_TYPE_INT64), 0, n, ffi.NULL))
+                if n[0] > 8:
+                    problems.append(f"restored plan reports {n[0]} tensor uids")
+                check("execute restored", lib.hipdnnBackendExecute(handles[0], p, world_vp))
         elif op == "ser":
             d = rand_desc()
             which = R.randrange(7)
@@ -237,6 +276,7 @@ def test_random_api_calls_never_crash_or_leak_python_errors():
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert s["n_problems"] == 0, "\n".join(s["problems"])
     assert s["ok"] > 100 and s["finalized"] > 0  # it reached past the argument checks
+    assert s.get("tampered_counts", 0) > 0       # issue 19: lying envelope uid counts were tried
 
 
 def _fresh(ffi, lib, t):

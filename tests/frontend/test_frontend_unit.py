@@ -144,7 +144,7 @@ def test_validate_makes_no_backend_calls():
     g.relu(g.add(x, x)).set_output(True)
     g.api = _NoBackend()
     g.validate()
-    assert [t.get_uid() for t in g.get_tensors()] == [1, 2, 3]
+    assert [t.get_uid() for t in g.get_tensors()] == [0, 1, 2]   # from 0, as hipDNN numbers them
     assert g.nodes == [("pointwise", "pointwise_0"), ("pointwise", "pointwise_1")]
 
 
@@ -177,11 +177,12 @@ def test_validate_errors():
 
 def test_uids_skip_user_uids_and_topological_order():
     g = graph()
-    x = g.tensor(name="x", dim=[3], uid=2)
+    x = g.tensor(name="x", dim=[3], uid=1)
     y = g.relu(x)
     z = g.exp(y).set_output(True)
     g.validate()
-    assert x.get_uid() == 2 and y.get_uid() == 1 and z.get_uid() == 3
+    # numbered from 0 (as hipDNN's frontend does), skipping the user's uid
+    assert x.get_uid() == 1 and y.get_uid() == 0 and z.get_uid() == 2
 
 
 # ----------------------------------------------------------------------------- §2.2 call sequence

@@ -119,10 +119,46 @@ def bn_inf(x, mean, inv, scale, bias, y):
         "scale_tensor_uid": scale, "bias_tensor_uid": bias, "y_tensor_uid": y}, name="bninf")
 
 
-def graph_bytes(tensors, nodes):
-    g = {"name": "hip_test", "compute_data_type": FB["DataType"]["FLOAT"],
-         "tensors": [t.fb() for t in tensors], "nodes": nodes}
+def bn_inf_var(x, mean, var, scale, bias, eps, y):
+    return node("BatchnormInferenceAttributesVarianceExt", {
+        "x_tensor_uid": x, "mean_tensor_uid": mean, "variance_tensor_uid": var,
+        "scale_tensor_uid": scale, "bias_tensor_uid": bias, "epsilon_tensor_uid": eps,
+        "y_tensor_uid": y}, name="bninf_var")
+
+
+def _graph_bytes(tensors, nodes, io=None, intermediate=None, compute="FLOAT"):
+    """A Graph FlatBuffer; ``io`` / ``intermediate`` / ``compute``: graph-level data types (as
+    the hipDNN frontend sets them; None leaves a field out)."""
+    g = {"name": "hip_test", "tensors": [t.fb() for t in tensors], "nodes": nodes}
+    for k, v in (("io_data_type", io), ("intermediate_data_type", intermediate),
+                 ("compute_data_type", compute)):
+        if v is not None:
+            g[k] = FB["DataType"][v]
     return graph_fb.build("Graph", g)
+
+
+graph_bytes = _graph_bytes
+
+
+def from_zero(tensors, nodes):
+    """The same graph with tensor uids renumbered 0, 1, 2, ... in the tensors' order (the
+    hipDNN frontend numbers tensors from 0; uid 0 is a valid uid).  Returns (tensors, nodes)."""
+    import copy
+    remap = {t.uid: i for i, t in enumerate(tensors)}
+    ts = []
+    for t in tensors:
+        c = copy.copy(t)
+        c.uid = remap[t.uid]
+        ts.append(c)
+    ns = []
+    for n in nodes:
+        n = copy.deepcopy(n)
+        kind, attrs = n["attributes"]
+        for k, v in list(attrs.items()):
+            if k.endswith("_tensor_uid") and v in remap:
+                attrs[k] = remap[v]
+        ns.append(n)
+    return ts, ns
 
 
 # ---------------------------------------------------------------- host values <-> storage
@@ -169,8 +205,12 @@ def relerr(out, ref):
 
 # ---------------------------------------------------------------- sample graphs (CI compile test)
 def sample_graphs():
-    """(name, graph bytes) covering every kernel family, dtype and layout."""
+    """(name, graph bytes) covering every kernel family, dtype and layout.  The NHWC graphs and
+    the reductions number their tensors from 0 (as the hipDNN frontend does)."""
     out = []
+
+    def graph_bytes(ts, ns, zero=False):
+        return _graph_bytes(*from_zero(ts, ns)) if zero else _graph_bytes(ts, ns)
     for dtp in ("FLOAT", "HALF", "BFLOAT16"):
         for lay in ("nchw", "nhwc"):
             x = T(1, [2, 16, 9, 9], dtp, lay)
@@ -180,15 +220,15 @@ def sample_graphs():
             s = T(5, [1, 1, 1, 1], "FLOAT", value=0.5)
             y = T(6, [2, 16, 9, 9], dtp, lay)
             out.append((f"pw_{dtp}_{lay}", graph_bytes([x, b, v1, v2, s, y], [
-                pw("ADD", 1, 3, 2), pw("RELU_FWD", 3, 4), pw("MUL", 4, 6, 5)])))
+                pw("ADD", 1, 3, 2), pw("RELU_FWD", 3, 4), pw("MUL", 4, 6, 5)], zero=lay == "nhwc")))
             w = T(11, [32, 16, 3, 3], dtp, lay)
             cy = T(12, [2, 32, 9, 9], dtp, lay)
-            out.append((f"conv_{dtp}_{lay}", graph_bytes([x, w, cy], [conv_fwd(1, 11, 12, [1, 1], [1, 1], [1, 1])])))
+            out.append((f"conv_{dtp}_{lay}", graph_bytes([x, w, cy], [conv_fwd(1, 11, 12, [1, 1], [1, 1], [1, 1])], zero=lay == "nhwc")))
             cv = T(13, [2, 32, 9, 9], "FLOAT", lay, virtual=True)
             bb = T(14, [1, 32, 1, 1], dtp, lay)
             bv = T(15, [2, 32, 9, 9], "FLOAT", lay, virtual=True)
             out.append((f"conv_bias_relu_{dtp}_{lay}", graph_bytes([x, w, cv, bb, bv, cy], [
-                conv_fwd(1, 11, 13, [1, 1], [1, 1], [1, 1]), pw("ADD", 13, 15, 14), pw("RELU_FWD", 15, 12)])))
+                conv_fwd(1, 11, 13, [1, 1], [1, 1], [1, 1]), pw("ADD", 13, 15, 14), pw("RELU_FWD", 15, 12)], zero=lay == "nhwc")))
             sc = T(21, [1, 16, 1, 1], "FLOAT")
             bi = T(22, [1, 16, 1, 1], "FLOAT")
             eps = T(23, [1, 1, 1, 1], "FLOAT", value=1e-5)
@@ -201,35 +241,39 @@ def sample_graphs():
             nrv = T(30, [1, 16, 1, 1], "FLOAT")
             out.append((f"bn_train_{dtp}_{lay}", graph_bytes(
                 [x, sc, bi, eps, mom, mu, iv, prm, prv, nrm, nrv, y],
-                [bn_train(1, 21, 22, 23, 6, 25, 26, 27, 28, 24, 29, 30)])))
-            out.append((f"bn_inf_{dtp}_{lay}", graph_bytes([x, mu, iv, sc, bi, y], [bn_inf(1, 25, 26, 21, 22, 6)])))
+                [bn_train(1, 21, 22, 23, 6, 25, 26, 27, 28, 24, 29, 30)], zero=lay == "nhwc")))
+            out.append((f"bn_inf_{dtp}_{lay}", graph_bytes([x, mu, iv, sc, bi, y], [bn_inf(1, 25, 26, 21, 22, 6)], zero=lay == "nhwc")))
+            var = T(31, [1, 16, 1, 1], "FLOAT")
+            out.append((f"bn_inf_var_{dtp}_{lay}", graph_bytes([x, mu, var, sc, bi, eps, y],
+                                                               [bn_inf_var(1, 25, 31, 21, 22, 23, 6)],
+                                                               zero=lay == "nhwc")))
         for lay in ("nchw", "nhwc"):
             # conv backward data / filter (stride 2: non-integral taps), split-K sized
             x = T(1, [2, 16, 9, 9], dtp, lay)
             w = T(2, [32, 16, 3, 3], dtp, lay)
             dy = T(3, [2, 32, 5, 5], dtp, lay)
-            out.append((f"conv_bwd_data_{dtp}_{lay}", graph_bytes([dy, w, x], [conv_bwd_data(3, 2, 1, [1, 1], [2, 2], [1, 1])])))
-            out.append((f"conv_bwd_filter_{dtp}_{lay}", graph_bytes([x, dy, w], [conv_bwd_filter(1, 3, 2, [1, 1], [2, 2], [1, 1])])))
+            out.append((f"conv_bwd_data_{dtp}_{lay}", graph_bytes([dy, w, x], [conv_bwd_data(3, 2, 1, [1, 1], [2, 2], [1, 1])], zero=lay == "nhwc")))
+            out.append((f"conv_bwd_filter_{dtp}_{lay}", graph_bytes([x, dy, w], [conv_bwd_filter(1, 3, 2, [1, 1], [2, 2], [1, 1])], zero=lay == "nhwc")))
             xs = T(1, [2, 64, 7, 7], dtp, lay)
             ws = T(2, [64, 64, 3, 3], dtp, lay)
             ys = T(3, [2, 64, 7, 7], dtp, lay)
-            out.append((f"conv_splitk_{dtp}_{lay}", graph_bytes([xs, ws, ys], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])])))
+            out.append((f"conv_splitk_{dtp}_{lay}", graph_bytes([xs, ws, ys], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])], zero=lay == "nhwc")))
             cd = [1, 16, 1, 1]
             out.append((f"bn_bwd_{dtp}_{lay}", graph_bytes(
                 [T(1, [2, 16, 9, 9], dtp, lay), T(2, [2, 16, 9, 9], dtp, lay), T(3, cd), T(4, cd), T(5, cd),
-                 T(6, [2, 16, 9, 9], dtp, lay), T(7, cd), T(8, cd)], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])))
+                 T(6, [2, 16, 9, 9], dtp, lay), T(7, cd), T(8, cd)], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)], zero=lay == "nhwc")))
         out.append((f"reduce_rows_{dtp}", graph_bytes([T(1, [64, 300], dtp), T(2, [64, 1], dtp)],
-                                                       [reduction("NORM2", 1, 2)])))
+                                                       [reduction("NORM2", 1, 2)], zero=True)))
         out.append((f"reduce_all_{dtp}", graph_bytes([T(1, [4, 8, 300, 30], dtp), T(2, [1, 1, 1, 1], dtp)],
-                                                      [reduction("MAX_OP", 1, 2)])))
+                                                      [reduction("MAX_OP", 1, 2)], zero=True)))
         out.append((f"pw_runtime_scalar_{dtp}", graph_bytes(
             [T(1, [8, 40], dtp), T(2, [1, 1], "FLOAT", runtime=True), T(3, [8, 40], dtp)],
-            [pw("MUL", 1, 3, 2)])))
+            [pw("MUL", 1, 3, 2)], zero=True)))
         for ta, tb in (("nchw", "nchw"), ("nchw", "t")):
             a = T(1, [3, 40, 24], dtp)
             bdims = [3, 24, 56]
             bst = [24 * 56, 56, 1] if tb == "nchw" else [24 * 56, 1, 24]
             b = T(2, bdims, dtp, strides=bst)
             c = T(3, [3, 40, 56], dtp)
-            out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)])))
+            out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)], zero=True)))
     return out

@@ -83,3 +83,22 @@ def test_errors():
             p.execute(h, b, ws)
         assert ei.value.status == INVALID_VALUE and what in ei.value.message, ei.value.message
     assert not p.rt.launches
+
+
+def test_scratch_args_and_release():
+    """Small scratch ("sc" args and memsets) points into the plan's own buffer, needs no
+    workspace, and release() frees it once (issue 22)."""
+    pytest.importorskip("cffi")
+    from engine_plugins.hip_kernels.engine import _Launch
+    p = make_plan(ws_size=0)
+    freed = []
+    p.rt.free = freed.append
+    p.scratch, p.scratch_size = 0x5000, 512
+    p.steps = [("memset", ("sc", 0), 64),
+               ("launch", _Launch("k0", (1, 1, 1), (256, 1, 1), [("t", 1), ("s", 2), ("sc", 256), ("t", 3)]))]
+    p.execute(types.SimpleNamespace(stream=5), bufs({1: 0x1000, 3: 0x2000}, 1.0), 0)
+    assert p.rt.memsets == [(0x5000, 64, 5)]
+    assert [l[1] for l in p.rt.launches] == [[0x1000, 1.0, 0x5100, 0x2000]]
+    p.release()
+    p.release()
+    assert freed == [0x5000]

@@ -40,18 +40,21 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
             raw[:] = st.view(np.uint8)
         ptr[t.uid], host[t.uid] = p, (raw, st.dtype, t)
     wsp, wsraw = mem.alloc(max(16, prog.ws_size))
+    scp, scraw = mem.alloc(max(16, prog.scratch_size))   # the plan's own scratch
+    base = {"ws": (wsp, wsraw), "sc": (scp, scraw)}
     scalars = scalars or {}
     bodies = {"hdn_gemm_mma": codegen.read_kernel("gemm_mma.hip"),
               "hdn_gemm_simt": codegen.read_kernel("gemm_simt.hip")}
     names = []
     for st in prog.steps:
         if st[0] == "memset":
-            wsraw[st[1]:st[1] + st[2]] = 0
+            raw = base[st[1][0]][1]
+            raw[st[1][1]:st[1][1] + st[2]] = 0
             continue
         _, src, name, grid, block, args = st
         names.append(name)
-        vals = [ptr[a[1]] if a[0] == "t" else wsp + a[1] if a[0] == "ws" else float(scalars[a[1]])
-                for a in args]
+        vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] if a[0] in base
+                else float(scalars[a[1]]) for a in args]
         if name in bodies:
             prelude = src[:src.index(bodies[name])]
             d = _defs(prelude)

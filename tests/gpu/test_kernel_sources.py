@@ -57,3 +57,94 @@ def test_programs_without_compiler():
             assert len([s for s in prog.steps if s[0] == "launch"]) == 1, "epilogue not fused"
         if name.startswith("pw_"):
             assert len(prog.steps) == 1, "pointwise chain not fused into one kernel"
+
+
+# ---------------------------------------------------------------- the Hopper GEMM core (sm_90a)
+def _cuobjdump():
+    """cuobjdump (+ the nvdisasm it runs) from PATH or the nvidia-cuda-cuobjdump /
+    nvidia-cuda-nvdisasm wheels (the [test] extra); None when neither is installed."""
+    import shutil
+    import sysconfig
+    dirs = []
+    for base in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        dirs += glob.glob(os.path.join(base, "nvidia", "*", "bin"))
+        dirs += glob.glob(os.path.join(base, "nvidia", "cuda_cuobjdump", "bin"))
+        dirs += glob.glob(os.path.join(base, "nvidia", "cuda_nvdisasm", "bin"))
+    path = os.pathsep.join(dirs + [os.environ.get("PATH", "")])
+    exe = shutil.which("cuobjdump", path=path)
+    if exe is None or shutil.which("nvdisasm", path=path) is None:
+        return None, None
+    return exe, dict(os.environ, PATH=path)
+
+
+def _wgmma_steps():
+    from engine_plugins.hip_kernels.gemm_core import choose_core
+    assert choose_core("HALF", "HALF", "sm_90") == "wgmma"
+    out = []
+    for name, g in sample_graphs():
+        prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
+        for st in prog.steps:
+            if st[0] == "launch" and st[2] == "hdn_gemm_wgmma":
+                out.append((name, st))
+    return out
+
+
+def test_wgmma_header_not_stale():
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "gen_wgmma.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
+    """Every .hip body compiles for sm_90a, and so do the GEMM-core sources generated for the
+    sample graphs (each GEMM family x layout); their SASS holds HGMMA (the wgmma tensor
+    core instructions), the matmul ones the tensor copy engine (UTMALDG), and none spills - so
+    no change can fall back to a slower path unnoticed."""
+    import subprocess
+    c = _compiler()
+    hdr = codegen.headers()
+    for f in sorted(glob.glob(os.path.join(codegen.KDIR, "*.hip"))):
+        with open(f) as fh:
+            assert c.compile(fh.read(), os.path.basename(f), (), "sm_90a", hdr)
+    steps = _wgmma_steps()
+    assert len(steps) >= 10
+    # every GEMM family x layout in half, matmul in bfloat16 too (the rest differs only in types)
+    steps = [(n, st) for n, st in steps if "HALF" in n or n.startswith("matmul")]
+    exe, env = _cuobjdump()
+    seen = set()
+    for name, st in steps:
+        if st[1] in seen:
+            continue
+        seen.add(st[1])
+        img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
+        assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+        if exe is None:
+            continue
+        cub = tmp_path / f"{name}.cubin"
+        cub.write_bytes(img)
+        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                              check=True).stdout
+        assert "HGMMA" in sass, f"{name}: the GEMM core compiled without wgmma"
+        assert "HMMA" not in sass.replace("HGMMA", ""), name
+        if name.startswith("matmul"):
+            assert "UTMALDG" in sass, f"{name}: dense operands not on the tensor copy engine"
+    if exe is None:
+        pytest.skip("cuobjdump/nvdisasm not installed (pip install nvidia-cuda-cuobjdump "
+                    "nvidia-cuda-nvdisasm): SASS not inspected")
+
+
+def test_small_plans_need_no_workspace():
+    """Batchnorm (all kinds) and reductions keep their statistics/partials in the plan's own
+    scratch: workspace 0, as hipDNN's batchnorm samples expect (they pass none) - issue 22."""
+    seen = set()
+    for name, g in sample_graphs():
+        if name.startswith(("bn_", "reduce_")):
+            prog = build_program(parse_graph(g))
+            assert prog.ws_size == 0, (name, prog.ws_size)
+            if name.startswith(("bn_train", "bn_bwd", "reduce_all")):
+                assert prog.scratch_size > 0, name
+            seen.add(name.split("_FLOAT")[0].split("_HALF")[0].split("_BFLOAT16")[0])
+    assert {"bn_train", "bn_inf", "bn_inf_var", "bn_bwd", "reduce_rows", "reduce_all"} <= seen, seen

@@ -62,6 +62,52 @@ def mutate(rng, buf: bytes) -> bytes:
     return bytes(b)
 
 
+HUGE = [2**62, -2**62, 2**61, 2**47, 2**46, 2**40, 2**63 - 1, -2**63, 2**32, 3]
+
+
+def span_phase(c, h, seed_graph: bytes, rng, n: int) -> dict:
+    """Issue 19: graphs whose tensors get huge strides / dims.  A graph with a tensor no engine
+    can address (hipdnn_cabi.plugin_sdk.spans) must get no engine config from the heuristics."""
+    from hipdnn_cabi.backend import graph_fb
+    from hipdnn_cabi.plugin_sdk import parse_graph, spans
+    ffi, L = c.ffi, c.lib
+    base = graph_fb.read(seed_graph, "Graph")
+    out = {"graphs": 0, "unaddressable": 0, "offered": 0}
+    p = ffi.new("hipdnnBackendDescriptor_t*")
+    for _ in range(n):
+        g = graph_fb.read(seed_graph, "Graph")
+        g["tensors"] = [dict(t) for t in base["tensors"]]
+        for t in rng.sample(g["tensors"], rng.randint(1, 2)):
+            t["strides"] = [rng.choice(HUGE) if rng.random() < 0.5 else s for s in t["strides"]]
+        data = graph_fb.build("Graph", g)
+        if L.hipdnnBackendCreateAndDeserializeGraph_ext(p, data, len(data)) != 0:
+            continue
+        gd = p[0]
+        c.ok(c.set_handle(gd, h))
+        if L.hipdnnBackendFinalize(gd) != 0:
+            L.hipdnnBackendDestroyDescriptor(gd)
+            continue
+        out["graphs"] += 1
+        bad = spans.graph_span_problem(parse_graph(data)) is not None
+        out["unaddressable"] += bad
+        heur = c.create(L.HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)
+        c.ok(c.set_desc(heur, L.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, [gd]))
+        c.ok(c.set_enum(heur, L.HIPDNN_ATTR_ENGINEHEUR_MODE, L.HIPDNN_TYPE_HEUR_MODE, 0))
+        st = L.hipdnnBackendFinalize(heur)
+        cnt = ffi.new("int64_t*")
+        if st == 0:
+            c.ok(L.hipdnnBackendGetAttribute(heur, L.HIPDNN_ATTR_ENGINEHEUR_RESULTS,
+                                             L.HIPDNN_TYPE_BACKEND_DESCRIPTOR, 0, cnt, ffi.NULL))
+        if bad and cnt[0]:
+            print(json.dumps({"fail": "engine offered for an unaddressable graph",
+                              "strides": [t["strides"] for t in g["tensors"]], "n": cnt[0]}))
+            sys.exit(8)
+        out["offered"] += int(cnt[0] > 0)
+        c.destroy(heur)
+        L.hipdnnBackendDestroyDescriptor(gd)
+    return out
+
+
 def main():
     libpath, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ffi, lib = capi.load(libpath)
@@ -114,7 +160,8 @@ def main():
         elif not c.err():
             print(json.dumps({"fail": "no error message", "case": i, "status": st, "data": data.hex()}))
             sys.exit(7)
-    print(json.dumps({"n": n, "valid": ok, "statuses": {str(k): v for k, v in counts.items()},
+    spans_summary = span_phase(c, h, base[0], rng, max(1, n // 250))
+    print(json.dumps({"n": n, "valid": ok, "spans": spans_summary, "statuses": {str(k): v for k, v in counts.items()},
                       "seconds": round(time.perf_counter() - t0, 3), "slowest_s": round(slowest, 4)}))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
 from ...errors import (BadParamError, InternalError, NotFinalizedError, NotSupportedError,
                        NullPointerError)
-from .. import attrs, env, registry
+from .. import attrs, env, registry, runtime
 from .base import Descriptor, getter, setter
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
@@ -130,9 +130,20 @@ class EngineHeuristicDescriptor(Descriptor):
         else:
             order = [_fnv(POLICY_CONFIG), _fnv(POLICY_STATIC)]
         self.resolved_policies = order
+        from ...plugins.host import _info, describe_declines
+        declined = describe_declines(getattr(self.graph, "declines", ()))
         if not cands:
             self.results = []
+            # hipDNN's answer stays SUCCESS with no results; the reasons are kept for
+            # hipdnnGetLastErrorString (the frontend reads it after "no engine configurations")
+            msg = "No engine accepted the operation graph" + (f": {declined}" if declined else
+                                                              " (no reasons given)")
+            _info(f"Heuristics: {msg}")
+            if declined:
+                runtime.set_last_error(msg)
             return
+        if declined:
+            _info(f"Heuristics: graph accepted by {self._names(hp, cands)}; {declined}")
         if self.find_first:
             self.results = cands
             return
@@ -152,6 +163,15 @@ class EngineHeuristicDescriptor(Descriptor):
                     return
             # POLICY_CONFIG (no HIPDNN_HEUR_CONFIG_PATH rules engine) and unknown ids decline
         raise InternalError(f"{ctx}: No heuristic policy succeeded.")
+
+    @staticmethod
+    def _names(hp, ids):
+        from ...plugins.host import engine_name
+        out = []
+        for eid in ids:
+            r = hp.owner(eid)
+            out.append(engine_name(r[0] if r else None, eid))
+        return ", ".join(out)
 
     @getter(A.HIPDNN_ATTR_ENGINEHEUR_RESULTS)
     def _get_results(self, ctx, atype, req, cnt, arr):

@@ -93,6 +93,8 @@ class ExecutionPlanDescriptor(Descriptor):
         aligns = dict(graph.tensor_alignments()) if hasattr(graph, "tensor_alignments") else {}
         self.adopt_context(hp, plugin, ph, context, engine.engine_id, 0, uids, aligns,
                            getattr(graph, "override_shape_enabled", False))
+        # the engines that declined this graph and why (named by execute errors, issue 22)
+        self.declines = list(getattr(graph, "declines", ()) or ())
         ws = ffi.new("size_t*")
         plugin.call("get workspace size from execution context",
                     "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", ph, context, ws)

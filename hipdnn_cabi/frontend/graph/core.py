@@ -154,7 +154,7 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, ExecutionMixin, SerializationMi
     # ================================================================== validate (§2.1)
     def _assign_uids(self):
         used = {t.uid for t in self._tensors if t.uid is not None}
-        counter = itertools.count(1)
+        counter = itertools.count(0)   # hipDNN's frontend numbers tensors from 0
         for t in self._graph_tensors():
             if t.uid is None:
                 u = next(counter)

@@ -70,7 +70,9 @@ class PlansMixin:
             a.finalize(heur, "finalize engine heuristic")
             count = a.get_count(heur, A.HIPDNN_ATTR_ENGINEHEUR_RESULTS, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
             if count <= 0:
-                raise GraphNotSupportedError(NO_ENGINE_MSG)
+                # the backend keeps why each engine declined (hipdnnGetLastErrorString)
+                why = a.last_error()
+                raise GraphNotSupportedError(f"{NO_ENGINE_MSG} {why}" if why else NO_ENGINE_MSG)
             cfgs = [a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
             arr = a.ffi.new("hipdnnBackendDescriptor_t[]", cfgs)
             n = a.ffi.new("int64_t*")

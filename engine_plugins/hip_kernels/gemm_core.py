@@ -1,0 +1,123 @@
+"""The GEMM core: which kernel runs a GEMM-shaped op, with which tile, split and operand path.
+
+Every GEMM-shaped op (matmul, convolution forward / backward data / backward filter) describes
+itself as a :class:`~.codegen.GemmSpec` (sizes, ``a_off``/``b_off`` gathers, epilogue); this
+module picks the kernel behind the one interface:
+
+* ``wgmma`` - ``kernels/gemm_wgmma.hip`` (NVIDIA Hopper, sm_90a): warp-specialised producer
+  (tensor copy engine for dense matrix operands, cp.async / element gathers for implicit-GEMM
+  operands) into a >= 3-stage mbarrier ring, two consumer warpgroups issuing ``wgmma``,
+  persistent tile scheduling, split-K for grids that do not fill the GPU;
+* ``mma`` - ``kernels/gemm_mma.hip`` (NVIDIA pre-Hopper 16-bit): ldmatrix + mma.sync;
+* ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
+* ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else).
+
+Knobs (environment; the tile table below is the default):
+
+* ``HIPDNN_CABI_HIP_GEMM``: ``auto`` (default) | ``wgmma`` | ``mma`` | ``simt`` - force a core
+  (a core the device or dtype cannot run falls back along wgmma -> mma -> simt);
+* ``HIPDNN_CABI_HIP_TILE``: ``128x256`` | ``128x128`` | ``128x64`` - the wgmma tile (default:
+  the table in :func:`tile_config`);
+* ``HIPDNN_CABI_HIP_STAGES``: pipeline depth (3..8; default: as many as shared memory holds);
+* ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off;
+* ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
+"""
+from __future__ import annotations
+
+import os
+
+SMEM_LIMIT = 227 * 1024          # H100 / H200 opt-in dynamic shared memory per block
+WG_BM, WG_BK = 128, 64
+EPI_BYTES = 8 * 16 * 36 * 4
+
+
+def knob(name, default):
+    return os.environ.get("HIPDNN_CABI_HIP_" + name, default)
+
+
+def choose_core(dtype_a, dtype_b, arch, use_mma=True):
+    """'wgmma' | 'mma' | 'mfma' | 'simt' for a GEMM with these input types on ``arch``
+    (``sm_90``, ``sm_80``, ``gfx942``, or None = unknown NVIDIA)."""
+    want = knob("GEMM", "auto")
+    sixteen = dtype_a in ("HALF", "BFLOAT16") and dtype_a == dtype_b
+    if not use_mma or want == "simt" or not sixteen:
+        return "simt"
+    arch = arch or "sm_80"
+    if arch.startswith("gfx"):
+        return "mfma" if arch in ("gfx90a", "gfx942") else "simt"
+    hopper = arch.startswith("sm_9")
+    if want == "mma" or not hopper:
+        return "mma"
+    return "wgmma"
+
+
+def stage_bytes(bn):
+    return (WG_BM + bn) * WG_BK * 2
+
+
+def smem_bytes(bn, stages):
+    return stages * stage_bytes(bn) + EPI_BYTES + 16 * stages + 1024
+
+
+def tile_config(M, N, K, batch, sms):
+    """(BN, stages, splits, k per split) for the wgmma core: the tile table.
+
+    * BN in {256, 128, 64} (128 x BN tile, m64nBNk16 per consumer warpgroup): the one with the
+      fewest waves x per-tile time, so wave quantisation picks smaller tiles (ResNet conv3:
+      196 tiles of 128 x 128 = 1.5 waves -> 392 of 128 x 64 = 3 waves); N <= 64 -> 64;
+    * stages: as many as fit in shared memory (4 for 128 x 256, 6 for 128 x 128, 8 for 128 x 64),
+      at least 3;
+    * split-K when the grid leaves SMs idle: S parts of whole 64-deep k tiles (>= 4 per part),
+      about 2 units per SM; partials in fp32, summed by the split-K finish kernel.
+    """
+    tm = -(-M // WG_BM)
+    t = knob("TILE", "")
+    if t in ("128x256", "128x128", "128x64"):
+        bn = int(t.split("x")[1])
+    else:
+        # the N tile that minimises waves x per-tile time (~ BN + a fixed 32-column cost:
+        # pipeline fill, epilogue); a grid smaller than the GPU takes split-K below instead
+        cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+        best = None
+        for b in cands:
+            tiles = tm * -(-N // b) * batch
+            if tiles < sms and b != cands[-1]:
+                continue
+            cost = -(-tiles // sms) * (b + 32)
+            if best is None or cost < best[0]:
+                best = (cost, b)
+        bn = best[1] if best else cands[-1]
+        if tm * -(-N // bn) * batch < sms and N > 64:
+            bn = 128
+    st = int(knob("STAGES", "0") or 0)
+    if not st:
+        st = 3
+        while st < 8 and smem_bytes(bn, st + 1) <= SMEM_LIMIT:
+            st += 1
+    st = max(3, min(8, st))
+    while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
+        st -= 1
+    tiles = tm * -(-N // bn) * batch
+    ksteps = -(-K // WG_BK)
+    S, per = 1, K
+    if knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
+        s = min((2 * sms) // tiles, ksteps // 4, 64)
+        if s > 1:
+            per = -(-ksteps // s) * WG_BK
+            S = -(-K // per)
+            if S <= 1:
+                S, per = 1, K
+    return bn, st, S, per
+
+
+def tma_ok(dense, dtype):
+    """A dense operand description (sm, sk, sb, batch) in elements can use the tensor copy
+    engine: one unit-stride axis, the other strides 16-byte multiples."""
+    if dense is None or knob("TMA", "1") in ("0", "off") or dtype not in ("HALF", "BFLOAT16"):
+        return False
+    sm, sk, sb, batch = dense
+    if batch > 1 and sb <= 0:
+        return False
+    rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
+    return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
+        all(s > 0 and (2 * s) % 16 == 0 for s in rest)
