@@ -78,6 +78,7 @@ out["launch_stream"] = all(l[2] == s1 for l in rt1.launches)
 out["current_after"] = fake.current_device()
 out["exec_other_handle"] = status(lambda: g1.execute(p1, handle=h0))
 bad = dict(p1); bad[b] = rt0.malloc(65536)
+out["b_uid"] = b.uid
 out["exec_other_buffer"] = status(lambda: g1.execute(bad))
 managed = dict(p1); managed[b] = fake_devices.MANAGED_BASE + 0x100
 out["exec_managed"] = status(lambda: g1.execute(managed))
@@ -180,7 +181,7 @@ def test_execute_cross_device_refused(res):
     assert st == BAD_PARAM and "built for device 1" in msg and "device 0" in msg, msg
     st, msg = res["exec_other_buffer"]
     assert st == BAD_PARAM and "memory of device 0" in msg and "device 1" in msg, msg
-    assert "uid 2" in msg
+    assert f"uid {res['b_uid']}" in msg
     assert res["exec_managed"] == [0, ""]
 
 
