@@ -39,7 +39,7 @@ uint64_t hipdnn_cabi_fx_epoch(void);
 int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t ph, uint64_t exec_fn,
                             uint64_t lasterr_fn, int64_t plan_id, uint64_t ctx, uint32_t n_align,
                             const int64_t* align_pairs, int64_t vp_id, const char* packed,
-                            uint32_t n, uint64_t ws);
+                            uint32_t n, uint64_t ws, int64_t hdev, int64_t pdev, int64_t vdev);
 void hipdnn_cabi_fx_remove(int64_t id);
 void hipdnn_cabi_fx_set_enabled(int on);
 int hipdnn_cabi_fx_enabled(void);

@@ -386,6 +386,8 @@ typedef struct {
     int64_t id;
     int kind;
     long refs;                       /* fast executes in flight using this entry (atomic) */
+    int64_t dev;                     /* device: of the handle / the plan / the pack's device
+                                        memory (-1: none; docs/gpu.md "Many GPUs") */
     /* FX_PLAN */
     int64_t eid;
     hipdnnEnginePluginExecutionContext_t ctx;
@@ -517,7 +519,7 @@ static uint64_t hipdnn_cabi_fx_epoch(void)
 static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t ph, uint64_t exec_fn,
                                    uint64_t lasterr_fn, int64_t plan_id, uint64_t ctx, uint32_t n_align,
                                    const int64_t* align_pairs, int64_t vp_id, const char* packed,
-                                   uint32_t n, uint64_t ws)
+                                   uint32_t n, uint64_t ws, int64_t hdev, int64_t pdev, int64_t vdev)
 {
     int rc = 0;
     pthread_rwlock_wrlock(&g_fx_lock);
@@ -541,6 +543,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
         P->id = plan_id;
         P->kind = FX_PLAN;
+        P->dev = pdev;
         P->eid = eid;
         P->ctx = (hipdnnEnginePluginExecutionContext_t)(uintptr_t)ctx;
         P->serial = ++g_fx_serial;
@@ -562,6 +565,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
         V->id = vp_id;
         V->kind = FX_VP;
+        V->dev = vdev;
         V->n = n;
         memcpy(V->bufs, packed, 16 * (size_t)n);
         V->ws = (void*)(uintptr_t)ws;
@@ -579,6 +583,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
         H->id = hid;
         H->kind = FX_HANDLE;
+        H->dev = hdev;
         if (fx_insert(H)) {
             fx_free(H);
             rc = -1;
@@ -664,6 +669,10 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     fx_obj* V = fx_find(v);
     fx_obj* H = fx_find(h);
     if (P == NULL || V == NULL || H == NULL || P->kind != FX_PLAN || V->kind != FX_VP || H->kind != FX_HANDLE)
+        goto miss;
+    /* a plan of another device, or a pack holding another device's memory: the Python path
+     * answers BAD_PARAM naming the devices */
+    if ((P->dev >= 0 && P->dev != H->dev) || (V->dev >= 0 && V->dev != H->dev))
         goto miss;
     const fx_engine* e = NULL;
     for (uint32_t i = 0; i < H->n_eng; ++i)

@@ -29,7 +29,7 @@ def _find_probe():
         from hipdnn_cabi import device
         if not device.available():
             return None
-        return device.get_runtime().pointer_kind
+        return lambda p: device.pointer_info(p)[0]   # process-wide: creates no context
     except Exception:  # noqa: BLE001 - bindings absent or unusable
         return None
 

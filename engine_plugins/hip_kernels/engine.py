@@ -12,7 +12,7 @@ from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanB
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
 from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
-from . import codegen
+from . import codegen, devctx
 from .program import NotApplicable, build_program
 
 ENGINE_NAME = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
@@ -115,8 +115,9 @@ class GpuPlan(PlanBase):
     executing the *same* plan on different streams at once would share that scratch."""
 
     def __init__(self, program):
-        rt = device.get_runtime()
+        rt = device.get_runtime()   # the current device: the handle's (devctx.on_device)
         self.rt = rt
+        self.device = getattr(rt, "device", 0)
         self.ws_size = program.ws_size
         self.scratch_size = program.scratch_size
         self.scratch = rt.malloc(self.scratch_size) if self.scratch_size else 0
@@ -161,16 +162,12 @@ class GpuPlan(PlanBase):
         self.release()
 
     def _check(self, uid, ptr):
-        ok = self._checked.get(ptr)
-        if ok is None:
-            ok = self.rt.device_accessible(ptr)
-            if len(self._checked) > 4096:
-                self._checked.clear()
-            self._checked[ptr] = ok
-        if not ok:
-            raise PluginError(INVALID_VALUE,
-                              f"tensor uid {uid}: buffer 0x{int(ptr):x} is host memory the GPU "
-                              f"cannot access (use device, managed or pinned memory)")
+        if ptr in self._checked:
+            return
+        devctx.check_buffer(self.rt, uid, ptr)   # another device's memory / unreachable host
+        if len(self._checked) > 4096:
+            self._checked.clear()
+        self._checked[ptr] = True
 
     def _record(self, ptrs, ws):
         """The plan's stream operations for one set of bound pointers / scalar values /
@@ -200,6 +197,7 @@ class GpuPlan(PlanBase):
         return ops
 
     def execute(self, handle, buffers, workspace):
+        devctx.check_handle(getattr(self, "device", 0), handle)   # device, stream
         ext = tuple(buffers[uid] for uid in self.external)
         sc = tuple(float(buffers.scalar(uid)) for uid in self.scalars) if self.scalars else ()
         ws = int(workspace or 0)
@@ -224,37 +222,42 @@ class GpuPlan(PlanBase):
             self._replay[key] = ops
         stream = int(getattr(handle, "stream", 0) or 0)
         rt = self.rt
-        for fn, grid, block, pk, shmem in ops:
-            if fn is None:
-                rt.memset(grid, 0, block, stream)
-            else:
-                rt.launch(fn, grid, block, pk, shmem, stream)
+        with devctx.bound(rt):     # the plan's device context current, the caller's restored
+            for fn, grid, block, pk, shmem in ops:
+                if fn is None:
+                    rt.memset(grid, 0, block, stream)
+                else:
+                    rt.launch(fn, grid, block, pk, shmem, stream)
 
 
 class HipPlanBuilder(PlanBuilderBase):
     def is_applicable(self, handle, graph) -> bool:
         if not device.available():
             return False
-        return analyse(graph).ok
+        with devctx.on_device(handle):
+            return analyse(graph).ok
 
     def decline_reason(self, handle, graph) -> str:
         if not device.available():
             return f"no GPU ({device.unavailable_reason()})"
-        return analyse(graph).reason
+        with devctx.on_device(handle):
+            return analyse(graph).reason
 
     def get_max_workspace_size(self, handle, graph, config) -> int:
         # the same number the plan reports (EXECUTION_PLAN_WORKSPACE_SIZE): small scratch is
         # the plan's own, only large scratch is the caller's workspace
-        a = analyse(graph)
+        with devctx.on_device(handle):
+            a = analyse(graph)
         return a.program.ws_size if a.ok else 0
 
     def build_plan(self, handle, graph, config):
         if not device.available():
             raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: no GPU ({device.unavailable_reason()})")
-        a = analyse(graph)
-        if not a.ok:
-            raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
-        return GpuPlan(a.program)
+        with devctx.on_device(handle):   # analysis, compile and module load on its device
+            a = analyse(graph)
+            if not a.ok:
+                raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
+            return GpuPlan(a.program)
 
 
 class HipKernelsEngine(EngineBase):
@@ -269,3 +272,9 @@ class HipKernelsPlugin(EnginePluginBase):
     version = PLUGIN_VERSION
     api_version = API_VERSION
     engines = [HipKernelsEngine]
+
+    def handle_device(self) -> int:        # plugin handles bind to the current device
+        return devctx.current_device()
+
+    def check_stream(self, handle, stream):
+        return devctx.check_stream(handle, stream)

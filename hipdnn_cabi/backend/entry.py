@@ -16,6 +16,7 @@ from . import attrs, log, registry, runtime
 from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
 from .descriptors import factory
 from .descriptors.base import Descriptor
+from .devices import current_device as _current_device
 from .handle import Handle
 
 INTERNAL = int(Status.HIPDNN_STATUS_INTERNAL_ERROR)
@@ -80,8 +81,8 @@ from .execute import FAST_KINDS as _FAST_KINDS, execute as _run_execute, forget 
 
 # ------------------------------------------------------------------------ handles
 @body("hpy_create_handle")
-def create_handle():
-    h = Handle()
+def create_handle(_current_device=_current_device):
+    h = Handle(_current_device())   # bound to the calling thread's current device (-1: none)
     try:
         from ..plugins import host  # the plugin host (absent until it exists)
     except ImportError:

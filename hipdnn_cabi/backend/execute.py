@@ -61,6 +61,10 @@ def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
                     raise BadParamError(f"Tensor uid {u} device pointer is not aligned to the "
                                         f"required {a} bytes")
         vp.checked_alignments = aligns  # a finalized pack and plan never change
+    vdev = -1
+    if handle.device >= 0:  # plan / buffers of another device -> BAD_PARAM (backend/devices.py)
+        from .devices import check_execute
+        vdev = check_execute(handle, plan, vp)
     hp = handle.plugins
     r = hp.owner(plan.engine_id) if hp is not None else None
     if r is None:
@@ -78,7 +82,7 @@ def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
     if st:
         _fail(plugin, plan, "execute op graph", st)
     if hid is not None and _fast[0]:
-        _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph)
+        _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph, vdev)
     return 0
 
 
@@ -119,7 +123,7 @@ def fast_path_stats() -> dict:
             "epoch": int(out[3]), "enabled": bool(runtime.lib.hipdnn_cabi_fx_enabled())}
 
 
-def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph):
+def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph, vdev=-1):
     """Hand (handle, plan, pack) to the C registry.  The removal epoch is read BEFORE checking
     that the three ids are still alive (under the GIL): a destroy racing with this either
     happened before the check (nothing registered) or bumps the epoch (registration refused)
@@ -145,7 +149,8 @@ def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph):
     lib.hipdnn_cabi_fx_register(
         epoch, hid, plan.engine_id, int(ffi.cast("uintptr_t", ph)), fn[EXEC_SYM], fn[LASTERR_SYM],
         plan_id, int(ffi.cast("uintptr_t", plan.context)), len(pairs) // 2,
-        ffi.new("int64_t[]", pairs) if pairs else ffi.NULL, vp_id, vp.packed, n, vp.workspace)
+        ffi.new("int64_t[]", pairs) if pairs else ffi.NULL, vp_id, vp.packed, n, vp.workspace,
+        handle.device, getattr(plan, "device", -1), vdev)
 
 
 def forget(i: int) -> None:

@@ -1,15 +1,19 @@
-"""hipdnnHandle_t: a stream plus the handle's engine-plugin handles."""
+"""hipdnnHandle_t: a stream, the device it is bound to, and its engine-plugin handles."""
 from __future__ import annotations
 
 
 class Handle:
-    __slots__ = ("stream", "plugins", "__weakref__")
+    __slots__ = ("stream", "plugins", "device", "__weakref__")
 
-    def __init__(self):
+    def __init__(self, device: int = -1):
         self.stream = 0          # hipStream_t as an integer; 0 = the default (null) stream
         self.plugins = None      # set by the plugin host when it exists
+        self.device = device     # the current device at hipdnnCreate; -1 = host-only (no GPU)
 
     def set_stream(self, stream: int) -> None:
+        if self.device >= 0 and stream:
+            from .devices import check_stream
+            check_stream(self, stream)
         self.stream = stream
         if self.plugins is not None:
             self.plugins.set_stream(stream)

@@ -95,3 +95,65 @@ class PackedArgs:
         self._ptrs = (ctypes.c_void_p * max(1, len(vals)))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p).value for v in vals])
         self.address = ctypes.addressof(self._ptrs)
+
+
+# --------------------------------------------------------------------------- handle sanity
+_libc = None
+_page = 0
+
+
+def address_mapped(addr: int) -> bool:
+    """True when the page holding ``addr`` is mapped in this process (``msync`` answers ENOMEM
+    for an unmapped range; nothing is read).  Runtimes dereference the stream handles they are
+    given, so a stream value that points nowhere (a made-up integer) is refused before any
+    runtime query sees it, instead of crashing the process."""
+    global _libc, _page
+    if addr <= 0 or addr >= 1 << 48:
+        return False
+    if _libc is None:
+        import mmap
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        _libc.msync.restype = ctypes.c_int
+        _page = mmap.PAGESIZE
+    base = addr & ~(_page - 1)
+    return _libc.msync(base, _page, 1) == 0    # MS_ASYNC
+
+
+SPECIAL_STREAMS = (0, 1, 2)   # the null stream, cudaStreamLegacy, cudaStreamPerThread / hipStreamPerThread
+
+
+_TLS = threading.local()     # .top: the runtime whose device a Bound made current on this thread
+
+
+class Bound:
+    """``with rt.bound():`` - the runtime's device is the calling thread's current device inside
+    the block, and the caller's current device/context is restored on exit.  A runtime supplies
+    ``_switch() -> token`` (make its device current, say what to undo) and ``_restore(token)``.
+    Nesting is cheap: a block inside a block of the same runtime does nothing."""
+    __slots__ = ("rt", "prev", "tok")
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.prev = self.tok = None
+
+    def __enter__(self):
+        rt = self.rt
+        prev = self.prev = getattr(_TLS, "top", None)
+        if prev is not rt:
+            self.tok = rt._switch()
+            _TLS.top = rt
+        return rt
+
+    def __exit__(self, *exc):
+        if self.prev is not self.rt:
+            try:
+                self.rt._restore(self.tok)
+            finally:
+                _TLS.top = self.prev
+        return False
+
+
+def is_bound(rt) -> bool:
+    """True inside a ``with rt.bound():`` block of ``rt`` on this thread."""
+    return getattr(_TLS, "top", None) is rt

@@ -4,12 +4,18 @@ The same surface as :mod:`.cuda` (see :class:`~hipdnn_cabi.device.cuda.CudaRunti
 compiles the same HIP sources for the device's ``gcnArchName`` (e.g. ``gfx942``), hipModule*
 loads and launches.  NOT yet exercised on an AMD GPU in this project (the test machine is an
 NVIDIA H200); kept small and symmetric so that the engine runs unchanged once it is.
+
+:class:`HipPlatform` is the process-wide part (device count, ``hipGetDevice``,
+``hipStreamGetDevice``, pointer attributes); :class:`HipRuntime` is one device.  HIP's context
+API is deprecated, so ``rt.bound()`` makes the device current with ``hipSetDevice`` and puts the
+caller's device back afterwards.
 """
 from __future__ import annotations
 
 import threading
 
-from .common import DeviceError, KernelCache, PackedArgs
+from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, PackedArgs, address_mapped,
+                     is_bound)
 
 
 def _check(res, what):
@@ -74,40 +80,117 @@ class Module:
         return f
 
 
-class HipRuntime:
+class HipPlatform:
     kind = "hip"
 
-    def __init__(self, device: int = 0):
+    def __init__(self):
         from hip import hip
         self.hip = hip
         self._count = int(_check(hip.hipGetDeviceCount(), "hipGetDeviceCount"))
+        self._runtimes: dict[int, HipRuntime] = {}
+        self._lock = threading.Lock()
+        self.compiler = None
+        self.cache = KernelCache()
+
+    def device_count(self):
+        return self._count
+
+    def current_device(self) -> int:
+        return int(_check(self.hip.hipGetDevice(), "hipGetDevice"))
+
+    def stream_device(self, stream: int):
+        stream = int(stream)
+        if stream in SPECIAL_STREAMS:
+            return None
+        if not address_mapped(stream):
+            raise DeviceError(f"0x{stream:x} is not a stream (no such address in this process)")
+        fn = getattr(self.hip, "hipStreamGetDevice", None)
+        if fn is None:
+            raise DeviceError("hipStreamGetDevice is not available in this HIP")
+        return int(_check(fn(stream), "hipStreamGetDevice"))
+
+    def pointer_info(self, ptr: int):
+        res = self.hip.hipPointerGetAttributes(int(ptr))
+        if int(getattr(res[0], "value", res[0])) != 0:
+            self.hip.hipGetLastError()
+            return None, -1
+        t = getattr(res[1], "type", None)
+        n = getattr(t, "name", str(t)).lower()
+        if "managed" in n or "unified" in n:
+            kind = "managed"
+        elif "device" in n or "array" in n:
+            kind = "device"
+        elif "host" in n:
+            kind = "host"
+        else:
+            return None, -1
+        return kind, int(getattr(res[1], "device", -1))
+
+    def runtime(self, device: int) -> "HipRuntime":
+        device = int(device)
+        r = self._runtimes.get(device)
+        if r is None:
+            if not 0 <= device < self._count:
+                raise DeviceError(f"device {device} does not exist ({self._count} HIP devices)")
+            with self._lock:
+                r = self._runtimes.get(device)
+                if r is None:
+                    r = self._runtimes[device] = HipRuntime(device, platform=self)
+        return r
+
+
+class HipRuntime:
+    kind = "hip"
+
+    def __init__(self, device: int = 0, platform: HipPlatform | None = None):
+        platform = platform or HipPlatform()
+        self.platform = platform
+        hip = self.hip = platform.hip
+        self._count = platform.device_count()
         if self._count == 0:
             return
-        self.device = device
-        _check(hip.hipSetDevice(device), "hipSetDevice")
+        self.device = int(device)
         props = hip.hipDeviceProp_t()
-        _check(hip.hipGetDeviceProperties(props, device), "hipGetDeviceProperties")
+        _check(hip.hipGetDeviceProperties(props, self.device), "hipGetDeviceProperties")
         self.arch = props.gcnArchName.decode().split(":")[0]
         self.name = props.name.decode()
         self.sm_count = int(props.multiProcessorCount)
         self.pageable_access = bool(getattr(props, "pageableMemoryAccess", 0))
-        self.compiler = HiprtcCompiler()
-        self.cache = KernelCache()
+        if platform.compiler is None:
+            platform.compiler = HiprtcCompiler()
+        self.compiler = platform.compiler
+        self.cache = platform.cache
         self._modules = {}
         self._mlock = threading.Lock()
+
+    def bound(self) -> Bound:
+        return Bound(self)
+
+    def _switch(self):
+        cur = int(_check(self.hip.hipGetDevice(), "hipGetDevice"))
+        if cur == self.device:
+            return None
+        _check(self.hip.hipSetDevice(self.device), "hipSetDevice")
+        return cur
+
+    def _restore(self, prev):
+        if prev is not None:
+            self.hip.hipSetDevice(prev)
 
     def device_count(self):
         return self._count
 
     def describe(self):
-        return f"{self.name} ({self.arch}, {self.sm_count} CUs)"
+        return f"device {self.device}: {self.name} ({self.arch}, {self.sm_count} CUs)"
 
     def malloc(self, n):
-        return int(_check(self.hip.hipMalloc(max(1, int(n))), "hipMalloc"))
+        with Bound(self):
+            return int(_check(self.hip.hipMalloc(max(1, int(n))), "hipMalloc"))
 
     def free(self, p):
         if p:
-            _check(self.hip.hipFree(int(p)), "hipFree")
+            with Bound(self):
+                _check(self.hip.hipFree(int(p)), "hipFree")
 
     def memcpy_htod(self, dst, src, n):
         _check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
@@ -116,32 +199,30 @@ class HipRuntime:
         _check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
 
     def memset(self, p, v, n, stream=0):
+        if not is_bound(self):
+            with Bound(self):
+                return self.memset(p, v, n, stream)
         _check(self.hip.hipMemsetAsync(int(p), int(v), int(n), int(stream)), "hipMemsetAsync")
 
     def pointer_kind(self, ptr):
-        res = self.hip.hipPointerGetAttributes(int(ptr))
-        if int(getattr(res[0], "value", res[0])) != 0:
-            self.hip.hipGetLastError()
-            return None
-        t = getattr(res[1], "type", None)
-        n = getattr(t, "name", str(t)).lower()
-        if "managed" in n or "unified" in n:
-            return "managed"
-        if "device" in n or "array" in n:
-            return "device"
-        if "host" in n:
-            return "host"
-        return None
+        return self.platform.pointer_info(ptr)[0]
+
+    def pointer_info(self, ptr):
+        return self.platform.pointer_info(ptr)
 
     def device_accessible(self, ptr):
-        k = self.pointer_kind(ptr)
-        return k in ("device", "managed", "host") or (k is None and self.pageable_access)
+        k, dev = self.platform.pointer_info(ptr)
+        if k == "device":
+            return dev == self.device
+        return k in ("managed", "host") or (k is None and self.pageable_access)
 
     def stream_synchronize(self, s=0):
-        _check(self.hip.hipStreamSynchronize(int(s)), "hipStreamSynchronize")
+        with Bound(self):
+            _check(self.hip.hipStreamSynchronize(int(s)), "hipStreamSynchronize")
 
     def synchronize(self):
-        _check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+        with Bound(self):
+            _check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     def compile(self, source, name="kernel.hip", options=(), headers=None):
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
@@ -159,7 +240,9 @@ class HipRuntime:
         with self._mlock:
             m = self._modules.get(k)
             if m is None:
-                m = self._modules[k] = Module(self, _check(self.hip.hipModuleLoadData(img), "hipModuleLoadData"))
+                with Bound(self):
+                    h = _check(self.hip.hipModuleLoadData(img), "hipModuleLoadData")
+                m = self._modules[k] = Module(self, h)
         return m
 
     def set_max_dynamic_smem(self, fn, nbytes):
@@ -171,5 +254,8 @@ class HipRuntime:
     def launch(self, fn, grid, block, args, shmem=0, stream=0):
         if not isinstance(args, PackedArgs):
             args = PackedArgs(args)
+        if not is_bound(self):
+            with Bound(self):
+                return self.launch(fn, grid, block, args, shmem, stream)
         _check(self.hip.hipModuleLaunchKernel(fn, *grid, *block, shmem, int(stream),
                                               args.address, None), "hipModuleLaunchKernel")

@@ -135,7 +135,7 @@ def device_pointer_kind(ptr: int):
         from .. import device
         if not device.available():
             return HOST
-        k = device.get_runtime().pointer_kind(int(ptr))
+        k = device.pointer_info(int(ptr))[0]   # process-wide: creates no context
     except Exception:
         return HOST
     if k == "device":

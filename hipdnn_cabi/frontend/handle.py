@@ -6,6 +6,14 @@ from dataclasses import dataclass
 from ._capi import Api, api as _api
 
 
+def _current_device() -> int:
+    try:
+        from .. import device
+        return device.current_device()
+    except Exception:  # noqa: BLE001
+        return -1
+
+
 class Handle:
     """A ``hipdnnHandle_t``.  Use as a context manager, or call :meth:`close`.
 
@@ -19,6 +27,9 @@ class Handle:
         p = ffi.new("hipdnnHandle_t*")
         self.api.check(lib.hipdnnCreate(p), "hipdnnCreate")
         self._h = p[0]
+        # the device the backend bound the handle to (the current one, as hipdnnCreate saw it;
+        # -1 without a GPU runtime): where the frontend allocates device workspaces for it
+        self.device = _current_device()
         if stream is not None:
             self.set_stream(stream)
 

@@ -379,9 +379,13 @@ class EnginePluginContainer:
     def __init__(self, plugin):
         self.plugin = plugin
         self.engine_manager = plugin.engine_manager
-        self.stream = 0   # used only when the container is driven directly (handle=None)
+        # used only when the container is driven directly (handle=None)
+        self.stream = 0
+        self.device = plugin.handle_device()
+        self.stream_info = None
 
     def set_stream(self, stream: int):
+        self.stream_info = self.plugin.check_stream(self, stream)
         self.stream = stream
 
     def get_applicable_engine_ids(self, graph, handle=None):
@@ -432,17 +436,25 @@ class EnginePluginContainer:
 
 class PluginHandle:
     """What one hipdnnEnginePluginHandle_t stands for (RFC 0002 §4.6): a reference to the
-    plugin's shared :class:`EnginePluginContainer` plus this handle's stream.  Engines, plan
-    builders and plans receive it as their ``handle`` argument (``handle.stream``,
-    ``handle.container``, ``handle.plugin``)."""
-    __slots__ = ("container", "stream", "plugin")
+    plugin's shared :class:`EnginePluginContainer` plus this handle's stream and device.
+    Engines, plan builders and plans receive it as their ``handle`` argument (``handle.stream``,
+    ``handle.device``, ``handle.container``, ``handle.plugin``).
+
+    ``device``: what :meth:`EnginePluginBase.handle_device` answered when the handle was created
+    (hipdnnEnginePluginCreate runs inside hipdnnCreate, on the caller's thread and current
+    device); -1 for plugins that do not bind handles to devices.  ``stream_info``: what
+    :meth:`EnginePluginBase.check_stream` answered for the current stream."""
+    __slots__ = ("container", "stream", "plugin", "device", "stream_info")
 
     def __init__(self, container: EnginePluginContainer):
         self.container = container
         self.plugin = container.plugin
         self.stream = 0
+        self.device = self.plugin.handle_device()
+        self.stream_info = None
 
     def set_stream(self, stream: int):
+        self.stream_info = self.plugin.check_stream(self, stream)
         self.stream = stream
 
     def get_applicable_engine_ids(self, graph):
@@ -506,6 +518,19 @@ class EnginePluginBase:
 
     def get_all_engine_ids(self) -> list:
         return self.engine_manager.get_all_engine_ids()
+
+    # -------------------------------------------------------------- devices (docs/gpu.md)
+    def handle_device(self) -> int:
+        """The device a new plugin handle (or a directly used container) binds to; the default,
+        -1, binds none (host engines).  A GPU plugin answers the calling thread's current
+        device (``hipdnn_cabi.device.current_device()``)."""
+        return -1
+
+    def check_stream(self, handle, stream: int):
+        """hipdnnEnginePluginSetStream: raise :class:`PluginError` to refuse ``stream`` for
+        ``handle`` (the handle keeps its old stream); the value returned is kept as
+        ``handle.stream_info``.  Default: accept anything."""
+        return None
 
     def get_engine_name(self, engine_id: int) -> str:
         return self.engine_manager.engine(engine_id).name

@@ -307,6 +307,7 @@ class HandlePlugins:
         ffi = runtime.ffi
         self.manager = manager
         self.closed = False
+        self.device = -1                 # the hipdnn handle's device (set by attach_handle)
         self.entries: list[tuple] = []   # (plugin, plugin handle cdata)
         self.by_plugin: dict = {}
         self._engines = None
@@ -493,6 +494,7 @@ def attach_handle(handle):
             _persistent = m
         m.users += 1
         hp = HandlePlugins(m)
+        hp.device = getattr(handle, "device", -1)   # plans built through it are bound to it
     try:
         hp.heuristics = heuristics.attach()
     except Exception as e:  # noqa: BLE001 - heuristic plugins never break hipdnnCreate

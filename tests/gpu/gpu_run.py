@@ -9,14 +9,18 @@ from gpu_testlib import NP, from_storage, to_storage
 
 
 class Runner:
-    def __init__(self):
+    """``Runner(dev)``: plans, buffers and the stream on device ``dev`` (default: the current
+    one); the container binds to it as a plugin handle created there would."""
+
+    def __init__(self, dev=None):
         from hipdnn_cabi import device
         from engine_plugins.hip_kernels import create_plugin
         from engine_plugins.hip_kernels.engine import ENGINE_NAME
         from hipdnn_cabi.plugin_sdk import engine_id_of
-        self.rt = device.get_runtime()
+        self.rt = device.get_runtime(dev)
         self.plugin = create_plugin()
-        self.container = self.plugin.create_container()
+        with self.rt.bound():
+            self.container = self.plugin.create_container()
         self.stream = self.rt.stream_create()
         self.container.set_stream(self.stream)
         self.cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})

@@ -2,6 +2,8 @@
 # One device call: build the backend, run the GPU tests and the benchmark; results under $OUT.
 # Expects the repo root as CWD, .whl/ carried (cffi, pycparser for cp312).
 # ONLY=tests|bench|all (default all); PYTEST_K: a -k expression for the GPU tests.
+# ONLY=multigpu (a machine with >= 2 GPUs, issue 18): the device-binding GPU tests and
+# bench/multi_gpu_bench.py (-> $OUT/multi_gpu.json).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG="$OUT/run.log"
 ONLY=${ONLY:-all}
@@ -18,16 +20,26 @@ if [ -f hipdnn_cabi/lib/libhipdnn_backend.so ]; then
   gcc -std=c11 -O1 -Wall -Iinclude -I/usr/local/cuda/include tests/gpu/c_device_ptrs.c -o /tmp/c_device_ptrs \
      -Lhipdnn_cabi/lib -lhipdnn_backend -Wl,-rpath,$PWD/hipdnn_cabi/lib -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,/usr/local/cuda/lib64 2>/dev/null && CEXE=/tmp/c_device_ptrs
 fi
-if [ "$ONLY" != bench ]; then
+if [ "$ONLY" = multigpu ]; then
+  nvidia-smi -L
+  echo "== pytest (devices)"
+  timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest -q -m '' tests/gpu/test_devices_gpu.py tests/gpu/test_multi_device.py \
+     tests/gpu/test_multi_device_capi.py -p no:cacheprovider -rs --tb=short > "$OUT/pytest_devices.log" 2>&1
+  grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest_devices.log" | tail -40
+  echo "== multi-GPU bench"
+  timeout ${BENCH_TIMEOUT:-240} python3 bench/multi_gpu_bench.py --out "$OUT/multi_gpu.json"
+  echo "== done"; ONLY=none
+fi
+if [ "$ONLY" != bench ] && [ "$ONLY" != none ]; then
   echo "== pytest"
   timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest -q -m '' tests/gpu -p no:cacheprovider -rs --durations=8 \
      --ignore=tests/gpu/test_host_emulation.py ${PYTEST_K:+-k "$PYTEST_K"} --tb=short > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -60
 fi
-if [ "$ONLY" != tests ]; then
+if [ "$ONLY" != tests ] && [ "$ONLY" != none ]; then
   echo "== bench"
   timeout ${BENCH_TIMEOUT:-240} python3 bench/gpu_bench.py --out "$OUT/gpu.json" ${BENCH_ONLY:+--only $BENCH_ONLY} ${CEXE:+--c-exe $CEXE}
 fi
-echo "== done"
+[ "$ONLY" != none ] && echo "== done"
 } > "$LOG" 2>&1
 tail -c 11000 "$LOG"

@@ -45,6 +45,7 @@ class ExecutionPlanDescriptor(Descriptor):
         self.plugin_handle = None
         self.handle_plugins = None
         self.restored = False        # True for a plan built from serialized bytes (graph-less)
+        self.device = -1             # the device of the handle that built / restored it
         self._serialized = None      # cached SerializedExecutionPlan bytes (a plan never changes)
 
     @setter(A.HIPDNN_ATTR_EXECUTION_PLAN_HANDLE)
@@ -61,6 +62,7 @@ class ExecutionPlanDescriptor(Descriptor):
         """Install an execution context (also used by plan deserialization)."""
         weakref.finalize(self, _destroy_context, hp, plugin, ph, context)
         self.handle_plugins, self.plugin, self.plugin_handle, self.context = hp, plugin, ph, context
+        self.device = getattr(hp, "device", -1)   # bound to the building handle's device
         self.engine_id = engine_id
         self.workspace_size = workspace_size
         self.tensor_uids = list(tensor_uids)

@@ -96,13 +96,16 @@ class ExecutionMixin:
         else:
             self._workspace = self._ws_sizes.get(keep, self._workspace)
 
-    def _device_workspace(self, size):
-        """A device workspace of ``size`` bytes (hipdnn_cabi.device), owned by the graph."""
-        if self._dev_ws is not None and self._dev_ws[0] >= size:
+    def _device_workspace(self, size, handle=None):
+        """A device workspace of ``size`` bytes (hipdnn_cabi.device) on the handle's device,
+        owned by the graph."""
+        dev = getattr(handle, "device", -1)
+        if (self._dev_ws is not None and self._dev_ws[0] >= size
+                and getattr(self._dev_ws[2], "device", dev) == dev):
             return self._dev_ws[1]
         try:
             from ... import device
-            rt = device.get_runtime()
+            rt = device.get_runtime(dev)
             ptr = int(rt.malloc(size))
         except Exception as e:
             raise BadParamError(f"the plan runs on a device engine and needs a {size}-byte device "
@@ -170,7 +173,7 @@ class ExecutionMixin:
             ws = self._workspace if self._workspace is not None else self.get_workspace_size()
             if ws > 0:
                 if self.engine_memory_kind() == "device":
-                    workspace = self._device_workspace(ws)
+                    workspace = self._device_workspace(ws, h)
                 else:
                     workspace = np.empty(ws, dtype=np.uint8)
         wptr = 0
