@@ -7,6 +7,8 @@
  *   activated foreign venv do not matter; a failure is reported as a status, never exit().
  *   When Python is already running (a Python host), it is reused.
  * - pthread_atfork handlers keep the GIL consistent across fork() from C threads.
+ * - hipdnn_cabi_start_embedded() runs cffi's embedding start once, with a fix for Python < 3.12
+ *   (see below and docs/embedding.md).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -111,4 +113,39 @@ static int hipdnn_cabi_bootstrap(void)
 {
     pthread_once(&g_boot_once, hipdnn_cabi_boot_once);
     return g_boot_status;
+}
+
+/* cffi's embedding start (_cffi_carefully_make_gil in cffi/_embedding.h) serialises interpreter
+ * start-up with a spin lock stored in a field of libpython that is supposed to stay 0.  Before
+ * Python 3.12 that field is PyCapsule_Type.tp_version_tag: the spin loop waits until it reads 0.
+ * But CPython assigns a version tag to any type whose attributes are looked up through the type
+ * cache, so once the running program has looked up an attribute on any capsule object (the
+ * datetime C API import done by torch/pandas/..., `hasattr(datetime.datetime_CAPI, "x")`, numpy's
+ * and cffi's own capsules), the tag is a non-zero number forever and the first extern "Python" call
+ * spins for ever.  Python >= 3.12 uses PyCapsule_Type.tp_as_buffer instead, which nothing sets.
+ *
+ * Fix: take the GIL (so no Python code can run and re-tag the type meanwhile), invalidate the type's
+ * version tag with the public PyType_Modified() (it only clears the method cache for the type: the
+ * tag is 0 again and the next lookup assigns a fresh one), and run cffi's start while still holding
+ * the GIL (cffi takes the GIL re-entrantly with PyGILState_Ensure).  pthread_once serialises our own
+ * callers, so no second thread of ours waits for cffi's internal mutex while we hold the GIL. */
+static pthread_once_t g_start_once = PTHREAD_ONCE_INIT;
+static int g_start_status = 0;
+
+static void hipdnn_cabi_start_once(void)
+{
+#if PY_VERSION_HEX >= 0x03080000 && PY_VERSION_HEX < 0x030C0000 && !defined(PYPY_VERSION)
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyType_Modified(&PyCapsule_Type);
+    g_start_status = cffi_start_python();
+    PyGILState_Release(gil);
+#else
+    g_start_status = cffi_start_python();
+#endif
+}
+
+static int hipdnn_cabi_start_embedded(void)
+{
+    pthread_once(&g_start_once, hipdnn_cabi_start_once);
+    return g_start_status;
 }
