@@ -40,7 +40,7 @@ class build_py(_build_py):
         sys.path.insert(0, ROOT)
         from build_backend import build  # cdef/build_backend.py
         lib = os.path.join(pkg, "lib")
-        build(lib, os.path.join(self.build_temp or os.path.join(ROOT, "build"), "cffi-wheel"))
+        build(lib, os.path.join(ROOT, "build", "cffi-wheel"))
         # The loader files import hipdnn_cabi.engines.<engine>: check against the built tree.
         sys.path.insert(0, self.build_lib)
         from tools.install_default_plugins import install as install_default_plugins
