@@ -17,6 +17,7 @@ import sys
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py as _build_py
+from setuptools.dist import Distribution
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 ENGINES_PKG = "hipdnn_cabi.engines"
@@ -54,11 +55,23 @@ class build_py(_build_py):
         if os.path.isdir(inc):
             shutil.rmtree(inc)
         shutil.copytree(os.path.join(ROOT, "include"), inc)
+        ex = os.path.join(pkg, "examples")  # `hipdnn-cabi demo` runs these from the wheel
+        os.makedirs(ex, exist_ok=True)
+        for f in ("demo.py", "conv_bias_relu.py", "conv_bias_relu.c", "hello_backend.c"):
+            shutil.copyfile(os.path.join(ROOT, "examples", f), os.path.join(ex, f))
         from tools.gen_pkgconfig import write as write_pkgconfig
         write_pkgconfig(lib, pkg, lib, inc, "1.0.0")
 
 
+class BinaryDistribution(Distribution):
+    """libhipdnn_backend.so links this interpreter's libpython: the wheel is cpXY-linux, not pure."""
+
+    def has_ext_modules(self):
+        return True
+
+
 setup(
+    distclass=BinaryDistribution,
     packages=packages(),
     package_dir={ENGINES_PKG: ENGINES_DIR},
     package_data={f"{ENGINES_PKG}.hip_kernels": ["kernels/*.hip", "kernels/*.h"],
