@@ -198,6 +198,9 @@ class CpuReferencePlanBuilder(PlanBuilderBase):
     def is_applicable(self, handle, graph) -> bool:
         return analyse(graph).ok
 
+    def why_not_applicable(self, handle, graph) -> str:
+        return analyse(graph).reason
+
     def get_max_workspace_size(self, handle, graph, config) -> int:
         return 0
 

@@ -220,7 +220,17 @@ class CAdapter:
         c = self._container(handle)
         self._null(num_engines, "num_engines")
         g = self._graph(op_graph)
-        self._fill_ids(list(c.get_applicable_engine_ids(g)), engine_ids, max_engines, num_engines)
+        ids = list(c.get_applicable_engine_ids(g))
+        self._fill_ids(ids, engine_ids, max_engines, num_engines)
+        if not ids:  # status SUCCESS, zero engines: the last error says why (docs/plugin_sdk.md)
+            reasons = getattr(c, "decline_reasons", None)
+            if reasons is not None:
+                try:
+                    why = "; ".join(f"{n}: {r}" for n, r in reasons(g))
+                except Exception:
+                    why = ""
+                if why:
+                    self.set_error("not applicable: " + why)
 
     @_entry
     def hipdnnEnginePluginGetEngineDetails(self, handle, engine_id, op_graph, engine_details):

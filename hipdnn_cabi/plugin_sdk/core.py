@@ -85,6 +85,13 @@ class EngineBase:
     def is_applicable(self, handle, graph: OpGraph) -> bool:
         return bool(self.get_plan_builder().is_applicable(handle, graph))
 
+    def why_not_applicable(self, handle, graph: OpGraph) -> str:
+        """Why the engine declines ``graph`` (one line; "" when it gives no reason).  The SDK
+        reports it as the plugin's last error when no engine of the plugin applies, so the host
+        and the frontend can tell the user.  Default: the plan builder's ``why_not_applicable``."""
+        f = getattr(self.get_plan_builder(), "why_not_applicable", None)
+        return str(f(handle, graph) or "") if f is not None else ""
+
     def knobs(self, builder):  # -> list of Knob offsets (none by default)
         return []
 
@@ -175,6 +182,17 @@ class EngineManager:
 
     def get_applicable_engine_ids(self, handle, graph) -> list:
         return [e.id for e in self.engines if e.is_applicable(handle, graph)]
+
+    def decline_reasons(self, handle, graph) -> list:
+        """(engine name, reason) for every engine, asked after none applied."""
+        out = []
+        for e in self.engines:
+            try:
+                why = e.why_not_applicable(handle, graph)
+            except Exception as ex:  # a reason must never turn into a failure
+                why = f"({type(ex).__name__} while explaining: {ex})"
+            out.append((getattr(e, "name", "") or str(e.id), why or "no reason given"))
+        return out
 
     def get_engine_details(self, handle, graph, engine_id) -> bytes:
         return self.engine(engine_id).get_details(handle, graph)
@@ -327,6 +345,10 @@ class PluginHandle:
 
     def get_applicable_engine_ids(self, graph):
         return self.container.get_applicable_engine_ids(graph, self)
+
+    def decline_reasons(self, graph) -> list:
+        """(engine name, reason) for every engine (asked after none applied)."""
+        return self.container.engine_manager.decline_reasons(self.container, graph)
 
     def get_engine_details(self, engine_id, graph) -> bytes:
         return self.container.get_engine_details(engine_id, graph, self)

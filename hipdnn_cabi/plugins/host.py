@@ -323,12 +323,15 @@ class HandlePlugins:
         override = bool(getattr(graph, "override_shape_enabled", False))
         data = graph_const_data(graph)
         result: list[int] = []
+        declines: list[tuple[str, str]] = []   # (plugin, why) for the "no engine" diagnostics
         for p, h in self.entries:
             if p.api_version < required:
                 _info(f"Skipping plugin {p.name}: API {p.api_version} < required {required}")
+                declines.append((p.name, f"plugin API {p.api_version} < required {required}"))
                 continue
             if override and not p.has_overrides:
                 _info(f"Skipping plugin {p.name}: no ExecuteOpGraphWithOverrides")
+                declines.append((p.name, "no ExecuteOpGraphWithOverrides (graph uses override shapes)"))
                 continue
             mx = len(p.engine_ids)
             buf = ffi.new("int64_t[]", mx)
@@ -337,6 +340,13 @@ class HandlePlugins:
                    h, data.c, buf, mx, n)
             k = int(n[0])
             if k == 0:
+                why = ""
+                try:
+                    why = p.last_error()
+                except Exception:
+                    pass
+                declines.append((p.name, why or "declined (no reason given)"))
+                _info(f"Plugin {p.name} has no engine for the graph: {why or 'no reason given'}")
                 continue
             if k > mx:
                 raise PluginError("More applicable engines than expected")
@@ -359,7 +369,22 @@ class HandlePlugins:
             result.extend(mine)
             if find_first and mine:
                 break
+        _LAST_DECLINES.value = declines if not result else []
         return result
+
+
+class _Declines(__import__("threading").local):
+    value: list = []
+
+
+_LAST_DECLINES = _Declines()
+
+
+def last_declines() -> list:
+    """(plugin name, reason) of every plugin asked by this thread's last applicability query that
+    offered no engine (empty when some engine applied).  The Python frontend, which shares this
+    interpreter, turns it into its "No engine configurations" message (docs/frontend.md)."""
+    return list(_LAST_DECLINES.value)
 
 
 def graph_const_data(graph) -> "ConstData":

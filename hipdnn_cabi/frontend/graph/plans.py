@@ -9,6 +9,27 @@ from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, NotSupportedError
 from ..handle import Handle, engine_name_by_id
+def _declines() -> str:
+    """Which engines the embedded backend asked and why each declined ("" with a foreign backend
+    or when nothing was recorded)."""
+    try:
+        from ...plugins.host import last_declines
+        ds = last_declines()
+    except Exception:
+        return ""
+    if not ds:
+        return " (no engine plugin is loaded)" if ds == [] and _no_plugins() else ""
+    return " Engines asked: " + "; ".join(f"{name}: {why}" for name, why in ds)
+
+
+def _no_plugins() -> bool:
+    try:
+        from .. import engines
+        return not engines()
+    except Exception:
+        return False
+
+
 from ._types import (
     NO_ENGINE_MSG,
     BuildPlanPolicy,
@@ -70,7 +91,7 @@ class PlansMixin:
             a.finalize(heur, "finalize engine heuristic")
             count = a.get_count(heur, A.HIPDNN_ATTR_ENGINEHEUR_RESULTS, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
             if count <= 0:
-                raise GraphNotSupportedError(NO_ENGINE_MSG)
+                raise GraphNotSupportedError(NO_ENGINE_MSG + _declines())
             cfgs = [a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
             arr = a.ffi.new("hipdnnBackendDescriptor_t[]", cfgs)
             n = a.ffi.new("int64_t*")
