@@ -25,8 +25,8 @@ CXX_MAIN = r"""
 int main() {
     hipdnnHandle_t h = nullptr;
     if (hipdnnCreate(&h) != HIPDNN_STATUS_SUCCESS) { std::puts("create failed"); return 1; }
-    const char* v = nullptr;
-    if (hipdnnGetVersion_ext(&v) != HIPDNN_STATUS_SUCCESS || !v) return 1;
+    const char* v = hipdnnVersionString_ext();
+    if (!v) return 1;
     hipdnnDestroy(h);
     std::printf("cxx OK %s\n", v);
     return 0;
