@@ -226,6 +226,9 @@ def _entry_points_enabled() -> bool:
 def _search_paths():
     env = os.environ.get("HIPDNN_PLUGIN_DIR")
     default = {env} if env else {DEFAULT_ENGINE_DIR}
+    if env:  # hipDNN's rule: it replaces the default directory (docs/plugins.md) -- say so
+        _warn(f"HIPDNN_PLUGIN_DIR={env} replaces the default engine plugin directory "
+              f"({DEFAULT_ENGINE_DIR}): the default engines load only if that directory holds them")
     if _mode != ADDITIVE:  # ABSOLUTE, or an unknown mode (spec §3.2: only the stored paths)
         return sorted(_paths)
     return sorted(set(_paths) | default)
