@@ -4,7 +4,8 @@
     hipdnn-cabi conform --backend [path/to/libhipdnn_backend.so] [--plugin-dir DIR]
 
 Exit status: 0 when every selected must-pass check passes (skips and xfails allowed), 1 when one
-fails, 2 on usage errors.
+fails, 2 on usage errors, 3 when the verdict is INCONCLUSIVE (no graph of the corpus — including
+the ``--graph`` ones — was applicable, so the checks that execute never ran).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 import time
 
 from .core import Scale, Suite, keyword_matcher, load_checks, read_xfail_file, run_checks
-from .report import plugin_identity, table, to_json, write_json
+from .report import plugin_identity, table, to_json, verdict_line, write_json
 
 
 def parser():
@@ -24,6 +25,10 @@ def parser():
                    help="check a backend library instead (default: this package's libhipdnn_backend.so)")
     p.add_argument("--plugin-dir", metavar="DIR",
                    help="--backend: engine plugins for the checks that need an engine (default: none, they skip)")
+    p.add_argument("--graph", action="append", default=[], metavar="FILE",
+                   help="add your own graph to the corpus: a Graph FlatBuffer (.bin) or its JSON form "
+                        "(.json); repeatable.  Inputs are random, expected outputs come from the CPU "
+                        "reference engine")
     p.add_argument("--report", metavar="JSON", help="write the JSON report here")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="select checks: substrings with and/or/not")
     p.add_argument("--xfail-file", metavar="F", help="file of check ids (or id substrings) expected to fail")
@@ -69,11 +74,19 @@ def main(argv=None) -> int:
         print(f"hipdnn-cabi conform: {target}: no such file", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
+    try:
+        suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir,
+                      user_graphs=a.graph)
+    except (OSError, ValueError) as e:
+        print(f"hipdnn-cabi conform: --graph: {e}", file=sys.stderr)
+        return 2
     try:
         results = run_checks(suite, checks, xfails=read_xfail_file(a.xfail_file), jobs=a.jobs)
         subject = ({"path": suite.plugin, "kind": "backend"} if backend_mode else plugin_identity(suite))
-        data = to_json(results, subject, "backend" if backend_mode else "plugin", time.monotonic() - t0)
+        # the checks that matter execute corpus graphs: none applicable -> no verdict
+        inconclusive = not backend_mode and not suite.applicable_pairs_or_none()
+        data = to_json(results, subject, "backend" if backend_mode else "plugin", time.monotonic() - t0,
+                       inconclusive)
     finally:
         suite.close()
     if a.report:
@@ -84,11 +97,10 @@ def main(argv=None) -> int:
                   f"API {subject.get('api_version')!r}: {suite.plugin}")
         else:
             print(f"backend: {suite.plugin}")
-        print(table(results))
+        print(table(results, inconclusive=data["summary"]["verdict"] == "INCONCLUSIVE"))
     else:
-        s = data["summary"]
-        print("CONFORMANT" if s["conformant"] else "NOT CONFORMANT: " + ", ".join(s["failed_mustpass"]))
-    return 0 if data["summary"]["conformant"] else 1
+        print(verdict_line(data["summary"]))
+    return {"CONFORMANT": 0, "NOT CONFORMANT": 1, "INCONCLUSIVE": 3}[data["summary"]["verdict"]]
 
 
 if __name__ == "__main__":
