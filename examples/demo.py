@@ -16,7 +16,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
+# In a source tree ROOT is the repository; in a wheel this file is hipdnn_cabi/examples/demo.py.
+IN_SOURCE_TREE = os.path.isfile(os.path.join(ROOT, "Makefile"))
+if IN_SOURCE_TREE and ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import hipdnn_cabi  # noqa: E402
@@ -68,10 +70,10 @@ def summarize(out):
 def main() -> int:
     print(f"hipdnn-cabi {hipdnn_cabi.__version__}: backend {hipdnn_cabi.library_path()}")
     print(f"engines: {engines_line()}")
-    out_dir = os.path.join(ROOT, "build", "examples")
+    out_dir = os.path.join(ROOT, "build", "examples") if IN_SOURCE_TREE else None
     try:
         os.makedirs(out_dir, exist_ok=True)
-    except OSError:
+    except (OSError, TypeError):
         out_dir = tempfile.mkdtemp(prefix="hipdnn-demo-")
     results = []
 

@@ -9,6 +9,9 @@ __version__ = "0.1.0"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+from . import _engines_alias  # noqa: E402  (hipdnn_cabi.engines in a source checkout)
+_engines_alias.install(_HERE)
+
 
 def library_dir() -> str:
     """Directory holding libhipdnn_backend.so (and hipdnn_plugins/engines/ beside it)."""
@@ -26,3 +29,13 @@ def include_dir() -> str:
     if os.path.isdir(packaged):
         return packaged
     return os.path.join(os.path.dirname(_HERE), "include")
+
+
+def pkgconfig_dir() -> str:
+    """Directory holding hipdnn_backend.pc (put it on PKG_CONFIG_PATH)."""
+    return os.path.join(library_dir(), "pkgconfig")
+
+
+def cmake_dir() -> str:
+    """Directory holding hipdnn_backendConfig.cmake (pass as -Dhipdnn_backend_DIR=...)."""
+    return os.path.join(library_dir(), "cmake")

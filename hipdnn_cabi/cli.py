@@ -1,32 +1,100 @@
-"""The ``hipdnn-cabi`` command."""
+"""The ``hipdnn-cabi`` command: argparse subcommands, ``--help`` on each, ``--version``.
+
+Each subcommand owns its argument parser (in the module that implements it); this front parser
+routes the rest of the command line to it, so ``hipdnn-cabi <cmd> --help`` is that parser's help.
+"""
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+
+COMMANDS = {
+    "info": "library, headers, plugin directories, loaded plugins and engines, GPU runtime",
+    "engines": "list the loaded engines",
+    "demo": "build and run the examples (C program + Python frontend) on the default engine",
+    "export-plugin": "build a standalone engine-plugin .so from a Python plugin",
+    "conform": "run the plugin ABI conformance suite on a plugin .so (or --backend)",
+    "paths": "print the include, library, pkg-config and CMake directories",
+    "custom-ops": "how a plugin claims CUSTOM_OP nodes by name",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    from . import __version__
+    p = argparse.ArgumentParser(prog="hipdnn-cabi",
+                                description="hipDNN's C API implemented in Python: tools")
+    p.add_argument("--version", action="version", version=f"hipdnn-cabi {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, doc in COMMANDS.items():
+        sub.add_parser(name, help=doc, description=doc, add_help=False)
+    return p
+
+
+def paths(argv) -> int:
+    import hipdnn_cabi as hc
+    p = argparse.ArgumentParser(prog="hipdnn-cabi paths", description=COMMANDS["paths"])
+    g = p.add_mutually_exclusive_group()
+    for opt in ("include", "lib", "pkgconfig", "cmake"):
+        g.add_argument(f"--{opt}", action="store_true", help=f"print only the {opt} directory")
+    a = p.parse_args(argv)
+    table = {"include": hc.include_dir(), "lib": hc.library_dir(),
+             "pkgconfig": hc.pkgconfig_dir(), "cmake": hc.cmake_dir()}
+    picked = [k for k in table if getattr(a, k)]
+    for k in picked or table:
+        print(table[k] if picked else f"{k}: {table[k]}")
+    return 0
+
+
+def _conform(argv) -> int:
+    from .conformance.cli import main as conform_main
+    targets = [x for x in argv if not x.startswith("-")]
+    for t in targets[:1]:
+        if t.endswith(".py") or (os.path.isdir(t) and os.path.isfile(os.path.join(t, "__init__.py"))):
+            print(f"hipdnn-cabi conform: {t} is a Python plugin; the suite checks a shared library "
+                  f"through the C ABI. Export it first:\n"
+                  f"    hipdnn-cabi export-plugin {t} -o lib{_stem(t)}.so\n"
+                  f"    hipdnn-cabi conform lib{_stem(t)}.so", file=sys.stderr)
+            return 2
+    return conform_main(argv)
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path.rstrip("/")))[0] or "plugin"
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: hipdnn-cabi export-plugin <module-or-file.py> -o lib<name>.so\n"
-              "       hipdnn-cabi conform <libplugin.so> | --backend [lib] [--report R.json] [-k EXPR]")
-        print("       hipdnn-cabi info [--json] | engines [--json] | demo")
-        print("       hipdnn-cabi custom-ops   (how a plugin claims CUSTOM_OP nodes by name)")
-        return 0 if argv else 2
-    cmd, rest = argv[0], argv[1:]
-    if cmd in ("info", "engines", "demo"):
+    p = parser()
+    if not argv:
+        p.print_help()
+        return 2
+    if argv[0] not in COMMANDS:      # --version, --help, or an unknown command: argparse answers
+        p.parse_args(argv)
+        p.print_help()
+        return 2
+    command, rest = argv[0], argv[1:]   # the subcommand's own parser reads the rest (--help too)
+
+    class a:  # noqa: N801
+        pass
+    a.command = command
+    if a.command in ("info", "engines", "demo"):
         from .frontend import cli_cmds
-        return {"info": cli_cmds.info, "engines": cli_cmds.engines_cmd, "demo": cli_cmds.demo}[cmd](rest)
-    if cmd == "custom-ops":
+        return {"info": cli_cmds.info, "engines": cli_cmds.engines_cmd, "demo": cli_cmds.demo}[a.command](rest)
+    if a.command == "custom-ops":
         from .plugin_sdk.custom_ops import GUIDE
+        argparse.ArgumentParser(prog="hipdnn-cabi custom-ops",
+                                description=COMMANDS["custom-ops"]).parse_args(rest)
         print(GUIDE, end="")
         return 0
-    if cmd == "export-plugin":
+    if a.command == "export-plugin":
         from .plugin_sdk.export import main as export_main
-        return export_main(rest)
-    if cmd == "conform":
-        from .conformance.cli import main as conform_main
-        return conform_main(rest)
-    print(f"hipdnn-cabi: unknown command {cmd!r}", file=sys.stderr)
+        return export_main(rest) or 0
+    if a.command == "conform":
+        return _conform(rest)
+    if a.command == "paths":
+        return paths(rest)
+    p.print_help()
     return 2
 
 

@@ -6,6 +6,11 @@ typedef enum
 {
     HIPDNN_CONVOLUTION = 0,
     HIPDNN_CROSS_CORRELATION = 1
+#ifndef HIPDNN_CABI_NO_LEGACY_NAMES
+    /* older spellings (source compatibility; same values) */
+    , HIPDNN_CONVOLUTION_MODE_CROSS_CORRELATION = HIPDNN_CROSS_CORRELATION
+    , HIPDNN_CONVOLUTION_MODE_CONVOLUTION = HIPDNN_CONVOLUTION
+#endif
 } hipdnnConvolutionMode_t;
 
 #endif /* HIPDNN_CABI_HIPDNNCONVOLUTIONMODE_H */

@@ -2,10 +2,20 @@
 #ifndef HIPDNN_CABI_HIPDNN_HIP_STREAM_H
 #define HIPDNN_CABI_HIPDNN_HIP_STREAM_H
 
-/* hipStream_t comes from the HIP runtime when its headers are available; otherwise it is
-   declared compatibly as the same opaque pointer type. */
+/* hipStream_t comes from the HIP runtime header only when this translation unit is compiled
+   for a HIP platform (a HIP compiler, or __HIP_PLATFORM_AMD__ / __HIP_PLATFORM_NVIDIA__
+   defined).  A HIP header on the include path does not mean a HIP toolchain: Debian's
+   libamdhip64-dev refuses to compile without a platform macro.  Otherwise hipStream_t is
+   declared as the same opaque pointer type the AMD runtime declares.
+   HIPDNN_CABI_NO_HIP_HEADERS forces the declaration. */
+#if !defined(HIPDNN_CABI_NO_HIP_HEADERS) && (defined(__HIPCC__) || defined(__HIP__) || \
+    defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_NVIDIA__))
 #if defined(__has_include)
-#if __has_include(<hip/hip_runtime_api.h>) && !defined(HIPDNN_CABI_NO_HIP_HEADERS)
+#if __has_include(<hip/hip_runtime_api.h>)
+#include <hip/hip_runtime_api.h>
+#define HIPDNN_CABI_HAVE_HIP_RUNTIME_API 1
+#endif
+#else
 #include <hip/hip_runtime_api.h>
 #define HIPDNN_CABI_HAVE_HIP_RUNTIME_API 1
 #endif

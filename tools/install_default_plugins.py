@@ -14,8 +14,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (file name in the plugin directory, module that provides `hipdnn_plugin`)
 DEFAULT_ENGINES = [
-    ("cpu_reference.py", "engine_plugins.cpu_reference"),
-    ("hip_kernels.py", "engine_plugins.hip_kernels"),
+    ("cpu_reference.py", "hipdnn_cabi.engines.cpu_reference"),
+    ("hip_kernels.py", "hipdnn_cabi.engines.hip_kernels"),
 ]
 
 STUB = '''"""Default hipdnn-cabi engine plugin: {module} (written by tools/install_default_plugins.py)."""

@@ -279,16 +279,24 @@ class _NormBase(NodeBuilder):
         for t in FLOATS:
             choices = [(t,) if r in cls.INPUTS else tuple(sorted({t, "FLOAT"})) for r in cls.DATA]
             for data in itertools.product(*choices):
-                for pt in sorted({t, "FLOAT"}):
+                # "MIXED": each parameter is t or FLOAT (frameworks' 16-bit graphs: FLOAT
+                # scale/bias/running stats beside 16-bit saved statistics or gradients)
+                for pt in sorted({t, "FLOAT"}) + (["MIXED"] if t != "FLOAT" else []):
                     for c in _float_compute(t):
                         yield SignatureKey(cls.KIND, tuple(zip(cls.DATA, data)) + (("param", pt),),
                                            c, STRIDED)
 
     def common_key(self, node, graph, ts):
         ptypes = {dtype_name(ts[r].dtype) for r in self.PARAMS if r in ts}
-        _need(len(ptypes) <= 1, f"{self.KIND}: parameter tensors of mixed types {sorted(ptypes)}")
         dtypes = [(r, dtype_name(ts[r].dtype)) for r in self.DATA]
-        pt = ptypes.pop() if ptypes else dtypes[0][1]
+        io = dtypes[0][1]
+        if len(ptypes) > 1:
+            _need(ptypes <= {io, "FLOAT"},
+                  f"{self.KIND}: parameter tensors of mixed types {sorted(ptypes)} (each must be "
+                  f"the data type {io} or FLOAT)")
+            pt = "MIXED"
+        else:
+            pt = ptypes.pop() if ptypes else io
         for r in self.SCALARS:
             if r in ts:
                 _need(_scalar_ok(ts[r]), f"{self.KIND}: {r} must be a 1-element float tensor")

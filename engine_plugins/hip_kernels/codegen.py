@@ -11,7 +11,7 @@ import math
 import os
 import re
 
-from engine_plugins.cpu_reference.signature import FB_NAMES
+from hipdnn_cabi.engines.cpu_reference.signature import FB_NAMES  # works in-tree and installed
 
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
 CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16"}

@@ -8,7 +8,8 @@ A plugin whose hipdnnPluginGetType answers HIPDNN_PLUGIN_TYPE_HEURISTIC gets the
 checks (``--kind`` forces a suite).
 
 Exit status: 0 when every selected must-pass check passes (skips and xfails allowed), 1 when one
-fails, 2 on usage errors.
+fails, 2 on usage errors, 3 when the verdict is INCONCLUSIVE (no graph of the corpus — including
+the ``--graph`` ones — was applicable, so the checks that execute never ran).
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import os
 import sys
 import time
 
-from .core import Scale, keyword_matcher, plugin_kind, read_xfail_file, registry, run_checks
-from .report import plugin_identity, table, to_json, write_json
+from .core import (Scale, Suite, keyword_matcher, plugin_kind, read_xfail_file,
+                   registry, run_checks)
+from .report import plugin_identity, table, to_json, verdict_line, write_json
 
 
 def parser():
@@ -31,6 +33,10 @@ def parser():
     p.add_argument("--plugin-dir", metavar="DIR",
                    help="--backend: engine plugins for the checks that need an engine (default: none, they "
                    "skip); a heuristic plugin: the engines its host checks order (default: the backend's own)")
+    p.add_argument("--graph", action="append", default=[], metavar="FILE",
+                   help="add your own graph to the corpus: a Graph FlatBuffer (.bin) or its JSON form "
+                        "(.json); repeatable.  Inputs are random, expected outputs come from the CPU "
+                        "reference engine")
     p.add_argument("--report", metavar="JSON", help="write the JSON report here")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="select checks: substrings with and/or/not")
     p.add_argument("--xfail-file", metavar="F", help="file of check ids (or id substrings) expected to fail")
@@ -82,12 +88,22 @@ def main(argv=None) -> int:
         print(f"hipdnn-cabi conform: {target}: no such file", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    from . import make_suite
-    suite = make_suite(target, kind, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
+    try:
+        if kind == "heuristic":
+            from . import make_suite
+            suite = make_suite(target, kind, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
+        else:
+            suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir,
+                          user_graphs=a.graph)
+    except (OSError, ValueError) as e:
+        print(f"hipdnn-cabi conform: --graph: {e}", file=sys.stderr)
+        return 2
     try:
         results = run_checks(suite, checks, xfails=read_xfail_file(a.xfail_file), jobs=a.jobs)
         subject = ({"path": suite.plugin, "kind": "backend"} if backend_mode else plugin_identity(suite))
-        data = to_json(results, subject, kind, time.monotonic() - t0)
+        # the checks that matter execute corpus graphs: none applicable -> no verdict
+        inconclusive = kind == "plugin" and not suite.applicable_pairs_or_none()
+        data = to_json(results, subject, kind, time.monotonic() - t0, inconclusive)
     finally:
         suite.close()
     if a.report:
@@ -98,11 +114,10 @@ def main(argv=None) -> int:
                   f"API {subject.get('api_version')!r}: {suite.plugin}")
         else:
             print(f"backend: {suite.plugin}")
-        print(table(results))
+        print(table(results, inconclusive=data["summary"]["verdict"] == "INCONCLUSIVE"))
     else:
-        s = data["summary"]
-        print("CONFORMANT" if s["conformant"] else "NOT CONFORMANT: " + ", ".join(s["failed_mustpass"]))
-    return 0 if data["summary"]["conformant"] else 1
+        print(verdict_line(data["summary"]))
+    return {"CONFORMANT": 0, "NOT CONFORMANT": 1, "INCONCLUSIVE": 3}[data["summary"]["verdict"]]
 
 
 if __name__ == "__main__":

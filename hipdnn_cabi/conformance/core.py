@@ -267,7 +267,8 @@ class Suite:
     """Per-run state shared by the checks: the driver, a work dir, memoized child runs."""
 
     def __init__(self, plugin: str, *, scale: Optional[Scale] = None, workdir: Optional[str] = None,
-                 driver: Optional[str] = None, plugin_dir: Optional[str] = None):
+                 driver: Optional[str] = None, plugin_dir: Optional[str] = None,
+                 user_graphs=()):
         self.plugin = os.path.abspath(plugin)
         # backend checks that need an engine load the plugins of this directory (None: they skip)
         self.plugin_dir = os.path.abspath(plugin_dir) if plugin_dir else None
@@ -279,8 +280,19 @@ class Suite:
         self._memo: dict = {}
         self._locks: dict = {}
         self._lock = threading.Lock()
-        from .corpus import build_corpus
+        from .corpus import build_corpus, load_user_graph
         self.corpus = build_corpus()
+        # the user's own graphs (--graph), before the degenerate ones
+        user = [load_user_graph(p) for p in (user_graphs or ())]
+        n = next((i for i, g in enumerate(self.corpus) if g.degenerate), len(self.corpus))
+        self.corpus[n:n] = user
+
+    def applicable_pairs_or_none(self):
+        """pairs(), or None when the plugin could not even be asked."""
+        try:
+            return self.pairs()
+        except Exception:
+            return None
 
     def close(self):
         if self._own_tmp:

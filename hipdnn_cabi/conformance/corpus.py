@@ -273,7 +273,8 @@ def write_case(workdir: str, g: CorpusGraph, engine_id: int) -> str:
 
 def decode_output(g: CorpusGraph, uid: int, hexstr: str) -> np.ndarray:
     t = g.tensor(uid)
-    return np.frombuffer(bytes.fromhex(hexstr), dtype=NP_DTYPE[t.dtype]).reshape(t.dims)
+    a = np.frombuffer(bytes.fromhex(hexstr), dtype=NP_DTYPE[t.dtype])
+    return a if isinstance(t, UT) else a.reshape(t.dims)   # user graphs: memory order, flat
 
 
 # ---------------------------------------------------------------------------------- runtime pass-by-value
@@ -336,3 +337,142 @@ def write_custom_case(workdir: str, tag: str, g: CorpusGraph, engine_id: int, in
         f.write("\n".join(lines) + "\n")
     os.replace(case + ".tmp", case)
     return case
+
+
+# ---------------------------------------------------------------------------------- user graphs
+# `hipdnn-cabi conform --graph FILE` adds the user's own graphs to the corpus: a hipDNN `Graph`
+# FlatBuffer (.bin) or its JSON form (.json: the dict hipdnn_cabi.backend.graph_fb.build("Graph",
+# d) takes, as graph_fb.read(buf, "Graph") returns it).  Inputs are random; the expected outputs
+# are computed by the CPU reference engine (hipdnn_cabi.engines.cpu_reference, through the plugin
+# SDK like any plugin).  Outputs are the tensors a node writes: fields marked `umd_output_tensor`
+# in the schemas (hipdnn_cabi/schemas/fbs).
+DOUBLE = 4
+NP_DTYPE.setdefault(DOUBLE, np.float64)
+TOLERANCE.setdefault(DOUBLE, (1e-12, 1e-12))
+CPU_REFERENCE_MODULE = "hipdnn_cabi.engines.cpu_reference"
+CPU_REFERENCE_ENGINE = "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
+
+
+def _output_fields() -> dict:
+    """NodeAttributes table name -> names of its output tensor-uid fields (from the .fbs files)."""
+    import glob
+    import re
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas", "fbs")
+    out = {}
+    for f in glob.glob(os.path.join(here, "*.fbs")):
+        text = open(f, encoding="utf-8").read()
+        for m in re.finditer(r"table\s+(\w+)[^{]*\{(.*?)\}", text, re.S):
+            fields = [fm.group(1) for fm in re.finditer(r"(\w+)\s*:[^;]*?umd_output_tensor[^;]*;", m.group(2))]
+            out[m.group(1)] = fields
+    return out
+
+
+@dataclass
+class UT(T):
+    """A user-graph tensor: explicit strides (memory order), span-sized buffers."""
+    explicit_strides: list = field(default_factory=list)
+
+    @property
+    def strides(self):
+        return self.explicit_strides
+
+    @property
+    def span(self) -> int:
+        if any(d == 0 for d in self.dims):
+            return 0
+        return 1 + sum((d - 1) * s for d, s in zip(self.dims, self.explicit_strides))
+
+    @property
+    def nbytes(self):
+        return self.span * np.dtype(NP_DTYPE[self.dtype]).itemsize
+
+
+class UserGraph(CorpusGraph):
+    """A graph from a file; the CPU reference engine computes the expected outputs."""
+
+    def __init__(self, name, buf, tensors, outputs):
+        super().__init__(name, tensors, [], seed=len(name))
+        self._bytes = buf
+        self._outputs = set(outputs)
+
+    def io(self):
+        ins = [t for t in self.tensors if not t.virtual and t.uid not in self._outputs
+               and t.value is None]
+        outs = [t for t in self.tensors if not t.virtual and t.uid in self._outputs]
+        return ins, outs
+
+    def inputs(self) -> dict:
+        rng = np.random.default_rng(1234 + self.seed)
+        ins, _ = self.io()
+        return {t.uid: rng.uniform(-2.0, 2.0, size=t.span).astype(NP_DTYPE[t.dtype]) for t in ins}
+
+    def reference(self, inputs: dict) -> dict:
+        from ..plugin_sdk import DeviceBuffers, engine_id_of, parse_engine_config, parse_graph
+        from ..plugin_sdk.loader import resolve
+        plugin = resolve(CPU_REFERENCE_MODULE)
+        c = plugin.create_container()
+        g = parse_graph(self._bytes)
+        if not c.get_applicable_engine_ids(g):
+            raise ValueError(f"graph {self.name}: the CPU reference engine cannot compute its "
+                             "expected outputs (it does not support this graph)")
+        cfg = parse_engine_config(engine_config(engine_id_of(CPU_REFERENCE_ENGINE)))
+        ctx = c.create_execution_context(cfg, g)
+        _, outs = self.io()
+        bufs = {u: np.ascontiguousarray(a).copy() for u, a in inputs.items()}
+        for t in outs:
+            bufs[t.uid] = np.zeros(t.span, NP_DTYPE[t.dtype])
+        ws = int(c.get_workspace_size_from_context(ctx))
+        wsb = np.zeros(max(ws, 1), np.uint8)
+        c.execute(ctx, wsb.ctypes.data if ws else 0,
+                  DeviceBuffers({u: a.ctypes.data for u, a in bufs.items()}))
+        return {t.uid: bufs[t.uid] for t in outs}
+
+
+def _unions(o):
+    """JSON has no tuples: graph_fb's union values are (type, table) pairs -> back to tuples."""
+    if isinstance(o, dict):
+        return {k: _unions(v) for k, v in o.items()}
+    if isinstance(o, list):
+        if len(o) == 2 and isinstance(o[0], (str, int)) and isinstance(o[1], dict):
+            return (o[0], _unions(o[1]))
+        return [_unions(v) for v in o]
+    return o
+
+
+def load_user_graph(path: str) -> UserGraph:
+    """A UserGraph from a .bin (Graph FlatBuffer) or .json file; ValueError with the reason."""
+    from ..backend import graph_fb
+    from ..plugin_sdk import parse_graph
+    if path.endswith(".json"):
+        import json
+        with open(path, encoding="utf-8") as f:
+            d = _unions(json.load(f))
+        try:
+            buf = graph_fb.build("Graph", d)
+        except Exception as e:
+            raise ValueError(f"{path}: not a Graph in JSON form: {type(e).__name__}: {e}") from None
+    else:
+        with open(path, "rb") as f:
+            buf = f.read()
+    try:
+        g = parse_graph(buf)
+    except Exception as e:
+        raise ValueError(f"{path}: not a valid hipDNN Graph FlatBuffer: {e}") from None
+    outs_by_kind = _output_fields()
+    outputs = set()
+    for n in g.nodes:
+        for fld in outs_by_kind.get(n.kind, ()):
+            u = n.attrs.get(fld)
+            if isinstance(u, int) and u in g.tensors:
+                outputs.add(u)
+    ts = []
+    for t in g.tensors.values():
+        if t.dtype not in NP_DTYPE:
+            raise ValueError(f"{path}: tensor uid {t.uid} has data type {t.dtype}; user graphs "
+                             "support FLOAT, HALF and DOUBLE tensors")
+        ts.append(UT(t.uid, list(t.dims), t.dtype, t.virtual, t.value, t.is_runtime_pass_by_value,
+                     explicit_strides=list(t.strides)))
+    if not outputs:
+        raise ValueError(f"{path}: the graph writes no tensor")
+    name = "user_" + os.path.splitext(os.path.basename(path))[0]
+    return UserGraph(name, bytes(buf), ts, outputs)

@@ -31,23 +31,36 @@ def plugin_identity(suite) -> dict:
     return out
 
 
-def summary(results) -> dict:
+INCONCLUSIVE = ("INCONCLUSIVE: no graph of the corpus was applicable (the execute, workspace and "
+                "serialization checks never ran); add graphs the plugin supports with --graph "
+                "file.json|file.bin (repeatable; expected outputs come from the CPU reference engine)")
+
+
+def summary(results, inconclusive: bool = False) -> dict:
     c = {}
     for r in results:
         c[r.verdict] = c.get(r.verdict, 0) + 1
     failed_must = [r.id for r in results if r.verdict == "fail" and r.mustpass]
     failed_adv = [r.id for r in results if r.verdict == "fail" and not r.mustpass]
+    verdict = ("NOT CONFORMANT" if failed_must else "INCONCLUSIVE" if inconclusive else "CONFORMANT")
     return {"counts": c, "failed_mustpass": failed_must, "failed_advisory": failed_adv,
-            "conformant": not failed_must}
+            "conformant": verdict == "CONFORMANT", "verdict": verdict}
 
 
-def to_json(results, subject: dict, kind: str, seconds: float) -> dict:
-    return {"kind": kind, "subject": subject, "summary": summary(results), "seconds": round(seconds, 2),
+def verdict_line(s: dict) -> str:
+    if s["verdict"] == "NOT CONFORMANT":
+        return "NOT CONFORMANT: " + ", ".join(s["failed_mustpass"])
+    return INCONCLUSIVE if s["verdict"] == "INCONCLUSIVE" else "CONFORMANT"
+
+
+def to_json(results, subject: dict, kind: str, seconds: float, inconclusive: bool = False) -> dict:
+    return {"kind": kind, "subject": subject, "summary": summary(results, inconclusive),
+            "seconds": round(seconds, 2),
             "host": {"python": platform.python_version(), "machine": platform.machine()},
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "results": [r.as_dict() for r in results]}
 
 
-def table(results, width: int = 110) -> str:
+def table(results, width: int = 110, inconclusive: bool = False) -> str:
     idw = max([len(r.id) for r in results] + [8])
     lines = [f"{'check':<{idw}}  {'verdict':<8}  message", "-" * min(width + idw, 200)]
     for r in results:
@@ -57,11 +70,10 @@ def table(results, width: int = 110) -> str:
         lines.append(f"{r.id:<{idw}}  {tag:<8}  {wrapped[0]}")
         for w in wrapped[1:6]:
             lines.append(f"{'':<{idw}}  {'':<8}  {w}")
-    s = summary(results)
+    s = summary(results, inconclusive)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(s["counts"].items()))
     lines.append("-" * min(width + idw, 200))
-    lines.append(f"{counts}.  " + ("CONFORMANT" if s["conformant"] else
-                                    "NOT CONFORMANT: " + ", ".join(s["failed_mustpass"])))
+    lines.append(f"{counts}.  " + verdict_line(s))
     if s["failed_advisory"]:
         lines.append("(* advisory check, not in the must-pass list)")
     return "\n".join(lines)

@@ -2,9 +2,13 @@
 
 Shaped like hipDNN's Python bindings and cudnn-frontend's ``pygraph``::
 
+    import numpy as np
     from hipdnn_cabi import frontend as hf
+    F32 = hf.DataType.HIPDNN_DATA_FLOAT
+    xa = np.ones((1, 3, 8, 8), np.float32); wa = np.ones((4, 3, 3, 3), np.float32)
+    ya = np.empty((1, 4, 8, 8), np.float32)
     with hf.Handle() as h:
-        g = hf.Graph(handle=h, io_data_type=hf.DataType.FLOAT, compute_data_type=hf.DataType.FLOAT)
+        g = hf.Graph(handle=h, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
         x = g.tensor(name="x", dim=[1, 3, 8, 8])
         w = g.tensor(name="w", dim=[4, 3, 3, 3])
         y = g.relu(g.conv_fprop(x, w, padding=1)).set_output(True)

@@ -18,10 +18,14 @@ def like_strides(dims, ref):
     return packed_strides(dims)
 
 
-def fill(t, dims, ref=None):
-    """Set t's dims (if unset) and strides (if unset)."""
+def fill(t, dims, ref=None, node=None, role=None):
+    """Set t's dims (if unset) and strides (if unset); dims the user set must be the inferred ones."""
     if t is None:
         return
+    if t.dim is not None and dims is not None and node is not None and \
+            [int(d) for d in t.dim] != [int(d) for d in dims]:
+        raise BadParamError(f"{node.kind} {node.name!r}: output {role} ({_tn(t)}) has dims "
+                            f"{list(t.dim)}, but its inputs give {list(dims)}")
     if t.dim is None and dims is not None:
         t.dim = [int(d) for d in dims]
     if t.stride is None and t.dim is not None:
@@ -49,51 +53,118 @@ def conv_params(node, nsp):
     return pre, post, vec("stride", 1), vec("dilation", 1)
 
 
+def _tn(t):
+    return repr(t.name) if t.name else f"uid {t.uid}"
+
+
+def _op(node):
+    return f"{node.kind} {node.name!r}"
+
+
+def _same_rank(node, **ts):
+    (ra, a), (rb, b) = list(ts.items())
+    if len(a.dim) < 3:
+        raise BadParamError(f"{_op(node)}: {ra} ({_tn(a)}) has {len(a.dim)} dims {list(a.dim)}; a "
+                            "convolution needs N, C and at least one spatial dim")
+    if len(a.dim) != len(b.dim):
+        raise BadParamError(f"{_op(node)}: {ra} ({_tn(a)}) is {len(a.dim)}-D {list(a.dim)} but {rb} "
+                            f"({_tn(b)}) is {len(b.dim)}-D {list(b.dim)}: they need the same rank")
+
+
+def _channels(node, ra, a, ca, rb, b, cb):
+    """a.dim[ca] must be a positive multiple of b.dim[cb] (equal, or grouped)."""
+    A, B = int(a.dim[ca]), int(b.dim[cb])
+    if B <= 0 or A % B:
+        raise BadParamError(f"{_op(node)}: channel mismatch: {ra} ({_tn(a)}) has {A} channels "
+                            f"(dims {list(a.dim)}) but {rb} ({_tn(b)}) expects {B} (dims {list(b.dim)})")
+    return A // B
+
+
+def _positive(node, role, t, dims):
+    if any(d <= 0 for d in dims):
+        raise BadParamError(f"{_op(node)}: {role} ({_tn(t)}) would have dims {list(dims)}: the "
+                            "filter, padding, stride and dilation do not fit the input")
+
+
 def infer_conv(node):
     i, o = node.inputs, node.outputs
     if node.kind == "conv_fprop":
         x, w, y = i["x"], i["w"], o["y"]
         if not _known(x, w):
             return
+        _same_rank(node, x=x, w=w)
+        groups = _channels(node, "x", x, 1, "w", w, 1)
+        if int(w.dim[0]) % groups:
+            raise BadParamError(f"{_op(node)}: {groups} groups do not divide the {w.dim[0]} filters "
+                                f"of w ({_tn(w)})")
         nsp = len(x.dim) - 2
         pre, post, st, dil = conv_params(node, nsp)
         out = [(x.dim[2 + k] + pre[k] + post[k] - dil[k] * (w.dim[2 + k] - 1) - 1) // st[k] + 1
                for k in range(nsp)]
-        fill(y, [x.dim[0], w.dim[0]] + out, x)
+        dims = [x.dim[0], w.dim[0]] + out
+        _positive(node, "y", y, dims)
+        fill(y, dims, x, node, "y")
     elif node.kind == "conv_dgrad":
         dy, w, dx = i["dy"], i["w"], o["dx"]
         if not _known(dy, w):
             return
+        _same_rank(node, dy=dy, w=w)
+        if int(dy.dim[1]) != int(w.dim[0]):
+            raise BadParamError(f"{_op(node)}: channel mismatch: dy ({_tn(dy)}) has {dy.dim[1]} "
+                                f"channels but w ({_tn(w)}) has {w.dim[0]} filters")
         nsp = len(dy.dim) - 2
         pre, post, st, dil = conv_params(node, nsp)
         inn = [(dy.dim[2 + k] - 1) * st[k] - pre[k] - post[k] + dil[k] * (w.dim[2 + k] - 1) + 1
                for k in range(nsp)]
+        if dx is not None and dx.dim is not None and len(dx.dim) == len(dy.dim):
+            return _positive(node, "dx", dx, dx.dim)   # dx dims given (strided dgrad is ambiguous)
+        _positive(node, "dx", dx, inn)
         fill(dx, [dy.dim[0], w.dim[1]] + inn, dy)
     else:
         x, dy, dw = i["x"], i["dy"], o["dw"]
         if not _known(x, dy):
             return
+        _same_rank(node, x=x, dy=dy)
+        if int(x.dim[0]) != int(dy.dim[0]):
+            raise BadParamError(f"{_op(node)}: batch mismatch: x ({_tn(x)}) has N={x.dim[0]}, dy "
+                                f"({_tn(dy)}) has N={dy.dim[0]}")
         nsp = len(x.dim) - 2
         pre, post, st, dil = conv_params(node, nsp)
         ks = [(x.dim[2 + k] + pre[k] + post[k] - (dy.dim[2 + k] - 1) * st[k] - 1) // dil[k] + 1
               for k in range(nsp)]
+        if dw is not None and dw.dim is not None and len(dw.dim) == len(x.dim):
+            if int(dw.dim[0]) != int(dy.dim[1]):
+                raise BadParamError(f"{_op(node)}: dw ({_tn(dw)}) has {dw.dim[0]} filters but dy "
+                                    f"({_tn(dy)}) has {dy.dim[1]} channels")
+            return
+        _positive(node, "dw", dw, ks)
         fill(dw, [dy.dim[1], x.dim[1]] + ks, x)
 
 
-def broadcast(*dims):
+def broadcast(*dims, node=None, names=None):
     try:
         return list(np.broadcast_shapes(*[tuple(d) for d in dims]))
     except ValueError:
-        raise BadParamError(f"shapes {[list(d) for d in dims]} do not broadcast") from None
+        where = f"{_op(node)}: " if node is not None else ""
+        what = ", ".join(f"{n} {list(d)}" for n, d in zip(names, dims)) if names else \
+            str([list(d) for d in dims])
+        raise BadParamError(f"{where}shapes do not broadcast: {what}") from None
 
 
 def infer_pointwise(node):
-    ins = [t for r, t in node.inputs.items() if t is not None]
-    if not _known(*ins):
+    ins = [(r, t) for r, t in node.inputs.items() if t is not None]
+    if not _known(*[t for _, t in ins]):
         return
-    shape = broadcast(*[t.dim for t in ins])
-    ref = next((t for t in ins if list(t.dim) == shape), ins[0])
-    fill(node.outputs["out_0"], shape, ref)
+    shape = broadcast(*[t.dim for _, t in ins], node=node,
+                      names=[f"{r} ({_tn(t)})" for r, t in ins])
+    ref = next((t for _, t in ins if list(t.dim) == shape), ins[0][1])
+    out = node.outputs["out_0"]
+    if out is not None and out.dim is not None and list(out.dim) != shape:
+        # an output may be larger only by broadcasting (never smaller than the inputs' shape)
+        if broadcast(out.dim, shape, node=node, names=["output", "inputs"]) != list(out.dim):
+            raise BadParamError(f"{_op(node)}: output ({_tn(out)}) dims {list(out.dim)} do not hold "
+                                f"the inputs' broadcast shape {shape}")
+    fill(out, shape, ref)
 
 
 def infer_matmul(node):
@@ -101,9 +172,13 @@ def infer_matmul(node):
     if not _known(a, b):
         return
     if len(a.dim) < 2 or len(b.dim) < 2:
-        raise BadParamError(f"{node.name}: matmul operands need rank >= 2")
-    batch = broadcast(a.dim[:-2], b.dim[:-2])
-    fill(node.outputs["c"], batch + [a.dim[-2], b.dim[-1]], a)
+        raise BadParamError(f"{_op(node)}: matmul operands need rank >= 2: a ({_tn(a)}) {list(a.dim)}, "
+                            f"b ({_tn(b)}) {list(b.dim)}")
+    if int(a.dim[-1]) != int(b.dim[-2]):
+        raise BadParamError(f"{_op(node)}: K mismatch: a ({_tn(a)}) is {list(a.dim)} (K = {a.dim[-1]}) "
+                            f"but b ({_tn(b)}) is {list(b.dim)} (K = {b.dim[-2]})")
+    batch = broadcast(a.dim[:-2], b.dim[:-2], node=node, names=["a batch", "b batch"])
+    fill(node.outputs["c"], batch + [a.dim[-2], b.dim[-1]], a, node, "c")
 
 
 def channel_dims(x):
@@ -115,6 +190,16 @@ def infer_batchnorm(node):
     x = i.get("x") if node.kind != "batchnorm_backward" else i.get("x")
     if not _known(x):
         return
+    if len(x.dim) < 2:
+        raise BadParamError(f"{_op(node)}: x ({_tn(x)}) needs N and C dims, has {list(x.dim)}")
+    C = int(x.dim[1])
+    for role in ("scale", "bias", "mean", "inv_variance", "prev_running_mean",
+                 "prev_running_variance"):
+        t = i.get(role)
+        if _known(t) and int(np.prod(t.dim, dtype=np.int64)) != C:
+            raise BadParamError(f"{_op(node)}: {role} ({_tn(t)}) has dims {list(t.dim)} "
+                                f"({int(np.prod(t.dim, dtype=np.int64))} elements) but x ({_tn(x)}) "
+                                f"has C = {C} channels (expected [1, {C}, 1, ...])")
     if node.kind == "batchnorm_backward":
         fill(o.get("dx"), x.dim, x)
         sc = i.get("scale")

@@ -88,11 +88,17 @@ def engines_cmd(argv) -> int:
 
 
 def demo(argv) -> int:
-    """Run examples/demo.py of the source tree (the `make demo` content)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    script = os.path.join(root, "examples", "demo.py")
-    if not os.path.exists(script):
-        print("hipdnn-cabi demo: examples/demo.py is not available (it ships with the source tree, "
-              "not with the installed package)", file=sys.stderr)
-        return 2
-    return subprocess.call([sys.executable, script, *argv])
+    """Run the demo (`make demo`): examples/demo.py, shipped in the wheel as hipdnn_cabi/examples/."""
+    p = argparse.ArgumentParser(prog="hipdnn-cabi demo",
+                                description="build and run the examples (a C program and the Python "
+                                            "frontend, same graph) on the default engine")
+    p.parse_args(argv)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidates = [os.path.join(pkg, "examples", "demo.py"),
+                  os.path.join(os.path.dirname(pkg), "examples", "demo.py")]
+    for script in candidates:
+        if os.path.exists(script):
+            return subprocess.call([sys.executable, script])
+    print("hipdnn-cabi demo: examples/demo.py not found (looked in: " + ", ".join(candidates) + ")",
+          file=sys.stderr)
+    return 2

@@ -27,6 +27,42 @@ _SIZE = {DataType.HIPDNN_DATA_BFLOAT16: 2, DataType.HIPDNN_DATA_FP8_E4M3: 1,
          DataType.HIPDNN_DATA_FP8_E4M3_FNUZ: 1, DataType.HIPDNN_DATA_FP8_E5M2_FNUZ: 1}
 
 
+def int_vector(what: str, v, *, minimum: int) -> list[int]:
+    """``v`` as a list of ints >= ``minimum``, else BadParamError (never a bare ValueError)."""
+    from ..errors import BadParamError
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise BadParamError(f"{what} must be a sequence of integers, got {v!r}")
+    out = []
+    for e in v:
+        if isinstance(e, bool) or not isinstance(e, (int, np.integer)):
+            if isinstance(e, float) and e.is_integer():
+                e = int(e)
+            else:
+                raise BadParamError(f"{what} must be integers, got {list(v)!r}")
+        if int(e) < minimum:
+            raise BadParamError(f"{what} must be >= {minimum}, got {list(v)!r}")
+        out.append(int(e))
+    return out
+
+
+def data_type_of(dt):
+    """DataType(dt), or BadParamError naming the valid types."""
+    from ..errors import BadParamError
+    if dt is None:
+        return None
+    try:
+        return DataType(dt)
+    except (ValueError, TypeError):
+        pass
+    if isinstance(dt, str):
+        key = dt.upper()
+        for cand in (key, "HIPDNN_DATA_" + key):
+            if cand in DataType.__members__:
+                return DataType[cand]
+    raise BadParamError(f"unknown data type {dt!r} (one of: "
+                        + ", ".join(m.name for m in DataType) + ")")
+
+
 def to_numpy_dtype(dt) -> np.dtype | None:
     return _NP.get(DataType(dt)) if dt is not None else None
 
@@ -98,9 +134,10 @@ class Tensor:
                  is_virtual=False, uid=None):
         self._graph = graph
         self.name = name or ""
-        self.dim = list(dim) if dim is not None else None
-        self.stride = list(stride) if stride is not None else None
-        self.data_type = DataType(data_type) if data_type is not None else None
+        self.dim = int_vector(f"tensor {name!r}: dims", dim, minimum=1) if dim is not None else None
+        self.stride = (int_vector(f"tensor {name!r}: strides", stride, minimum=0)
+                       if stride is not None else None)
+        self.data_type = data_type_of(data_type)
         self.is_virtual = bool(is_virtual)
         self.uid = uid
         self.byte_alignment = 16
@@ -130,15 +167,15 @@ class Tensor:
         return self
 
     def set_dim(self, dim):
-        self.dim = [int(d) for d in dim]
+        self.dim = int_vector(f"tensor {self.name!r}: dims", dim, minimum=1)
         return self
 
     def set_stride(self, stride):
-        self.stride = [int(s) for s in stride]
+        self.stride = int_vector(f"tensor {self.name!r}: strides", stride, minimum=0)
         return self
 
     def set_data_type(self, data_type):
-        self.data_type = DataType(data_type)
+        self.data_type = data_type_of(data_type)
         return self
 
     def set_is_virtual(self, v=True):

@@ -21,8 +21,18 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-BOOTSTRAP = os.path.join(ROOT, "cdef", "bootstrap.c")
-INCLUDE = os.path.join(ROOT, "include")
+# An installed package carries cdef/bootstrap.c as hipdnn_cabi/cdef/bootstrap.c (setup.py); a
+# source checkout reads it from cdef/.  The headers come from hipdnn_cabi.include_dir().
+_PKG_BOOTSTRAP = os.path.join(os.path.dirname(HERE), "cdef", "bootstrap.c")
+BOOTSTRAP = _PKG_BOOTSTRAP if os.path.isfile(_PKG_BOOTSTRAP) else os.path.join(ROOT, "cdef", "bootstrap.c")
+
+
+def _include_dir() -> str:
+    from .. import include_dir
+    return include_dir()
+
+
+INCLUDE = _include_dir()
 
 GUARD_C = r"""
 #include "hipdnn_plugin_sdk/EnginePluginApi.h"
@@ -44,7 +54,7 @@ static int hipdnn_pyplugin_enter(void)
                  "python plugin: the embedded Python interpreter failed to start: %s", g_boot_error);
         return -1;
     }
-    if (cffi_start_python() != 0) {
+    if (hipdnn_cabi_start_embedded() != 0) {
         if (!g_pp_error[0])
             snprintf(g_pp_error, sizeof g_pp_error,
                      "python plugin: the embedded Python module failed to initialise");

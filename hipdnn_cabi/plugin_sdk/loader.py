@@ -33,8 +33,43 @@ def is_python_plugin_path(path: str) -> bool:
     return path.endswith(".py") and os.path.isfile(path)
 
 
+PLUGIN_NAMES = ("hipdnn_plugin", "create_plugin")
+
+
+def declares_plugin(path: str) -> bool:
+    """Whether a ``.py`` file (or a package's ``__init__.py``) declares itself a hipDNN plugin:
+    its module top level binds ``hipdnn_plugin`` or ``create_plugin`` (an assignment, a def/class,
+    or an import of that name).  Decided by parsing the source with :mod:`ast` — nothing is
+    executed, so helper scripts beside a plugin never run."""
+    import ast
+    f = os.path.join(path, "__init__.py") if os.path.isdir(path) else path
+    try:
+        with open(f, "rb") as fh:
+            tree = ast.parse(fh.read(), filename=f)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                st.name in PLUGIN_NAMES:
+            return True
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name) in PLUGIN_NAMES for a in st.names):
+                return True
+        targets = []
+        if isinstance(st, ast.Assign):
+            targets = st.targets
+        elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+            targets = [st.target]
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name) and n.id in PLUGIN_NAMES:
+                    return True
+    return False
+
+
 def find_python_plugins(directory: str) -> list:
-    """Python plugin candidates in a plugin directory (``*.py`` files and package dirs)."""
+    """Python plugins in a plugin directory: ``*.py`` files and package dirs that declare
+    themselves (:func:`declares_plugin`); other Python files are never imported."""
     out = []
     try:
         names = sorted(os.listdir(directory))
@@ -44,7 +79,7 @@ def find_python_plugins(directory: str) -> list:
         if n.startswith(("_", ".")):
             continue
         p = os.path.join(directory, n)
-        if is_python_plugin_path(p):
+        if is_python_plugin_path(p) and declares_plugin(p):
             out.append(os.path.realpath(p))
     return out
 

@@ -287,6 +287,9 @@ def _search_paths():
     the manager is constructed), from the C environment."""
     pdir = env.get("HIPDNN_PLUGIN_DIR")
     default = {pdir} if pdir else {DEFAULT_ENGINE_DIR}
+    if pdir:  # hipDNN's rule: it replaces the default directory (docs/plugins.md) -- say so
+        _warn(f"HIPDNN_PLUGIN_DIR={pdir} replaces the default engine plugin directory "
+              f"({DEFAULT_ENGINE_DIR}): the default engines load only if that directory holds them")
     if _mode != ADDITIVE:  # ABSOLUTE, or an unknown mode (spec §3.2: only the stored paths)
         return sorted(_paths)
     return sorted(set(_paths) | default)
@@ -393,9 +396,11 @@ class HandlePlugins:
         for p, h in self.entries:
             if p.api_version < required:
                 _info(f"Skipping plugin {p.name}: API {p.api_version} < required {required}")
+                declines.append((p.name, f"plugin API {p.api_version} < required {required}"))
                 continue
             if override and not p.has_overrides:
                 _info(f"Skipping plugin {p.name}: no ExecuteOpGraphWithOverrides")
+                declines.append((p.name, "no ExecuteOpGraphWithOverrides (graph uses override shapes)"))
                 continue
             mx = len(p.engine_ids)
             buf = ffi.new("int64_t[]", mx)
@@ -410,6 +415,13 @@ class HandlePlugins:
                     declines.append((p.name, why))
                     _info(f"Plugin {p.name}: {why}")
             if k == 0:
+                why = ""
+                try:
+                    why = p.last_error()
+                except Exception:
+                    pass
+                declines.append((p.name, why or "declined (no reason given)"))
+                _info(f"Plugin {p.name} has no engine for the graph: {why or 'no reason given'}")
                 continue
             if k > mx:
                 raise PluginError("More applicable engines than expected")

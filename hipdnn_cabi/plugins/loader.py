@@ -37,17 +37,22 @@ ENGINE_REQUIRED = (
     "hipdnnEnginePluginDestroyExecutionContext",
     "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", "hipdnnEnginePluginExecuteOpGraph",
 )
-# The plan-serialization trio (RFC 0009).  The newest backend calls the WithEngineId save hook; a
-# plugin exporting only the legacy 3-argument hipdnnEnginePluginSerializeExecutionContext is
-# treated as not supporting serialization (the legacy name is still resolved, never called).
+# The plan-serialization trio (RFC 0009).  The save hook has two shapes: the newest SDK's
+# hipdnnEnginePluginSerializeExecutionContextWithEngineId(handle, engine_id, ctx, &out) and the
+# legacy 3-argument hipdnnEnginePluginSerializeExecutionContext(handle, ctx, &out) exported by
+# plugins built before WithEngineId existed.  WithEngineId is used when exported, else the legacy
+# hook; a plugin is serializable when it has one save hook plus the destroy and restore hooks
+# (docs/contracts.md).
+SAVE_WITH_ID = "hipdnnEnginePluginSerializeExecutionContextWithEngineId"
+SAVE_LEGACY = "hipdnnEnginePluginSerializeExecutionContext"
 SERIALIZATION_SYMBOLS = (
-    "hipdnnEnginePluginSerializeExecutionContextWithEngineId",
+    SAVE_WITH_ID,
     "hipdnnEnginePluginDestroySerializedExecutionContext",
     "hipdnnEnginePluginCreateExecutionContextFromSerialized",
 )
 ENGINE_OPTIONAL = SERIALIZATION_SYMBOLS + (
     "hipdnnEnginePluginExecuteOpGraphWithOverrides", "hipdnnEnginePluginGetEngineName",
-    "hipdnnEnginePluginSerializeExecutionContext",
+    SAVE_LEGACY,
 )
 
 SEV_INFO, SEV_WARN, SEV_ERROR = 0, 1, 2
@@ -191,7 +196,11 @@ class EnginePlugin(PluginLibrary):
         self.known: frozenset = frozenset()
         self.names: dict[int, str] = {}      # id -> name given by GetEngineName
         self.has_overrides = "hipdnnEnginePluginExecuteOpGraphWithOverrides" in table
-        self.has_serialization = all(n in table for n in SERIALIZATION_SYMBOLS)
+        # Which save hook to call (None: the plugin cannot serialize its contexts).
+        self.save_hook = SAVE_WITH_ID if SAVE_WITH_ID in table else (
+            SAVE_LEGACY if SAVE_LEGACY in table else None)
+        self.has_serialization = self.save_hook is not None and all(
+            n in table for n in SERIALIZATION_SYMBOLS[1:])
         self.tramp_execute = None            # (trampoline, fn pointer), cached by execute
 
     def engine_name_of(self, eid: int):

@@ -5,14 +5,16 @@
  *   DETAILS_H="file.h"       defines `static const unsigned char k_details[]` (EngineDetails)
  *   NO_SERIALIZE             omit the serialization trio
  *   LEGACY_SERIALIZE_ONLY    export only the legacy 3-argument SerializeExecutionContext (+ the
- *                            other two): the newest backend treats that as "no serialization"
+ *                            other two), as plugins built before WithEngineId existed do
+ *   WITH_ID_ONLY             export only SerializeExecutionContextWithEngineId (+ the other two)
+ *                            (default: both save hooks are exported)
  *   FAIL_SERIALIZE           the save hook fails (INTERNAL_ERROR + message)
  *   EMPTY_PAYLOAD            the save hook succeeds with an empty payload
  *   FAIL_DESTROY_SERIALIZED  the destroy hook fails (INTERNAL_ERROR + message)
  *   FAIL_DESERIALIZE         the restore hook fails (INVALID_VALUE + message)
  *   NULL_FROM_SERIALIZED     the restore hook succeeds with a NULL context
- * ctplug_counters(out[6]) reports: serialize, destroy_serialized, deserialize, execute,
- * destroy_context, outstanding payloads.
+ * ctplug_counters(out[8]) reports: serialize, destroy_serialized, deserialize, execute,
+ * destroy_context, outstanding payloads, WithEngineId save calls, legacy save calls.
  */
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <stdlib.h>
@@ -34,7 +36,7 @@ static const char* g_err = "";
 static int g_handle;
 static int g_ctx;
 static int g_restored_ctx;
-static long g_n[6];
+static long g_n[8];
 
 static int64_t engine_id(void)
 {
@@ -145,16 +147,20 @@ P hipdnnEnginePluginSerializeExecutionContextWithEngineId(hipdnnEnginePluginHand
                                                           hipdnnPluginConstData_t* out)
 {
     (void)h;
+    g_n[6]++;
     if(id != engine_id()) { g_err = "ctplug: wrong engine id"; return HIPDNN_PLUGIN_STATUS_INVALID_VALUE; }
     return save(x, out);
 }
 #endif
+#ifndef WITH_ID_ONLY
 P hipdnnEnginePluginSerializeExecutionContext(hipdnnEnginePluginHandle_t h, hipdnnEnginePluginExecutionContext_t x,
                                               hipdnnPluginConstData_t* out)
 {
     (void)h;
+    g_n[7]++;
     return save(x, out);
 }
+#endif
 P hipdnnEnginePluginDestroySerializedExecutionContext(hipdnnEnginePluginHandle_t h, hipdnnPluginConstData_t* s)
 {
     (void)h;

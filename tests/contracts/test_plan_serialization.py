@@ -281,9 +281,10 @@ import ctypes, glob
 so = glob.glob(DIR + "/*.so")[0]
 C = ctypes.CDLL(so)            # the same instance the host dlopened
 def counters():
-    a = (ctypes.c_long * 6)()
+    a = (ctypes.c_long * 8)()
     C.ctplug_counters(a)
-    return dict(zip(["ser", "destroy_ser", "deser", "exec", "destroy_ctx", "outstanding"], a))
+    return dict(zip(["ser", "destroy_ser", "deser", "exec", "destroy_ctx", "outstanding",
+                     "ser_with_id", "ser_legacy"], a))
 """
 
 
@@ -292,9 +293,8 @@ def _plug_run(dirpath, body):
 
 
 def test_plugin_without_hooks_loads_but_cannot_serialize(ctplug):
-    for tag, defines in (("nohooks", ("NO_SERIALIZE",)), ("legacy", ("LEGACY_SERIALIZE_ONLY",))):
-        d = ctplug(tag, *defines)
-        r = _plug_run(d, """
+    d = ctplug("nohooks", "NO_SERIALIZE")
+    r = _plug_run(d, """
 h = handle()
 g = add_graph(h)
 p = first_plan(g)
@@ -306,11 +306,42 @@ out["graph_only"] = serialize_graph_and_plan(g, None)[0]
 out["counters"] = counters()
 print(json.dumps(out))
 """)
-        assert r["exec"] == 0, tag                       # the plugin loads and runs
-        assert r["ser"] == NOTSUP and r["box"] == NOTSUP, tag
-        assert "does not support execution context serialization" in r["msg"]
-        assert r["graph_only"] == 0
-        assert r["counters"]["ser"] == 0, tag           # the legacy save hook is never called
+    assert r["exec"] == 0                            # the plugin loads and runs
+    assert r["ser"] == NOTSUP and r["box"] == NOTSUP
+    assert "does not support execution context serialization" in r["msg"]
+    assert r["graph_only"] == 0
+    assert r["counters"]["ser"] == 0
+
+
+ROUND_TRIP = """
+h = handle()
+g = add_graph(h)
+p = first_plan(g)
+out = {}
+st, data = serialize_plan(p); ok(st)
+out["box"] = serialize_graph_and_plan(g, p)[0]
+st, p2 = deserialize_plan(h, data); ok(st)
+out["exec"] = run_add(h, p2)[0]
+out["counters"] = counters()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tag,define,hook", [
+    ("legacy", "LEGACY_SERIALIZE_ONLY", "ser_legacy"),    # built before WithEngineId existed
+    ("withid", "WITH_ID_ONLY", "ser_with_id"),
+    ("both", None, "ser_with_id"),                        # both exported: WithEngineId wins
+])
+def test_each_save_hook_shape_round_trips(ctplug, tag, define, hook):
+    """Issue 14 item 13: a plugin exporting only the legacy 3-argument save hook is serializable
+    through it; a plugin exporting both is called through WithEngineId only."""
+    d = ctplug(tag, *([define] if define else []))
+    r = _plug_run(d, ROUND_TRIP)
+    c = r["counters"]
+    assert r["box"] == 0 and r["exec"] == 0, r
+    other = "ser_legacy" if hook == "ser_with_id" else "ser_with_id"
+    assert c[hook] == c["ser"] >= 1 and c[other] == 0, c
+    assert c["deser"] == 1 and c["destroy_ser"] == c["ser"] and c["outstanding"] == 0, c
 
 
 def test_host_copies_payload_then_destroys(ctplug):

@@ -274,7 +274,14 @@ def test_backend_error_carries_last_error_text(handle):
 def test_graph_not_supported(handle):
     g = graph(handle=handle)
     x, w = g.tensor(name="x", dim=[1, 2, 5, 5]), g.tensor(name="w", dim=[3, 2, 3, 3])
-    g.conv_fprop(x, w).set_dim([1, 3, 4, 4]).set_output(True)     # wrong output shape: no engine
+    g.conv_fprop(x, w).set_dim([1, 3, 4, 4]).set_output(True)     # wrong output shape
+    with pytest.raises(errors.BadParamError, match=r"output y .* has dims \[1, 3, 4, 4\], but its "
+                                                   r"inputs give \[1, 3, 3, 3\]"):
+        g.build()                                                  # validate() says what is wrong
+    g = graph(handle=handle)                                       # valid, but no engine takes it
+    x = g.tensor(name="x", dim=[1, 2, 5, 5], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
+    w = g.tensor(name="w", dim=[3, 2, 3, 3], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
+    g.conv_fprop(x, w).set_output(True)
     with pytest.raises(hf.GraphNotSupportedError, match="No engine configurations available") as ei:
         g.build()
     assert isinstance(ei.value, errors.NotSupportedError)

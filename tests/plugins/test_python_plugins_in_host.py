@@ -57,7 +57,8 @@ def test_python_plugin_loaded_from_a_plugin_path(tmp_path):
 def test_broken_python_plugin_is_a_load_error_not_a_crash(tmp_path):
     plugdir = tmp_path / "plugins"
     plugdir.mkdir()
-    (plugdir / "broken_plugin.py").write_text("raise RuntimeError('this plugin does not import')\n")
+    (plugdir / "broken_plugin.py").write_text("raise RuntimeError('this plugin does not import')\n"
+                                              "hipdnn_plugin = None  # declares itself a plugin\n")
     r = _py(textwrap.dedent(f"""
         import json
         from hipdnn_cabi import capi

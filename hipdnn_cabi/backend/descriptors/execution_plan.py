@@ -113,9 +113,12 @@ class ExecutionPlanDescriptor(Descriptor):
             raise NotSupportedError("Engine plugin does not support execution context serialization")
         out = ffi.new("hipdnnPluginConstData_t*")
         lib = runtime.lib
-        st = lib.tramp_hipdnnEnginePluginSerializeExecutionContextWithEngineId(
-            plugin.fn["hipdnnEnginePluginSerializeExecutionContextWithEngineId"], ph,
-            self.engine_id, self.context, out)
+        if plugin.save_hook == "hipdnnEnginePluginSerializeExecutionContextWithEngineId":
+            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContextWithEngineId(
+                plugin.fn[plugin.save_hook], ph, self.engine_id, self.context, out)
+        else:  # a plugin built before WithEngineId existed: the legacy 3-argument hook
+            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContext(
+                plugin.fn[plugin.save_hook], ph, self.context, out)
         if st:
             err = None
             try:

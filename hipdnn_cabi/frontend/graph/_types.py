@@ -57,8 +57,26 @@ _PW_FLOATS = (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
               ("softplus_beta", A.HIPDNN_ATTR_POINTWISE_SOFTPLUS_BETA))
 
 
+def _enum_arg(enum, value, prefix, what):
+    """``enum(value)`` from a member, an int or a (short) name; BadParamError listing the valid
+    names otherwise (never a bare KeyError / ValueError)."""
+    from ...errors import BadParamError
+    if isinstance(value, str):
+        key = value.strip().upper()
+        for cand in (key, prefix + key):
+            if cand in enum.__members__:
+                return enum[cand]
+    else:
+        try:
+            return enum(value)
+        except (ValueError, TypeError):
+            pass
+    names = ", ".join(m.name[len(prefix):] if m.name.startswith(prefix) else m.name for m in enum)
+    raise BadParamError(f"unknown {what} {value!r} (one of: {names})")
+
+
 def _pw(name):
-    return PointwiseMode["HIPDNN_POINTWISE_" + name]
+    return _enum_arg(PointwiseMode, name, "HIPDNN_POINTWISE_", "pointwise mode")
 
 
 class _Node:

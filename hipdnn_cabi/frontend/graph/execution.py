@@ -137,6 +137,8 @@ class ExecutionMixin:
         a = self.api
         ffi = a.ffi
         by_uid = {t.uid: t for t in self._graph_tensors()}
+        out_uids = {t.uid for n in self._nodes for t in n.outputs.values()
+                    if t is not None and not t.is_virtual}
         keep, uids, ptrs = [], [], []
         kinds = {}
         for key, value in variant_pack.items():
@@ -146,7 +148,7 @@ class ExecutionMixin:
                 k = _buffers.memory_kind(value)
                 if k is not None:
                     kinds.setdefault(k, uid)
-            ptr, holder = resolve_pointer(value, t)
+            ptr, holder = resolve_pointer(value, t, uid in out_uids)
             keep.append(holder)
             uids.append(uid)
             ptrs.append(ptr)

@@ -2,11 +2,11 @@
 reduction, norms, pointwise and its named shortcuts)."""
 from __future__ import annotations
 
-from ..._generated.enums import ConvolutionMode, DataType, DiagonalAlignment, PointwiseMode, ReduceTensorOp
+from ..._generated.enums import ConvolutionMode, DataType, DiagonalAlignment, ReduceTensorOp
 from ...errors import BadParamError
 from .._ops import NormFwdPhase
 from ..tensor import Tensor
-from ._types import _pw
+from ._types import _enum_arg, _pw
 
 
 def _sdpa_attrs(what, attn_scale, use_causal_mask, use_causal_mask_bottom_right,
@@ -59,7 +59,8 @@ class OpsMixin:
               convolution_mode, compute_data_type, name, roles):
         attrs = dict(padding=padding, pre_padding=pre_padding, post_padding=post_padding,
                      stride=stride, dilation=dilation,
-                     conv_mode=ConvolutionMode(convolution_mode) if convolution_mode is not None
+                     conv_mode=_enum_arg(ConvolutionMode, convolution_mode, "HIPDNN_", "convolution mode")
+                     if convolution_mode is not None
                      else ConvolutionMode.HIPDNN_CROSS_CORRELATION)
         n = self._add(kind, {roles[0]: a, roles[1]: b}, (out_role,), attrs, compute_data_type, name)
         return n.outputs[out_role]
@@ -176,7 +177,8 @@ class OpsMixin:
 
     def reduction(self, input, mode, *, compute_data_type=None, is_deterministic=None, name=""):
         """Reduction (``mode``: ReduceTensorOp); set the output dims with ``set_dim``."""
-        attrs = {"mode": ReduceTensorOp(mode), "is_deterministic": is_deterministic}
+        attrs = {"mode": _enum_arg(ReduceTensorOp, mode, "HIPDNN_REDUCE_TENSOR_", "reduction mode"),
+                 "is_deterministic": is_deterministic}
         return self._add("reduction", {"in": input}, ("out",), attrs, compute_data_type,
                          name).outputs["out"]
 
@@ -206,9 +208,7 @@ class OpsMixin:
                   swish_beta=None, elu_alpha=None, softplus_beta=None, axis=None):
         """Any pointwise mode (PointwiseMode or its short name, e.g. ``"ADD"``); output dims are the
         broadcast of the inputs."""
-        if isinstance(mode, str):
-            mode = _pw(mode.upper())
-        attrs = dict(mode=PointwiseMode(mode), relu_lower_clip=relu_lower_clip,
+        attrs = dict(mode=_pw(mode), relu_lower_clip=relu_lower_clip,
                      relu_upper_clip=relu_upper_clip, relu_lower_clip_slope=relu_lower_clip_slope,
                      swish_beta=swish_beta, elu_alpha=elu_alpha, softplus_beta=softplus_beta,
                      axis=axis)
