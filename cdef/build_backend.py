@@ -43,6 +43,11 @@ void hipdnn_cabi_fx_remove(int64_t id);
 void hipdnn_cabi_fx_set_enabled(int on);
 int hipdnn_cabi_fx_enabled(void);
 void hipdnn_cabi_fx_stats(uint64_t* out);
+/* C-resident variant packs (vpack.c) */
+void hipdnn_cabi_vp_set_resident(int on);
+int hipdnn_cabi_vp_resident(void);
+long hipdnn_cabi_vp_live(void);
+int64_t hipdnn_cabi_vp_export(int64_t id, int64_t* out, int64_t cap);
 """
 
 INIT_CODE = r'''
@@ -121,6 +126,15 @@ def status_cases() -> str:
     return "\n".join(f'    case {s.name}: return "{s.name}";' for s in Status)
 
 
+def vpack_source() -> str:
+    """cdef/vpack.c with the attribute name/type tables its messages need (from the enums)."""
+    from hipdnn_cabi._generated.enums import AttributeName, AttributeType
+    names = "\n".join(f'    case {int(m)}: return "{m.name}";' for m in AttributeName)
+    types = "\n".join(f'    case {int(m)}: return "{m.name}";' for m in AttributeType)
+    return open(os.path.join(HERE, "vpack.c")).read().replace(
+        "HIPDNN_CABI_ATTR_NAME_CASES", names).replace("HIPDNN_CABI_ATTR_TYPE_CASES", types)
+
+
 def make_ffibuilder(default_python: str | None = None):
     import cffi
     from hipdnn_cabi.backend._externs import EXTERNS
@@ -152,6 +166,7 @@ def make_ffibuilder(default_python: str | None = None):
         # cffi emits the hpy_* bodies after this prelude; the shims need their prototypes first.
         "\n".join(f"static {decl};" for decl in EXTERNS.values()),
         shims,
+        vpack_source(),
         generated.function_pointer_typedefs(generated.PLUGIN_HEADERS),
         DL_HELPERS_C,
         tramp_code,

@@ -270,6 +270,14 @@ HX hipdnnStatus_t hipdnnGetStream(hipdnnHandle_t handle, hipStream_t* streamId)
 }
 
 /* ------------------------------------------------------------------ descriptors */
+/* C-resident variant packs (cdef/vpack.c): each returns -1 when the pack is not theirs (the
+ * descriptor is not a live C-resident pack, or packs are created in Python) → the Python path. */
+static int vp_create(hipdnnBackendDescriptor_t* out);
+static int vp_destroy(int64_t id);
+static int vp_finalize(int64_t id);
+static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr);
+static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
+
 HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t descriptorType,
                                                  hipdnnBackendDescriptor_t* descriptor)
 {
@@ -277,6 +285,11 @@ HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t de
     if (descriptor == NULL)
         return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
                      "hipdnnBackendDescriptor_t* is null.");
+    if (descriptorType == HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) {
+        int vst = vp_create(descriptor);
+        if (vst >= 0)
+            LEAVE("hipdnnBackendCreateDescriptor", vst);
+    }
     int64_t r = hpy_create_descriptor((int)descriptorType);
     if (r <= 0)
         LEAVE("hipdnnBackendCreateDescriptor", (int)-r);
@@ -295,6 +308,9 @@ HX hipdnnStatus_t hipdnnBackendDestroyDescriptor(hipdnnBackendDescriptor_t descr
 {
     ENTER("hipdnnBackendDestroyDescriptor");
     DESCCHK("hipdnnBackendDestroyDescriptor", descriptor);
+    int vst = vp_destroy(ID(descriptor));
+    if (vst >= 0)
+        LEAVE("hipdnnBackendDestroyDescriptor", vst);
     LEAVE("hipdnnBackendDestroyDescriptor", hpy_destroy_descriptor(ID(descriptor)));
 }
 
@@ -302,6 +318,9 @@ HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
 {
     ENTER("hipdnnBackendFinalize");
     DESCCHK("hipdnnBackendFinalize", descriptor);
+    int vst = vp_finalize(ID(descriptor));
+    if (vst >= 0)
+        LEAVE("hipdnnBackendFinalize", vst);
     LEAVE("hipdnnBackendFinalize", hpy_finalize(ID(descriptor)));
 }
 
@@ -312,6 +331,9 @@ HX hipdnnStatus_t hipdnnBackendSetAttribute(hipdnnBackendDescriptor_t descriptor
 {
     ENTER("hipdnnBackendSetAttribute");
     DESCCHK("hipdnnBackendSetAttribute", descriptor);
+    int vst = vp_set(ID(descriptor), (int)attributeName, (int)attributeType, elementCount, arrayOfElements);
+    if (vst >= 0)
+        LEAVE("hipdnnBackendSetAttribute", vst);
     int64_t nbytes = 0;
     if (arrayOfElements != NULL && elementCount > 0) {
         int64_t es = attr_elem_size(attributeType);
@@ -331,6 +353,10 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
 {
     ENTER("hipdnnBackendGetAttribute");
     DESCCHK("hipdnnBackendGetAttribute", descriptor);
+    int vst = vp_get(ID(descriptor), (int)attributeName, (int)attributeType, requestedElementCount,
+                     elementCount, arrayOfElements);
+    if (vst >= 0)
+        LEAVE("hipdnnBackendGetAttribute", vst);
     LEAVE("hipdnnBackendGetAttribute",
           hpy_get_attribute(ID(descriptor), (int)attributeName, (int)attributeType,
                             requestedElementCount, elementCount, (char*)arrayOfElements));
@@ -368,6 +394,8 @@ typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEng
 typedef hipdnnPluginStatus_t (*fx_lasterr_fn)(const char**);
 
 enum { FX_PLAN = 1, FX_VP = 2, FX_HANDLE = 3 };
+struct vp_state; /* cdef/vpack.c */
+static int vp_executable(const struct vp_state* s); /* finalized, no override attributes */
 
 typedef struct {
     int64_t eid;
@@ -391,6 +419,7 @@ typedef struct {
     hipdnnPluginDeviceBuffer_t* bufs;
     void* ws;
     uint64_t checked;                /* serial of the last plan whose alignments this pack passed */
+    struct vp_state* cvp;            /* C-resident pack (cdef/vpack.c); NULL: registered by Python */
     /* FX_HANDLE */
     uint32_t n_eng, cap_eng;
     fx_engine* eng;
@@ -475,8 +504,13 @@ static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion
     return o;
 }
 
+static void vp_free(fx_obj* o);
 static void fx_free(fx_obj* o)
 {
+    if (o->cvp != NULL) {
+        vp_free(o);
+        return;
+    }
     free(o->align);
     free(o->bufs);
     free(o->eng);
@@ -546,6 +580,10 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
             rc = -1;
             goto out;
         }
+    }
+    if (V == NULL && packed == NULL) { /* a C-resident pack (NULL packed) destroyed meanwhile */
+        rc = 1;
+        goto out;
     }
     if (V == NULL) {
         V = (fx_obj*)calloc(1, sizeof *V);
@@ -667,6 +705,8 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
         }
     if (e == NULL)
         goto miss;
+    if (V->cvp != NULL && !vp_executable(V->cvp))
+        goto miss; /* the Python path reports "not finalized" / runs the override checks */
     if (P->n_align && __atomic_load_n(&V->checked, __ATOMIC_RELAXED) != P->serial) {
         for (uint32_t i = 0; i < V->n; ++i) {
             uintptr_t ptr = (uintptr_t)V->bufs[i].ptr;

@@ -8,6 +8,7 @@ and never touches the last-error slot.
 """
 from __future__ import annotations
 
+import os
 import struct
 
 from .._generated.enums import Severity, Status
@@ -67,8 +68,8 @@ def handle_of(h: int, fn: str) -> Handle:
     return obj
 
 
-def descriptor_of(d: int, fn: str = "") -> Descriptor:
-    obj = _objects.get(d)
+def descriptor_of(d: int, fn: str = "", _resolve=registry.resolve) -> Descriptor:
+    obj = _resolve(d)
     if not isinstance(obj, Descriptor):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed"
                                + (f" ({fn})" if fn else ""))
@@ -421,6 +422,10 @@ def install(ffi, lib) -> None:
     from ..plugin_sdk import slots as _plugin_slots  # hpy_plugin_* dispatchers (Python plugins)
     _plugin_slots.install(ffi, lib)
     log.configure_from_env()
+    # C-resident variant packs (cdef/vpack.c); HIPDNN_CABI_PY_VARIANT_PACK=1: the Python reference
+    from .descriptors import variant_pack as _vp  # noqa: F401  (registry.resolve sees C packs)
+    if os.environ.get("HIPDNN_CABI_PY_VARIANT_PACK", "").strip() not in ("", "0"):
+        lib.hipdnn_cabi_vp_set_resident(0)
     lib.hipdnn_cabi_mark_ready()
 
 

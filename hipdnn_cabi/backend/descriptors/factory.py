@@ -19,7 +19,8 @@ def _load():
 
     def walk(cls):
         for sub in cls.__subclasses__():
-            if sub.DESCRIPTOR_TYPE is not None and int(sub.DESCRIPTOR_TYPE) >= 0:
+            if sub.DESCRIPTOR_TYPE is not None and int(sub.DESCRIPTOR_TYPE) >= 0 and \
+                    not getattr(sub, "c_resident", False):  # views of C-resident packs
                 CLASSES[int(sub.DESCRIPTOR_TYPE)] = sub
             walk(sub)
 
