@@ -34,9 +34,9 @@ enum { VPV_UIDS, VPV_PTRS, VPV_OUIDS, VPV_OSHAPES, VPV_OSTRIDES, VPV_OLENGTHS, V
 
 typedef struct {
     int64_t n;
-    int64_t* v; /* inl or malloc'ed */
+    int64_t* v;   /* inl, malloc'ed or NULL (n == 0) */
+    int64_t* inl; /* inline storage of VP_INLINE elements (uids, pointers) or NULL */
     int set;
-    int64_t inl[VP_INLINE];
 } vp_vec;
 
 struct vp_state {
@@ -46,6 +46,7 @@ struct vp_state {
     uint64_t ws;
     vp_vec vec[VPV_COUNT];
     hipdnnPluginDeviceBuffer_t inl_bufs[VP_INLINE];
+    int64_t inl_uids[VP_INLINE], inl_ptrs[VP_INLINE];
 };
 
 typedef struct {
@@ -79,7 +80,7 @@ static void vp_free(fx_obj* o)
     struct vp_state* s = o->cvp;
     for (int i = 0; i < VPV_COUNT; ++i)
         if (s->vec[i].v != s->vec[i].inl)
-            free(s->vec[i].v);
+            free(s->vec[i].v); /* free(NULL) is fine */
     if (o->bufs != s->inl_bufs)
         free(o->bufs);
     free(o); /* the vp_block */
@@ -114,17 +115,26 @@ typedef struct {
         snprintf((e)->msg, sizeof (e)->msg, __VA_ARGS__);        \
     } while (0)
 
-static void vp_ctx(char* ctx, size_t n, const char* verb, int name)
+/* "VariantPackDescriptor::<verb>(<attribute name>): <message>" (attrs.py's `ctx` prefix) */
+#include <stdarg.h>
+static void vp_failc(vp_err* e, int status, const char* verb, int name, const char* fmt, ...)
 {
     char nb[32];
-    snprintf(ctx, n, "VariantPackDescriptor::%s(%s)", verb, vp_attr_name(name, nb, sizeof nb));
+    int k = snprintf(e->msg, sizeof e->msg, "VariantPackDescriptor::%s(%s): ", verb,
+                     vp_attr_name(name, nb, sizeof nb));
+    va_list ap;
+    va_start(ap, fmt);
+    if (k > 0 && (size_t)k < sizeof e->msg)
+        vsnprintf(e->msg + k, sizeof e->msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    e->st = status;
 }
 
-static void vp_type_mismatch(vp_err* e, const char* ctx, int want, int got)
+static void vp_type_mismatch(vp_err* e, const char* verb, int name, int want, int got)
 {
     char a[32], b[32];
-    VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: attributeType mismatch (expected %s, got %s)", ctx,
-            vp_type_name(want, a, sizeof a), vp_type_name(got, b, sizeof b));
+    vp_failc(e, HIPDNN_STATUS_BAD_PARAM, verb, name, "attributeType mismatch (expected %s, got %s)",
+             vp_type_name(want, a, sizeof a), vp_type_name(got, b, sizeof b));
 }
 
 /* ------------------------------------------------------------------ lookup */
@@ -147,8 +157,8 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
                      "hipdnnBackendCreateDescriptor: out of host memory for a variant pack");
     b->o.kind = FX_VP;
     b->o.cvp = &b->s;
-    for (int i = 0; i < VPV_COUNT; ++i)
-        b->s.vec[i].v = b->s.vec[i].inl;
+    b->s.vec[VPV_UIDS].v = b->s.vec[VPV_UIDS].inl = b->s.inl_uids;
+    b->s.vec[VPV_PTRS].v = b->s.vec[VPV_PTRS].inl = b->s.inl_ptrs;
     b->o.bufs = b->s.inl_bufs;
     pthread_rwlock_wrlock(&g_fx_lock);
     b->o.id = VP_ID_BASE + (int64_t)(++g_vp_counter << 4);
@@ -186,7 +196,8 @@ static int vp_destroy(int64_t id)
 /* ------------------------------------------------------------------ finalize */
 static int vp_finalize(int64_t id)
 {
-    vp_err e = {0, ""};
+    vp_err e;
+    e.st = 0;
     pthread_rwlock_rdlock(&g_fx_lock);
     fx_obj* o = vp_find(id);
     if (o == NULL) {
@@ -248,7 +259,7 @@ static int vp_vec_index(int name)
 static int vp_store(vp_vec* v, int64_t count, const void* arr)
 {
     int64_t* dst = v->inl;
-    if (count > VP_INLINE && (dst = (int64_t*)malloc(8 * (size_t)count)) == NULL)
+    if ((dst == NULL || count > VP_INLINE) && (dst = (int64_t*)malloc(8 * (size_t)(count ? count : 1))) == NULL)
         return -1;
     if (count)
         memcpy(dst, arr, 8 * (size_t)count);
@@ -263,7 +274,6 @@ static int vp_store(vp_vec* v, int64_t count, const void* arr)
 static void vp_set_locked(struct vp_state* s, vp_err* e, int name, int type, int64_t count,
                           const void* arr)
 {
-    char ctx[96];
     if (s->finalized) {
         VP_FAIL(e, HIPDNN_STATUS_NOT_INITIALIZED, "VariantPackDescriptor::setAttribute() failed: Already finalized.");
         return;
@@ -275,19 +285,18 @@ static void vp_set_locked(struct vp_state* s, vp_err* e, int name, int type, int
                 vp_attr_name(name, nb, sizeof nb));
         return;
     }
-    vp_ctx(ctx, sizeof ctx, "setAttribute", name);
     int want = (vi == VPV_PTRS || vi < 0) ? HIPDNN_TYPE_VOID_PTR : HIPDNN_TYPE_INT64;
     if (type != want) {
-        vp_type_mismatch(e, ctx, want, type);
+        vp_type_mismatch(e, "setAttribute", name, want, type);
         return;
     }
     if (arr == NULL) {
-        VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: arrayOfElements is nullptr", ctx);
+        vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "setAttribute", name, "arrayOfElements is nullptr");
         return;
     }
     if (vi < 0) { /* WORKSPACE: attrs.set_pointer */
         if (count != 1) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: elementCount is not 1", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "setAttribute", name, "elementCount is not 1");
             return;
         }
         memcpy(&s->ws, arr, 8);
@@ -295,25 +304,26 @@ static void vp_set_locked(struct vp_state* s, vp_err* e, int name, int type, int
     }
     if (vi == VPV_PTRS) { /* attrs.set_pointer_vector: count 0 allowed */
         if (count < 0) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: elementCount must not be negative", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "setAttribute", name, "elementCount must not be negative");
             return;
         }
     } else if (count <= 0) { /* attrs.set_int64_vector */
-        VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: elementCount must be positive", ctx);
+        vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "setAttribute", name, "elementCount must be positive");
         return;
     }
     if (count > VP_MAX_ELEMENTS) {
-        VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: elementCount %lld is too large (at most %lld)", ctx,
+        vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "setAttribute", name, "elementCount %lld is too large (at most %lld)",
                 (long long)count, (long long)VP_MAX_ELEMENTS);
         return;
     }
     if (vp_store(&s->vec[vi], count, arr))
-        VP_FAIL(e, HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "%s: out of host memory", ctx);
+        vp_failc(e, HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "setAttribute", name, "out of host memory");
 }
 
 static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr)
 {
-    vp_err e = {0, ""};
+    vp_err e;
+    e.st = 0;
     pthread_rwlock_rdlock(&g_fx_lock);
     fx_obj* o = vp_find(id);
     if (o == NULL) {
@@ -333,7 +343,6 @@ static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr
 static void vp_get_locked(struct vp_state* s, vp_err* e, int name, int type, int64_t req, int64_t* count,
                           void* arr)
 {
-    char ctx[96];
     if (!s->finalized) {
         VP_FAIL(e, HIPDNN_STATUS_NOT_INITIALIZED, "VariantPackDescriptor::getAttribute() failed: Not finalized.");
         return;
@@ -345,14 +354,13 @@ static void vp_get_locked(struct vp_state* s, vp_err* e, int name, int type, int
                 vp_attr_name(name, nb, sizeof nb));
         return;
     }
-    vp_ctx(ctx, sizeof ctx, "getAttribute", name);
     if (vi < 0) { /* WORKSPACE: attrs.get_exact_one */
         if (type != HIPDNN_TYPE_VOID_PTR) {
-            vp_type_mismatch(e, ctx, HIPDNN_TYPE_VOID_PTR, type);
+            vp_type_mismatch(e, "getAttribute", name, HIPDNN_TYPE_VOID_PTR, type);
         } else if (req != 1) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: requestedElementCount must be 1", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "getAttribute", name, "requestedElementCount must be 1");
         } else if (arr == NULL) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: arrayOfElements is nullptr", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "getAttribute", name, "arrayOfElements is nullptr");
         } else {
             memcpy(arr, &s->ws, 8);
             if (count)
@@ -363,13 +371,13 @@ static void vp_get_locked(struct vp_state* s, vp_err* e, int name, int type, int
     const vp_vec* v = &s->vec[vi];
     if (vi == VPV_PTRS) { /* VariantPackDescriptor._get_ptrs */
         if (type != HIPDNN_TYPE_VOID_PTR) {
-            vp_type_mismatch(e, ctx, HIPDNN_TYPE_VOID_PTR, type);
+            vp_type_mismatch(e, "getAttribute", name, HIPDNN_TYPE_VOID_PTR, type);
         } else if (arr == NULL) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: arrayOfElements is nullptr", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "getAttribute", name, "arrayOfElements is nullptr");
         } else if (count == NULL) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: elementCount is nullptr", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "getAttribute", name, "elementCount is nullptr");
         } else if (req < 0) {
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: requestedElementCount must not be negative", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "getAttribute", name, "requestedElementCount must not be negative");
         } else {
             int64_t k = req < v->n ? req : v->n;
             if (k)
@@ -380,16 +388,16 @@ static void vp_get_locked(struct vp_state* s, vp_err* e, int name, int type, int
     }
     /* VariantPackDescriptor._vec: arr required, then attrs.get_int64_vector */
     if (arr == NULL) {
-        VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: arrayOfElements is nullptr", ctx);
+        vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "getAttribute", name, "arrayOfElements is nullptr");
     } else if (type != HIPDNN_TYPE_INT64) {
-        vp_type_mismatch(e, ctx, HIPDNN_TYPE_INT64, type);
+        vp_type_mismatch(e, "getAttribute", name, HIPDNN_TYPE_INT64, type);
     } else if (req == 0) { /* size query */
         if (count == NULL)
-            VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "%s: elementCount is nullptr", ctx);
+            vp_failc(e, HIPDNN_STATUS_BAD_PARAM_NULL_POINTER, "getAttribute", name, "elementCount is nullptr");
         else
             *count = v->n;
     } else if (req < 0) {
-        VP_FAIL(e, HIPDNN_STATUS_BAD_PARAM, "%s: requestedElementCount must not be negative", ctx);
+        vp_failc(e, HIPDNN_STATUS_BAD_PARAM, "getAttribute", name, "requestedElementCount must not be negative");
     } else {
         int64_t k = req < v->n ? req : v->n;
         if (k)
@@ -401,7 +409,8 @@ static void vp_get_locked(struct vp_state* s, vp_err* e, int name, int type, int
 
 static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr)
 {
-    vp_err e = {0, ""};
+    vp_err e;
+    e.st = 0;
     pthread_rwlock_rdlock(&g_fx_lock);
     fx_obj* o = vp_find(id);
     if (o == NULL) {
