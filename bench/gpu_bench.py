@@ -284,10 +284,15 @@ def bench_overhead(torch, E, res, c_exe=None, c_env=None):
         for line in r.stdout.splitlines():
             if line.startswith("execute_us"):
                 out["hipdnnBackendExecute_us"] = float(line.split()[1])
+            elif line.startswith("frontend_execute_us"):  # a new variant pack per call (issue 15)
+                out["frontend_style_execute_us"] = float(line.split()[1])
         if "hipdnnBackendExecute_us" not in out:
             out["c_error"] = (r.stdout + r.stderr)[-2000:]
     if "hipdnnBackendExecute_us" in out:
         out["ratio_execute_vs_bare"] = out["hipdnnBackendExecute_us"] / bare
+    if "frontend_style_execute_us" in out:
+        out["ratio_frontend_style_vs_bare"] = out["frontend_style_execute_us"] / bare
+        out["frontend_style_target"] = 1.5
     out["ratio_plugin_vs_bare"] = plug / bare
     out["target"] = 2.0
     res["execute_overhead"] = out
