@@ -394,8 +394,15 @@ typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEng
 typedef hipdnnPluginStatus_t (*fx_lasterr_fn)(const char**);
 
 enum { FX_PLAN = 1, FX_VP = 2, FX_HANDLE = 3 };
-struct vp_state; /* cdef/vpack.c */
-static int vp_executable(const struct vp_state* s); /* finalized, no override attributes */
+/* C-resident packs (cdef/vpack.c): their own slot table, not this registry */
+struct vp_state;
+static struct vp_state* vp_acquire(int64_t id); /* NULL: not a live C-resident pack */
+static void vp_release(struct vp_state* s);
+/* 1 when finalized without override attributes; then its packed buffers, count, workspace and
+ * the alignment-check cache slot */
+static int vp_exec_view(struct vp_state* s, const hipdnnPluginDeviceBuffer_t** bufs, uint32_t* n, void** ws,
+                        uint64_t** checked);
+static long vp_live_count(void);
 
 typedef struct {
     int64_t eid;
@@ -419,18 +426,68 @@ typedef struct {
     hipdnnPluginDeviceBuffer_t* bufs;
     void* ws;
     uint64_t checked;                /* serial of the last plan whose alignments this pack passed */
-    struct vp_state* cvp;            /* C-resident pack (cdef/vpack.c); NULL: registered by Python */
     /* FX_HANDLE */
     uint32_t n_eng, cap_eng;
     fx_engine* eng;
 } fx_obj;
 
-static pthread_rwlock_t g_fx_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* The table's lock: a sharded reader lock.  Readers (every fast execute) touch only their own
+ * cache line (one shard per thread, 64 shards), so executes of different threads do not contend;
+ * writers (registration and removal of plans and handles — rare) raise a flag and wait until every
+ * shard has no reader.  The per-thread hit/miss counters live in the shards too. */
+#define BR_SHARDS 64
+typedef struct {
+    long readers;
+    uint64_t hits, misses;
+    char pad[64 - sizeof(long) - 2 * sizeof(uint64_t)];
+} br_shard;
+static br_shard g_br[BR_SHARDS] __attribute__((aligned(64)));
+static int g_br_writer = 0;
+static pthread_mutex_t g_br_wmu = PTHREAD_MUTEX_INITIALIZER;
+static __thread int t_br = -1;
+static int g_br_next = 0;
+
+static inline br_shard* br_mine(void)
+{
+    if (__builtin_expect(t_br < 0, 0))
+        t_br = (int)((unsigned)__atomic_fetch_add(&g_br_next, 1, __ATOMIC_RELAXED) % BR_SHARDS);
+    return &g_br[t_br];
+}
+
+static inline void br_rdlock(void)
+{
+    br_shard* s = br_mine();
+    for (;;) {
+        __atomic_add_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&g_br_writer, __ATOMIC_SEQ_CST))
+            return;
+        __atomic_sub_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&g_br_writer, __ATOMIC_ACQUIRE))
+            sched_yield();
+    }
+}
+
+static inline void br_rdunlock(void) { __atomic_sub_fetch(&g_br[t_br].readers, 1, __ATOMIC_RELEASE); }
+
+static void br_wrlock(void)
+{
+    pthread_mutex_lock(&g_br_wmu);
+    __atomic_store_n(&g_br_writer, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < BR_SHARDS; ++i)
+        while (__atomic_load_n(&g_br[i].readers, __ATOMIC_SEQ_CST) != 0)
+            sched_yield();
+}
+
+static void br_wrunlock(void)
+{
+    __atomic_store_n(&g_br_writer, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&g_br_wmu);
+}
+
 static fx_obj** g_fx_tab = NULL;
 static size_t g_fx_cap = 0, g_fx_count = 0;
 static uint64_t g_fx_epoch = 1, g_fx_serial = 0;
 static volatile int g_fx_enabled = 1;
-static uint64_t g_fx_hits = 0, g_fx_misses = 0;
 
 static inline size_t fx_slot(int64_t id, size_t cap)
 {
@@ -504,13 +561,8 @@ static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion
     return o;
 }
 
-static void vp_free(fx_obj* o);
 static void fx_free(fx_obj* o)
 {
-    if (o->cvp != NULL) {
-        vp_free(o);
-        return;
-    }
     free(o->align);
     free(o->bufs);
     free(o->eng);
@@ -520,10 +572,10 @@ static void fx_free(fx_obj* o)
 /* Unregister `id` (any kind; unknown ids are fine) and wait for fast executes using it. */
 static void hipdnn_cabi_fx_remove(int64_t id)
 {
-    pthread_rwlock_wrlock(&g_fx_lock);
+    br_wrlock();
     fx_obj* o = fx_unlink(id);
     g_fx_epoch++;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_wrunlock();
     if (o == NULL)
         return;
     while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
@@ -533,9 +585,9 @@ static void hipdnn_cabi_fx_remove(int64_t id)
 
 static uint64_t hipdnn_cabi_fx_epoch(void)
 {
-    pthread_rwlock_rdlock(&g_fx_lock);
-    uint64_t e = g_fx_epoch;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_rdlock();
+    uint64_t e = __atomic_load_n(&g_fx_epoch, __ATOMIC_ACQUIRE);
+    br_rdunlock();
     return e;
 }
 
@@ -548,13 +600,13 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
                                    uint32_t n, uint64_t ws)
 {
     int rc = 0;
-    pthread_rwlock_wrlock(&g_fx_lock);
+    br_wrlock();
     if (epoch != g_fx_epoch) {
         rc = 1;
         goto out;
     }
     fx_obj* P = fx_find(plan_id);
-    fx_obj* V = fx_find(vp_id);
+    fx_obj* V = packed == NULL ? NULL : fx_find(vp_id); /* NULL packed: a C-resident pack (vpack.c) */
     fx_obj* H = fx_find(hid);
     if ((P && P->kind != FX_PLAN) || (V && V->kind != FX_VP) || (H && H->kind != FX_HANDLE)) {
         rc = 1;
@@ -581,11 +633,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
             goto out;
         }
     }
-    if (V == NULL && packed == NULL) { /* a C-resident pack (NULL packed) destroyed meanwhile */
-        rc = 1;
-        goto out;
-    }
-    if (V == NULL) {
+    if (V == NULL && packed != NULL) {
         V = (fx_obj*)calloc(1, sizeof *V);
         if (V == NULL || (V->bufs = (hipdnnPluginDeviceBuffer_t*)malloc(16 * (size_t)(n ? n : 1))) == NULL) {
             free(V);
@@ -636,7 +684,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
     H->eng[H->n_eng].lasterr = (fx_lasterr_fn)(uintptr_t)lasterr_fn;
     H->n_eng++;
 out:
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_wrunlock();
     return rc;
 }
 
@@ -644,14 +692,19 @@ out:
  * lock (the forking thread's id differs there, so it cannot unlock the inherited one) and no
  * executes in flight (its only thread is the one that forked), so a removal there never waits
  * for a thread that does not exist. */
-static void fx_atfork_prepare(void) { pthread_rwlock_wrlock(&g_fx_lock); }
-static void fx_atfork_parent(void) { pthread_rwlock_unlock(&g_fx_lock); }
+static void vp_atfork_child(void); /* vpack.c */
+static void fx_atfork_prepare(void) { br_wrlock(); }
+static void fx_atfork_parent(void) { br_wrunlock(); }
 static void fx_atfork_child(void)
 {
     for (size_t i = 0; i < g_fx_cap; ++i)
         if (g_fx_tab[i] != NULL)
             g_fx_tab[i]->refs = 0;
-    pthread_rwlock_init(&g_fx_lock, NULL);
+    for (int i = 0; i < BR_SHARDS; ++i)
+        g_br[i].readers = 0;
+    g_br_writer = 0;
+    pthread_mutex_init(&g_br_wmu, NULL);
+    vp_atfork_child();
 }
 __attribute__((constructor)) static void fx_init(void)
 {
@@ -664,12 +717,17 @@ static int hipdnn_cabi_fx_enabled(void) { return g_fx_enabled; }
 /* out[0] fast executes, out[1] executes that went to Python, out[2] registered ids, out[3] epoch */
 static void hipdnn_cabi_fx_stats(uint64_t* out)
 {
-    pthread_rwlock_rdlock(&g_fx_lock);
-    out[0] = __atomic_load_n(&g_fx_hits, __ATOMIC_RELAXED);
-    out[1] = __atomic_load_n(&g_fx_misses, __ATOMIC_RELAXED);
-    out[2] = g_fx_count;
+    uint64_t hits = 0, misses = 0;
+    for (int i = 0; i < BR_SHARDS; ++i) {
+        hits += __atomic_load_n(&g_br[i].hits, __ATOMIC_RELAXED);
+        misses += __atomic_load_n(&g_br[i].misses, __ATOMIC_RELAXED);
+    }
+    br_rdlock();
+    out[0] = hits;
+    out[1] = misses;
+    out[2] = g_fx_count + (uint64_t)vp_live_count(); /* C-resident packs are always known to C */
     out[3] = g_fx_epoch;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_rdunlock();
 }
 
 static const char* fx_plugin_status_name(int st)
@@ -686,16 +744,20 @@ static const char* fx_plugin_status_name(int st)
     }
 }
 
-/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status. */
+/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status.
+ * The pack is a C-resident one (vpack.c, held by a slot reference for the call) or one Python
+ * registered here (HIPDNN_CABI_PY_VARIANT_PACK=1). */
 static int fx_execute(int64_t h, int64_t p, int64_t v)
 {
     if (!g_fx_enabled)
         return -1;
-    pthread_rwlock_rdlock(&g_fx_lock);
+    struct vp_state* cv = vp_acquire(v);
+    br_shard* me = br_mine();
+    br_rdlock();
     fx_obj* P = fx_find(p);
-    fx_obj* V = fx_find(v);
     fx_obj* H = fx_find(h);
-    if (P == NULL || V == NULL || H == NULL || P->kind != FX_PLAN || V->kind != FX_VP || H->kind != FX_HANDLE)
+    fx_obj* V = NULL;
+    if (P == NULL || H == NULL || P->kind != FX_PLAN || H->kind != FX_HANDLE)
         goto miss;
     const fx_engine* e = NULL;
     for (uint32_t i = 0; i < H->n_eng; ++i)
@@ -705,33 +767,45 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
         }
     if (e == NULL)
         goto miss;
-    if (V->cvp != NULL && !vp_executable(V->cvp))
-        goto miss; /* the Python path reports "not finalized" / runs the override checks */
-    if (P->n_align && __atomic_load_n(&V->checked, __ATOMIC_RELAXED) != P->serial) {
-        for (uint32_t i = 0; i < V->n; ++i) {
-            uintptr_t ptr = (uintptr_t)V->bufs[i].ptr;
+    const hipdnnPluginDeviceBuffer_t* bufs;
+    uint32_t n;
+    void* ws;
+    uint64_t* checked;
+    if (cv != NULL) {
+        if (!vp_exec_view(cv, &bufs, &n, &ws, &checked))
+            goto miss; /* the Python path reports "not finalized" / runs the override checks */
+    } else {
+        V = fx_find(v);
+        if (V == NULL || V->kind != FX_VP)
+            goto miss;
+        bufs = V->bufs;
+        n = V->n;
+        ws = V->ws;
+        checked = &V->checked;
+    }
+    if (P->n_align && __atomic_load_n(checked, __ATOMIC_RELAXED) != P->serial) {
+        for (uint32_t i = 0; i < n; ++i) {
+            uintptr_t ptr = (uintptr_t)bufs[i].ptr;
             if (ptr == 0)
                 continue;
             for (uint32_t k = 0; k < P->n_align; ++k)
-                if (P->align[2 * k] == V->bufs[i].uid) {
+                if (P->align[2 * k] == bufs[i].uid) {
                     if (ptr % (uint64_t)P->align[2 * k + 1])
                         goto miss; /* the Python path reports it */
                     break;
                 }
         }
-        __atomic_store_n(&V->checked, P->serial, __ATOMIC_RELAXED);
+        __atomic_store_n(checked, P->serial, __ATOMIC_RELAXED);
     }
     hipdnnEnginePluginHandle_t ph = e->ph;
     fx_exec_fn exec = e->exec;
     fx_lasterr_fn lasterr = e->lasterr;
     hipdnnEnginePluginExecutionContext_t ctx = P->ctx;
-    void* ws = V->ws;
-    const hipdnnPluginDeviceBuffer_t* bufs = V->bufs;
-    uint32_t n = V->n;
     __atomic_add_fetch(&P->refs, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
-    pthread_rwlock_unlock(&g_fx_lock);
+    if (V != NULL)
+        __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
+    br_rdunlock();
 
     int st = (int)exec(ph, ctx, ws, bufs, n);
     int rc = HIPDNN_STATUS_SUCCESS;
@@ -744,14 +818,19 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
                  fx_plugin_status_name(st), st, err ? err : "");
         rc = cfail("hipdnnBackendExecute", HIPDNN_STATUS_PLUGIN_ERROR, msg);
     }
+    if (V != NULL)
+        __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&H->refs, 1, __ATOMIC_RELEASE);
-    __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&P->refs, 1, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_fx_hits, 1, __ATOMIC_RELAXED);
+    if (cv != NULL)
+        vp_release(cv);
+    __atomic_add_fetch(&me->hits, 1, __ATOMIC_RELAXED);
     return rc;
 miss:
-    pthread_rwlock_unlock(&g_fx_lock);
-    __atomic_add_fetch(&g_fx_misses, 1, __ATOMIC_RELAXED);
+    br_rdunlock();
+    if (cv != NULL)
+        vp_release(cv);
+    __atomic_add_fetch(&me->misses, 1, __ATOMIC_RELAXED);
     return -1;
 }
 

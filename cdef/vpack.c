@@ -2,9 +2,8 @@
  * HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR without entering Python (issue 15; docs/plugins.md,
  * "C-resident variant packs").
  *
- * Pasted by cdef/build_backend.py after cdef/shims.c: it uses the execute fast path's registry
- * (fx_obj, fx_find/fx_insert/fx_unlink, g_fx_lock) and its helpers (cfail).  A C-resident pack IS
- * an FX_VP entry of that registry, with `cvp` pointing at its attribute state, so
+ * Pasted by cdef/build_backend.py after cdef/shims.c (it uses cfail and the execute registry's
+ * thread shards).  The execute fast path (shims.c, fx_execute) acquires a pack here, so
  * hipdnnBackendExecute with any finalized pack of a plan and handle already registered goes from
  * C to the plugin (.so plugins) or to the Python plugin's execute (one crossing).
  *
@@ -14,17 +13,23 @@
  * HIPDNN_CABI_PY_VARIANT_PACK=1 packs are created in Python again, and
  * tests/plugins/test_variant_pack_c.py runs one battery both ways and compares every answer.
  *
- * Ids: VP_ID_BASE + (counter << 4) — 16-byte aligned like the Python registry's ids, far from them,
- * never reused.  Any id not found here (destroyed, foreign, garbage, another kind) goes to the
- * Python path, whose registry answers "invalid or destroyed" / "type mismatch" as before; Python
- * sees a live C pack through registry.resolve() → CVariantPackView (a snapshot, for the slow
- * execute path and for kind checks).
+ * Ids: VP_ID_BASE + ((slot << 32 | generation) << 4) — 16-byte aligned like the Python registry's
+ * ids, far above them.  A pack lives in a slot of its own table (not the execute registry, whose
+ * writers would serialise every thread): a slot word holds the generation, a LIVE bit and the
+ * count of calls using the pack; a call acquires the pack with one CAS on that word (generation
+ * must match, LIVE must be set), destroy clears LIVE, waits for the count to drain, frees, and the
+ * next pack in that slot gets the next generation — so a destroyed id never finds a pack again
+ * (until 2^32 reuses of one slot).  Any id that is not a live pack here (destroyed, foreign,
+ * garbage, another kind) goes to the Python path, whose registry answers "invalid or destroyed" /
+ * "type mismatch" as before; Python sees a live C pack through registry.resolve() →
+ * CVariantPackView (a snapshot, for the slow execute path and for kind checks).
  *
- * Threads: the registry's rwlock (read for set/get/finalize, write for create/destroy) plus a
- * per-pack spinlock for concurrent calls on the same pack.  Messages are formatted under the locks
- * and stored (cfail, which may log through Python) after both are released.  A finalized pack
- * never changes again (sets are refused, re-finalize is a no-op), so execute reads it unlocked
- * after an acquire load of `finalized`.
+ * Threads: no global lock on any pack call.  Free slots are kept in one list per thread shard
+ * (the execute registry's shard index), stolen from other shards before fresh slots are taken.
+ * A per-pack spinlock serialises concurrent calls on the same pack; messages are formatted under
+ * it and stored (cfail, which may log through Python) after it is released.  A finalized pack never
+ * changes again (sets are refused, re-finalize is a no-op), so execute reads it without the
+ * spinlock after an acquire load of `finalized`.
  */
 #define VP_ID_BASE 0x7AC000000000LL
 #define VP_INLINE 8
@@ -40,32 +45,191 @@ typedef struct {
 } vp_vec;
 
 struct vp_state {
-    volatile int lock; /* spinlock for calls on this pack */
-    int finalized;     /* atomic; once 1 the pack never changes */
+    int lock;      /* spinlock for calls on this pack */
+    int finalized; /* atomic; once 1 the pack never changes */
     int has_ovr;
+    uint32_t slot;
     uint64_t ws;
     vp_vec vec[VPV_COUNT];
+    /* built at finalize */
+    const hipdnnPluginDeviceBuffer_t* bufs;
+    uint32_t n;
+    uint64_t checked; /* serial of the last plan whose alignments this pack passed (fx_execute) */
     hipdnnPluginDeviceBuffer_t inl_bufs[VP_INLINE];
     int64_t inl_uids[VP_INLINE], inl_ptrs[VP_INLINE];
 };
 
+/* ------------------------------------------------------------------ the slot table */
+#define VPS_CHUNK_BITS 12
+#define VPS_CHUNK (1u << VPS_CHUNK_BITS)
+#define VPS_CHUNKS 1024u /* 4M packs alive at most */
+#define VPS_LIVE 0x80000000ull
+#define VPS_REFS 0x7FFFFFFFull
+
 typedef struct {
-    fx_obj o;
-    struct vp_state s;
-} vp_block;
+    uint64_t w; /* generation << 32 | LIVE | calls in flight */
+    struct vp_state* obj;
+    char pad[64 - sizeof(uint64_t) - sizeof(void*)]; /* one cache line per slot */
+} vp_slot;
 
-static int vp_executable(const struct vp_state* s)
-{
-    return __atomic_load_n(&s->finalized, __ATOMIC_ACQUIRE) && !s->has_ovr;
-}
+typedef struct {
+    pthread_mutex_t mu;
+    uint32_t* v;
+    uint32_t n, cap;
+    long live; /* packs created minus destroyed by this shard's threads (atomic) */
+    char pad[64];
+} vp_freelist;
 
+static vp_slot* g_vps[VPS_CHUNKS];
+static uint32_t g_vps_next = 0;  /* next fresh slot (atomic) */
+static long g_vps_free = 0;      /* slots in all free lists (atomic, a hint) */
+static pthread_mutex_t g_vps_grow = PTHREAD_MUTEX_INITIALIZER;
+static vp_freelist g_vpf[BR_SHARDS];
 static volatile int g_vp_resident = 1;
-static uint64_t g_vp_counter = 0; /* under the write lock */
-static long g_vp_live = 0;
+
+__attribute__((constructor)) static void vp_init(void)
+{
+    for (int i = 0; i < BR_SHARDS; ++i)
+        pthread_mutex_init(&g_vpf[i].mu, NULL);
+}
 
 static void hipdnn_cabi_vp_set_resident(int on) { g_vp_resident = on ? 1 : 0; }
 static int hipdnn_cabi_vp_resident(void) { return g_vp_resident; }
-static long hipdnn_cabi_vp_live(void) { return __atomic_load_n(&g_vp_live, __ATOMIC_RELAXED); }
+static long vp_live_count(void)
+{
+    long n = 0;
+    for (int i = 0; i < BR_SHARDS; ++i)
+        n += __atomic_load_n(&g_vpf[i].live, __ATOMIC_RELAXED);
+    return n;
+}
+static long hipdnn_cabi_vp_live(void) { return vp_live_count(); }
+
+static inline vp_slot* vps_at(uint32_t slot)
+{
+    vp_slot* c = __atomic_load_n(&g_vps[slot >> VPS_CHUNK_BITS], __ATOMIC_ACQUIRE);
+    return c ? &c[slot & (VPS_CHUNK - 1)] : NULL;
+}
+
+/* The slot and generation an id names, or NULL (not a C-resident pack id). */
+static inline vp_slot* vps_of(int64_t id, uint32_t* gen)
+{
+    if (id < VP_ID_BASE)
+        return NULL;
+    uint64_t x = (uint64_t)id - (uint64_t)VP_ID_BASE;
+    if (x & 15)
+        return NULL;
+    x >>= 4;
+    uint64_t slot = x >> 32;
+    if (slot >= (uint64_t)VPS_CHUNKS * VPS_CHUNK)
+        return NULL;
+    *gen = (uint32_t)x;
+    return vps_at((uint32_t)slot);
+}
+
+static struct vp_state* vp_acquire(int64_t id)
+{
+    uint32_t gen;
+    vp_slot* sl = vps_of(id, &gen);
+    if (sl == NULL)
+        return NULL;
+    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
+            return NULL;
+        if (__atomic_compare_exchange_n(&sl->w, &w, w + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return sl->obj;
+    }
+}
+
+static void vp_release(struct vp_state* s) { __atomic_sub_fetch(&vps_at(s->slot)->w, 1, __ATOMIC_RELEASE); }
+
+/* A free slot (-1: none left). */
+static int64_t vps_take(void)
+{
+    int me = (int)(br_mine() - g_br);
+    if (__atomic_load_n(&g_vps_free, __ATOMIC_RELAXED) > 0) {
+        for (int k = 0; k < BR_SHARDS; ++k) { /* mine first, then steal */
+            vp_freelist* f = &g_vpf[(me + k) % BR_SHARDS];
+            if (k && __atomic_load_n(&f->n, __ATOMIC_RELAXED) == 0)
+                continue;
+            pthread_mutex_lock(&f->mu);
+            if (f->n) {
+                uint32_t s = f->v[--f->n];
+                pthread_mutex_unlock(&f->mu);
+                __atomic_sub_fetch(&g_vps_free, 1, __ATOMIC_RELAXED);
+                return s;
+            }
+            pthread_mutex_unlock(&f->mu);
+        }
+    }
+    uint32_t s = __atomic_fetch_add(&g_vps_next, 1, __ATOMIC_RELAXED);
+    if (s >= VPS_CHUNKS * VPS_CHUNK) {
+        __atomic_sub_fetch(&g_vps_next, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    uint32_t c = s >> VPS_CHUNK_BITS;
+    if (__atomic_load_n(&g_vps[c], __ATOMIC_ACQUIRE) == NULL) {
+        pthread_mutex_lock(&g_vps_grow);
+        if (g_vps[c] == NULL) {
+            vp_slot* chunk = (vp_slot*)calloc(VPS_CHUNK, sizeof(vp_slot));
+            if (chunk == NULL) {
+                pthread_mutex_unlock(&g_vps_grow);
+                return -1; /* this slot is lost; others may still come */
+            }
+            __atomic_store_n(&g_vps[c], chunk, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&g_vps_grow);
+    }
+    return s;
+}
+
+static void vps_give(uint32_t s)
+{
+    vp_freelist* f = &g_vpf[br_mine() - g_br];
+    pthread_mutex_lock(&f->mu);
+    if (f->n == f->cap) {
+        uint32_t cap = f->cap ? 2 * f->cap : 64;
+        uint32_t* v = (uint32_t*)realloc(f->v, cap * sizeof *v);
+        if (v == NULL) { /* the slot is lost (its generation moved on: no id finds it) */
+            pthread_mutex_unlock(&f->mu);
+            return;
+        }
+        f->v = v;
+        f->cap = cap;
+    }
+    f->v[f->n++] = s;
+    pthread_mutex_unlock(&f->mu);
+    __atomic_add_fetch(&g_vps_free, 1, __ATOMIC_RELAXED);
+}
+
+/* fork(): only the forking thread lives on in the child — no call is in flight there. */
+static void vp_atfork_child(void)
+{
+    uint32_t n = g_vps_next;
+    for (uint32_t s = 0; s < n && s < VPS_CHUNKS * VPS_CHUNK; ++s) {
+        vp_slot* sl = vps_at(s);
+        if (sl == NULL)
+            continue;
+        sl->w &= ~VPS_REFS;
+        if (sl->obj)
+            sl->obj->lock = 0;
+    }
+    for (int i = 0; i < BR_SHARDS; ++i)
+        pthread_mutex_init(&g_vpf[i].mu, NULL);
+    pthread_mutex_init(&g_vps_grow, NULL);
+}
+
+static int vp_exec_view(struct vp_state* s, const hipdnnPluginDeviceBuffer_t** bufs, uint32_t* n, void** ws,
+                        uint64_t** checked)
+{
+    if (!__atomic_load_n(&s->finalized, __ATOMIC_ACQUIRE) || s->has_ovr)
+        return 0;
+    *bufs = s->bufs;
+    *n = s->n;
+    *ws = (void*)(uintptr_t)s->ws;
+    *checked = &s->checked;
+    return 1;
+}
 
 static inline void vp_lock(struct vp_state* s)
 {
@@ -75,15 +239,14 @@ static inline void vp_lock(struct vp_state* s)
 }
 static inline void vp_unlock(struct vp_state* s) { __atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE); }
 
-static void vp_free(fx_obj* o)
+static void vp_free(struct vp_state* s)
 {
-    struct vp_state* s = o->cvp;
     for (int i = 0; i < VPV_COUNT; ++i)
         if (s->vec[i].v != s->vec[i].inl)
             free(s->vec[i].v); /* free(NULL) is fine */
-    if (o->bufs != s->inl_bufs)
-        free(o->bufs);
-    free(o); /* the vp_block */
+    if (s->bufs != s->inl_bufs)
+        free((void*)s->bufs);
+    free(s);
 }
 
 /* ------------------------------------------------------------------ names for messages */
@@ -137,59 +300,54 @@ static void vp_type_mismatch(vp_err* e, const char* verb, int name, int want, in
              vp_type_name(want, a, sizeof a), vp_type_name(got, b, sizeof b));
 }
 
-/* ------------------------------------------------------------------ lookup */
-/* With the read lock held: the live C-resident pack `id`, or NULL. */
-static inline fx_obj* vp_find(int64_t id)
-{
-    fx_obj* o = fx_find(id);
-    return (o != NULL && o->cvp != NULL) ? o : NULL;
-}
-
 /* ------------------------------------------------------------------ create / destroy */
 /* Returns -1 when packs are not C-resident (→ Python), else a status. */
 static int vp_create(hipdnnBackendDescriptor_t* out)
 {
     if (!g_vp_resident)
         return -1;
-    vp_block* b = (vp_block*)calloc(1, sizeof *b);
-    if (b == NULL)
-        return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
-                     "hipdnnBackendCreateDescriptor: out of host memory for a variant pack");
-    b->o.kind = FX_VP;
-    b->o.cvp = &b->s;
-    b->s.vec[VPV_UIDS].v = b->s.vec[VPV_UIDS].inl = b->s.inl_uids;
-    b->s.vec[VPV_PTRS].v = b->s.vec[VPV_PTRS].inl = b->s.inl_ptrs;
-    b->o.bufs = b->s.inl_bufs;
-    pthread_rwlock_wrlock(&g_fx_lock);
-    b->o.id = VP_ID_BASE + (int64_t)(++g_vp_counter << 4);
-    int rc = fx_insert(&b->o);
-    pthread_rwlock_unlock(&g_fx_lock);
-    if (rc) {
+    struct vp_state* b = (struct vp_state*)calloc(1, sizeof *b);
+    int64_t slot = b ? vps_take() : -1;
+    if (slot < 0) {
         free(b);
         return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
                      "hipdnnBackendCreateDescriptor: out of host memory for a variant pack");
     }
-    __atomic_add_fetch(&g_vp_live, 1, __ATOMIC_RELAXED);
-    *out = (hipdnnBackendDescriptor_t)(intptr_t)b->o.id;
+    b->slot = (uint32_t)slot;
+    b->vec[VPV_UIDS].v = b->vec[VPV_UIDS].inl = b->inl_uids;
+    b->vec[VPV_PTRS].v = b->vec[VPV_PTRS].inl = b->inl_ptrs;
+    b->bufs = b->inl_bufs;
+    vp_slot* sl = vps_at((uint32_t)slot);
+    sl->obj = b;
+    uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
+    __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&g_vpf[br_mine() - g_br].live, 1, __ATOMIC_RELAXED);
+    *out = (hipdnnBackendDescriptor_t)(intptr_t)(VP_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
 
-/* -1: not a C-resident pack.  Waits for fast executes using the pack, like hipdnn_cabi_fx_remove. */
+/* -1: not a live C-resident pack.  Waits for calls (fast executes) using the pack. */
 static int vp_destroy(int64_t id)
 {
-    pthread_rwlock_wrlock(&g_fx_lock);
-    fx_obj* o = vp_find(id);
-    if (o == NULL) {
-        pthread_rwlock_unlock(&g_fx_lock);
+    uint32_t gen;
+    vp_slot* sl = vps_of(id, &gen);
+    if (sl == NULL)
         return -1;
+    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
+            return -1;
+        if (__atomic_compare_exchange_n(&sl->w, &w, w & ~VPS_LIVE, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break;
     }
-    fx_unlink(id);
-    g_fx_epoch++;
-    pthread_rwlock_unlock(&g_fx_lock);
-    while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
+    while (__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE) & VPS_REFS)
         sched_yield();
-    vp_free(o);
-    __atomic_sub_fetch(&g_vp_live, 1, __ATOMIC_RELAXED);
+    struct vp_state* s = sl->obj;
+    sl->obj = NULL;
+    uint32_t slot = s->slot;
+    vp_free(s);
+    vps_give(slot);
+    __atomic_sub_fetch(&g_vpf[br_mine() - g_br].live, 1, __ATOMIC_RELAXED);
     return HIPDNN_STATUS_SUCCESS;
 }
 
@@ -198,13 +356,9 @@ static int vp_finalize(int64_t id)
 {
     vp_err e;
     e.st = 0;
-    pthread_rwlock_rdlock(&g_fx_lock);
-    fx_obj* o = vp_find(id);
-    if (o == NULL) {
-        pthread_rwlock_unlock(&g_fx_lock);
+    struct vp_state* s = vp_acquire(id);
+    if (s == NULL)
         return -1;
-    }
-    struct vp_state* s = o->cvp;
     vp_lock(s);
     if (!s->finalized) { /* re-finalize: nothing can have changed (sets are refused) */
         int64_t n = s->vec[VPV_UIDS].n, np = s->vec[VPV_PTRS].n;
@@ -226,9 +380,8 @@ static int vp_finalize(int64_t id)
                     bufs[i].uid = u[i];
                     bufs[i].ptr = (void*)(uintptr_t)p[i];
                 }
-                o->bufs = bufs;
-                o->n = (uint32_t)n;
-                o->ws = (void*)(uintptr_t)s->ws;
+                s->bufs = bufs;
+                s->n = (uint32_t)n;
                 s->has_ovr = s->vec[VPV_OUIDS].set || s->vec[VPV_OSHAPES].set || s->vec[VPV_OSTRIDES].set
                              || s->vec[VPV_OLENGTHS].set;
                 __atomic_store_n(&s->finalized, 1, __ATOMIC_RELEASE);
@@ -236,7 +389,7 @@ static int vp_finalize(int64_t id)
         }
     }
     vp_unlock(s);
-    pthread_rwlock_unlock(&g_fx_lock);
+    vp_release(s);
     if (e.st)
         return cfail("hipdnnBackendFinalize", (hipdnnStatus_t)e.st, e.msg);
     return HIPDNN_STATUS_SUCCESS;
@@ -324,16 +477,13 @@ static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr
 {
     vp_err e;
     e.st = 0;
-    pthread_rwlock_rdlock(&g_fx_lock);
-    fx_obj* o = vp_find(id);
-    if (o == NULL) {
-        pthread_rwlock_unlock(&g_fx_lock);
+    struct vp_state* s = vp_acquire(id);
+    if (s == NULL)
         return -1;
-    }
-    vp_lock(o->cvp);
-    vp_set_locked(o->cvp, &e, name, type, count, arr);
-    vp_unlock(o->cvp);
-    pthread_rwlock_unlock(&g_fx_lock);
+    vp_lock(s);
+    vp_set_locked(s, &e, name, type, count, arr);
+    vp_unlock(s);
+    vp_release(s);
     if (e.st)
         return cfail("hipdnnBackendSetAttribute", (hipdnnStatus_t)e.st, e.msg);
     return HIPDNN_STATUS_SUCCESS;
@@ -411,16 +561,13 @@ static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, v
 {
     vp_err e;
     e.st = 0;
-    pthread_rwlock_rdlock(&g_fx_lock);
-    fx_obj* o = vp_find(id);
-    if (o == NULL) {
-        pthread_rwlock_unlock(&g_fx_lock);
+    struct vp_state* s = vp_acquire(id);
+    if (s == NULL)
         return -1;
-    }
-    vp_lock(o->cvp);
-    vp_get_locked(o->cvp, &e, name, type, req, count, arr);
-    vp_unlock(o->cvp);
-    pthread_rwlock_unlock(&g_fx_lock);
+    vp_lock(s);
+    vp_get_locked(s, &e, name, type, req, count, arr);
+    vp_unlock(s);
+    vp_release(s);
     if (e.st)
         return cfail("hipdnnBackendGetAttribute", (hipdnnStatus_t)e.st, e.msg);
     return HIPDNN_STATUS_SUCCESS;
@@ -434,13 +581,9 @@ static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, v
  *   VPV order (uids, ptrs, override uids, shapes, strides, lengths), then the vectors' elements. */
 static int64_t hipdnn_cabi_vp_export(int64_t id, int64_t* out, int64_t cap)
 {
-    pthread_rwlock_rdlock(&g_fx_lock);
-    fx_obj* o = vp_find(id);
-    if (o == NULL) {
-        pthread_rwlock_unlock(&g_fx_lock);
+    struct vp_state* s = vp_acquire(id);
+    if (s == NULL)
         return -1;
-    }
-    struct vp_state* s = o->cvp;
     vp_lock(s);
     int64_t need = 2 + VPV_COUNT;
     for (int i = 0; i < VPV_COUNT; ++i)
@@ -458,6 +601,6 @@ static int64_t hipdnn_cabi_vp_export(int64_t id, int64_t* out, int64_t cap)
         }
     }
     vp_unlock(s);
-    pthread_rwlock_unlock(&g_fx_lock);
+    vp_release(s);
     return need;
 }

@@ -226,3 +226,69 @@ def test_the_profile_hook_does_see_python_entries(c_sample):
     # the check above is meaningful: a call that does enter Python is seen
     r = py(PROFILE_CHECK, {"HIPDNN_PLUGIN_DIR": c_sample})
     assert "set_attribute" in r["seen"], r
+
+
+THREADS = r"""
+import threading, random
+from hipdnn_cabi.backend import runtime
+h = create_handle()
+g = standin_graph(h)
+st, cfgs = heuristic_configs(g)
+lib.hipdnnBackendFinalize(cfgs[0])
+st, p = plan_for(cfgs[0])
+addr = lambda c: int(ffi.cast("uintptr_t", c))
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [10] * 4)
+first = variant_pack([1, 2, 3], [addr(x), addr(b), addr(ffi.new("float[4]"))])
+assert lib.hipdnnBackendExecute(h, p, first) == 0
+live0 = runtime.lib.hipdnn_cabi_vp_live()
+bad, ys = [], [ffi.new("float[4]") for _ in range(4)]
+shared = []
+def worker(i):
+    y = ys[i]
+    uids = ffi.new("int64_t[]", [1, 2, 3]); ptrs = ffi.new("void*[]", [x, b, y]); ws = ffi.new("void**")
+    for k in range(400):
+        vp = ffi.new("hipdnnBackendDescriptor_t*")
+        s = [lib.hipdnnBackendCreateDescriptor(D.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, vp),
+             lib.hipdnnBackendSetAttribute(vp[0], A.HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.HIPDNN_TYPE_VOID_PTR, 3, ptrs),
+             lib.hipdnnBackendSetAttribute(vp[0], A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.HIPDNN_TYPE_INT64, 3, uids),
+             lib.hipdnnBackendSetAttribute(vp[0], A.HIPDNN_ATTR_VARIANT_PACK_WORKSPACE, T.HIPDNN_TYPE_VOID_PTR, 1, ws),
+             lib.hipdnnBackendFinalize(vp[0]),
+             lib.hipdnnBackendExecute(h, p, vp[0])]
+        if k % 50 == 0:
+            shared.append(vp[0])   # the racer destroys these
+        else:
+            s.append(lib.hipdnnBackendDestroyDescriptor(vp[0]))
+        if any(s):
+            bad.append((i, s))
+racer_st = set()
+def racer():
+    cnt = ffi.new("int64_t*"); out = ffi.new("int64_t[3]")
+    r = random.Random(1)
+    for _ in range(3000):
+        if not shared:
+            continue
+        d = r.choice(shared)
+        op = r.randrange(3)
+        if op == 0:
+            racer_st.add(("destroy", lib.hipdnnBackendDestroyDescriptor(d)))
+        elif op == 1:
+            racer_st.add(("get", lib.hipdnnBackendGetAttribute(d, A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.HIPDNN_TYPE_INT64, 3, cnt, out)))
+        else:
+            racer_st.add(("exec", lib.hipdnnBackendExecute(h, p, d)))
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)] + [threading.Thread(target=racer)]
+for t in ts: t.start()
+for t in ts: t.join()
+for d in shared:
+    lib.hipdnnBackendDestroyDescriptor(d)
+print(json.dumps({"bad": bad[:5], "ys": [list(y) for y in ys], "racer": sorted(racer_st),
+                  "live": [live0, runtime.lib.hipdnn_cabi_vp_live()]}))
+"""
+
+
+def test_threads_create_execute_destroy_and_racing_destroys(c_sample):
+    r = py(THREADS, {"HIPDNN_PLUGIN_DIR": c_sample}, timeout=300)
+    assert r["bad"] == []
+    assert all(y == [11.0, 12.0, 13.0, 14.0] for y in r["ys"])
+    # a pack the racer destroyed answers "invalid or destroyed" (3) afterwards, never crashes
+    assert {s for _, s in r["racer"]} <= {0, 3}, r["racer"]
+    assert r["live"][1] == r["live"][0]
