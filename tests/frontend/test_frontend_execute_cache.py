@@ -158,3 +158,40 @@ def test_cache_off_gives_the_same_results(handle):
     close(ya, np.maximum(xa, 0))
     assert not g.__dict__.get("_xcache")
     g.close()
+
+
+class Tensor:
+    """A stand-in for torch.Tensor (no torch needed): what the cache's torch fingerprint reads, and
+    __array_interface__ for the pointer.  `set_` moves it to other storage, like torch's."""
+    __module__ = "torch"
+
+    def __init__(self, arr):
+        self.set_(arr)
+
+    def set_(self, arr):
+        self._a = arr
+        self.__array_interface__ = arr.__array_interface__
+        self.dtype, self.shape, self.device, self.requires_grad = arr.dtype, arr.shape, "cpu", False
+
+    def data_ptr(self):
+        return self._a.__array_interface__["data"][0]
+
+    def stride(self):
+        return tuple(s // self._a.itemsize for s in self._a.strides)
+
+
+def test_torch_like_tensors_are_cached_and_storage_moves_are_seen(handle, resolves):
+    g, x, y = relu_graph(handle)
+    xa = rand(rng(7), (4, 8))
+    xt, yt = Tensor(xa), Tensor(np.empty((4, 8), np.float32))
+    g.execute({x: xt, y: yt})
+    n0 = resolves[0]
+    g.execute({x: xt, y: yt})
+    assert resolves[0] == n0                    # cached
+    close(yt._a, np.maximum(xa, 0))
+    other = np.empty((4, 8), np.float32)
+    yt.set_(other)                              # same object, new storage: full path again
+    g.execute({x: xt, y: yt})
+    assert resolves[0] == n0 + 2
+    close(other, np.maximum(xa, 0))
+    g.close()
