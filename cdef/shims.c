@@ -277,6 +277,12 @@ static int vp_destroy(int64_t id);
 static int vp_finalize(int64_t id);
 static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr);
 static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
+/* The C attribute store (cdef/astore.c): plain fields of Python descriptors; as_set/as_get return
+ * -1 when they do not answer (→ Python, which answers every other case and every error). */
+static void as_add(int64_t id, int dtype);
+static void as_remove(int64_t id);
+static int as_set(int64_t id, int name, int type, int64_t count, const void* arr);
+static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
 
 HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t descriptorType,
                                                  hipdnnBackendDescriptor_t* descriptor)
@@ -293,6 +299,7 @@ HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t de
     int64_t r = hpy_create_descriptor((int)descriptorType);
     if (r <= 0)
         LEAVE("hipdnnBackendCreateDescriptor", (int)-r);
+    as_add(r, (int)descriptorType);
     *descriptor = (hipdnnBackendDescriptor_t)(intptr_t)r;
     LEAVE("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_SUCCESS);
 }
@@ -311,7 +318,10 @@ HX hipdnnStatus_t hipdnnBackendDestroyDescriptor(hipdnnBackendDescriptor_t descr
     int vst = vp_destroy(ID(descriptor));
     if (vst >= 0)
         LEAVE("hipdnnBackendDestroyDescriptor", vst);
-    LEAVE("hipdnnBackendDestroyDescriptor", hpy_destroy_descriptor(ID(descriptor)));
+    int st = hpy_destroy_descriptor(ID(descriptor));
+    if (st == 0)
+        as_remove(ID(descriptor));
+    LEAVE("hipdnnBackendDestroyDescriptor", st);
 }
 
 HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
@@ -332,7 +342,8 @@ HX hipdnnStatus_t hipdnnBackendSetAttribute(hipdnnBackendDescriptor_t descriptor
     ENTER("hipdnnBackendSetAttribute");
     DESCCHK("hipdnnBackendSetAttribute", descriptor);
     int vst = vp_set(ID(descriptor), (int)attributeName, (int)attributeType, elementCount, arrayOfElements);
-    if (vst >= 0)
+    if (vst >= 0 || (vst = as_set(ID(descriptor), (int)attributeName, (int)attributeType, elementCount,
+                                  arrayOfElements)) >= 0)
         LEAVE("hipdnnBackendSetAttribute", vst);
     int64_t nbytes = 0;
     if (arrayOfElements != NULL && elementCount > 0) {
@@ -355,7 +366,8 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
     DESCCHK("hipdnnBackendGetAttribute", descriptor);
     int vst = vp_get(ID(descriptor), (int)attributeName, (int)attributeType, requestedElementCount,
                      elementCount, arrayOfElements);
-    if (vst >= 0)
+    if (vst >= 0 || (vst = as_get(ID(descriptor), (int)attributeName, (int)attributeType,
+                                  requestedElementCount, elementCount, arrayOfElements)) >= 0)
         LEAVE("hipdnnBackendGetAttribute", vst);
     LEAVE("hipdnnBackendGetAttribute",
           hpy_get_attribute(ID(descriptor), (int)attributeName, (int)attributeType,
@@ -438,50 +450,62 @@ typedef struct {
 #define BR_SHARDS 64
 typedef struct {
     long readers;
-    uint64_t hits, misses;
+    uint64_t hits, misses; /* the execute registry's counters (unused by other locks) */
     char pad[64 - sizeof(long) - 2 * sizeof(uint64_t)];
 } br_shard;
-static br_shard g_br[BR_SHARDS] __attribute__((aligned(64)));
-static int g_br_writer = 0;
-static pthread_mutex_t g_br_wmu = PTHREAD_MUTEX_INITIALIZER;
+typedef struct {
+    br_shard s[BR_SHARDS];
+    int writer;
+    pthread_mutex_t wmu;
+} brlock;
+#define BRLOCK_INIT {.wmu = PTHREAD_MUTEX_INITIALIZER}
+static brlock g_fxl __attribute__((aligned(64))) = BRLOCK_INIT; /* the execute registry's lock */
 static __thread int t_br = -1;
 static int g_br_next = 0;
 
-static inline br_shard* br_mine(void)
+static inline int br_index(void)
 {
     if (__builtin_expect(t_br < 0, 0))
         t_br = (int)((unsigned)__atomic_fetch_add(&g_br_next, 1, __ATOMIC_RELAXED) % BR_SHARDS);
-    return &g_br[t_br];
+    return t_br;
 }
 
-static inline void br_rdlock(void)
+static inline void br_rdlock(brlock* L)
 {
-    br_shard* s = br_mine();
+    br_shard* s = &L->s[br_index()];
     for (;;) {
         __atomic_add_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&g_br_writer, __ATOMIC_SEQ_CST))
+        if (!__atomic_load_n(&L->writer, __ATOMIC_SEQ_CST))
             return;
         __atomic_sub_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&g_br_writer, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&L->writer, __ATOMIC_ACQUIRE))
             sched_yield();
     }
 }
 
-static inline void br_rdunlock(void) { __atomic_sub_fetch(&g_br[t_br].readers, 1, __ATOMIC_RELEASE); }
+static inline void br_rdunlock(brlock* L) { __atomic_sub_fetch(&L->s[t_br].readers, 1, __ATOMIC_RELEASE); }
 
-static void br_wrlock(void)
+static void br_wrlock(brlock* L)
 {
-    pthread_mutex_lock(&g_br_wmu);
-    __atomic_store_n(&g_br_writer, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&L->wmu);
+    __atomic_store_n(&L->writer, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < BR_SHARDS; ++i)
-        while (__atomic_load_n(&g_br[i].readers, __ATOMIC_SEQ_CST) != 0)
+        while (__atomic_load_n(&L->s[i].readers, __ATOMIC_SEQ_CST) != 0)
             sched_yield();
 }
 
-static void br_wrunlock(void)
+static void br_wrunlock(brlock* L)
 {
-    __atomic_store_n(&g_br_writer, 0, __ATOMIC_SEQ_CST);
-    pthread_mutex_unlock(&g_br_wmu);
+    __atomic_store_n(&L->writer, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&L->wmu);
+}
+
+static void br_atfork_child(brlock* L)
+{
+    for (int i = 0; i < BR_SHARDS; ++i)
+        L->s[i].readers = 0;
+    L->writer = 0;
+    pthread_mutex_init(&L->wmu, NULL);
 }
 
 static fx_obj** g_fx_tab = NULL;
@@ -572,10 +596,10 @@ static void fx_free(fx_obj* o)
 /* Unregister `id` (any kind; unknown ids are fine) and wait for fast executes using it. */
 static void hipdnn_cabi_fx_remove(int64_t id)
 {
-    br_wrlock();
+    br_wrlock(&g_fxl);
     fx_obj* o = fx_unlink(id);
     g_fx_epoch++;
-    br_wrunlock();
+    br_wrunlock(&g_fxl);
     if (o == NULL)
         return;
     while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
@@ -585,9 +609,9 @@ static void hipdnn_cabi_fx_remove(int64_t id)
 
 static uint64_t hipdnn_cabi_fx_epoch(void)
 {
-    br_rdlock();
+    br_rdlock(&g_fxl);
     uint64_t e = __atomic_load_n(&g_fx_epoch, __ATOMIC_ACQUIRE);
-    br_rdunlock();
+    br_rdunlock(&g_fxl);
     return e;
 }
 
@@ -600,7 +624,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
                                    uint32_t n, uint64_t ws)
 {
     int rc = 0;
-    br_wrlock();
+    br_wrlock(&g_fxl);
     if (epoch != g_fx_epoch) {
         rc = 1;
         goto out;
@@ -684,7 +708,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
     H->eng[H->n_eng].lasterr = (fx_lasterr_fn)(uintptr_t)lasterr_fn;
     H->n_eng++;
 out:
-    br_wrunlock();
+    br_wrunlock(&g_fxl);
     return rc;
 }
 
@@ -693,18 +717,27 @@ out:
  * executes in flight (its only thread is the one that forked), so a removal there never waits
  * for a thread that does not exist. */
 static void vp_atfork_child(void); /* vpack.c */
-static void fx_atfork_prepare(void) { br_wrlock(); }
-static void fx_atfork_parent(void) { br_wrunlock(); }
+static void as_atfork_prepare(void); /* astore.c */
+static void as_atfork_parent(void);
+static void as_atfork_child(void);
+static void fx_atfork_prepare(void)
+{
+    br_wrlock(&g_fxl);
+    as_atfork_prepare();
+}
+static void fx_atfork_parent(void)
+{
+    as_atfork_parent();
+    br_wrunlock(&g_fxl);
+}
 static void fx_atfork_child(void)
 {
     for (size_t i = 0; i < g_fx_cap; ++i)
         if (g_fx_tab[i] != NULL)
             g_fx_tab[i]->refs = 0;
-    for (int i = 0; i < BR_SHARDS; ++i)
-        g_br[i].readers = 0;
-    g_br_writer = 0;
-    pthread_mutex_init(&g_br_wmu, NULL);
+    br_atfork_child(&g_fxl);
     vp_atfork_child();
+    as_atfork_child();
 }
 __attribute__((constructor)) static void fx_init(void)
 {
@@ -719,15 +752,15 @@ static void hipdnn_cabi_fx_stats(uint64_t* out)
 {
     uint64_t hits = 0, misses = 0;
     for (int i = 0; i < BR_SHARDS; ++i) {
-        hits += __atomic_load_n(&g_br[i].hits, __ATOMIC_RELAXED);
-        misses += __atomic_load_n(&g_br[i].misses, __ATOMIC_RELAXED);
+        hits += __atomic_load_n(&g_fxl.s[i].hits, __ATOMIC_RELAXED);
+        misses += __atomic_load_n(&g_fxl.s[i].misses, __ATOMIC_RELAXED);
     }
-    br_rdlock();
+    br_rdlock(&g_fxl);
     out[0] = hits;
     out[1] = misses;
     out[2] = g_fx_count + (uint64_t)vp_live_count(); /* C-resident packs are always known to C */
     out[3] = g_fx_epoch;
-    br_rdunlock();
+    br_rdunlock(&g_fxl);
 }
 
 static const char* fx_plugin_status_name(int st)
@@ -752,8 +785,8 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     if (!g_fx_enabled)
         return -1;
     struct vp_state* cv = vp_acquire(v);
-    br_shard* me = br_mine();
-    br_rdlock();
+    br_shard* me = &g_fxl.s[br_index()];
+    br_rdlock(&g_fxl);
     fx_obj* P = fx_find(p);
     fx_obj* H = fx_find(h);
     fx_obj* V = NULL;
@@ -805,7 +838,7 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
     if (V != NULL)
         __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
-    br_rdunlock();
+    br_rdunlock(&g_fxl);
 
     int st = (int)exec(ph, ctx, ws, bufs, n);
     int rc = HIPDNN_STATUS_SUCCESS;
@@ -827,7 +860,7 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     __atomic_add_fetch(&me->hits, 1, __ATOMIC_RELAXED);
     return rc;
 miss:
-    br_rdunlock();
+    br_rdunlock(&g_fxl);
     if (cv != NULL)
         vp_release(cv);
     __atomic_add_fetch(&me->misses, 1, __ATOMIC_RELAXED);

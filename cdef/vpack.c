@@ -146,7 +146,7 @@ static void vp_release(struct vp_state* s) { __atomic_sub_fetch(&vps_at(s->slot)
 /* A free slot (-1: none left). */
 static int64_t vps_take(void)
 {
-    int me = (int)(br_mine() - g_br);
+    int me = br_index();
     if (__atomic_load_n(&g_vps_free, __ATOMIC_RELAXED) > 0) {
         for (int k = 0; k < BR_SHARDS; ++k) { /* mine first, then steal */
             vp_freelist* f = &g_vpf[(me + k) % BR_SHARDS];
@@ -185,7 +185,7 @@ static int64_t vps_take(void)
 
 static void vps_give(uint32_t s)
 {
-    vp_freelist* f = &g_vpf[br_mine() - g_br];
+    vp_freelist* f = &g_vpf[br_index()];
     pthread_mutex_lock(&f->mu);
     if (f->n == f->cap) {
         uint32_t cap = f->cap ? 2 * f->cap : 64;
@@ -321,7 +321,7 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
     sl->obj = b;
     uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_vpf[br_mine() - g_br].live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
     *out = (hipdnnBackendDescriptor_t)(intptr_t)(VP_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
@@ -347,7 +347,7 @@ static int vp_destroy(int64_t id)
     uint32_t slot = s->slot;
     vp_free(s);
     vps_give(slot);
-    __atomic_sub_fetch(&g_vpf[br_mine() - g_br].live, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
     return HIPDNN_STATUS_SUCCESS;
 }
 

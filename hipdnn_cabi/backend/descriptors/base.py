@@ -10,6 +10,68 @@ from ...errors import BadParamError, NotInitializedError, NotSupportedError
 from ..attrs import attr_name
 
 
+# ------------------------------------------------------------------------ the C attribute store
+# FAST_FIELDS of a descriptor created through hipdnnBackendCreateDescriptor live in C
+# (cdef/astore.c) until finalize: the C shims answer their hot Set/Get without entering Python,
+# and these data descriptors read the C record (`_cid`) while the descriptor is unfinalized and
+# write through to it always.  Finalize pulls the values into the object (reads are local from then
+# on, `_clocal`); destroy of the creating id does the same before C drops the record.
+_store = {"lib": None, "ffi": None}   # bound by entry.install when the store is on
+_MISSING = object()
+
+
+def _c_read(cid, slot, kind):
+    lib, ffi = _store["lib"], _store["ffi"]
+    if lib is None:
+        return _MISSING
+    cap = 16 if kind == 1 else 1
+    while True:
+        buf = ffi.new("int64_t[]", cap)
+        n = lib.hipdnn_cabi_as_read(cid, slot, buf, cap)
+        if n < 0:
+            return _MISSING
+        if n <= cap:
+            break
+        cap = n
+    if kind == 1:
+        return tuple(ffi.unpack(buf, n)) if n else ()
+    return bool(buf[0]) if kind == 2 else int(buf[0])
+
+
+def _c_write(cid, slot, kind, v):
+    lib, ffi = _store["lib"], _store["ffi"]
+    if lib is None:
+        return
+    vals = list(v) if kind == 1 else [int(bool(v)) if kind == 2 else int(v)]
+    lib.hipdnn_cabi_as_write(cid, slot, ffi.new("int64_t[]", vals or [0]), len(vals))
+
+
+class CField:
+    """A FAST_FIELDS attribute of a descriptor class (installed by Descriptor.__init_subclass__)."""
+    __slots__ = ("slot", "kind", "key")
+
+    def __init__(self, slot, kind, field):
+        self.slot, self.kind, self.key = slot, kind, "_fv_" + field
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        d = obj.__dict__
+        cid = d.get("_cid")
+        if cid is not None and not d.get("_clocal"):
+            v = _c_read(cid, self.slot, self.kind)
+            if v is not _MISSING:
+                return v
+        return d[self.key]
+
+    def __set__(self, obj, v):
+        d = obj.__dict__
+        d[self.key] = v
+        cid = d.get("_cid")
+        if cid is not None:
+            _c_write(cid, self.slot, self.kind, v)
+
+
 def setter(*names):
     def mark(fn):
         fn._hipdnn_set = names
@@ -54,6 +116,9 @@ class Descriptor:
         cls._fast_get = cls.get_attribute is Descriptor.get_attribute
         # Store (function, context string) so the hot path never formats a message.
         cls._setters = {n: (fn, f"{cls.NAME}::setAttribute({attr_name(n)})") for n, fn in setters.items()}
+        if "FAST_FIELDS" in vars(cls):
+            for slot, (_name, (_t, kind, field)) in enumerate(cls.FAST_FIELDS.items()):
+                setattr(cls, field, CField(slot, kind, field))
         cls._getters = {n: (fn, f"{cls.NAME}::getAttribute({attr_name(n)})") for n, fn in getters.items()}
 
     def __init__(self):
@@ -83,8 +148,40 @@ class Descriptor:
     def finalize(self):
         if self.finalized and not self.REFINALIZE_ALLOWED:
             raise BadParamError(f"{self.NAME}::finalize() failed: Already finalized.")
-        self._finalize()
+        d = self.__dict__
+        cid = d.get("_cid")
+        pulled = cid is not None and not d.get("_clocal")
+        if pulled:
+            self._c_pull()
+        try:
+            self._finalize()
+        except BaseException:
+            if pulled:
+                d["_clocal"] = False  # still unfinalized: the C record stays the one store
+            raise
         self.finalized = True
+        if cid is not None and _store["lib"] is not None:
+            _store["lib"].hipdnn_cabi_as_mark_finalized(cid, 1)
+
+    def _c_pull(self):
+        """The C record's fast fields → the object; reads are local from now on."""
+        d = self.__dict__
+        cid = d.get("_cid")
+        if cid is None or d.get("_clocal"):
+            return
+        for slot, (_name, (_t, kind, field)) in enumerate(self.FAST_FIELDS.items()):
+            v = _c_read(cid, slot, kind)
+            if v is not _MISSING:
+                d["_fv_" + field] = v
+        d["_clocal"] = True
+
+    def _c_detach(self, ident):
+        """Id ``ident`` is destroyed: when it owns the C record, keep its values here."""
+        d = self.__dict__
+        if d.get("_cid") == ident:
+            self._c_pull()
+            d.pop("_cid", None)
+            d.pop("_clocal", None)
 
     def _finalize(self):  # pragma: no cover - overridden
         pass
