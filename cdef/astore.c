@@ -285,6 +285,34 @@ static int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t c
     return n;
 }
 
+/* Every field of `id` at once: the int64 count needed (-1: no record); when cap is enough, out =
+ * [n_0 .. n_{nf-1}, elements of field 0, of field 1, ...]. */
+static int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap)
+{
+    int64_t need = -1;
+    br_rdlock(&g_asl);
+    as_rec* r = as_find(id);
+    if (r != NULL) {
+        as_lock(r);
+        need = r->nf;
+        for (int i = 0; i < r->nf; ++i)
+            need += r->val[i].n;
+        if (out != NULL && cap >= need) {
+            int64_t k = r->nf;
+            for (int i = 0; i < r->nf; ++i) {
+                const as_val* v = &r->val[i];
+                out[i] = v->n;
+                if (v->n)
+                    memcpy(out + k, v->v, 8 * (size_t)v->n);
+                k += v->n;
+            }
+        }
+        as_unlock(r);
+    }
+    br_rdunlock(&g_asl);
+    return need;
+}
+
 /* Python wrote field `slot` (n elements; booleans and scalars n = 1): 0, or -1 (no record / OOM). */
 static int hipdnn_cabi_as_write(int64_t id, int slot, const int64_t* v, int64_t n)
 {

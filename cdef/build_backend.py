@@ -52,6 +52,7 @@ int64_t hipdnn_cabi_vp_export(int64_t id, int64_t* out, int64_t cap);
 void hipdnn_cabi_as_set_enabled(int on);
 int hipdnn_cabi_as_enabled(void);
 int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t cap);
+int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap);
 int hipdnn_cabi_as_write(int64_t id, int slot, const int64_t* v, int64_t n);
 void hipdnn_cabi_as_mark_finalized(int64_t id, int on);
 long hipdnn_cabi_as_count(void);

@@ -216,7 +216,7 @@ def prof(frame, event, arg):
         seen.append(frame.f_code.co_name)
 t = desc(D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR)
 sys.setprofile(prof)
-set_attr(t, A.HIPDNN_ATTR_TENSOR_UNIQUE_ID, T.HIPDNN_TYPE_INT64, "int64_t", [1])
+set_attr(t, A.HIPDNN_ATTR_TENSOR_DATA_TYPE, T.HIPDNN_TYPE_DATA_TYPE, "int", [0])  # not a C field
 sys.setprofile(None)
 print(json.dumps({"seen": seen}))
 """

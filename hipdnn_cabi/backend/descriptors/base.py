@@ -164,24 +164,42 @@ class Descriptor:
             _store["lib"].hipdnn_cabi_as_mark_finalized(cid, 1)
 
     def _c_pull(self):
-        """The C record's fast fields → the object; reads are local from now on."""
+        """The C record's fast fields → the object (one call); reads are local from now on."""
         d = self.__dict__
         cid = d.get("_cid")
-        if cid is None or d.get("_clocal"):
+        lib = _store["lib"]
+        if cid is None or d.get("_clocal") or lib is None:
             return
-        for slot, (_name, (_t, kind, field)) in enumerate(self.FAST_FIELDS.items()):
-            v = _c_read(cid, slot, kind)
-            if v is not _MISSING:
-                d["_fv_" + field] = v
+        ffi = _store["ffi"]
+        cap = 64
+        while True:
+            buf = ffi.new("int64_t[]", cap)
+            need = lib.hipdnn_cabi_as_export(cid, buf, cap)
+            if need <= cap:
+                break
+            cap = need
+        if need >= 0:
+            vals = ffi.unpack(buf, need)
+            nf = len(self.FAST_FIELDS)
+            k = nf
+            for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
+                n = vals[i]
+                if kind == 1:
+                    d["_fv_" + field] = tuple(vals[k:k + n])
+                else:
+                    d["_fv_" + field] = bool(vals[k]) if kind == 2 else vals[k]
+                k += n
         d["_clocal"] = True
 
     def _c_detach(self, ident):
-        """Id ``ident`` is destroyed: when it owns the C record, keep its values here."""
+        """Id ``ident`` is destroyed; when it owns the C record, C drops the record.  Nothing
+        reads the fields of an unfinalized descriptor once its only id is gone (operations and
+        graphs take finalized descriptors only, and wrapper ids come from getters of finalized
+        ones), and a finalized one already reads its own copy (pulled at finalize)."""
         d = self.__dict__
         if d.get("_cid") == ident:
-            self._c_pull()
-            d.pop("_cid", None)
-            d.pop("_clocal", None)
+            del d["_cid"]
+            d["_clocal"] = True
 
     def _finalize(self):  # pragma: no cover - overridden
         pass
