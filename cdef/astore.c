@@ -24,9 +24,9 @@
  * messages are the Python ones by construction.  HIPDNN_CABI_PY_ATTRS=1 (read at library start)
  * turns the store off; tests/foundation/test_attr_store.py compares both.
  *
- * Threads: a sharded reader lock (brlock, shims.c) around the table — Set/Get are readers, record
- * creation/removal (inside Create/Destroy, which enter Python anyway) writers — and a per-record
- * spinlock for calls on the same descriptor.
+ * Threads: the table is split into AS_SHARDS tables by id hash, each under its own rwlock (Set/Get
+ * read-lock one shard; record creation/removal, inside Create/Destroy, write-lock one shard), and a
+ * per-record spinlock serialises calls on the same descriptor.
  */
 #define AS_INLINE 8
 #define AS_MAX_FIELDS 16
@@ -49,13 +49,30 @@ typedef struct {
     int finalized;
     int nf;
     const as_field* f;
-    as_val val[AS_MAX_FIELDS];
+    as_val val[]; /* nf of them */
 } as_rec;
 
-static brlock g_asl __attribute__((aligned(64))) = BRLOCK_INIT;
-static as_rec** g_as_tab = NULL;
-static size_t g_as_cap = 0, g_as_count = 0;
+#define AS_SHARDS 16
+typedef struct {
+    pthread_rwlock_t lk;
+    as_rec** tab;
+    size_t cap, count;
+    char pad[64];
+} as_shard;
+static as_shard g_ass[AS_SHARDS];
+static long g_as_count = 0; /* records alive (atomic) */
 static volatile int g_as_enabled = 1;
+
+__attribute__((constructor)) static void as_init(void)
+{
+    for (int i = 0; i < AS_SHARDS; ++i)
+        pthread_rwlock_init(&g_ass[i].lk, NULL);
+}
+
+static inline as_shard* as_shard_of(int64_t id)
+{
+    return &g_ass[(((uint64_t)id >> 4) * 0x9E3779B97F4A7C15ull >> 59) & (AS_SHARDS - 1)];
+}
 
 static void hipdnn_cabi_as_set_enabled(int on) { g_as_enabled = on ? 1 : 0; }
 static int hipdnn_cabi_as_enabled(void) { return g_as_enabled; }
@@ -65,12 +82,12 @@ static inline size_t as_slot(int64_t id, size_t cap)
     return (size_t)(((uint64_t)id >> 4) * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
 }
 
-static inline as_rec* as_find(int64_t id)
+static inline as_rec* as_find_in(as_shard* S, int64_t id)
 {
-    if (g_as_cap == 0)
+    if (S->cap == 0)
         return NULL;
-    for (size_t i = as_slot(id, g_as_cap);; i = (i + 1) & (g_as_cap - 1)) {
-        as_rec* r = g_as_tab[i];
+    for (size_t i = as_slot(id, S->cap);; i = (i + 1) & (S->cap - 1)) {
+        as_rec* r = S->tab[i];
         if (r == NULL)
             return NULL;
         if (r->id == id)
@@ -102,7 +119,7 @@ static void as_add(int64_t id, int dtype)
     const as_field* f = as_fields_of(dtype, &nf);
     if (f == NULL || !g_as_enabled || nf > AS_MAX_FIELDS)
         return;
-    as_rec* r = (as_rec*)calloc(1, sizeof *r);
+    as_rec* r = (as_rec*)calloc(1, sizeof *r + (size_t)nf * sizeof(as_val));
     if (r == NULL)
         return;
     r->id = id;
@@ -112,17 +129,18 @@ static void as_add(int64_t id, int dtype)
         r->val[i].v = r->val[i].inl;
         r->val[i].n = f[i].kind == 1 ? 0 : 1; /* scalars start at 0 / false, vectors empty */
     }
-    br_wrlock(&g_asl);
-    if ((g_as_count + 1) * 2 > g_as_cap) {
-        size_t cap = g_as_cap ? g_as_cap * 2 : 256;
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_wrlock(&S->lk);
+    if ((S->count + 1) * 2 > S->cap) {
+        size_t cap = S->cap ? S->cap * 2 : 64;
         as_rec** t = (as_rec**)calloc(cap, sizeof *t);
         if (t == NULL) {
-            br_wrunlock(&g_asl);
+            pthread_rwlock_unlock(&S->lk);
             free(r);
             return;
         }
-        for (size_t i = 0; i < g_as_cap; ++i) {
-            as_rec* x = g_as_tab[i];
+        for (size_t i = 0; i < S->cap; ++i) {
+            as_rec* x = S->tab[i];
             if (x == NULL)
                 continue;
             size_t j = as_slot(x->id, cap);
@@ -130,51 +148,55 @@ static void as_add(int64_t id, int dtype)
                 j = (j + 1) & (cap - 1);
             t[j] = x;
         }
-        free(g_as_tab);
-        g_as_tab = t;
-        g_as_cap = cap;
+        free(S->tab);
+        S->tab = t;
+        S->cap = cap;
     }
-    size_t j = as_slot(id, g_as_cap);
-    while (g_as_tab[j] != NULL)
-        j = (j + 1) & (g_as_cap - 1);
-    g_as_tab[j] = r;
-    g_as_count++;
-    br_wrunlock(&g_asl);
+    size_t j = as_slot(id, S->cap);
+    while (S->tab[j] != NULL)
+        j = (j + 1) & (S->cap - 1);
+    S->tab[j] = r;
+    S->count++;
+    pthread_rwlock_unlock(&S->lk);
+    __atomic_add_fetch(&g_as_count, 1, __ATOMIC_RELAXED);
 }
 
 /* Called by the destroy shim after Python destroyed `id` (unknown ids are fine). */
 static void as_remove(int64_t id)
 {
-    if (g_as_count == 0)
+    if (__atomic_load_n(&g_as_count, __ATOMIC_RELAXED) == 0)
         return;
-    br_wrlock(&g_asl);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_wrlock(&S->lk);
     as_rec* o = NULL;
-    if (g_as_cap) {
-        size_t m = g_as_cap - 1, i = as_slot(id, g_as_cap);
+    if (S->cap) {
+        size_t m = S->cap - 1, i = as_slot(id, S->cap);
         for (;; i = (i + 1) & m) {
-            if (g_as_tab[i] == NULL)
+            if (S->tab[i] == NULL)
                 break;
-            if (g_as_tab[i]->id == id) {
-                o = g_as_tab[i];
+            if (S->tab[i]->id == id) {
+                o = S->tab[i];
                 break;
             }
         }
         if (o != NULL) {
-            g_as_tab[i] = NULL;
-            for (size_t j = (i + 1) & m; g_as_tab[j] != NULL; j = (j + 1) & m) {
-                size_t k = as_slot(g_as_tab[j]->id, g_as_cap);
+            S->tab[i] = NULL;
+            for (size_t j = (i + 1) & m; S->tab[j] != NULL; j = (j + 1) & m) {
+                size_t k = as_slot(S->tab[j]->id, S->cap);
                 if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-                    g_as_tab[i] = g_as_tab[j];
-                    g_as_tab[j] = NULL;
+                    S->tab[i] = S->tab[j];
+                    S->tab[j] = NULL;
                     i = j;
                 }
             }
-            g_as_count--;
+            S->count--;
         }
     }
-    br_wrunlock(&g_asl);
-    if (o != NULL)
-        as_free(o); /* no reader can hold it: readers run under the lock */
+    pthread_rwlock_unlock(&S->lk);
+    if (o != NULL) {
+        __atomic_sub_fetch(&g_as_count, 1, __ATOMIC_RELAXED);
+        as_free(o); /* no reader can hold it: readers run under the shard lock */
+    }
 }
 
 static int as_store(as_val* v, int64_t n, const void* src, int kind)
@@ -196,11 +218,12 @@ static int as_store(as_val* v, int64_t n, const void* src, int kind)
 /* -1: not answered here (→ Python), else SUCCESS. */
 static int as_set(int64_t id, int name, int type, int64_t count, const void* arr)
 {
-    if (g_as_count == 0 || arr == NULL)
+    if (__atomic_load_n(&g_as_count, __ATOMIC_RELAXED) == 0 || arr == NULL)
         return -1;
     int rc = -1;
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL) {
         as_lock(r);
         if (!r->finalized)
@@ -216,17 +239,18 @@ static int as_set(int64_t id, int name, int type, int64_t count, const void* arr
             }
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
     return rc;
 }
 
 static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr)
 {
-    if (g_as_count == 0 || req < 0)
+    if (__atomic_load_n(&g_as_count, __ATOMIC_RELAXED) == 0 || req < 0)
         return -1;
     int rc = -1;
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL) {
         as_lock(r);
         if (r->finalized)
@@ -262,7 +286,7 @@ static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, v
             }
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
     return rc;
 }
 
@@ -271,8 +295,9 @@ static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, v
 static int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t cap)
 {
     int64_t n = -1;
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL && slot >= 0 && slot < r->nf) {
         as_lock(r);
         const as_val* v = &r->val[slot];
@@ -281,7 +306,7 @@ static int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t c
             memcpy(out, v->v, 8 * (size_t)n);
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
     return n;
 }
 
@@ -290,8 +315,9 @@ static int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t c
 static int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap)
 {
     int64_t need = -1;
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL) {
         as_lock(r);
         need = r->nf;
@@ -309,7 +335,7 @@ static int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap)
         }
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
     return need;
 }
 
@@ -317,38 +343,51 @@ static int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap)
 static int hipdnn_cabi_as_write(int64_t id, int slot, const int64_t* v, int64_t n)
 {
     int rc = -1;
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL && slot >= 0 && slot < r->nf && n >= 0) {
         as_lock(r);
         rc = as_store(&r->val[slot], n, v, 0);
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
     return rc;
 }
 
 /* Python finalized (1) the descriptor: C answers its Gets and refuses (→ Python) its Sets. */
 static void hipdnn_cabi_as_mark_finalized(int64_t id, int on)
 {
-    br_rdlock(&g_asl);
-    as_rec* r = as_find(id);
+    as_shard* S = as_shard_of(id);
+    pthread_rwlock_rdlock(&S->lk);
+    as_rec* r = as_find_in(S, id);
     if (r != NULL) {
         as_lock(r);
         r->finalized = on ? 1 : 0;
         as_unlock(r);
     }
-    br_rdunlock(&g_asl);
+    pthread_rwlock_unlock(&S->lk);
 }
 
-static long hipdnn_cabi_as_count(void) { return (long)g_as_count; }
+static long hipdnn_cabi_as_count(void) { return __atomic_load_n(&g_as_count, __ATOMIC_RELAXED); }
 
-static void as_atfork_prepare(void) { br_wrlock(&g_asl); }
-static void as_atfork_parent(void) { br_wrunlock(&g_asl); }
+static void as_atfork_prepare(void)
+{
+    for (int i = 0; i < AS_SHARDS; ++i)
+        pthread_rwlock_wrlock(&g_ass[i].lk);
+}
+static void as_atfork_parent(void)
+{
+    for (int i = AS_SHARDS - 1; i >= 0; --i)
+        pthread_rwlock_unlock(&g_ass[i].lk);
+}
 static void as_atfork_child(void)
 {
-    br_atfork_child(&g_asl);
-    for (size_t i = 0; i < g_as_cap; ++i)
-        if (g_as_tab[i] != NULL)
-            g_as_tab[i]->lock = 0;
+    for (int i = 0; i < AS_SHARDS; ++i) {
+        as_shard* S = &g_ass[i];
+        pthread_rwlock_init(&S->lk, NULL);
+        for (size_t k = 0; k < S->cap; ++k)
+            if (S->tab[k] != NULL)
+                S->tab[k]->lock = 0;
+    }
 }

@@ -122,7 +122,8 @@ def create_descriptor(dtype, _create=factory.create, _register=registry.register
     obj = _create(dtype)
     i = _register(obj)
     if _on[0] and obj.FAST_FIELDS:
-        obj.__dict__["_cid"] = i  # the shim adds the C record for id i when this returns
+        obj.__class__ = obj._c_class  # its fast fields live in C (descriptors/base.py)
+        obj.__dict__["_cid"] = i      # the shim adds the C record for id i when this returns
     return i
 
 

@@ -12,12 +12,14 @@ from ..attrs import attr_name
 
 # ------------------------------------------------------------------------ the C attribute store
 # FAST_FIELDS of a descriptor created through hipdnnBackendCreateDescriptor live in C
-# (cdef/astore.c) until finalize: the C shims answer their hot Set/Get without entering Python,
-# and these data descriptors read the C record (`_cid`) while the descriptor is unfinalized and
-# write through to it always.  Finalize pulls the values into the object (reads are local from then
-# on, `_clocal`); destroy of the creating id does the same before C drops the record.
+# (cdef/astore.c) until finalize: the C shims answer their hot Set/Get without entering Python.
+# Such an object is of the class's `_c_class` (a subclass whose FAST_FIELDS attributes are data
+# descriptors reading the C record `_cid` and writing through to it) while it is unfinalized;
+# finalize pulls the record into plain instance attributes and switches the object back to the
+# plain class (plain attribute speed from then on: a finalized descriptor never changes).
 _store = {"lib": None, "ffi": None}   # bound by entry.install when the store is on
 _MISSING = object()
+_DEFAULTS = (0, (), False)            # C starts every field at these (kinds 0, 1, 2)
 
 
 def _c_read(cid, slot, kind):
@@ -47,22 +49,22 @@ def _c_write(cid, slot, kind, v):
 
 
 class CField:
-    """A FAST_FIELDS attribute of a descriptor class (installed by Descriptor.__init_subclass__)."""
+    """A FAST_FIELDS attribute of a store-backed (unfinalized) descriptor."""
     __slots__ = ("slot", "kind", "key")
 
     def __init__(self, slot, kind, field):
-        self.slot, self.kind, self.key = slot, kind, "_fv_" + field
+        self.slot, self.kind, self.key = slot, kind, field
 
     def __get__(self, obj, cls=None):
         if obj is None:
             return self
         d = obj.__dict__
         cid = d.get("_cid")
-        if cid is not None and not d.get("_clocal"):
+        if cid is not None:
             v = _c_read(cid, self.slot, self.kind)
             if v is not _MISSING:
                 return v
-        return d[self.key]
+        return d.get(self.key, _DEFAULTS[self.kind])
 
     def __set__(self, obj, v):
         d = obj.__dict__
@@ -116,9 +118,11 @@ class Descriptor:
         cls._fast_get = cls.get_attribute is Descriptor.get_attribute
         # Store (function, context string) so the hot path never formats a message.
         cls._setters = {n: (fn, f"{cls.NAME}::setAttribute({attr_name(n)})") for n, fn in setters.items()}
-        if "FAST_FIELDS" in vars(cls):
-            for slot, (_name, (_t, kind, field)) in enumerate(cls.FAST_FIELDS.items()):
-                setattr(cls, field, CField(slot, kind, field))
+        if "FAST_FIELDS" in vars(cls) and cls.FAST_FIELDS:
+            ns = {field: CField(slot, kind, field)
+                  for slot, (_t, kind, field) in enumerate(cls.FAST_FIELDS.values())}
+            ns.update(_c_base=cls, __module__=cls.__module__, __qualname__=cls.__qualname__)
+            cls._c_class = type(cls.__name__, (cls,), ns)
         cls._getters = {n: (fn, f"{cls.NAME}::getAttribute({attr_name(n)})") for n, fn in getters.items()}
 
     def __init__(self):
@@ -148,58 +152,56 @@ class Descriptor:
     def finalize(self):
         if self.finalized and not self.REFINALIZE_ALLOWED:
             raise BadParamError(f"{self.NAME}::finalize() failed: Already finalized.")
-        d = self.__dict__
-        cid = d.get("_cid")
-        pulled = cid is not None and not d.get("_clocal")
-        if pulled:
+        cls = type(self)
+        cid = self.__dict__.get("_cid")
+        stored = cid is not None and "_c_base" in vars(cls)
+        if stored:
             self._c_pull()
         try:
             self._finalize()
         except BaseException:
-            if pulled:
-                d["_clocal"] = False  # still unfinalized: the C record stays the one store
+            if stored:
+                self.__class__ = cls  # still unfinalized: the C record stays the one store
             raise
         self.finalized = True
-        if cid is not None and _store["lib"] is not None:
+        if stored and _store["lib"] is not None:
             _store["lib"].hipdnn_cabi_as_mark_finalized(cid, 1)
 
     def _c_pull(self):
-        """The C record's fast fields → the object (one call); reads are local from now on."""
+        """The C record's fast fields → plain attributes (one call); back to the plain class."""
         d = self.__dict__
-        cid = d.get("_cid")
-        lib = _store["lib"]
-        if cid is None or d.get("_clocal") or lib is None:
-            return
-        ffi = _store["ffi"]
-        cap = 64
-        while True:
-            buf = ffi.new("int64_t[]", cap)
-            need = lib.hipdnn_cabi_as_export(cid, buf, cap)
-            if need <= cap:
-                break
-            cap = need
-        if need >= 0:
-            vals = ffi.unpack(buf, need)
-            nf = len(self.FAST_FIELDS)
-            k = nf
-            for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
-                n = vals[i]
-                if kind == 1:
-                    d["_fv_" + field] = tuple(vals[k:k + n])
-                else:
-                    d["_fv_" + field] = bool(vals[k]) if kind == 2 else vals[k]
-                k += n
-        d["_clocal"] = True
+        cid, lib = d.get("_cid"), _store["lib"]
+        if cid is not None and lib is not None:
+            ffi = _store["ffi"]
+            cap = 64
+            while True:
+                buf = ffi.new("int64_t[]", cap)
+                need = lib.hipdnn_cabi_as_export(cid, buf, cap)
+                if need <= cap:
+                    break
+                cap = need
+            if need >= 0:
+                vals = ffi.unpack(buf, need)
+                k = len(self.FAST_FIELDS)
+                for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
+                    n = vals[i]
+                    if kind == 1:
+                        d[field] = tuple(vals[k:k + n])
+                    else:
+                        d[field] = bool(vals[k]) if kind == 2 else vals[k]
+                    k += n
+        base = vars(type(self)).get("_c_base")
+        if base is not None:
+            self.__class__ = base
 
     def _c_detach(self, ident):
         """Id ``ident`` is destroyed; when it owns the C record, C drops the record.  Nothing
         reads the fields of an unfinalized descriptor once its only id is gone (operations and
         graphs take finalized descriptors only, and wrapper ids come from getters of finalized
-        ones), and a finalized one already reads its own copy (pulled at finalize)."""
+        ones); a finalized one already has its own copy (pulled at finalize)."""
         d = self.__dict__
         if d.get("_cid") == ident:
             del d["_cid"]
-            d["_clocal"] = True
 
     def _finalize(self):  # pragma: no cover - overridden
         pass
