@@ -21,7 +21,7 @@ $(VENV)/.stamp: pyproject.toml setup.py
 
 venv: $(VENV)/.stamp
 
-LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/generated.py \
+LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/vpack.c cdef/astore.c cdef/generated.py \
                hipdnn_cabi/backend/_externs.py hipdnn_cabi/plugin_sdk/signatures.py \
                $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
 

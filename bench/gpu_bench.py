@@ -7,7 +7,9 @@ device memory).  Writes bench/results/gpu.json (or --out); `--plots DIR` draws o
 benchmark from a JSON file (run where matplotlib is).
 
 Benchmarks: fp32 GEMM 4096^3 (TF32 off), conv2d fwd fp32/fp16 ResNet-50 shapes batch 32 NHWC,
-batchnorm training forward and a 4-op pointwise chain on 256 MB tensors, execute overhead.
+batchnorm training forward and a 4-op pointwise chain on 256 MB tensors, execute overhead (from C
+with a reused variant pack and frontend-style, a new pack per call), and the Python frontend's
+g.execute on a tiny relu graph against torch.nn.functional.relu (issue 15).
 """
 from __future__ import annotations
 
@@ -342,10 +344,15 @@ def bench_overhead(torch, E, res, c_exe=None, c_env=None):
         for line in r.stdout.splitlines():
             if line.startswith("execute_us"):
                 out["hipdnnBackendExecute_us"] = float(line.split()[1])
+            elif line.startswith("frontend_execute_us"):  # a new variant pack per call (issue 15)
+                out["frontend_style_execute_us"] = float(line.split()[1])
         if "hipdnnBackendExecute_us" not in out:
             out["c_error"] = (r.stdout + r.stderr)[-2000:]
     if "hipdnnBackendExecute_us" in out:
         out["ratio_execute_vs_bare"] = out["hipdnnBackendExecute_us"] / bare
+    if "frontend_style_execute_us" in out:
+        out["ratio_frontend_style_vs_bare"] = out["frontend_style_execute_us"] / bare
+        out["frontend_style_target"] = 1.5
     out["ratio_plugin_vs_bare"] = plug / bare
     out["target"] = 2.0
     res["execute_overhead"] = out
@@ -442,6 +449,59 @@ def bench_sdpa(torch, E, res):
         torch.cuda.empty_cache()
 
 
+def per_call_us(torch, fn, n=5000):
+    """Host-side µs per call (median of 5 loops of n calls after 200 warm-up calls, one sync at
+    each loop's end): what a Python caller waits per call, launch and overhead included."""
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        out.append((t1 - t0) / n * 1e6)
+    return statistics.median(out)
+
+
+def bench_frontend(torch, E, res):
+    """Issue 15: a tiny relu graph through the Python frontend's g.execute with torch CUDA tensors
+    (the same buffers every call: the cached variant pack) against torch.nn.functional.relu on the
+    same tensor, and the frontend with new tensors every call (the full path, for reference)."""
+    import numpy as np  # noqa: F401  (the frontend imports it anyway)
+    from hipdnn_cabi import frontend as hf
+    F32 = hf.DataType.HIPDNN_DATA_FLOAT
+    stream = torch.cuda.current_stream().cuda_stream
+    out = {}
+    for rows, cols in ((4, 8), (256, 4096)):
+        h = hf.Handle(stream=stream)
+        g = hf.Graph(handle=h, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        x = g.tensor(name="x", dim=[rows, cols])
+        y = g.relu(x).set_output(True)
+        g.build()
+        xt = torch.randn(rows, cols, device="cuda")
+        yt = torch.empty_like(xt)
+        vp = {x: xt, y: yt}
+        g.execute(vp)
+        torch.cuda.synchronize()
+        ok = bool(torch.equal(yt, torch.relu(xt)))
+        relu = torch.nn.functional.relu
+        t_g = per_call_us(torch, lambda: g.execute(vp))
+        t_t = per_call_us(torch, lambda: relu(xt))
+        t_t_out = per_call_us(torch, lambda: torch.clamp_min(xt, 0, out=yt))
+        t_new = per_call_us(torch, lambda: g.execute({x: xt, y: torch.empty_like(xt)}), n=500)
+        out[f"{rows}x{cols}"] = {
+            "engine": g.engine_name, "correct": ok, "g_execute_us": t_g, "torch_relu_us": t_t,
+            "torch_clamp_min_out_us": t_t_out, "g_execute_new_tensors_us": t_new,
+            "ratio_g_execute_vs_torch_relu": t_g / t_t, "target": 2.0}
+        g.close()
+        h.close()
+    res["frontend_execute"] = out
+    print("frontend:", json.dumps(out), flush=True)
+
+
 def plots(json_path, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -517,7 +577,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
     ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead,"
-                                     "norms,pool,mxq,moe")
+                                     "frontend,norms,pool,mxq,moe")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -531,7 +591,7 @@ def main():
     only = a.only.split(",")
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa)]
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("frontend", bench_frontend)]
     from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
     steps += EXT_STEPS
     for k, fn in steps:
@@ -552,6 +612,13 @@ def main():
             bench_overhead(torch, E, res, a.c_exe, env)
         except Exception as e:  # noqa: BLE001
             res["overhead_error"] = f"{type(e).__name__}: {e}"
+    if "frontend" in only:
+        try:
+            bench_frontend(torch, E, res)
+        except Exception as e:  # noqa: BLE001
+            import traceback
+            traceback.print_exc()
+            res["frontend_error"] = f"{type(e).__name__}: {e}"
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)

@@ -204,7 +204,7 @@ def main():
     b = ffi.new("float[4]", [1] * 4)
     y = ffi.new("float[4]")
     vp = variant_pack([1, 2, 3], [addr(x), addr(b), addr(y)])
-    bufs = bexec._buffers(registry.objects[addr(vp)])
+    bufs = bexec._buffers(registry.resolve(addr(vp)))  # C-resident pack: a view
     graph_obj = registry.objects[addr(g)]
     gd = graph_const_data(graph_obj)
     hp = registry.objects[addr(h)].plugins

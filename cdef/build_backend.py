@@ -44,6 +44,19 @@ void hipdnn_cabi_fx_remove(int64_t id);
 void hipdnn_cabi_fx_set_enabled(int on);
 int hipdnn_cabi_fx_enabled(void);
 void hipdnn_cabi_fx_stats(uint64_t* out);
+/* C-resident variant packs (vpack.c) */
+void hipdnn_cabi_vp_set_resident(int on);
+int hipdnn_cabi_vp_resident(void);
+long hipdnn_cabi_vp_live(void);
+int64_t hipdnn_cabi_vp_export(int64_t id, int64_t* out, int64_t cap);
+/* the C attribute store (astore.c) */
+void hipdnn_cabi_as_set_enabled(int on);
+int hipdnn_cabi_as_enabled(void);
+int64_t hipdnn_cabi_as_read(int64_t id, int slot, int64_t* out, int64_t cap);
+int64_t hipdnn_cabi_as_export(int64_t id, int64_t* out, int64_t cap);
+int hipdnn_cabi_as_write(int64_t id, int slot, const int64_t* v, int64_t n);
+void hipdnn_cabi_as_mark_finalized(int64_t id, int on);
+long hipdnn_cabi_as_count(void);
 """
 
 INIT_CODE = r'''
@@ -122,6 +135,37 @@ def status_cases() -> str:
     return "\n".join(f'    case {s.name}: return "{s.name}";' for s in Status)
 
 
+def vpack_source() -> str:
+    """cdef/vpack.c with the attribute name/type tables its messages need (from the enums)."""
+    from hipdnn_cabi._generated.enums import AttributeName, AttributeType
+    names = "\n".join(f'    case {int(m)}: return "{m.name}";' for m in AttributeName)
+    types = "\n".join(f'    case {int(m)}: return "{m.name}";' for m in AttributeType)
+    return open(os.path.join(HERE, "vpack.c")).read().replace(
+        "HIPDNN_CABI_ATTR_NAME_CASES", names).replace("HIPDNN_CABI_ATTR_TYPE_CASES", types)
+
+
+def astore_source() -> str:
+    """cdef/astore.c with its field tables generated from the descriptor classes' FAST_FIELDS."""
+    from hipdnn_cabi.backend.descriptors import factory
+    factory._load()
+    tables, cases = [], []
+    for dtype, cls in sorted(factory.CLASSES.items()):
+        ff = getattr(cls, "FAST_FIELDS", None)
+        if not ff:
+            continue
+        obj = cls()  # C starts every record at 0 / empty / false: the class must agree
+        for n, (t, k, f) in ff.items():
+            if getattr(obj, f) != (0, (), False)[k]:
+                raise SystemExit(f"{cls.__name__}.{f}: a FAST_FIELDS default must be 0, () or False")
+        rows = ", ".join(f"{{{int(n)}, {int(t)}, {int(k)}}}" for n, (t, k, _f) in ff.items())
+        tables.append(f"static const as_field g_as_f_{dtype}[] = {{{rows}}}; /* {cls.__name__} */")
+        cases.append(f"    case {dtype}: *nf = {len(ff)}; return g_as_f_{dtype};")
+    gen = "\n".join(tables + [
+        "static const as_field* as_fields_of(int dtype, int* nf)", "{", "    switch (dtype) {",
+        *cases, "    default: return NULL;", "    }", "}"])
+    return open(os.path.join(HERE, "astore.c")).read().replace("HIPDNN_CABI_ASTORE_TABLES", gen)
+
+
 def make_ffibuilder(default_python: str | None = None):
     import cffi
     from hipdnn_cabi.backend._externs import EXTERNS
@@ -153,6 +197,8 @@ def make_ffibuilder(default_python: str | None = None):
         # cffi emits the hpy_* bodies after this prelude; the shims need their prototypes first.
         "\n".join(f"static {decl};" for decl in EXTERNS.values()),
         shims,
+        vpack_source(),
+        astore_source(),
         generated.function_pointer_typedefs(generated.PLUGIN_HEADERS),
         DL_HELPERS_C,
         tramp_code,

@@ -276,6 +276,20 @@ HX hipdnnStatus_t hipdnnGetStream(hipdnnHandle_t handle, hipStream_t* streamId)
 }
 
 /* ------------------------------------------------------------------ descriptors */
+/* C-resident variant packs (cdef/vpack.c): each returns -1 when the pack is not theirs (the
+ * descriptor is not a live C-resident pack, or packs are created in Python) → the Python path. */
+static int vp_create(hipdnnBackendDescriptor_t* out);
+static int vp_destroy(int64_t id);
+static int vp_finalize(int64_t id);
+static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr);
+static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
+/* The C attribute store (cdef/astore.c): plain fields of Python descriptors; as_set/as_get return
+ * -1 when they do not answer (→ Python, which answers every other case and every error). */
+static void as_add(int64_t id, int dtype);
+static void as_remove(int64_t id);
+static int as_set(int64_t id, int name, int type, int64_t count, const void* arr);
+static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
+
 HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t descriptorType,
                                                  hipdnnBackendDescriptor_t* descriptor)
 {
@@ -283,9 +297,15 @@ HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t de
     if (descriptor == NULL)
         return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_BAD_PARAM_NULL_POINTER,
                      "hipdnnBackendDescriptor_t* is null.");
+    if (descriptorType == HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) {
+        int vst = vp_create(descriptor);
+        if (vst >= 0)
+            LEAVE("hipdnnBackendCreateDescriptor", vst);
+    }
     int64_t r = hpy_create_descriptor((int)descriptorType);
     if (r <= 0)
         LEAVE("hipdnnBackendCreateDescriptor", (int)-r);
+    as_add(r, (int)descriptorType);
     *descriptor = (hipdnnBackendDescriptor_t)(intptr_t)r;
     LEAVE("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_SUCCESS);
 }
@@ -301,13 +321,22 @@ HX hipdnnStatus_t hipdnnBackendDestroyDescriptor(hipdnnBackendDescriptor_t descr
 {
     ENTER("hipdnnBackendDestroyDescriptor");
     DESCCHK("hipdnnBackendDestroyDescriptor", descriptor);
-    LEAVE("hipdnnBackendDestroyDescriptor", hpy_destroy_descriptor(ID(descriptor)));
+    int vst = vp_destroy(ID(descriptor));
+    if (vst >= 0)
+        LEAVE("hipdnnBackendDestroyDescriptor", vst);
+    int st = hpy_destroy_descriptor(ID(descriptor));
+    if (st == 0)
+        as_remove(ID(descriptor));
+    LEAVE("hipdnnBackendDestroyDescriptor", st);
 }
 
 HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
 {
     ENTER("hipdnnBackendFinalize");
     DESCCHK("hipdnnBackendFinalize", descriptor);
+    int vst = vp_finalize(ID(descriptor));
+    if (vst >= 0)
+        LEAVE("hipdnnBackendFinalize", vst);
     LEAVE("hipdnnBackendFinalize", hpy_finalize(ID(descriptor)));
 }
 
@@ -318,6 +347,10 @@ HX hipdnnStatus_t hipdnnBackendSetAttribute(hipdnnBackendDescriptor_t descriptor
 {
     ENTER("hipdnnBackendSetAttribute");
     DESCCHK("hipdnnBackendSetAttribute", descriptor);
+    int vst = vp_set(ID(descriptor), (int)attributeName, (int)attributeType, elementCount, arrayOfElements);
+    if (vst >= 0 || (vst = as_set(ID(descriptor), (int)attributeName, (int)attributeType, elementCount,
+                                  arrayOfElements)) >= 0)
+        LEAVE("hipdnnBackendSetAttribute", vst);
     int64_t nbytes = 0;
     if (arrayOfElements != NULL && elementCount > 0) {
         int64_t es = attr_elem_size(attributeType);
@@ -337,6 +370,11 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
 {
     ENTER("hipdnnBackendGetAttribute");
     DESCCHK("hipdnnBackendGetAttribute", descriptor);
+    int vst = vp_get(ID(descriptor), (int)attributeName, (int)attributeType, requestedElementCount,
+                     elementCount, arrayOfElements);
+    if (vst >= 0 || (vst = as_get(ID(descriptor), (int)attributeName, (int)attributeType,
+                                  requestedElementCount, elementCount, arrayOfElements)) >= 0)
+        LEAVE("hipdnnBackendGetAttribute", vst);
     LEAVE("hipdnnBackendGetAttribute",
           hpy_get_attribute(ID(descriptor), (int)attributeName, (int)attributeType,
                             requestedElementCount, elementCount, (char*)arrayOfElements));
@@ -374,6 +412,15 @@ typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEng
 typedef hipdnnPluginStatus_t (*fx_lasterr_fn)(const char**);
 
 enum { FX_PLAN = 1, FX_VP = 2, FX_HANDLE = 3 };
+/* C-resident packs (cdef/vpack.c): their own slot table, not this registry */
+struct vp_state;
+static struct vp_state* vp_acquire(int64_t id); /* NULL: not a live C-resident pack */
+static void vp_release(struct vp_state* s);
+/* 1 when finalized without override attributes; then its packed buffers, count, workspace and
+ * the alignment-check cache slot */
+static int vp_exec_view(struct vp_state* s, const hipdnnPluginDeviceBuffer_t** bufs, uint32_t* n, void** ws,
+                        uint64_t** checked);
+static long vp_live_count(void);
 
 typedef struct {
     int64_t eid;
@@ -404,12 +451,75 @@ typedef struct {
     fx_engine* eng;
 } fx_obj;
 
-static pthread_rwlock_t g_fx_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* The table's lock: a sharded reader lock.  Readers (every fast execute) touch only their own
+ * cache line (one shard per thread, 64 shards), so executes of different threads do not contend;
+ * writers (registration and removal of plans and handles — rare) raise a flag and wait until every
+ * shard has no reader.  The per-thread hit/miss counters live in the shards too. */
+#define BR_SHARDS 64
+typedef struct {
+    long readers;
+    uint64_t hits, misses; /* the execute registry's counters (unused by other locks) */
+    char pad[64 - sizeof(long) - 2 * sizeof(uint64_t)];
+} br_shard;
+typedef struct {
+    br_shard s[BR_SHARDS];
+    int writer;
+    pthread_mutex_t wmu;
+} brlock;
+#define BRLOCK_INIT {.wmu = PTHREAD_MUTEX_INITIALIZER}
+static brlock g_fxl __attribute__((aligned(64))) = BRLOCK_INIT; /* the execute registry's lock */
+static __thread int t_br = -1;
+static int g_br_next = 0;
+
+static inline int br_index(void)
+{
+    if (__builtin_expect(t_br < 0, 0))
+        t_br = (int)((unsigned)__atomic_fetch_add(&g_br_next, 1, __ATOMIC_RELAXED) % BR_SHARDS);
+    return t_br;
+}
+
+static inline void br_rdlock(brlock* L)
+{
+    br_shard* s = &L->s[br_index()];
+    for (;;) {
+        __atomic_add_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&L->writer, __ATOMIC_SEQ_CST))
+            return;
+        __atomic_sub_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&L->writer, __ATOMIC_ACQUIRE))
+            sched_yield();
+    }
+}
+
+static inline void br_rdunlock(brlock* L) { __atomic_sub_fetch(&L->s[t_br].readers, 1, __ATOMIC_RELEASE); }
+
+static void br_wrlock(brlock* L)
+{
+    pthread_mutex_lock(&L->wmu);
+    __atomic_store_n(&L->writer, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < BR_SHARDS; ++i)
+        while (__atomic_load_n(&L->s[i].readers, __ATOMIC_SEQ_CST) != 0)
+            sched_yield();
+}
+
+static void br_wrunlock(brlock* L)
+{
+    __atomic_store_n(&L->writer, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&L->wmu);
+}
+
+static void br_atfork_child(brlock* L)
+{
+    for (int i = 0; i < BR_SHARDS; ++i)
+        L->s[i].readers = 0;
+    L->writer = 0;
+    pthread_mutex_init(&L->wmu, NULL);
+}
+
 static fx_obj** g_fx_tab = NULL;
 static size_t g_fx_cap = 0, g_fx_count = 0;
 static uint64_t g_fx_epoch = 1, g_fx_serial = 0;
 static volatile int g_fx_enabled = 1;
-static uint64_t g_fx_hits = 0, g_fx_misses = 0;
 
 static inline size_t fx_slot(int64_t id, size_t cap)
 {
@@ -494,10 +604,10 @@ static void fx_free(fx_obj* o)
 /* Unregister `id` (any kind; unknown ids are fine) and wait for fast executes using it. */
 static void hipdnn_cabi_fx_remove(int64_t id)
 {
-    pthread_rwlock_wrlock(&g_fx_lock);
+    br_wrlock(&g_fxl);
     fx_obj* o = fx_unlink(id);
     g_fx_epoch++;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_wrunlock(&g_fxl);
     if (o == NULL)
         return;
     while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
@@ -507,9 +617,9 @@ static void hipdnn_cabi_fx_remove(int64_t id)
 
 static uint64_t hipdnn_cabi_fx_epoch(void)
 {
-    pthread_rwlock_rdlock(&g_fx_lock);
-    uint64_t e = g_fx_epoch;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_rdlock(&g_fxl);
+    uint64_t e = __atomic_load_n(&g_fx_epoch, __ATOMIC_ACQUIRE);
+    br_rdunlock(&g_fxl);
     return e;
 }
 
@@ -522,13 +632,13 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
                                    uint32_t n, uint64_t ws, int64_t hdev, int64_t pdev, int64_t vdev)
 {
     int rc = 0;
-    pthread_rwlock_wrlock(&g_fx_lock);
+    br_wrlock(&g_fxl);
     if (epoch != g_fx_epoch) {
         rc = 1;
         goto out;
     }
     fx_obj* P = fx_find(plan_id);
-    fx_obj* V = fx_find(vp_id);
+    fx_obj* V = packed == NULL ? NULL : fx_find(vp_id); /* NULL packed: a C-resident pack (vpack.c) */
     fx_obj* H = fx_find(hid);
     if ((P && P->kind != FX_PLAN) || (V && V->kind != FX_VP) || (H && H->kind != FX_HANDLE)) {
         rc = 1;
@@ -556,7 +666,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
             goto out;
         }
     }
-    if (V == NULL) {
+    if (V == NULL && packed != NULL) {
         V = (fx_obj*)calloc(1, sizeof *V);
         if (V == NULL || (V->bufs = (hipdnnPluginDeviceBuffer_t*)malloc(16 * (size_t)(n ? n : 1))) == NULL) {
             free(V);
@@ -609,7 +719,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
     H->eng[H->n_eng].lasterr = (fx_lasterr_fn)(uintptr_t)lasterr_fn;
     H->n_eng++;
 out:
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_wrunlock(&g_fxl);
     return rc;
 }
 
@@ -617,14 +727,28 @@ out:
  * lock (the forking thread's id differs there, so it cannot unlock the inherited one) and no
  * executes in flight (its only thread is the one that forked), so a removal there never waits
  * for a thread that does not exist. */
-static void fx_atfork_prepare(void) { pthread_rwlock_wrlock(&g_fx_lock); }
-static void fx_atfork_parent(void) { pthread_rwlock_unlock(&g_fx_lock); }
+static void vp_atfork_child(void); /* vpack.c */
+static void as_atfork_prepare(void); /* astore.c */
+static void as_atfork_parent(void);
+static void as_atfork_child(void);
+static void fx_atfork_prepare(void)
+{
+    br_wrlock(&g_fxl);
+    as_atfork_prepare();
+}
+static void fx_atfork_parent(void)
+{
+    as_atfork_parent();
+    br_wrunlock(&g_fxl);
+}
 static void fx_atfork_child(void)
 {
     for (size_t i = 0; i < g_fx_cap; ++i)
         if (g_fx_tab[i] != NULL)
             g_fx_tab[i]->refs = 0;
-    pthread_rwlock_init(&g_fx_lock, NULL);
+    br_atfork_child(&g_fxl);
+    vp_atfork_child();
+    as_atfork_child();
 }
 __attribute__((constructor)) static void fx_init(void)
 {
@@ -637,12 +761,17 @@ static int hipdnn_cabi_fx_enabled(void) { return g_fx_enabled; }
 /* out[0] fast executes, out[1] executes that went to Python, out[2] registered ids, out[3] epoch */
 static void hipdnn_cabi_fx_stats(uint64_t* out)
 {
-    pthread_rwlock_rdlock(&g_fx_lock);
-    out[0] = __atomic_load_n(&g_fx_hits, __ATOMIC_RELAXED);
-    out[1] = __atomic_load_n(&g_fx_misses, __ATOMIC_RELAXED);
-    out[2] = g_fx_count;
+    uint64_t hits = 0, misses = 0;
+    for (int i = 0; i < BR_SHARDS; ++i) {
+        hits += __atomic_load_n(&g_fxl.s[i].hits, __ATOMIC_RELAXED);
+        misses += __atomic_load_n(&g_fxl.s[i].misses, __ATOMIC_RELAXED);
+    }
+    br_rdlock(&g_fxl);
+    out[0] = hits;
+    out[1] = misses;
+    out[2] = g_fx_count + (uint64_t)vp_live_count(); /* C-resident packs are always known to C */
     out[3] = g_fx_epoch;
-    pthread_rwlock_unlock(&g_fx_lock);
+    br_rdunlock(&g_fxl);
 }
 
 static const char* fx_plugin_status_name(int st)
@@ -659,16 +788,20 @@ static const char* fx_plugin_status_name(int st)
     }
 }
 
-/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status. */
+/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status.
+ * The pack is a C-resident one (vpack.c, held by a slot reference for the call) or one Python
+ * registered here (HIPDNN_CABI_PY_VARIANT_PACK=1). */
 static int fx_execute(int64_t h, int64_t p, int64_t v)
 {
     if (!g_fx_enabled)
         return -1;
-    pthread_rwlock_rdlock(&g_fx_lock);
+    struct vp_state* cv = vp_acquire(v);
+    br_shard* me = &g_fxl.s[br_index()];
+    br_rdlock(&g_fxl);
     fx_obj* P = fx_find(p);
-    fx_obj* V = fx_find(v);
     fx_obj* H = fx_find(h);
-    if (P == NULL || V == NULL || H == NULL || P->kind != FX_PLAN || V->kind != FX_VP || H->kind != FX_HANDLE)
+    fx_obj* V = NULL;
+    if (P == NULL || H == NULL || P->kind != FX_PLAN || H->kind != FX_HANDLE)
         goto miss;
     /* a plan of another device, or a pack holding another device's memory: the Python path
      * answers BAD_PARAM naming the devices */
@@ -682,31 +815,45 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
         }
     if (e == NULL)
         goto miss;
-    if (P->n_align && __atomic_load_n(&V->checked, __ATOMIC_RELAXED) != P->serial) {
-        for (uint32_t i = 0; i < V->n; ++i) {
-            uintptr_t ptr = (uintptr_t)V->bufs[i].ptr;
+    const hipdnnPluginDeviceBuffer_t* bufs;
+    uint32_t n;
+    void* ws;
+    uint64_t* checked;
+    if (cv != NULL) {
+        if (!vp_exec_view(cv, &bufs, &n, &ws, &checked))
+            goto miss; /* the Python path reports "not finalized" / runs the override checks */
+    } else {
+        V = fx_find(v);
+        if (V == NULL || V->kind != FX_VP)
+            goto miss;
+        bufs = V->bufs;
+        n = V->n;
+        ws = V->ws;
+        checked = &V->checked;
+    }
+    if (P->n_align && __atomic_load_n(checked, __ATOMIC_RELAXED) != P->serial) {
+        for (uint32_t i = 0; i < n; ++i) {
+            uintptr_t ptr = (uintptr_t)bufs[i].ptr;
             if (ptr == 0)
                 continue;
             for (uint32_t k = 0; k < P->n_align; ++k)
-                if (P->align[2 * k] == V->bufs[i].uid) {
+                if (P->align[2 * k] == bufs[i].uid) {
                     if (ptr % (uint64_t)P->align[2 * k + 1])
                         goto miss; /* the Python path reports it */
                     break;
                 }
         }
-        __atomic_store_n(&V->checked, P->serial, __ATOMIC_RELAXED);
+        __atomic_store_n(checked, P->serial, __ATOMIC_RELAXED);
     }
     hipdnnEnginePluginHandle_t ph = e->ph;
     fx_exec_fn exec = e->exec;
     fx_lasterr_fn lasterr = e->lasterr;
     hipdnnEnginePluginExecutionContext_t ctx = P->ctx;
-    void* ws = V->ws;
-    const hipdnnPluginDeviceBuffer_t* bufs = V->bufs;
-    uint32_t n = V->n;
     __atomic_add_fetch(&P->refs, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
-    pthread_rwlock_unlock(&g_fx_lock);
+    if (V != NULL)
+        __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
+    br_rdunlock(&g_fxl);
 
     int st = (int)exec(ph, ctx, ws, bufs, n);
     int rc = HIPDNN_STATUS_SUCCESS;
@@ -719,14 +866,19 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
                  fx_plugin_status_name(st), st, err ? err : "");
         rc = cfail("hipdnnBackendExecute", HIPDNN_STATUS_PLUGIN_ERROR, msg);
     }
+    if (V != NULL)
+        __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&H->refs, 1, __ATOMIC_RELEASE);
-    __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&P->refs, 1, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_fx_hits, 1, __ATOMIC_RELAXED);
+    if (cv != NULL)
+        vp_release(cv);
+    __atomic_add_fetch(&me->hits, 1, __ATOMIC_RELAXED);
     return rc;
 miss:
-    pthread_rwlock_unlock(&g_fx_lock);
-    __atomic_add_fetch(&g_fx_misses, 1, __ATOMIC_RELAXED);
+    br_rdunlock(&g_fxl);
+    if (cv != NULL)
+        vp_release(cv);
+    __atomic_add_fetch(&me->misses, 1, __ATOMIC_RELAXED);
     return -1;
 }
 

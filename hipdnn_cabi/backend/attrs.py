@@ -185,7 +185,7 @@ def resolve_descriptor(ctx, ident: int, kinds, *, null_status=NullPointerError, 
     from .descriptors.base import Descriptor  # local: avoid an import cycle
     if not ident:
         raise null_status(f"{ctx}: descriptor is nullptr")
-    obj = registry.objects.get(ident)
+    obj = registry.resolve(ident)
     if not isinstance(obj, Descriptor):
         raise null_status(f"{ctx}: invalid or destroyed hipdnnBackendDescriptor_t")
     if kinds is not None and obj.DESCRIPTOR_TYPE not in kinds:

@@ -8,6 +8,7 @@ and never touches the last-error slot.
 """
 from __future__ import annotations
 
+import os
 import struct
 
 from .._generated.enums import Severity, Status
@@ -68,8 +69,8 @@ def handle_of(h: int, fn: str) -> Handle:
     return obj
 
 
-def descriptor_of(d: int, fn: str = "") -> Descriptor:
-    obj = _objects.get(d)
+def descriptor_of(d: int, fn: str = "", _resolve=registry.resolve) -> Descriptor:
+    obj = _resolve(d)
     if not isinstance(obj, Descriptor):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed"
                                + (f" ({fn})" if fn else ""))
@@ -114,9 +115,17 @@ def get_stream(h, out):
 
 
 # ------------------------------------------------------------------------ descriptors
+_AS_ON = [False]  # the C attribute store (cdef/astore.c) is on: set by install()
+
+
 @body("hpy_create_descriptor")
-def create_descriptor(dtype, _create=factory.create, _register=registry.register):
-    return _register(_create(dtype))
+def create_descriptor(dtype, _create=factory.create, _register=registry.register, _on=_AS_ON):
+    obj = _create(dtype)
+    i = _register(obj)
+    if _on[0] and obj.FAST_FIELDS:
+        obj.__class__ = obj._c_class  # its fast fields live in C (descriptors/base.py)
+        obj.__dict__["_cid"] = i      # the shim adds the C record for id i when this returns
+    return i
 
 
 @body("hpy_destroy_descriptor")
@@ -128,6 +137,8 @@ def destroy_descriptor(d, _objects=_objects):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
     if obj.DESCRIPTOR_TYPE in _FAST_KINDS:
         _forget(d)  # the C execute fast path: unregister, wait for executes in flight
+    if obj.FAST_FIELDS:
+        obj._c_detach(d)  # the shim drops the C record of id d when this returns
     obj.destroy()
     return 0
 
@@ -422,6 +433,17 @@ def install(ffi, lib) -> None:
     from ..plugin_sdk import slots as _plugin_slots  # hpy_plugin_* dispatchers (Python plugins)
     _plugin_slots.install(ffi, lib)
     log.configure_from_env()
+    # C-resident variant packs (cdef/vpack.c); HIPDNN_CABI_PY_VARIANT_PACK=1: the Python reference
+    from .descriptors import variant_pack as _vp  # noqa: F401  (registry.resolve sees C packs)
+    if os.environ.get("HIPDNN_CABI_PY_VARIANT_PACK", "").strip() not in ("", "0"):
+        lib.hipdnn_cabi_vp_set_resident(0)
+    # the C attribute store (cdef/astore.c); HIPDNN_CABI_PY_ATTRS=1: fast fields stay in Python
+    from .descriptors import base as _base
+    if os.environ.get("HIPDNN_CABI_PY_ATTRS", "").strip() not in ("", "0"):
+        lib.hipdnn_cabi_as_set_enabled(0)
+    else:
+        _base._store.update(lib=lib, ffi=ffi)
+        _AS_ON[0] = True
     lib.hipdnn_cabi_mark_ready()
 
 

@@ -35,11 +35,11 @@ def _buffers(vp):
     return b
 
 
-def execute(handle, plan_id, vp_id, hid=None, _objects=_objects, _D=Descriptor):
-    plan = _objects.get(plan_id)
+def execute(handle, plan_id, vp_id, hid=None, _resolve=registry.resolve, _D=Descriptor):
+    plan = _resolve(plan_id)
     if not isinstance(plan, _D):
         raise NullPointerError("hipdnnBackendExecute: execution plan descriptor is invalid or nullptr")
-    vp = _objects.get(vp_id)
+    vp = _resolve(vp_id)  # a C-resident pack: a snapshot view (cdef/vpack.c)
     if not isinstance(vp, _D):
         raise NullPointerError("hipdnnBackendExecute: variant pack descriptor is invalid or nullptr")
     if plan.DESCRIPTOR_TYPE != PLAN or vp.DESCRIPTOR_TYPE != VP:
@@ -130,7 +130,8 @@ def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph, vdev=-1):
     or removes what was registered."""
     lib, ffi = runtime.lib, runtime.ffi
     epoch = lib.hipdnn_cabi_fx_epoch()
-    if (_objects.get(plan_id) is not plan or _objects.get(vp_id) is not vp
+    c_pack = getattr(vp, "c_resident", False)  # already in the C registry (NULL packed below)
+    if (_objects.get(plan_id) is not plan or (not c_pack and _objects.get(vp_id) is not vp)
             or _objects.get(hid) is not handle):
         return
     hp = handle.plugins
@@ -149,7 +150,8 @@ def _register(hid, plan_id, vp_id, handle, plan, vp, plugin, ph, vdev=-1):
     lib.hipdnn_cabi_fx_register(
         epoch, hid, plan.engine_id, int(ffi.cast("uintptr_t", ph)), fn[EXEC_SYM], fn[LASTERR_SYM],
         plan_id, int(ffi.cast("uintptr_t", plan.context)), len(pairs) // 2,
-        ffi.new("int64_t[]", pairs) if pairs else ffi.NULL, vp_id, vp.packed, n, vp.workspace,
+        ffi.new("int64_t[]", pairs) if pairs else ffi.NULL, vp_id,
+        ffi.NULL if c_pack else vp.packed, n, vp.workspace,
         handle.device, getattr(plan, "device", -1), vdev)
 
 

@@ -20,7 +20,7 @@ HDGP = b"HDGP"
 
 
 def _graph_of(d) -> GraphDescriptor:
-    obj = registry.objects.get(d)
+    obj = registry.resolve(d)
     if not isinstance(obj, Descriptor):
         raise NullPointerError("hipdnnBackendDescriptor_t is invalid or was destroyed")
     if not isinstance(obj, GraphDescriptor):
@@ -176,7 +176,7 @@ def get_serialized_binary_contents(data, size, flags):
 
 def _plan_of(d, fn):
     from .descriptors.execution_plan import ExecutionPlanDescriptor
-    obj = registry.objects.get(d)
+    obj = registry.resolve(d)
     if not isinstance(obj, Descriptor):
         raise NullPointerError(f"{fn}: execution plan descriptor is invalid or was destroyed")
     if not isinstance(obj, ExecutionPlanDescriptor):

@@ -1,7 +1,8 @@
 /* A C program on libhipdnn_backend.so with DEVICE pointers (cudaMalloc): y = relu(x + b),
  * b broadcast over rows; the handle's stream is a cudaStream_t given to hipdnnSetStream.
  * Then a host (malloc) pointer must fail with an error naming its uid.
- * Usage: c_device_ptrs [iters]   -> prints "OK" and, with iters, "execute_us <per call>". */
+ * Usage: c_device_ptrs [iters]   -> prints "OK" and, with iters, "execute_us <per call>" (one
+ * reused variant pack) and "frontend_execute_us <per call>" (a new pack per call). */
 #define _POSIX_C_SOURCE 200809L
 #include <hipdnn_backend.h>
 #include <cuda_runtime_api.h>
@@ -139,6 +140,17 @@ int main(int argc, char** argv)
         CU(cudaStreamSynchronize(stream));
         double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / iters;
         printf("execute_us %.3f\n", us);
+        /* frontend-style (hipDNN's C++ frontend): a new variant pack per execute */
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < iters; i++) {
+            D fvp = make_vp(ptrs, uids, 3, dws);
+            CHECK(hipdnnBackendExecute(h, plan, fvp));
+            CHECK(hipdnnBackendDestroyDescriptor(fvp));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        CU(cudaStreamSynchronize(stream));
+        us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / iters;
+        printf("frontend_execute_us %.3f\n", us);
     }
     CHECK(hipdnnBackendDestroyDescriptor(vp));
     CHECK(hipdnnBackendDestroyDescriptor(vp2));

@@ -97,6 +97,8 @@ print(json.dumps(out))
 # the cases that are successes with a registered handle/plan/pack: on the fast path when it is on
 FAST_CASES = ("second", "p16_vp16_again", "vp2_again", "p2_again",
               "after_destroys", "other_handle_again", "last")
+# C-resident packs (cdef/vpack.c): a NEW finalized pack of a registered handle/plan is fast too
+NEW_PACK_FAST_CASES = ("p16_vp16", "vp2")
 
 
 def _matrix(c_sample, **env):
@@ -106,10 +108,12 @@ def _matrix(c_sample, **env):
 def test_statuses_and_messages_identical_on_and_off(c_sample):
     on = _matrix(c_sample)
     off = _matrix(c_sample, HIPDNN_CABI_NO_FAST_EXECUTE="1")
+    py_packs = _matrix(c_sample, HIPDNN_CABI_PY_VARIANT_PACK="1")  # the Python reference packs
     assert off.pop("fast") == 0
     fast = on.pop("fast")
-    assert fast == len(FAST_CASES), (fast, on)
-    assert on == off
+    assert fast == len(FAST_CASES) + len(NEW_PACK_FAST_CASES), (fast, on)
+    assert py_packs.pop("fast") == len(FAST_CASES)
+    assert on == off == py_packs
     # and they are the §4.1 answers
     assert on["y"] == [11.0, 22.0, 33.0, 44.0]
     for k in ("first",) + FAST_CASES + ("vp2", "p2", "other_handle", "p16_vp16"):
@@ -248,8 +252,9 @@ def test_python_plugin_fast_path_and_plugin_failure(flaky_dir):
     assert on == off
     # ok×2, fail×2, fail3, recovered, then p16_vp16_again, p64_vp64_again, p16_vp16_after,
     # p16_vp64, p16_vp64_again, p64_vp64_last (the pack's alignments re-checked in C per plan);
-    # p64_vp16 fails the check in C and goes to Python, which reports it
-    assert fast == 2 + 2 + 1 + 1 + 6, fast
+    # p64_vp16 fails the check in C and goes to Python, which reports it; p16_vp16 (a new pack of
+    # the registered plan) is fast with C-resident packs
+    assert fast == 2 + 2 + 1 + 1 + 6 + 1, fast
     assert on["ok"] == [0, 0, 0] and on["y"] == [2.0, 3.0, 4.0, 5.0] and on["ws_ok"]
     msg = ("Failed to execute op graph. Status: HIPDNN_PLUGIN_STATUS_INVALID_VALUE(2), "
            "Error: flaky: refused on purpose")

@@ -25,6 +25,70 @@ def handle_attribute(ctx, atype, count, arr, nbytes):
     return obj
 
 
+# ------------------------------------------------------------------------ the C attribute store
+# FAST_FIELDS of a descriptor created through hipdnnBackendCreateDescriptor live in C
+# (cdef/astore.c) until finalize: the C shims answer their hot Set/Get without entering Python.
+# Such an object is of the class's `_c_class` (a subclass whose FAST_FIELDS attributes are data
+# descriptors reading the C record `_cid` and writing through to it) while it is unfinalized;
+# finalize pulls the record into plain instance attributes and switches the object back to the
+# plain class (plain attribute speed from then on: a finalized descriptor never changes).
+_store = {"lib": None, "ffi": None}   # bound by entry.install when the store is on
+_MISSING = object()
+_DEFAULTS = (0, (), False)            # C starts every field at these (kinds 0, 1, 2)
+
+
+def _c_read(cid, slot, kind):
+    lib, ffi = _store["lib"], _store["ffi"]
+    if lib is None:
+        return _MISSING
+    cap = 16 if kind == 1 else 1
+    while True:
+        buf = ffi.new("int64_t[]", cap)
+        n = lib.hipdnn_cabi_as_read(cid, slot, buf, cap)
+        if n < 0:
+            return _MISSING
+        if n <= cap:
+            break
+        cap = n
+    if kind == 1:
+        return tuple(ffi.unpack(buf, n)) if n else ()
+    return bool(buf[0]) if kind == 2 else int(buf[0])
+
+
+def _c_write(cid, slot, kind, v):
+    lib, ffi = _store["lib"], _store["ffi"]
+    if lib is None:
+        return
+    vals = list(v) if kind == 1 else [int(bool(v)) if kind == 2 else int(v)]
+    lib.hipdnn_cabi_as_write(cid, slot, ffi.new("int64_t[]", vals or [0]), len(vals))
+
+
+class CField:
+    """A FAST_FIELDS attribute of a store-backed (unfinalized) descriptor."""
+    __slots__ = ("slot", "kind", "key")
+
+    def __init__(self, slot, kind, field):
+        self.slot, self.kind, self.key = slot, kind, field
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        d = obj.__dict__
+        cid = d.get("_cid")
+        if cid is not None:
+            v = _c_read(cid, self.slot, self.kind)
+            if v is not _MISSING:
+                return v
+        return d.get(self.key, _DEFAULTS[self.kind])
+
+    def __set__(self, obj, v):
+        d = obj.__dict__
+        d[self.key] = v
+        cid = d.get("_cid")
+        if cid is not None:
+            _c_write(cid, self.slot, self.kind, v)
+
+
 def setter(*names):
     def mark(fn):
         fn._hipdnn_set = names
@@ -69,6 +133,11 @@ class Descriptor:
         cls._fast_get = cls.get_attribute is Descriptor.get_attribute
         # Store (function, context string) so the hot path never formats a message.
         cls._setters = {n: (fn, f"{cls.NAME}::setAttribute({attr_name(n)})") for n, fn in setters.items()}
+        if "FAST_FIELDS" in vars(cls) and cls.FAST_FIELDS:
+            ns = {field: CField(slot, kind, field)
+                  for slot, (_t, kind, field) in enumerate(cls.FAST_FIELDS.values())}
+            ns.update(_c_base=cls, __module__=cls.__module__, __qualname__=cls.__qualname__)
+            cls._c_class = type(cls.__name__, (cls,), ns)
         cls._getters = {n: (fn, f"{cls.NAME}::getAttribute({attr_name(n)})") for n, fn in getters.items()}
 
     def __init__(self):
@@ -98,8 +167,56 @@ class Descriptor:
     def finalize(self):
         if self.finalized and not self.REFINALIZE_ALLOWED:
             raise BadParamError(f"{self.NAME}::finalize() failed: Already finalized.")
-        self._finalize()
+        cls = type(self)
+        cid = self.__dict__.get("_cid")
+        stored = cid is not None and "_c_base" in vars(cls)
+        if stored:
+            self._c_pull()
+        try:
+            self._finalize()
+        except BaseException:
+            if stored:
+                self.__class__ = cls  # still unfinalized: the C record stays the one store
+            raise
         self.finalized = True
+        if stored and _store["lib"] is not None:
+            _store["lib"].hipdnn_cabi_as_mark_finalized(cid, 1)
+
+    def _c_pull(self):
+        """The C record's fast fields → plain attributes (one call); back to the plain class."""
+        d = self.__dict__
+        cid, lib = d.get("_cid"), _store["lib"]
+        if cid is not None and lib is not None:
+            ffi = _store["ffi"]
+            cap = 64
+            while True:
+                buf = ffi.new("int64_t[]", cap)
+                need = lib.hipdnn_cabi_as_export(cid, buf, cap)
+                if need <= cap:
+                    break
+                cap = need
+            if need >= 0:
+                vals = ffi.unpack(buf, need)
+                k = len(self.FAST_FIELDS)
+                for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
+                    n = vals[i]
+                    if kind == 1:
+                        d[field] = tuple(vals[k:k + n])
+                    else:
+                        d[field] = bool(vals[k]) if kind == 2 else vals[k]
+                    k += n
+        base = vars(type(self)).get("_c_base")
+        if base is not None:
+            self.__class__ = base
+
+    def _c_detach(self, ident):
+        """Id ``ident`` is destroyed; when it owns the C record, C drops the record.  Nothing
+        reads the fields of an unfinalized descriptor once its only id is gone (operations and
+        graphs take finalized descriptors only, and wrapper ids come from getters of finalized
+        ones); a finalized one already has its own copy (pulled at finalize)."""
+        d = self.__dict__
+        if d.get("_cid") == ident:
+            del d["_cid"]
 
     def _finalize(self):  # pragma: no cover - overridden
         pass

@@ -259,7 +259,7 @@ class EngineHeuristicDescriptor(Descriptor):
         ids = attrs.runtime.ffi.cast("uint64_t*", arr)
         cfgs = []
         for i in range(k):
-            obj = registry.objects.get(int(ids[i])) if ids[i] else None
+            obj = registry.resolve(int(ids[i])) if ids[i] else None
             if obj is None:
                 raise NullPointerError(f"{ctx}: result descriptor {i} is nullptr or invalid")
             if getattr(obj, "DESCRIPTOR_TYPE", None) != CFG_TYPE:

@@ -19,7 +19,9 @@ def _load():
 
     def walk(cls):
         for sub in cls.__subclasses__():
-            if sub.DESCRIPTOR_TYPE is not None and int(sub.DESCRIPTOR_TYPE) >= 0:
+            if sub.DESCRIPTOR_TYPE is not None and int(sub.DESCRIPTOR_TYPE) >= 0 and \
+                    not getattr(sub, "c_resident", False) and "_c_base" not in vars(sub):
+                # (not: views of C-resident packs, the store-backed twin of a class)
                 CLASSES[int(sub.DESCRIPTOR_TYPE)] = sub
             walk(sub)
 

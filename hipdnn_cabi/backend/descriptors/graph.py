@@ -173,7 +173,7 @@ class GraphDescriptor(Descriptor):
         ids = attrs.set_pointer_vector(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         new = []
         for i in ids:
-            obj = registry.objects.get(i) if i else None
+            obj = registry.resolve(i) if i else None
             if not isinstance(obj, Descriptor):
                 raise NullPointerError(f"{ctx}: operation descriptor is nullptr or invalid")
             if not obj.finalized:

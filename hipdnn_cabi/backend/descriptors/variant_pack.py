@@ -5,7 +5,7 @@ import struct
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
 from ...errors import BadParamError, NullPointerError
-from .. import attrs
+from .. import attrs, registry, runtime
 from .base import Descriptor, getter, setter
 
 
@@ -120,3 +120,62 @@ class VariantPackDescriptor(Descriptor):
     def _get_ws(self, ctx, atype, req, cnt, arr):
         attrs.get_exact_one(ctx, atype, T.HIPDNN_TYPE_VOID_PTR, req, cnt, arr,
                             attrs.pack_u64(self.workspace))
+
+
+# ------------------------------------------------------------------------ C-resident packs
+# hipdnnBackendCreateDescriptor(VARIANT_PACK) makes the pack in C (cdef/vpack.c): its set, get,
+# finalize, destroy and (once its plan and handle are registered) execute never enter Python.
+# The class above stays the reference implementation (HIPDNN_CABI_PY_VARIANT_PACK=1 creates packs
+# here again; tests/plugins/test_variant_pack_c.py compares both) and is the base of the
+# read-only snapshot Python uses when it meets a C-resident pack's id.
+_NVEC = 6  # uids, pointers, override uids, shapes, strides, lengths (vpack.c's VPV order)
+_U64 = (1 << 64) - 1
+
+
+class CVariantPackView(VariantPackDescriptor):
+    """A snapshot of a live C-resident pack (registry.resolve): what the slow execute path and the
+    kind checks of other descriptors read.  Never registered, never written back."""
+
+    c_resident = True
+
+    def __init__(self, ident: int, vals: list):
+        super().__init__()
+        self.ident = ident
+        self.finalized = bool(vals[0])
+        self.workspace = vals[1] & _U64
+        lens = vals[2:2 + _NVEC]
+        k = 2 + _NVEC
+        vecs = []
+        for n in lens:
+            m = max(n, 0)
+            vecs.append(tuple(vals[k:k + m]) if n >= 0 else None)
+            k += m
+        self.uids = vecs[0] or ()
+        self.pointers = tuple(p & _U64 for p in vecs[1] or ())
+        (self.override_uids, self.override_shapes, self.override_strides,
+         self.override_lengths) = vecs[2:]
+        if self.finalized:
+            VariantPackDescriptor._finalize(self)
+
+    def set_attribute(self, *a):  # pragma: no cover - the C side answers every set
+        raise BadParamError("VariantPackDescriptor: a C-resident pack is read-only from Python")
+
+
+def c_view(ident: int):
+    """The view of C-resident pack ``ident``, or None when it is not one (or was destroyed)."""
+    lib = runtime.lib
+    if lib is None or not hasattr(lib, "hipdnn_cabi_vp_export"):
+        return None
+    ffi = runtime.ffi
+    cap = 64
+    while True:
+        buf = ffi.new("int64_t[]", cap)
+        need = lib.hipdnn_cabi_vp_export(ident, buf, cap)
+        if need < 0:
+            return None
+        if need <= cap:
+            return CVariantPackView(ident, ffi.unpack(buf, need))
+        cap = need
+
+
+registry.c_lookup = c_view

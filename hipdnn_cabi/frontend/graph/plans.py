@@ -24,6 +24,7 @@ class PlansMixin:
     # ================================================================== plans (§2.3–2.6)
     def _release_plans(self):
         a = self.api
+        self._xcache_clear()  # execution.py: the variant packs kept for the plans' executes
         for d in self._plans + self._cfgs:
             a.destroy(d)
         self._plans, self._cfgs, self._engine_ids, self._plan_ok = [], [], [], []
