@@ -42,6 +42,7 @@ int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t p
                             uint32_t n, uint64_t ws, int64_t hdev, int64_t pdev, int64_t vdev);
 void hipdnn_cabi_fx_remove(int64_t id);
 void hipdnn_cabi_fx_set_enabled(int on);
+void hipdnn_cabi_fx_set_multi_device(int on);
 int hipdnn_cabi_fx_enabled(void);
 void hipdnn_cabi_fx_stats(uint64_t* out);
 /* C-resident variant packs (vpack.c) */

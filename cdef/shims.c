@@ -520,6 +520,7 @@ static fx_obj** g_fx_tab = NULL;
 static size_t g_fx_cap = 0, g_fx_count = 0;
 static uint64_t g_fx_epoch = 1, g_fx_serial = 0;
 static volatile int g_fx_enabled = 1;
+static int g_fx_multi_device = 0; /* set by the backend when the process sees >= 2 GPUs */
 
 static inline size_t fx_slot(int64_t id, size_t cap)
 {
@@ -756,6 +757,7 @@ __attribute__((constructor)) static void fx_init(void)
 }
 
 static void hipdnn_cabi_fx_set_enabled(int on) { g_fx_enabled = on ? 1 : 0; }
+static void hipdnn_cabi_fx_set_multi_device(int on) { __atomic_store_n(&g_fx_multi_device, on ? 1 : 0, __ATOMIC_RELAXED); }
 static int hipdnn_cabi_fx_enabled(void) { return g_fx_enabled; }
 
 /* out[0] fast executes, out[1] executes that went to Python, out[2] registered ids, out[3] epoch */
@@ -803,9 +805,12 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     fx_obj* V = NULL;
     if (P == NULL || H == NULL || P->kind != FX_PLAN || H->kind != FX_HANDLE)
         goto miss;
-    /* a plan of another device, or a pack holding another device's memory: the Python path
-     * answers BAD_PARAM naming the devices */
-    if ((P->dev >= 0 && P->dev != H->dev) || (V->dev >= 0 && V->dev != H->dev))
+    /* a plan of another device: the Python path answers BAD_PARAM naming the devices */
+    if (P->dev >= 0 && P->dev != H->dev)
+        goto miss;
+    /* A C-resident pack records no buffer devices: with several GPUs in the process every
+     * execute of one takes the Python path, which checks where each buffer lives. */
+    if (cv != NULL && H->dev >= 0 && __atomic_load_n(&g_fx_multi_device, __ATOMIC_RELAXED))
         goto miss;
     const fx_engine* e = NULL;
     for (uint32_t i = 0; i < H->n_eng; ++i)
@@ -825,6 +830,8 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     } else {
         V = fx_find(v);
         if (V == NULL || V->kind != FX_VP)
+            goto miss;
+        if (V->dev >= 0 && V->dev != H->dev) /* another device's memory: the Python path says so */
             goto miss;
         bufs = V->bufs;
         n = V->n;

@@ -29,11 +29,22 @@ def _device():
 
 
 def current_device() -> int:
-    """The device a new handle binds to (-1: no GPU runtime; never raises)."""
+    """The device a new handle binds to (-1: no GPU runtime; never raises).  A device handle in a
+    process with several GPUs also tells the C fast path to route executes of C-resident variant
+    packs (which record no buffer devices) through the checking path."""
     try:
-        return _device().current_device()
+        dev = _device().current_device()
     except Exception:  # noqa: BLE001 - a broken runtime makes host-only handles
         return -1
+    if dev >= 0:
+        try:
+            if _device().device_count() > 1:
+                from . import runtime
+                if runtime.lib is not None:
+                    runtime.lib.hipdnn_cabi_fx_set_multi_device(1)
+        except Exception:  # noqa: BLE001
+            pass
+    return dev
 
 
 def check_stream(handle, stream: int) -> None:
