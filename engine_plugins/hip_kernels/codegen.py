@@ -322,9 +322,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         core = "mma" if use_mma else "simt"
     use_mma = core in ("mma", "wgmma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
+    tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
     if core == "wgmma":
         from . import gemm_core as gc
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms)
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, 4 if tf32 else 2)
     else:
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
@@ -344,7 +345,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
          "{ const long long o = a_off(b, m, k); return o < 0 ? 0.f : hdn_to_float(A[o]); }",
          "__device__ __forceinline__ float load_b(const TB* __restrict__ B, int b, int k, int n) "
          "{ const long long o = b_off(b, k, n); return o < 0 ? 0.f : hdn_to_float(B[o]); }"]
-    if use_mma:
+    if use_mma and not tf32:
         L += ["__device__ __forceinline__ hdn_u16 load_a_raw(const TA* __restrict__ A, int b, int m, int k) "
               "{ const long long o = a_off(b, m, k); return o < 0 ? (hdn_u16)0 : hdn_bits(A[o]); }",
               "__device__ __forceinline__ hdn_u16 load_b_raw(const TB* __restrict__ B, int b, int k, int n) "
@@ -368,7 +369,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.WG_BK),
+        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(4 if tf32 else 2)),
                 "stages": stages}
     else:
         body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
@@ -390,20 +391,22 @@ def _wgmma_defs(spec, bn, stages, tmaps):
     """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
     ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
     from . import gemm_core as gc
+    tf32 = spec.ta == "FLOAT"
+    es = 4 if tf32 else 2
     L = [f"#define WG_BN {bn}", f"#define WG_STAGES {stages}",
-         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}"]
+         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}", f"#define WG_TF32 {int(tf32)}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
-        use = mode in (1, 2) and gc.tma_ok(dense, dt)
+        use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (tf32 and mode == 2)
         if use:
             smn, sk, sb, batch = dense
-            if mode == 1 and sk == 1:      # K-major rows
-                dims3, strides = (spec.K, mn_extent, spec.batch), [smn * 2]
-                box = (64, rows, 1)
-                inner = mn_extent * smn * 2
+            if mode == 1 and sk == 1:      # K-major rows (128 bytes of k)
+                dims3, strides = (spec.K, mn_extent, spec.batch), [smn * es]
+                box = (128 // es, rows, 1)
+                inner = mn_extent * smn * es
             elif mode == 2 and smn == 1:   # M/N-major atoms of 64
                 dims3, strides = (mn_extent, spec.K, spec.batch), [sk * 2]
                 box = (64, 64, 1)
@@ -411,7 +414,7 @@ def _wgmma_defs(spec, bn, stages, tmaps):
             else:
                 use = False
         if use:
-            strides.append(sb * 2 if spec.batch > 1 else -(-inner // 16) * 16)
+            strides.append(sb * es if spec.batch > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
         L.append(f"#define {op}_TMA {int(use)}")
     return L

@@ -19,6 +19,7 @@ import math
 
 from . import attention as attn
 from . import codegen as cg
+from . import layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 from .gemm_core import choose_core
 
@@ -206,9 +207,10 @@ def conv_params(node, nsp):
     return p
 
 
-def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
+def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
-    mma.sync / SIMT kernels)."""
+    mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
+    TF32_MATH; default off = true fp32 FFMA)."""
     _need(graph.nodes, "graph has no nodes")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
@@ -333,7 +335,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
         elif kind in GEMM_KINDS:
             epi = units[fused[0]][1] if fused else []
             _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
-                       consumers, node_unit, ui, tag, use_mma, sms, arch)
+                       consumers, node_unit, ui, tag, use_mma, sms, arch, tf32)
         elif kind == "BatchnormInferenceAttributes":
             _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
         elif kind == "BatchnormAttributes":
@@ -593,6 +595,9 @@ def _spec_conv_bwd_data(spec, node, r):
         spec.a_mode = 1
     if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
+    elif cl and ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]] + ws_[2:]):
+        spec.b_mode = 1                 # k-contiguous weights (CRSK: the TF32 layout)
+        spec.b_kcontig = True
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = h{j};" for j in range(nsp)]
     return dx, coord, xd, 1, True, [dy, w]
@@ -676,8 +681,14 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
 
 
 def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
-               tag, use_mma, sms=132, arch=None):
+               tag, use_mma, sms=132, arch=None, tf32=False):
     spec = GemmSpec()
+    # operands the wgmma core cannot read in place (NCHW, TF32 M/N-major) -> workspace copies
+    tin = r[{"MatmulAttributes": "a", "ConvolutionFwdAttributes": "x",
+             "ConvolutionBwdAttributes": "dy", "ConvolutionWrwAttributes": "x"}[node.kind]]
+    if arch is not None:
+        r = layout.prepare(prog, node, r, loc, tag, choose_core(dt(tin), dt(tin), arch, use_mma, tf32),
+                           tf32 and dt(tin) == "FLOAT")
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
@@ -721,7 +732,9 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     spec.store = " ".join(body)
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
-    core = choose_core(spec.ta, spec.tb, arch, use_mma)
+    core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
+    if core == "wgmma" and spec.ta == "FLOAT" and 2 in (spec.a_mode, spec.b_mode):
+        core = "simt"       # tf32 wgmma reads K-major operands only
     if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
         core = "simt"
     if core == "wgmma" and arch is None:
