@@ -122,6 +122,12 @@ def prepare(prog, node, r, loc, tag, core, tf32):
         t = r[role]
         if _needs(t, order):
             r[role] = emit_copy(prog, t, order, loc, f"{tag}_{k}")
+        elif [int(x) for x in t.strides] != packed_strides(list(t.dims), order):
+            # already in that layout up to the strides of size-1 dims: the same memory seen
+            # with canonical strides (so the 16-byte-chunk and tensor-map checks hold)
+            v = View(t, packed_strides(list(t.dims), order), f"{tag}_{k}")
+            loc[v.uid] = loc[t.uid]
+            r[role] = v
     if kind == "MatmulAttributes":
         if not tf32:
             return r                           # 16-bit wgmma reads M/N-major operands too

@@ -541,7 +541,7 @@ def _spec_conv_fwd(spec, node, r):
             spec.b_mode = 1
             spec.b_dense = (ws_[0], 1, 0, 1)      # w as a dense [K, C*R] matrix
     if spec.b_mode == 1 and cl and not p["flip"] and \
-            all(ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
+            all(Rk[j] == 1 or ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
         spec.b_dense = (ws_[0], 1, 0, 1)          # KRSC weights: a dense [K, R*C] matrix
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
