@@ -292,6 +292,8 @@ class GemmSpec:
         # dense matrix operands (offset = b * sb + mn * smn + k * sk, elements) or None:
         # (smn, sk, sb, batch); the wgmma core loads those through the tensor copy engine
         self.a_dense = self.b_dense = None
+        # implicit.py: bk (k per stage) -> the A_ROWS prelude (precomputed conv addressing) or None
+        self.a_rows = None
 
 
 TILE = 128
@@ -362,6 +364,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps)
+        rows = spec.a_rows(gc.bk(4 if tf32 else 2)) if spec.a_rows is not None and spec.a_mode == 1 \
+            and gc.knob("ROWS", "1") not in ("0", "off") else None
+        if rows:
+            L.append(rows)
     prelude = "\n".join(L) + "\n"
     if core == "wgmma":
         body = read_kernel("gemm_wgmma.hip")

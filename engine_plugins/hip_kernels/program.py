@@ -19,7 +19,7 @@ import math
 
 from . import attention as attn
 from . import codegen as cg
-from . import layout
+from . import implicit, layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 from .gemm_core import choose_core
 
@@ -533,6 +533,7 @@ def _spec_conv_fwd(spec, node, r):
     spec.b_kcontig = True
     if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
         spec.a_mode = 1
+        spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
     if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 1
     elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
@@ -593,6 +594,7 @@ def _spec_conv_bwd_data(spec, node, r):
     spec.b_kcontig = False
     if cl and K % 8 == 0 and _al([ys[0]] + ys[2:]):
         spec.a_mode = 1
+        spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
     if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
     elif cl and ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]] + ws_[2:]):

@@ -210,6 +210,30 @@ __device__ __forceinline__ void wg_gather_mn(unsigned dst, const char* base, int
         }
     }
 }
+#ifndef A_ROWS
+#define A_ROWS 0
+#endif
+#if A_ROWS
+// implicit-GEMM A with precomputed addressing (implicit.py): the producer thread's WG_BM / 16
+// rows (row base offset + packed spatial starts, once per unit) and per k tile one filter tap
+// (offset + packed shifts); a chunk costs an add and the bounds compare
+__device__ __forceinline__ void wg_rows_init(wg_arow* rows, int b, int m0, int t) {
+#pragma unroll
+    for (int i = 0; i < WG_BM / 16; ++i) rows[i] = a_row(b, m0 + (t >> 3) + 16 * i);
+}
+__device__ __forceinline__ void wg_gather_rows(unsigned dst, const char* base, const wg_arow* rows, int k0, int ke, int t) {
+    const int c = t & 7;
+    const bool kin = k0 + c * WG_CHUNK < ke;
+    const wg_atap tp = a_tap(k0);
+#pragma unroll
+    for (int i = 0; i < WG_BM / 16; ++i) {
+        const int r = (t >> 3) + 16 * i;
+        const bool ok = kin && a_in(rows[i], tp);
+        const long long o = (long long)(rows[i].base + tp.off) + c * WG_CHUNK;
+        wg_cp_async16(dst + r * 128 + ((c ^ (r & 7)) << 4), base + (ok ? o * WG_ES : 0), ok ? 16u : 0u);
+    }
+}
+#endif
 // element gather into a K-major tile (any strides, padding, tails): raw element bits
 template <int IS_A, int R>
 __device__ __forceinline__ void wg_gather_e(char* dst, const void* base, int b, int mn0, int k0, int ke, int t) {
@@ -293,6 +317,10 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         for (int u = blockIdx.x; u < WG_UNITS; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             wg_unit(u, b, m0, n0, kb, ke);
+#if A_ROWS && !A_TMA && A_MODE == 1
+            wg_arow rows[WG_BM / 16];
+            wg_rows_init(rows, b, m0, t);
+#endif
 #pragma unroll 1
             for (int k0 = kb; k0 < ke; k0 += WG_BK, ++it) {
                 const int st = it % WG_STAGES;
@@ -318,7 +346,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
 #endif
 #if !A_TMA
-#if A_MODE == 1
+#if A_MODE == 1 && A_ROWS
+                wg_gather_rows(sa, reinterpret_cast<const char*>(A), rows, k0, ke, t);
+#elif A_MODE == 1
                 wg_gather_k<1, WG_BM>(sa, reinterpret_cast<const char*>(A), b, m0, k0, ke, t);
 #elif A_MODE == 2
                 wg_gather_mn<1, WG_BM>(sa, reinterpret_cast<const char*>(A), b, m0, k0, ke, t);
