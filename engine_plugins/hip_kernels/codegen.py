@@ -14,8 +14,15 @@ import re
 from engine_plugins.cpu_reference.signature import FB_NAMES
 
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
-CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16"}
-ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2}
+CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16",
+         "FP8_E4M3": "hdn_fp8e4m3", "FP8_E5M2": "hdn_fp8e5m2"}
+ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2, "FP8_E4M3": 1, "FP8_E5M2": 1}
+FP8 = ("FP8_E4M3", "FP8_E5M2")
+
+
+def wg_elem_size(dtype):
+    """Element bytes of a wgmma-core input type (fp32 = TF32)."""
+    return ELEM_SIZE[dtype]
 ILP = 4
 THREADS = 256
 
@@ -325,9 +332,11 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     use_mma = core in ("mma", "wgmma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
     tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
+    narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
+    es = ELEM_SIZE[spec.ta]
     if core == "wgmma":
         from . import gemm_core as gc
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, 4 if tf32 else 2)
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, es)
     else:
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
@@ -347,7 +356,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
          "{ const long long o = a_off(b, m, k); return o < 0 ? 0.f : hdn_to_float(A[o]); }",
          "__device__ __forceinline__ float load_b(const TB* __restrict__ B, int b, int k, int n) "
          "{ const long long o = b_off(b, k, n); return o < 0 ? 0.f : hdn_to_float(B[o]); }"]
-    if use_mma and not tf32:
+    if use_mma and not tf32 and not narrow:
         L += ["__device__ __forceinline__ hdn_u16 load_a_raw(const TA* __restrict__ A, int b, int m, int k) "
               "{ const long long o = a_off(b, m, k); return o < 0 ? (hdn_u16)0 : hdn_bits(A[o]); }",
               "__device__ __forceinline__ hdn_u16 load_b_raw(const TB* __restrict__ B, int b, int k, int n) "
@@ -364,7 +373,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps)
-        rows = spec.a_rows(gc.bk(4 if tf32 else 2)) if spec.a_rows is not None and spec.a_mode == 1 \
+        rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") else None
         if rows:
             L.append(rows)
@@ -375,7 +384,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(4 if tf32 else 2)),
+        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(es)),
                 "stages": stages}
     else:
         body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
@@ -398,15 +407,17 @@ def _wgmma_defs(spec, bn, stages, tmaps):
     ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
     from . import gemm_core as gc
     tf32 = spec.ta == "FLOAT"
-    es = 4 if tf32 else 2
+    kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
+    es = ELEM_SIZE[spec.ta]
     L = [f"#define WG_BN {bn}", f"#define WG_STAGES {stages}",
-         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}", f"#define WG_TF32 {int(tf32)}"]
+         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}", f"#define WG_TF32 {int(tf32)}",
+         f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
-        use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (tf32 and mode == 2)
+        use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
         if use:
             smn, sk, sb, batch = dense
             if mode == 1 and sk == 1:      # K-major rows (128 bytes of k)

@@ -12,6 +12,10 @@ module picks the kernel behind the one interface:
 * ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
 * ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else).
 
+fp8 inputs (FP8_E4M3 / FP8_E5M2, both operands the same type) run on the wgmma core with
+``m64nNk32.e4m3`` / ``.e5m2`` on Hopper (K-major operands: M/N-major ones are transposed into
+the workspace, like TF32), on ``simt`` elsewhere.
+
 fp32 inputs run on ``simt`` (true FP32 FFMA, what hipDNN's FLOAT compute type means) unless TF32
 is asked for - the engine knob ``TF32_MATH`` = 1 (engine.py) or ``HIPDNN_CABI_HIP_TF32=1`` as the
 process default: then fp32 GEMMs on Hopper run on the wgmma core with ``m64nNk8.tf32``
@@ -51,6 +55,9 @@ def choose_core(dtype_a, dtype_b, arch, use_mma=True, tf32=False):
     (``sm_90``, ``sm_80``, ``gfx942``, or None = unknown NVIDIA).  ``tf32``: fp32 inputs may
     use TF32 tensor cores (Hopper wgmma only; elsewhere they stay on FFMA)."""
     want = knob("GEMM", "auto")
+    hopper_ok = use_mma and want in ("auto", "wgmma") and (arch or "").startswith("sm_9")
+    if dtype_a == dtype_b and dtype_a in ("FP8_E4M3", "FP8_E5M2"):
+        return "wgmma" if hopper_ok else "simt"       # fp8 tensor cores: Hopper wgmma only
     if tf32 and dtype_a == dtype_b == "FLOAT" and use_mma and want in ("auto", "wgmma") \
             and (arch or "").startswith("sm_9"):
         return "wgmma"
@@ -134,9 +141,9 @@ def tile_config(M, N, K, batch, sms, es=2):
 def tma_ok(dense, dtype):
     """A dense operand description (sm, sk, sb, batch) in elements can use the tensor copy
     engine: one unit-stride axis, the other strides 16-byte multiples."""
-    if dense is None or knob("TMA", "1") in ("0", "off") or dtype not in ("HALF", "BFLOAT16", "FLOAT"):
+    es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1}.get(dtype)
+    if dense is None or knob("TMA", "1") in ("0", "off") or es is None:
         return False
-    es = 4 if dtype == "FLOAT" else 2
     sm, sk, sb, batch = dense
     if batch > 1 and sb <= 0:
         return False

@@ -8,7 +8,9 @@ copied into the workspace in the layout the core wants:
 * convolution forward: x -> NHWC, w -> KRSC;
 * convolution backward data: dy -> NHWC, w -> KRSC (16-bit) / CRSK (TF32, k innermost);
 * convolution backward filter (16-bit): x, dy -> NHWC;
-* matmul with TF32: an M-major A / N-major B -> K-major.
+* matmul with TF32 or fp8 (K-major-only wgmma types): an M-major A / N-major B -> K-major;
+  convolutions with those types as above (backward data: CRSK weights), backward filter
+  stays on the SIMT core (its dy operand would be M-major).
 
 Outputs are never transformed: the epilogue stores with any strides.  Plans with a transform
 report ``HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM`` and count the copies in their workspace
@@ -82,7 +84,7 @@ def emit_copy(prog, t, order, loc, tag):
     sp = _transpose_split(dims, [int(s) for s in t.strides], order)
     if sp is not None and sp[0] <= 65535 and -(-sp[1] // 32) <= 65535:
         B, R, C, sb, sr = sp
-        raw = "unsigned" if es == 4 else "hdn_u16"
+        raw = {4: "unsigned", 2: "hdn_u16", 1: "unsigned char"}[es]
         src = "\n".join(["#define HDN_GENERATED 1", '#include "hdn_compat.h"', f"typedef {raw} TR_T;",
                          f"#define TR_B {B}", f"#define TR_R {R}", f"#define TR_C {C}",
                          f"#define TR_SR {sr}", f"#define TR_SB {sb}", cg.read_kernel("transpose.hip")])

@@ -23,7 +23,7 @@ from . import implicit, layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 from .gemm_core import choose_core
 
-FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+FLOATS = ("FLOAT", "HALF", "BFLOAT16", "FP8_E4M3", "FP8_E5M2")
 IO = {
     "PointwiseAttributes": (("in_0", "in_1", "in_2"), ("out_0",)),
     "MatmulAttributes": (("a", "b"), ("c",)),
@@ -123,9 +123,11 @@ def check_node(node, graph):
         if t.is_runtime_pass_by_value:
             _need(role in SCALAR_ROLES.get(node.kind, ()),
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
-            _need(t.numel == 1 and dt(t) in FLOATS, f"{role}: runtime scalar must be 1 float")
+            _need(t.numel == 1 and dt(t) in FLOATS[:3], f"{role}: runtime scalar must be 1 float")
         _need(t.value is not None or dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
+        _need(dt(t) not in cg.FP8 or node.kind in GEMM_KINDS + ("PointwiseAttributes",),
+              f"{role}: fp8 tensors are supported in matmul, convolution and pointwise nodes only")
     cd = cg.dtype_name(node.compute_dtype)
     _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
     if node.kind == "PointwiseAttributes":
@@ -690,7 +692,7 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
              "ConvolutionBwdAttributes": "dy", "ConvolutionWrwAttributes": "x"}[node.kind]]
     if arch is not None:
         r = layout.prepare(prog, node, r, loc, tag, choose_core(dt(tin), dt(tin), arch, use_mma, tf32),
-                           tf32 and dt(tin) == "FLOAT")
+                           (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
@@ -735,8 +737,18 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
     core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
-    if core == "wgmma" and spec.ta == "FLOAT" and 2 in (spec.a_mode, spec.b_mode):
-        core = "simt"       # tf32 wgmma reads K-major operands only
+    if core == "wgmma" and (spec.ta == "FLOAT" or spec.ta in cg.FP8) and 2 in (spec.a_mode, spec.b_mode):
+        core = "simt"       # tf32 / fp8 wgmma read K-major operands only
+    if core == "wgmma" and spec.ta in cg.FP8:
+        # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
+        # enough; keep a chunk gather only for operands the tensor copy engine or the
+        # precomputed conv addressing (channels % 128) takes, else gather elements
+        from .gemm_core import tma_ok
+        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and \
+                not (spec.a_rows is not None and spec.a_rows(128)):
+            spec.a_mode = 0
+        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
+            spec.b_mode = 0
     if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
         core = "simt"
     if core == "wgmma" and arch is None:

@@ -1,6 +1,7 @@
 // gemm_wgmma.hip - the Hopper GEMM core (sm_90a): warp-specialised, persistent, multi-stage.
 // C[b](GM x GN) = epilogue(A[b](GM x GK) * B[b](GK x GN)), 16-bit inputs (half / bfloat16) or
-// fp32 inputs as TF32 (WG_TF32 1: both operands K-major), fp32 accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
+// fp32 inputs as TF32 (WG_TF32 1) or fp8 e4m3 / e5m2 (WG_FP8 1 / 2) - both operands K-major for
+// those - with fp32 accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
 // operand gathers, store_c / store_c8 with any fused epilogue), plus:
 //   WG_BN      tile N (64, 128 or 256; tile M is 128, tile K 128 bytes of k: 64 16-bit, 32 tf32)
 //   WG_TF32    1: TA = TB = float, wgmma m64nNk8.tf32 (only K-major operands: A_MODE / B_MODE != 2)
@@ -61,16 +62,22 @@ __device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, co
 #ifndef WG_TF32
 #define WG_TF32 0
 #endif
+#ifndef WG_FP8
+#define WG_FP8 0           // 1: e4m3, 2: e5m2 (wgmma m64nNk32, K-major only)
+#endif
 #if WG_TF32
 #define WG_ES 4            // element bytes
 typedef unsigned wg_raw_t;
+#elif WG_FP8
+#define WG_ES 1
+typedef unsigned char wg_raw_t;
 #else
 #define WG_ES 2
 typedef hdn_u16 wg_raw_t;
 #endif
 #define WG_CHUNK (16 / WG_ES)   // elements per 16-byte chunk
-#if WG_TF32 && (A_MODE == 2 || B_MODE == 2)
-#error "tf32 wgmma reads K-major operands only (the plan builder transposes M/N-major ones)"
+#if (WG_TF32 || WG_FP8) && (A_MODE == 2 || B_MODE == 2)
+#error "tf32 / fp8 wgmma read K-major operands only (the plan builder transposes M/N-major ones)"
 #endif
 #ifndef A_TMA
 #define A_TMA 0
@@ -258,6 +265,22 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 #else
     hdn_wgmma_m64n64k8_tf32<0, 0>(acc, da, db, sd);
 #endif
+#elif WG_FP8 == 1
+#if WG_BN == 256
+    hdn_wgmma_m64n256k32_e4m3<0, 0>(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k32_e4m3<0, 0>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k32_e4m3<0, 0>(acc, da, db, sd);
+#endif
+#elif WG_FP8 == 2
+#if WG_BN == 256
+    hdn_wgmma_m64n256k32_e5m2<0, 0>(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k32_e5m2<0, 0>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k32_e5m2<0, 0>(acc, da, db, sd);
+#endif
 #elif WG_BF16
 #if WG_BN == 256
     hdn_wgmma_m64n256k16_bf16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
@@ -409,7 +432,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
                 hdn_wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; ++kk) {     // 4 x 32 bytes of k: k16 (16-bit) / k8 (tf32)
+                for (int kk = 0; kk < 4; ++kk) {     // 4 x 32 bytes of k: k16 (16-bit) / k8 (tf32) / k32 (fp8)
 #if WG_A_MN
                     const unsigned long long da = wg_desc(sa + wgc * 8192 + kk * 2048, WG_MN_LBO, WG_MN_SBO);
 #else
