@@ -634,6 +634,9 @@ def main():
                 traceback.print_exc()
                 res[f"{k}_error"] = f"{type(e).__name__}: {e}"
             torch.cuda.empty_cache()
+            os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+            with open(a.out, "w") as f:       # after every group: a cut-short run keeps its rows
+                json.dump(res, f, indent=1)
     if "overhead" in only:
         env = None
         if a.c_exe:
