@@ -654,7 +654,7 @@ def _vec_ok(st, domain, n_dim, dtype, run_ok):
     """8 consecutive n (from a multiple of 8) are 8 contiguous, 16-byte aligned elements."""
     if not run_ok or domain[n_dim] % 8 or st[n_dim] != 1:
         return False
-    q = 8 if cg.ELEM_SIZE[dtype] == 2 else 4
+    q = 4 if cg.ELEM_SIZE[dtype] == 4 else 8
     return all(v % q == 0 for d, v in enumerate(st) if d != n_dim)
 
 
@@ -665,7 +665,11 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
     for u, s, d, var in outs:
         st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
         if _vec_ok(st, domain, n_dim, d, run_ok):
-            if cg.ELEM_SIZE[d] == 2:
+            if cg.ELEM_SIZE[d] == 1:     # fp8: 8 bytes, one 8-byte store
+                pre.append(f"uint2 pk{u}; unsigned char* e{u} = reinterpret_cast<unsigned char*>(&pk{u});")
+                loop.append(f"e{u}[j8] = hdn_from_float<{CTYPE[d]}>({var}).bits;")
+                post.append(f"*reinterpret_cast<uint2*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
+            elif cg.ELEM_SIZE[d] == 2:
                 pre.append(f"uint4 pk{u}; hdn_u16* e{u} = reinterpret_cast<hdn_u16*>(&pk{u});")
                 loop.append(f"e{u}[j8] = hdn_bits(hdn_from_float<{CTYPE[d]}>({var}));")
                 post.append(f"*reinterpret_cast<uint4*>(o{u} + {cg.offset_expr(st)}) = pk{u};")

@@ -157,3 +157,15 @@ def test_fp8_conv_fwd(R, dtype, lay, C):
     ref = kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], "CROSS_CORRELATION", compute_dtype=np.float64)
     e = relerr(res, quantize(ref, "HALF"))
     assert np.all(np.isfinite(res)) and e < 4e-3, e
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_fp8_output_epilogue_packs_bytes(dtype):
+    """An fp8 GEMM output stores 8 packed bytes (uint2), never a float4 (the device run that
+    found the misaligned float4 store: engine store8 for 1-byte outputs)."""
+    _, _, _, g = _mm_graph(dtype, dtype, bt=True)
+    p = build_program(parse_graph(g), arch="sm_90")
+    src = [s for s in p.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0][1]
+    body = src[src.index("void store_c8"):]
+    body = body[:body.index("\n}\n")]
+    assert "uint2" in body and "float4" not in body
