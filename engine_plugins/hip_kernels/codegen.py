@@ -329,7 +329,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     ``core``: 'wgmma' | 'mma' | 'simt' (None: mma when ``use_mma`` else simt)."""
     if core is None:
         core = "mma" if use_mma else "simt"
-    use_mma = core in ("mma", "wgmma")
+    use_mma = core in ("mma", "wgmma", "mfma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
     tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
     narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
@@ -387,8 +387,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(es)),
                 "stages": stages}
     else:
-        body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
-        name = "hdn_gemm_mma" if use_mma else "hdn_gemm_simt"
+        kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
+        body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \
+            read_kernel(kern + ".hip")
+        name = "hdn_" + kern
         grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,

@@ -26,20 +26,22 @@ API_VERSION = "1.2.0"
 
 
 def use_mma() -> bool:
-    """The NVIDIA matrix-unit fast path for 16-bit GEMM/conv (HIPDNN_CABI_HIP_MMA=0: off)."""
+    """The matrix-unit fast path for 16-bit GEMM/conv - NVIDIA mma.sync / wgmma, AMD MFMA on
+    gfx90a / gfx942 (HIPDNN_CABI_HIP_MMA=0: off)."""
     if os.environ.get("HIPDNN_CABI_HIP_MMA", "1") in ("0", "off"):
         return False
     try:
-        return device.get_runtime().kind == "cuda"
+        rt = device.get_runtime()
+        return rt.kind == "cuda" or (rt.kind == "hip" and getattr(rt, "arch", "") in ("gfx90a", "gfx942"))
     except Exception:  # noqa: BLE001
         return False
 
 
 def device_arch():
-    """The device's target (``sm_90``) when it is an NVIDIA GPU, else None."""
+    """The device's target (``sm_90``, ``gfx942``), else None."""
     try:
         rt = device.get_runtime()
-        return getattr(rt, "arch", None) if rt.kind == "cuda" else None
+        return getattr(rt, "arch", None) if rt.kind in ("cuda", "hip") else None
     except Exception:  # noqa: BLE001
         return None
 

@@ -753,8 +753,6 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
             spec.a_mode = 0
         if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
             spec.b_mode = 0
-    if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
-        core = "simt"
     if core == "wgmma" and arch is None:
         core = "mma"
     g = cg.gemm_source(spec, core != "simt", sms, core)

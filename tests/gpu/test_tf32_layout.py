@@ -177,3 +177,20 @@ def test_layout_transform_note_and_workspace():
     out = r.run(gb, {x: xv, w: wv}, [y])[3]
     ref = kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], "CROSS_CORRELATION", compute_dtype=np.float64)
     assert relerr(out, quantize(ref, "HALF")) < 4e-3
+
+
+def test_amd_cdna_programs_use_the_mfma_kernel():
+    """gfx90a / gfx942: 16-bit GEMMs go to kernels/gemm_mfma.hip (hiprtc; never run here),
+    fp32 and other AMD targets stay on SIMT; the NVRTC compile of the body is the stub."""
+    a, b, c = T(1, [2, 64, 40], "HALF"), T(2, [2, 40, 72], "HALF"), T(3, [2, 64, 72], "HALF")
+    g = parse_graph(graph_bytes([a, b, c], [matmul(1, 2, 3)]))
+    p = build_program(g, arch="gfx942")
+    st = [s for s in p.steps if s[0] == "launch"]
+    assert [s[2] for s in st] == ["hdn_gemm_mfma"]
+    assert "__builtin_amdgcn_mfma_f32_32x32x8f16" in st[0][1] and "#define MF_BF16 0" in st[0][1]
+    assert [s[2] for s in build_program(g, arch="gfx1100").steps] == ["hdn_gemm_simt"]
+    x, w, y, gb = _conv_graph("fwd", "BFLOAT16", "nchw")
+    p = build_program(parse_graph(gb), arch="gfx90a")
+    st = [s for s in p.steps if s[0] == "launch"]
+    assert st[-1][2] in ("hdn_gemm_mfma", "hdn_gemm_splitk") and "#define MF_BF16 1" in st[0][1]
+    assert not getattr(p, "layout_transforms", 0)
