@@ -17,8 +17,6 @@ unit stride (dy gathered at h + pad - r * dil).
 """
 from __future__ import annotations
 
-import math
-
 LIMIT = 16383
 
 
@@ -50,7 +48,7 @@ def rows_code(M, C, kchan_stride, row_dims, row_strides, n_stride, extent, start
     if any(e > LIMIT for e in extent) or any((r - 1) * d > LIMIT for r, d in zip(Rk, dil)):
         return None
     base_t = "int" if span < 2 ** 31 - 1 else "long long"
-    L = [f"#define A_ROWS 1", f"typedef {base_t} wg_base_t;",
+    L = ["#define A_ROWS 1", f"typedef {base_t} wg_base_t;",
          "struct wg_arow { wg_base_t base; int hp; };",
          "struct wg_atap { wg_base_t off; int dp; };",
          "__device__ __forceinline__ wg_arow a_row(int b, int m) {",
@@ -114,5 +112,3 @@ def conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk):
     return rows_code(spec.M, K, ys[1], H, ys[2:], ys[0], yd[2:],
                      lambda j, v: f"{v} + {p['pre_padding'][j]}", -1, Rk, p["dilation"], span, bk)
 
-
-__all__ = ["conv_fwd_rows", "conv_bwd_data_rows", "rows_code", "math"]

@@ -50,9 +50,9 @@ def packed_strides(dims, order):
 
 
 def _is_natural_packed(dims, strides):
-    return [int(s) for s in strides] == packed_strides(dims, list(range(len(dims)))) or \
-        all(int(d) == 1 or int(s) == e for d, s, e in
-            zip(dims, strides, packed_strides(dims, list(range(len(dims))))))
+    """Row-major packed (the strides of size-1 dims do not matter)."""
+    want = packed_strides(dims, list(range(len(dims))))
+    return all(int(d) == 1 or int(s) == e for d, s, e in zip(dims, strides, want))
 
 
 def _transpose_split(dims, strides, order):
