@@ -6,10 +6,14 @@ which the engine is given as the handle stream).  Buffers are PyTorch tensors (c
 device memory).  Writes bench/results/gpu.json (or --out); `--plots DIR` draws one PNG per
 benchmark from a JSON file (run where matplotlib is).
 
-Benchmarks: fp32 GEMM 4096^3 (TF32 off), conv2d fwd fp32/fp16 ResNet-50 shapes batch 32 NHWC,
-batchnorm training forward and a 4-op pointwise chain on 256 MB tensors, execute overhead (from C
-with a reused variant pack and frontend-style, a new pack per call), and the Python frontend's
-g.execute on a tiny relu graph against torch.nn.functional.relu (issue 15).
+Benchmarks: fp32 GEMM 4096^3 (TF32 off, and with the TF32_MATH knob), conv2d fwd fp32/fp16
+ResNet-50 shapes batch 32 NHWC, NCHW (fp32 FFMA, fp32 TF32, fp16 - the last two through the
+layout transform), batchnorm training forward and a 4-op pointwise chain on 256 MB tensors,
+execute overhead (from C with a reused variant pack and frontend-style, a new pack per call), the
+Python frontend's g.execute on a tiny relu graph against torch.nn.functional.relu (issue 15).
+Rows go through the plugin object (``ours_ms``); at least one row per group also through the
+public C API (``capi_ms``: the frontend building descriptors and calling ``hipdnnBackendExecute``
+per run, bench/capi_path.py).
 """
 from __future__ import annotations
 
@@ -58,10 +62,11 @@ class Engine:
         self.container.set_stream(torch.cuda.current_stream().cuda_stream)
         self.cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
 
-    def prepare(self, gbytes, bufs):
+    def prepare(self, gbytes, bufs, knobs=None):
         from hipdnn_cabi.plugin_sdk import DeviceBuffers, parse_graph
         t0 = time.perf_counter()
-        ctx = self.container.create_execution_context(self.cfg, parse_graph(gbytes))
+        cfg = self.cfg if not knobs else types.SimpleNamespace(engine_id=self.cfg.engine_id, knobs=dict(knobs))
+        ctx = self.container.create_execution_context(cfg, parse_graph(gbytes))
         build_s = time.perf_counter() - t0
         wsz = self.container.get_workspace_size_from_context(ctx)
         ws = self.torch.empty(max(1, wsz), dtype=self.torch.uint8, device="cuda")
@@ -76,6 +81,35 @@ class Engine:
 
 def tstrides(t):
     return list(t.stride())
+
+
+def capi_row(torch, row, build, bufs, outputs, theirs_ms, knobs=None, check=None):
+    """Time the same op through the public C API (bench/capi_path.py) and add ``capi_ms``,
+    ``capi_ratio`` (PyTorch / C API) and ``capi_rel_err`` (``check()`` after one run) to ``row``."""
+    import capi_path
+    try:
+        run = capi_path.prepare(build, bufs, stream=torch.cuda.current_stream().cuda_stream,
+                                knobs=knobs, outputs=outputs,
+                                workspace=lambda n: torch.empty(n, dtype=torch.uint8, device="cuda"))
+        for o in outputs:
+            bufs[o].fill_(float("nan"))
+        run()
+        torch.cuda.synchronize()
+        if check is not None:
+            row["capi_rel_err"] = float(check())
+        t = median_ms(torch, run)
+        row["capi_ms"] = t[0]
+        row["capi_ratio"] = theirs_ms / t[0]
+        print(f"   C API path (hipdnnBackendExecute): {t[0]:.3f} ms -> {theirs_ms / t[0]:.2f}x"
+              f"  err {row.get('capi_rel_err', float('nan')):.1e}", flush=True)
+    except Exception as e:  # noqa: BLE001 - recorded in the row
+        import traceback
+        traceback.print_exc()
+        row["capi_error"] = f"{type(e).__name__}: {e}"
+
+
+def _rel(torch, got, ref):
+    return (got.double() - ref.double()).norm() / ref.double().norm()
 
 
 def bench_gemm(torch, E, res):
@@ -93,11 +127,29 @@ def bench_gemm(torch, E, res):
     d = torch.empty_like(c)
     theirs = median_ms(torch, lambda: torch.matmul(a, b, out=d))
     fl = 2 * n ** 3
-    res["gemm_fp32_4096"] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
-                             "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
-                             "rel_err": err, "plan_build_s": bs, "target": 0.6}
+    row = res["gemm_fp32_4096"] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                                   "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
+                                   "rel_err": err, "plan_build_s": bs, "target": 0.7}
     print(f"GEMM fp32 4096^3: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TFLOP/s), cuBLAS "
           f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x  err {err:.1e}", flush=True)
+    capi_row(torch, row, lambda g, T: g.matmul(T("a"), T("b")), {"a": a, "b": b, "c": c}, ("c",),
+             theirs[0], check=lambda: _rel(torch, c, ref))
+    # TF32 tensor cores (engine knob TF32_MATH = 1) vs cuBLAS with allow_tf32
+    run, bs = E.prepare(g, {1: a, 2: b, 3: c}, knobs={"TF32_MATH": 1})
+    ours = median_ms(torch, run)
+    err = float((c - ref).norm() / ref.norm())
+    torch.backends.cuda.matmul.allow_tf32 = True
+    theirs = median_ms(torch, lambda: torch.matmul(a, b, out=d))
+    terr = float((d - ref).norm() / ref.norm())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    row = res["gemm_fp32_tf32_4096"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+        "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err,
+        "torch_rel_err": terr, "plan_build_s": bs, "knob": "TF32_MATH=1 (cuBLAS allow_tf32)"}
+    print(f"GEMM fp32 TF32 4096^3: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TFLOP/s), cuBLAS TF32 "
+          f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x  err {err:.1e} (cuBLAS {terr:.1e})", flush=True)
+    capi_row(torch, row, lambda g, T: g.matmul(T("a"), T("b")), {"a": a, "b": b, "c": c}, ("c",),
+             theirs[0], knobs={"TF32_MATH": 1}, check=lambda: _rel(torch, c, ref))
 
 
 def bench_gemm16(torch, E, res):
@@ -127,35 +179,55 @@ def bench_gemm16(torch, E, res):
                         "rel_err": err, "plan_build_s": bs, "target": tgt}
             print(f"GEMM {key}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TFLOP/s), cuBLAS "
                   f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x (target {tgt}) err {err:.1e}", flush=True)
+            if M == 4096:
+                capi_row(torch, out[key], lambda g, T: g.matmul(T("a"), T("b")), {"a": a, "b": b, "c": c},
+                         ("c",), theirs[0], check=lambda: _rel(torch, c, ref))
             del a, b, c, d
     res["gemm_16bit"] = {"cases": out, "target": "0.6 (4096^3), 0.5 (M = 8192)"}
 
 
 def bench_conv_nchw32(torch, E, res):
-    """fp32 NCHW conv forward (the layout most C callers use) vs cuDNN, TF32 off."""
+    """NCHW conv forward (the layout most C callers use) vs cuDNN: fp32 (TF32 off: FFMA), fp32
+    with the TF32_MATH knob (vs cuDNN allow_tf32) and fp16 - the last two through the layout
+    transform into NHWC in the workspace + the wgmma core."""
     import torch.nn.functional as F
     from gpu_testlib import T, conv_fwd, graph_bytes
     torch.backends.cudnn.benchmark = True
+    N = 32
+    variants = (("conv2d_fwd_fp32_nchw_b32", "FLOAT", torch.float32, None, 0.5),
+                ("conv2d_fwd_fp32_tf32_nchw_b32", "FLOAT", torch.float32, {"TF32_MATH": 1}, None),
+                ("conv2d_fwd_fp16_nchw_b32", "HALF", torch.float16, None, 0.9))
+    for group, dt_name, tdt, knobs, target in variants:
+        torch.backends.cudnn.allow_tf32 = knobs is not None
+        out = {}
+        for li, (name, C, K, H, R, st, pad) in enumerate(RESNET):
+            x = torch.randn(N, C, H, H, device="cuda", dtype=tdt)
+            w = torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5
+            P = (H + 2 * pad - R) // st + 1
+            y = torch.empty(N, K, P, P, device="cuda", dtype=tdt)
+            g = graph_bytes([T(1, [N, C, H, H], dt_name), T(2, [K, C, R, R], dt_name), T(3, [N, K, P, P], dt_name)],
+                            [conv_fwd(1, 2, 3, [pad, pad], [st, st], [1, 1])])
+            run, bs = E.prepare(g, {1: x, 2: w, 3: y}, knobs=knobs)
+            ours = median_ms(torch, run)
+            ref = F.conv2d(x.double(), w.double(), stride=st, padding=pad)
+            err = float((y.double() - ref).norm() / ref.norm())
+            theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
+            fl = 2 * N * K * P * P * C * R * R
+            out[name] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                         "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err,
+                         "plan_build_s": bs}
+            print(f"{group} {name}: ours {ours[0]:.3f} ms cuDNN {theirs[0]:.3f} ms -> "
+                  f"{theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+            if li == 2:
+                capi_row(torch, out[name],
+                         lambda g, T: g.conv_fprop(T("x"), T("w"), padding=[pad, pad], stride=[st, st],
+                                                   dilation=[1, 1]),
+                         {"x": x, "w": w, "y": y}, ("y",), theirs[0], knobs=knobs,
+                         check=lambda: _rel(torch, y, ref))
+            del x, w, y, ref
+        res[group] = {"cases": out, "target": target, "knobs": knobs or {},
+                      "torch": "cuDNN" + (" allow_tf32" if knobs else " TF32 off")}
     torch.backends.cudnn.allow_tf32 = False
-    N, out = 32, {}
-    for name, C, K, H, R, st, pad in RESNET:
-        x = torch.randn(N, C, H, H, device="cuda")
-        w = torch.randn(K, C, R, R, device="cuda") / (C * R * R) ** 0.5
-        P = (H + 2 * pad - R) // st + 1
-        y = torch.empty(N, K, P, P, device="cuda")
-        g = graph_bytes([T(1, [N, C, H, H]), T(2, [K, C, R, R]), T(3, [N, K, P, P])],
-                        [conv_fwd(1, 2, 3, [pad, pad], [st, st], [1, 1])])
-        run, bs = E.prepare(g, {1: x, 2: w, 3: y})
-        ours = median_ms(torch, run)
-        ref = F.conv2d(x.double(), w.double(), stride=st, padding=pad)
-        err = float((y.double() - ref).norm() / ref.norm())
-        theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
-        fl = 2 * N * K * P * P * C * R * R
-        out[name] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
-                     "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err}
-        print(f"conv fp32 nchw {name}: ours {ours[0]:.3f} ms cuDNN {theirs[0]:.3f} ms -> "
-              f"{theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
-    res["conv2d_fwd_fp32_nchw_b32"] = {"cases": out, "target": 0.5}
 
 
 RESNET = [  # name, C, K, H, R, stride, pad
@@ -197,6 +269,12 @@ def bench_conv(torch, E, res):
                         "rel_err": err, "plan_build_s": bs}
             print(f"conv {key}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TF/s) cuDNN "
                   f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+            if name == "conv3_3x3":
+                capi_row(torch, out[key],
+                         lambda g, T: g.conv_fprop(T("x"), T("w"), padding=[pad, pad], stride=[st, st],
+                                                   dilation=[1, 1]),
+                         {"x": x, "w": w, "y": y}, ("y",), theirs[0],
+                         check=lambda: _rel(torch, y, ref))
             del x, w, y
     res["conv2d_fwd_nhwc_b32"] = {"cases": out, "target": "0.9 (fp16)"}
 
@@ -244,6 +322,16 @@ def bench_conv_bwd(torch, E, res):
                             "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err}
                 print(f"conv {key}: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.1f} TF/s) cuDNN "
                       f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+                if name == "conv3_3x3" and dt_name == "HALF":
+                    cv = dict(padding=[pad, pad], stride=[st, st], dilation=[1, 1])
+                    if kind == "data":
+                        capi_row(torch, out[key], lambda g, T: g.conv_dgrad(T("dy"), T("w"), **cv),
+                                 {"dy": dy, "w": w, "dx": dx}, ("dx",), theirs[0],
+                                 check=lambda: _rel(torch, dx, ref))
+                    else:
+                        capi_row(torch, out[key], lambda g, T: g.conv_wgrad(T("x"), T("dy"), **cv),
+                                 {"x": x, "dy": dy, "dw": dw}, ("dw",), theirs[0],
+                                 check=lambda: _rel(torch, dw, ref))
     res["conv2d_bwd_nhwc_b32"] = {"cases": out, "target": "0.6 (fp16)"}
 
 
@@ -267,12 +355,15 @@ def bench_bn(torch, E, res):
     rm, rv = torch.zeros(C, device="cuda"), torch.ones(C, device="cuda")
     theirs = median_ms(torch, lambda: F.batch_norm(x, rm, rv, sc, bi, training=True, momentum=0.1, eps=1e-5))
     nbytes = 2 * x.numel() * 4
-    res["batchnorm_train_fwd_256MB"] = {
+    row = res["batchnorm_train_fwd_256MB"] = {
         "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nbytes / ours[0] / 1e6,
         "torch_GBps": nbytes / theirs[0] / 1e6, "ratio": theirs[0] / ours[0], "rel_err": err,
         "bytes_counted": "x read once + y written once", "target": 0.85}
     print(f"BN train fwd 256MB NHWC: ours {ours[0]:.3f} ms ({nbytes / ours[0] / 1e6:.0f} GB/s) torch "
           f"{theirs[0]:.3f} ms ({nbytes / theirs[0] / 1e6:.0f} GB/s) -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+    capi_row(torch, row, lambda g, T: g.batchnorm(T("x"), T("sc"), T("bi"), 1e-5)[:3],
+             {"x": x, "sc": sc.view(cd), "bi": bi.view(cd), "y": y, "mu": mu.view(cd), "iv": iv.view(cd)},
+             ("y", "mu", "iv"), theirs[0], check=lambda: _rel(torch, y, ref))
 
 
 def bench_pointwise(torch, E, res):
@@ -300,7 +391,7 @@ def bench_pointwise(torch, E, res):
     one = median_ms(torch, lambda: torch.clamp(x, min=0, out=t3))
     copy = median_ms(torch, lambda: t3.copy_(x))
     nbytes = 2 * x.numel() * 4
-    res["pointwise_chain4_256MB"] = {
+    row = res["pointwise_chain4_256MB"] = {
         "ours_ms": ours[0], "torch_separate_ms": sep[0], "torch_single_op_ms": one[0],
         "torch_copy_ms": copy[0], "ours_GBps": nbytes / ours[0] / 1e6,
         "torch_single_op_GBps": nbytes / one[0] / 1e6, "torch_copy_GBps": nbytes / copy[0] / 1e6,
@@ -309,6 +400,9 @@ def bench_pointwise(torch, E, res):
     print(f"pointwise chain: ours {ours[0]:.3f} ms ({nbytes / ours[0] / 1e6:.0f} GB/s), torch 1-op "
           f"{one[0]:.3f} ms ({nbytes / one[0] / 1e6:.0f} GB/s), separate 4 ops {sep[0]:.3f} ms -> "
           f"{sep[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+    capi_row(torch, row, lambda g, T: g.sub(g.relu(g.add(g.mul(T("x"), 0.5), T("bias"))), T("x")),
+             {"x": x, "bias": bias, "y": y}, ("y",), one[0], check=lambda: _rel(torch, y, ref))
+    row["capi_ratio_is_vs"] = "torch single op (as bandwidth_ratio_vs_torch_single_op)"
 
 
 def bench_overhead(torch, E, res, c_exe=None, c_env=None):
@@ -603,6 +697,9 @@ def main():
                 traceback.print_exc()
                 res[f"{k}_error"] = f"{type(e).__name__}: {e}"
             torch.cuda.empty_cache()
+            os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+            with open(a.out, "w") as f:       # after every group: a cut-short run keeps its rows
+                json.dump(res, f, indent=1)
     if "overhead" in only:
         env = None
         if a.c_exe:

@@ -101,7 +101,8 @@ def _decode(name, expr):
 
 
 def _ctype(name):
-    return cg.CTYPE[name]
+    """C storage type: the narrow formats are bytes here (this module encodes/decodes them)."""
+    return "unsigned char" if name in MINI or name == "FP8_E8M0" else cg.CTYPE[name]
 
 
 def _scale_code(st):

@@ -14,15 +14,22 @@ import re
 from hipdnn_cabi.engines.cpu_reference.signature import FB_NAMES  # works in-tree and installed
 
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
-CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16"}
-ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2}
-# narrow / integer types of the issue-17 ops (ext_ops.py): storage only
-CTYPE.update({n: "unsigned char" for n in ("FP8_E4M3", "FP8_E5M2", "FP8_E8M0", "FP4_E2M1",
-                                          "FP6_E2M3", "FP6_E3M2", "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ",
-                                          "UINT8")})
+CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16",
+         "FP8_E4M3": "hdn_fp8e4m3", "FP8_E5M2": "hdn_fp8e5m2"}
+ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2, "FP8_E4M3": 1, "FP8_E5M2": 1}
+FP8 = ("FP8_E4M3", "FP8_E5M2")
+# narrow / integer types of the issue-17 ops (ext_ops.py): storage only (blockscale.py stores the
+# two FP8 types as bytes too)
+CTYPE.update({n: "unsigned char" for n in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2",
+                                           "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ", "UINT8")})
 CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long"})
 ELEM_SIZE.update({n: 1 for n in CTYPE if CTYPE[n] in ("unsigned char", "signed char")})
 ELEM_SIZE.update({"INT32": 4, "INT64": 8})
+
+
+def wg_elem_size(dtype):
+    """Element bytes of a wgmma-core input type (fp32 = TF32)."""
+    return ELEM_SIZE[dtype]
 ILP = 4
 THREADS = 256
 
@@ -299,6 +306,8 @@ class GemmSpec:
         # dense matrix operands (offset = b * sb + mn * smn + k * sk, elements) or None:
         # (smn, sk, sb, batch); the wgmma core loads those through the tensor copy engine
         self.a_dense = self.b_dense = None
+        # implicit.py: bk (k per stage) -> the A_ROWS prelude (precomputed conv addressing) or None
+        self.a_rows = None
 
 
 TILE = 128
@@ -327,11 +336,14 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     ``core``: 'wgmma' | 'mma' | 'simt' (None: mma when ``use_mma`` else simt)."""
     if core is None:
         core = "mma" if use_mma else "simt"
-    use_mma = core in ("mma", "wgmma")
+    use_mma = core in ("mma", "wgmma", "mfma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
+    tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
+    narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
+    es = ELEM_SIZE[spec.ta]
     if core == "wgmma":
         from . import gemm_core as gc
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms)
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, es)
     else:
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
@@ -351,7 +363,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
          "{ const long long o = a_off(b, m, k); return o < 0 ? 0.f : hdn_to_float(A[o]); }",
          "__device__ __forceinline__ float load_b(const TB* __restrict__ B, int b, int k, int n) "
          "{ const long long o = b_off(b, k, n); return o < 0 ? 0.f : hdn_to_float(B[o]); }"]
-    if use_mma:
+    if use_mma and not tf32 and not narrow:
         L += ["__device__ __forceinline__ hdn_u16 load_a_raw(const TA* __restrict__ A, int b, int m, int k) "
               "{ const long long o = a_off(b, m, k); return o < 0 ? (hdn_u16)0 : hdn_bits(A[o]); }",
               "__device__ __forceinline__ hdn_u16 load_b_raw(const TB* __restrict__ B, int b, int k, int n) "
@@ -368,6 +380,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps)
+        rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
+            and gc.knob("ROWS", "1") not in ("0", "off") else None
+        if rows:
+            L.append(rows)
     prelude = "\n".join(L) + "\n"
     if core == "wgmma":
         body = read_kernel("gemm_wgmma.hip")
@@ -375,11 +391,13 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.WG_BK),
+        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(es)),
                 "stages": stages}
     else:
-        body = read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
-        name = "hdn_gemm_mma" if use_mma else "hdn_gemm_simt"
+        kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
+        body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \
+            read_kernel(kern + ".hip")
+        name = "hdn_" + kern
         grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
@@ -397,20 +415,24 @@ def _wgmma_defs(spec, bn, stages, tmaps):
     """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
     ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
     from . import gemm_core as gc
+    tf32 = spec.ta == "FLOAT"
+    kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
+    es = ELEM_SIZE[spec.ta]
     L = [f"#define WG_BN {bn}", f"#define WG_STAGES {stages}",
-         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}"]
+         f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}", f"#define WG_TF32 {int(tf32)}",
+         f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
-        use = mode in (1, 2) and gc.tma_ok(dense, dt)
+        use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
         if use:
             smn, sk, sb, batch = dense
-            if mode == 1 and sk == 1:      # K-major rows
-                dims3, strides = (spec.K, mn_extent, spec.batch), [smn * 2]
-                box = (64, rows, 1)
-                inner = mn_extent * smn * 2
+            if mode == 1 and sk == 1:      # K-major rows (128 bytes of k)
+                dims3, strides = (spec.K, mn_extent, spec.batch), [smn * es]
+                box = (128 // es, rows, 1)
+                inner = mn_extent * smn * es
             elif mode == 2 and smn == 1:   # M/N-major atoms of 64
                 dims3, strides = (mn_extent, spec.K, spec.batch), [sk * 2]
                 box = (64, 64, 1)
@@ -418,7 +440,7 @@ def _wgmma_defs(spec, bn, stages, tmaps):
             else:
                 use = False
         if use:
-            strides.append(sb * 2 if spec.batch > 1 else -(-inner // 16) * 16)
+            strides.append(sb * es if spec.batch > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
         L.append(f"#define {op}_TMA {int(use)}")
     return L

@@ -13,6 +13,7 @@ from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginE
 from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
 from . import codegen, devctx
+from .gemm_core import tf32_default
 from .program import NotApplicable, build_program
 
 ENGINE_NAME = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
@@ -25,20 +26,22 @@ API_VERSION = "1.2.0"
 
 
 def use_mma() -> bool:
-    """The NVIDIA matrix-unit fast path for 16-bit GEMM/conv (HIPDNN_CABI_HIP_MMA=0: off)."""
+    """The matrix-unit fast path for 16-bit GEMM/conv - NVIDIA mma.sync / wgmma, AMD MFMA on
+    gfx90a / gfx942 (HIPDNN_CABI_HIP_MMA=0: off)."""
     if os.environ.get("HIPDNN_CABI_HIP_MMA", "1") in ("0", "off"):
         return False
     try:
-        return device.get_runtime().kind == "cuda"
+        rt = device.get_runtime()
+        return rt.kind == "cuda" or (rt.kind == "hip" and getattr(rt, "arch", "") in ("gfx90a", "gfx942"))
     except Exception:  # noqa: BLE001
         return False
 
 
 def device_arch():
-    """The device's target (``sm_90``) when it is an NVIDIA GPU, else None."""
+    """The device's target (``sm_90``, ``gfx942``), else None."""
     try:
         rt = device.get_runtime()
-        return getattr(rt, "arch", None) if rt.kind == "cuda" else None
+        return getattr(rt, "arch", None) if rt.kind in ("cuda", "hip") else None
     except Exception:  # noqa: BLE001
         return None
 
@@ -46,7 +49,7 @@ def device_arch():
 def gemm_knobs():
     """The GEMM-core knobs (gemm_core.py) in effect: part of the analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
-                 ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP"))
+                 ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS"))
 
 
 class Analysis:
@@ -67,12 +70,42 @@ def sm_count() -> int:
         return 132
 
 
-def analyse(graph) -> Analysis:
+# engine knob: TF32 tensor-core math for fp32 GEMMs / convolutions (int 0 / 1)
+TF32_KNOB = "TF32_MATH"
+TF32_DESCRIPTION = ("1: fp32 matmul / convolution on TF32 tensor cores (NVIDIA Hopper wgmma: "
+                    "inputs rounded to a 10-bit mantissa, fp32 accumulation) - CHANGES NUMERICS "
+                    "(relative error ~1e-3 instead of ~1e-6); 0 (default): true fp32 FFMA, as "
+                    "the FLOAT compute type means")
+
+
+def _knob_value(v):
+    while isinstance(v, dict) and v:
+        v = v["value"] if "value" in v else next(iter(v.values()))
+    return v
+
+
+def tf32_of(config) -> bool:
+    """The TF32 knob of an engine config (absent: HIPDNN_CABI_HIP_TF32, default off)."""
+    knobs = getattr(config, "knobs", None) or {}
+    if TF32_KNOB not in knobs:
+        return tf32_default()
+    v = _knob_value(knobs[TF32_KNOB])
+    try:
+        v = int(v)
+    except (TypeError, ValueError):
+        raise PluginError(INVALID_VALUE, f"knob {TF32_KNOB}: {v!r} is not 0 or 1") from None
+    if v not in (0, 1):
+        raise PluginError(INVALID_VALUE, f"knob {TF32_KNOB}: {v} is out of range [0, 1]")
+    return bool(v)
+
+
+def analyse(graph, tf32=None) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma()
     sms = sm_count() if device.available() else 132
     arch = device_arch() if mma else None
-    key = (raw, mma, sms, arch, gemm_knobs())
+    tf32 = tf32_default() if tf32 is None else bool(tf32)
+    key = (raw, mma, sms, arch, gemm_knobs(), tf32)
     if raw is not None:
         with _cache_lock:
             a = _cache.get(key)
@@ -83,7 +116,7 @@ def analyse(graph) -> Analysis:
     try:
         if why:
             raise NotApplicable(why)
-        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms, arch=arch))
+        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms, arch=arch, tf32=tf32))
     except NotApplicable as e:
         a = Analysis(False, str(e))
     except (KeyError, ValueError, TypeError, IndexError) as e:
@@ -247,14 +280,14 @@ class HipPlanBuilder(PlanBuilderBase):
         # the same number the plan reports (EXECUTION_PLAN_WORKSPACE_SIZE): small scratch is
         # the plan's own, only large scratch is the caller's workspace
         with devctx.on_device(handle):
-            a = analyse(graph)
+            a = analyse(graph, tf32_of(config))
         return a.program.ws_size if a.ok else 0
 
     def build_plan(self, handle, graph, config):
         if not device.available():
             raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: no GPU ({device.unavailable_reason()})")
         with devctx.on_device(handle):   # analysis, compile and module load on its device
-            a = analyse(graph)
+            a = analyse(graph, tf32_of(config))
             if not a.ok:
                 raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
             return GpuPlan(a.program)
@@ -265,6 +298,40 @@ class HipKernelsEngine(EngineBase):
     behavior_notes = (int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION),
                       int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_GRAPH_CAPTURE))
     plan_builder = HipPlanBuilder()
+
+    def knobs(self, b):
+        from hipdnn_cabi.schemas._generated import IntConstraint, IntValue, Knob
+        IntValue.Start(b)
+        IntValue.AddValue(b, 0)
+        dv = IntValue.End(b)
+        IntConstraint.Start(b)
+        IntConstraint.AddMinValue(b, 0)
+        IntConstraint.AddMaxValue(b, 1)
+        IntConstraint.AddStep(b, 1)
+        con = IntConstraint.End(b)
+        kid, desc = b.CreateString(TF32_KNOB), b.CreateString(TF32_DESCRIPTION)
+        Knob.Start(b)
+        Knob.AddKnobId(b, kid)
+        Knob.AddDescription(b, desc)
+        Knob.AddDefaultValueType(b, 1)      # KnobValue.IntValue
+        Knob.AddDefaultValue(b, dv)
+        Knob.AddConstraintType(b, 1)
+        Knob.AddConstraint(b, con)
+        return [Knob.End(b)]
+
+    def get_details(self, handle, graph) -> bytes:
+        """Behaviour notes of the engine for this graph: REQUIRES_LAYOUT_TRANSFORM when its
+        plan (default knobs) copies operands into another layout first (layout.py)."""
+        from hipdnn_cabi.plugin_sdk.graph import build_engine_details
+        notes = self.reported_behavior_notes()
+        try:
+            a = analyse(graph) if device.available() else None
+        except Exception:  # noqa: BLE001
+            a = None
+        lt = int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM)
+        if a is not None and a.ok and getattr(a.program, "layout_transforms", 0) and lt not in notes:
+            notes.append(lt)
+        return build_engine_details(self.id, notes, self.name, self.knobs)
 
 
 class HipKernelsPlugin(EnginePluginBase):

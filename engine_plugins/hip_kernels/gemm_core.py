@@ -12,6 +12,16 @@ module picks the kernel behind the one interface:
 * ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
 * ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else).
 
+fp8 inputs (FP8_E4M3 / FP8_E5M2, both operands the same type) run on the wgmma core with
+``m64nNk32.e4m3`` / ``.e5m2`` on Hopper (K-major operands: M/N-major ones are transposed into
+the workspace, like TF32), on ``simt`` elsewhere.
+
+fp32 inputs run on ``simt`` (true FP32 FFMA, what hipDNN's FLOAT compute type means) unless TF32
+is asked for - the engine knob ``TF32_MATH`` = 1 (engine.py) or ``HIPDNN_CABI_HIP_TF32=1`` as the
+process default: then fp32 GEMMs on Hopper run on the wgmma core with ``m64nNk8.tf32``
+(10-bit mantissa products, fp32 accumulation; both operands K-major, so M/N-major fp32
+operands are transposed into the workspace first, see layout.py).
+
 Knobs (environment; the tile table below is the default):
 
 * ``HIPDNN_CABI_HIP_GEMM``: ``auto`` (default) | ``wgmma`` | ``mma`` | ``simt`` - force a core
@@ -35,10 +45,22 @@ def knob(name, default):
     return os.environ.get("HIPDNN_CABI_HIP_" + name, default)
 
 
-def choose_core(dtype_a, dtype_b, arch, use_mma=True):
+def tf32_default() -> bool:
+    """The process-wide default of the TF32 knob (HIPDNN_CABI_HIP_TF32=1: on; default off)."""
+    return knob("TF32", "0") in ("1", "on", "true")
+
+
+def choose_core(dtype_a, dtype_b, arch, use_mma=True, tf32=False):
     """'wgmma' | 'mma' | 'mfma' | 'simt' for a GEMM with these input types on ``arch``
-    (``sm_90``, ``sm_80``, ``gfx942``, or None = unknown NVIDIA)."""
+    (``sm_90``, ``sm_80``, ``gfx942``, or None = unknown NVIDIA).  ``tf32``: fp32 inputs may
+    use TF32 tensor cores (Hopper wgmma only; elsewhere they stay on FFMA)."""
     want = knob("GEMM", "auto")
+    hopper_ok = use_mma and want in ("auto", "wgmma") and (arch or "").startswith("sm_9")
+    if dtype_a == dtype_b and dtype_a in ("FP8_E4M3", "FP8_E5M2"):
+        return "wgmma" if hopper_ok else "simt"       # fp8 tensor cores: Hopper wgmma only
+    if tf32 and dtype_a == dtype_b == "FLOAT" and use_mma and want in ("auto", "wgmma") \
+            and (arch or "").startswith("sm_9"):
+        return "wgmma"
     sixteen = dtype_a in ("HALF", "BFLOAT16") and dtype_a == dtype_b
     if not use_mma or want == "simt" or not sixteen:
         return "simt"
@@ -51,15 +73,20 @@ def choose_core(dtype_a, dtype_b, arch, use_mma=True):
     return "wgmma"
 
 
+def bk(es=2):
+    """k per pipeline stage for ``es``-byte elements: one 128-byte swizzled row."""
+    return 128 // es
+
+
 def stage_bytes(bn):
-    return (WG_BM + bn) * WG_BK * 2
+    return (WG_BM + bn) * 128
 
 
 def smem_bytes(bn, stages):
     return stages * stage_bytes(bn) + EPI_BYTES + 16 * stages + 1024
 
 
-def tile_config(M, N, K, batch, sms):
+def tile_config(M, N, K, batch, sms, es=2):
     """(BN, stages, splits, k per split) for the wgmma core: the tile table.
 
     * BN in {256, 128, 64} (128 x BN tile, m64nBNk16 per consumer warpgroup): the one with the
@@ -98,12 +125,13 @@ def tile_config(M, N, K, batch, sms):
     while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
         st -= 1
     tiles = tm * -(-N // bn) * batch
-    ksteps = -(-K // WG_BK)
+    kb = bk(es)
+    ksteps = -(-K // kb)
     S, per = 1, K
     if knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
         s = min((2 * sms) // tiles, ksteps // 4, 64)
         if s > 1:
-            per = -(-ksteps // s) * WG_BK
+            per = -(-ksteps // s) * kb
             S = -(-K // per)
             if S <= 1:
                 S, per = 1, K
@@ -113,11 +141,12 @@ def tile_config(M, N, K, batch, sms):
 def tma_ok(dense, dtype):
     """A dense operand description (sm, sk, sb, batch) in elements can use the tensor copy
     engine: one unit-stride axis, the other strides 16-byte multiples."""
-    if dense is None or knob("TMA", "1") in ("0", "off") or dtype not in ("HALF", "BFLOAT16"):
+    es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1}.get(dtype)
+    if dense is None or knob("TMA", "1") in ("0", "off") or es is None:
         return False
     sm, sk, sb, batch = dense
     if batch > 1 and sb <= 0:
         return False
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
-        all(s > 0 and (2 * s) % 16 == 0 for s in rest)
+        all(s > 0 and (es * s) % 16 == 0 for s in rest)

@@ -21,11 +21,11 @@ import math
 
 from . import attention as attn
 from . import codegen as cg
-from . import ext_ops
+from . import ext_ops, implicit, layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
 from .gemm_core import choose_core
 
-FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+FLOATS = ("FLOAT", "HALF", "BFLOAT16", "FP8_E4M3", "FP8_E5M2")
 IO = {
     "PointwiseAttributes": (("in_0", "in_1", "in_2"), ("out_0",)),
     "MatmulAttributes": (("a", "b"), ("c",)),
@@ -209,7 +209,7 @@ def check_node(node, graph):
         if t.is_runtime_pass_by_value:
             _need(role in SCALAR_ROLES.get(node.kind, ()),
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
-            _need(t.numel == 1 and dt(t) in FLOATS, f"{role}: runtime scalar must be 1 float")
+            _need(t.numel == 1 and dt(t) in FLOATS[:3], f"{role}: runtime scalar must be 1 float")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
         if role in outs:
             _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
@@ -225,6 +225,9 @@ def check_node(node, graph):
         except ValueError as e:
             raise NotApplicable(f"{node.kind}: {e}") from None
         return r
+    for role, t in r.items():
+        _need(dt(t) not in cg.FP8 or node.kind in GEMM_KINDS + ("PointwiseAttributes",),
+              f"{role}: fp8 tensors are supported in matmul, convolution and pointwise nodes only")
     check_types(node, r)
     if node.kind == "PointwiseAttributes":
         mode = cg.pw_mode_name(node)
@@ -304,9 +307,10 @@ def conv_params(node, nsp):
     return p
 
 
-def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
+def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
-    mma.sync / SIMT kernels)."""
+    mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
+    TF32_MATH; default off = true fp32 FFMA)."""
     _need(graph.nodes, "graph has no nodes")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
@@ -432,7 +436,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None) -> Program:
         elif kind in GEMM_KINDS:
             epi = units[fused[0]][1] if fused else []
             _emit_gemm(prog, graph, nodes[members[0]], R[members[0]], epi, nodes, IOs, loc,
-                       consumers, node_unit, ui, tag, use_mma, sms, arch)
+                       consumers, node_unit, ui, tag, use_mma, sms, arch, tf32)
         elif kind in ("BatchnormInferenceAttributes", "BatchnormInferenceAttributesVarianceExt"):
             _emit_bn_inf(prog, graph, R[members[0]], loc, tag)
         elif kind == "BatchnormAttributes":
@@ -636,6 +640,7 @@ def _spec_conv_fwd(spec, node, r):
     spec.b_kcontig = True
     if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
         spec.a_mode = 1
+        spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
     if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 1
     elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
@@ -644,7 +649,7 @@ def _spec_conv_fwd(spec, node, r):
             spec.b_mode = 1
             spec.b_dense = (ws_[0], 1, 0, 1)      # w as a dense [K, C*R] matrix
     if spec.b_mode == 1 and cl and not p["flip"] and \
-            all(ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
+            all(Rk[j] == 1 or ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
         spec.b_dense = (ws_[0], 1, 0, 1)          # KRSC weights: a dense [K, R*C] matrix
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
@@ -696,8 +701,12 @@ def _spec_conv_bwd_data(spec, node, r):
     spec.b_kcontig = False
     if cl and K % 8 == 0 and _al([ys[0]] + ys[2:]):
         spec.a_mode = 1
+        spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
     if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
+    elif cl and ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]] + ws_[2:]):
+        spec.b_mode = 1                 # k-contiguous weights (CRSK: the TF32 layout)
+        spec.b_kcontig = True
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = h{j};" for j in range(nsp)]
     return dx, coord, xd, 1, True, [dy, w]
@@ -750,7 +759,7 @@ def _vec_ok(st, domain, n_dim, dtype, run_ok):
     """8 consecutive n (from a multiple of 8) are 8 contiguous, 16-byte aligned elements."""
     if not run_ok or domain[n_dim] % 8 or st[n_dim] != 1:
         return False
-    q = 8 if cg.ELEM_SIZE[dtype] == 2 else 4
+    q = 4 if cg.ELEM_SIZE[dtype] == 4 else 8
     return all(v % q == 0 for d, v in enumerate(st) if d != n_dim)
 
 
@@ -761,7 +770,11 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
     for u, s, d, var in outs:
         st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
         if _vec_ok(st, domain, n_dim, d, run_ok):
-            if cg.ELEM_SIZE[d] == 2:
+            if cg.ELEM_SIZE[d] == 1:     # fp8: 8 bytes, one 8-byte store
+                pre.append(f"uint2 pk{u}; unsigned char* e{u} = reinterpret_cast<unsigned char*>(&pk{u});")
+                loop.append(f"e{u}[j8] = hdn_from_float<{CTYPE[d]}>({var}).bits;")
+                post.append(f"*reinterpret_cast<uint2*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
+            elif cg.ELEM_SIZE[d] == 2:
                 pre.append(f"uint4 pk{u}; hdn_u16* e{u} = reinterpret_cast<hdn_u16*>(&pk{u});")
                 loop.append(f"e{u}[j8] = hdn_bits(hdn_from_float<{CTYPE[d]}>({var}));")
                 post.append(f"*reinterpret_cast<uint4*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
@@ -781,8 +794,14 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
 
 
 def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, node_unit, ui,
-               tag, use_mma, sms=132, arch=None):
+               tag, use_mma, sms=132, arch=None, tf32=False):
     spec = GemmSpec()
+    # operands the wgmma core cannot read in place (NCHW, TF32 M/N-major) -> workspace copies
+    tin = r[{"MatmulAttributes": "a", "ConvolutionFwdAttributes": "x",
+             "ConvolutionBwdAttributes": "dy", "ConvolutionWrwAttributes": "x"}[node.kind]]
+    if arch is not None:
+        r = layout.prepare(prog, node, r, loc, tag, choose_core(dt(tin), dt(tin), arch, use_mma, tf32),
+                           (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
@@ -826,9 +845,19 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     spec.store = " ".join(body)
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
-    core = choose_core(spec.ta, spec.tb, arch, use_mma)
-    if core == "mfma":      # the AMD path is selected by the HIP runtime's own plan builder
-        core = "simt"
+    core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
+    if core == "wgmma" and (spec.ta == "FLOAT" or spec.ta in cg.FP8) and 2 in (spec.a_mode, spec.b_mode):
+        core = "simt"       # tf32 / fp8 wgmma read K-major operands only
+    if core == "wgmma" and spec.ta in cg.FP8:
+        # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
+        # enough; keep a chunk gather only for operands the tensor copy engine or the
+        # precomputed conv addressing (channels % 128) takes, else gather elements
+        from .gemm_core import tma_ok
+        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and \
+                not (spec.a_rows is not None and spec.a_rows(128)):
+            spec.a_mode = 0
+        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
+            spec.b_mode = 0
     if core == "wgmma" and arch is None:
         core = "mma"
     g = cg.gemm_source(spec, core != "simt", sms, core)

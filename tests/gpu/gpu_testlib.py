@@ -10,7 +10,7 @@ FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "
 UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
 TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "INT64": 7}
 NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16, "INT32": np.int32,
-      "INT64": np.int64}
+      "INT64": np.int64, "FP8_E4M3": np.uint8, "FP8_E5M2": np.uint8}
 TOL = {"FLOAT": 2e-5, "HALF": 4e-3, "BFLOAT16": 3e-2}
 
 
@@ -170,12 +170,16 @@ def bf16_bits(a):
 
 
 def encode(vals, dtype):
+    if dtype in ("FP8_E4M3", "FP8_E5M2"):
+        return fp8_encode(vals, dtype)
     if dtype == "BFLOAT16":
         return bf16_bits(vals)
     return np.asarray(vals).astype(NP[dtype])
 
 
 def decode(mem, dtype):
+    if dtype in ("FP8_E4M3", "FP8_E5M2"):
+        return fp8_decode(mem, dtype)
     if dtype == "BFLOAT16":
         return (np.asarray(mem).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return np.asarray(mem).astype(np.float64)
@@ -277,3 +281,37 @@ def sample_graphs():
             c = T(3, [3, 40, 56], dtp)
             out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)], zero=True)))
     return out
+
+
+# ---------------------------------------------------------------- fp8 (OCP e4m3 "FN" / e5m2)
+FP8_FMT = {"FP8_E4M3": (3, 7, 0x7E), "FP8_E5M2": (2, 15, 0x7B)}   # mantissa bits, bias, max code
+
+
+def fp8_decode(codes, dtype):
+    """fp8 codes (uint8) -> float64 values."""
+    mb, bias, _ = FP8_FMT[dtype]
+    c = np.asarray(codes).astype(np.int64)
+    s = np.where(c & 0x80, -1.0, 1.0)
+    e = (c >> mb) & ((1 << (7 - mb)) - 1)
+    m = c & ((1 << mb) - 1)
+    v = np.where(e == 0, m * 2.0 ** (1 - bias - mb), (1 + m / 2.0 ** mb) * 2.0 ** (e - bias))
+    if dtype == "FP8_E4M3":
+        v = np.where((e == 15) & (m == 7), np.nan, v)
+    else:
+        v = np.where(e == 31, np.where(m == 0, np.inf, np.nan), v)
+    return s * v
+
+
+def fp8_encode(vals, dtype):
+    """float values -> fp8 codes: round to nearest even, saturating (as hdn_compat.h)."""
+    mb, bias, maxc = FP8_FMT[dtype]
+    v = np.asarray(vals, np.float64)
+    sgn = np.where(np.signbit(v), 0x80, 0)
+    a = np.minimum(np.abs(v), 131072.0)
+    _, ex = np.frexp(a)
+    E = np.maximum(ex - 1, 1 - bias)
+    E = np.where(a == 0, 1 - bias, E)
+    q = np.rint(a * 2.0 ** (mb - E))
+    c = np.minimum(((E + bias) << mb) + q.astype(np.int64) - (1 << mb), maxc)
+    c = np.where(np.isnan(v), 0x7F, c)
+    return (sgn | c).astype(np.uint8)

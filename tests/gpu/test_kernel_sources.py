@@ -86,6 +86,12 @@ def _wgmma_steps():
         for st in prog.steps:
             if st[0] == "launch" and st[2] == "hdn_gemm_wgmma":
                 out.append((name, st))
+        # fp32 with the TF32_MATH knob: the same core with tf32 wgmma (NCHW through transposes)
+        if "_FLOAT_" in name + "_" and name.startswith(("matmul", "conv_FLOAT", "conv_bwd_data")):
+            prog = build_program(parse_graph(g), use_mma=True, arch="sm_90", tf32=True)
+            for st in prog.steps:
+                if st[0] == "launch" and st[2] == "hdn_gemm_wgmma":
+                    out.append(("tf32_" + name, st))
     return out
 
 
@@ -112,7 +118,8 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
     steps = _wgmma_steps()
     assert len(steps) >= 10
     # every GEMM family x layout in half, matmul in bfloat16 too (the rest differs only in types)
-    steps = [(n, st) for n, st in steps if "HALF" in n or n.startswith("matmul")]
+    steps = [(n, st) for n, st in steps if "HALF" in n or n.startswith(("matmul", "tf32_"))]
+    assert any(n.startswith("tf32_") for n, _ in steps)
     exe, env = _cuobjdump()
     seen = set()
     for name, st in steps:
@@ -129,8 +136,10 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
                               check=True).stdout
         assert "HGMMA" in sass, f"{name}: the GEMM core compiled without wgmma"
         assert "HMMA" not in sass.replace("HGMMA", ""), name
-        if name.startswith("matmul"):
+        if name.startswith(("matmul", "tf32_matmul")):
             assert "UTMALDG" in sass, f"{name}: dense operands not on the tensor copy engine"
+        if name.startswith("tf32_"):
+            assert "TF32" in sass, f"{name}: not the tf32 wgmma"
     if exe is None:
         pytest.skip("cuobjdump/nvdisasm not installed (pip install nvidia-cuda-cuobjdump "
                     "nvidia-cuda-nvdisasm): SASS not inspected")

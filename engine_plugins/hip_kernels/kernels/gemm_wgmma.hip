@@ -1,8 +1,10 @@
 // gemm_wgmma.hip - the Hopper GEMM core (sm_90a): warp-specialised, persistent, multi-stage.
-// C[b](GM x GN) = epilogue(A[b](GM x GK) * B[b](GK x GN)), 16-bit inputs (half / bfloat16), fp32
-// accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
+// C[b](GM x GN) = epilogue(A[b](GM x GK) * B[b](GK x GN)), 16-bit inputs (half / bfloat16) or
+// fp32 inputs as TF32 (WG_TF32 1) or fp8 e4m3 / e5m2 (WG_FP8 1 / 2) - both operands K-major for
+// those - with fp32 accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
 // operand gathers, store_c / store_c8 with any fused epilogue), plus:
-//   WG_BN      tile N (64, 128 or 256; tile M is 128, tile K 64)
+//   WG_BN      tile N (64, 128 or 256; tile M is 128, tile K 128 bytes of k: 64 16-bit, 32 tf32)
+//   WG_TF32    1: TA = TB = float, wgmma m64nNk8.tf32 (only K-major operands: A_MODE / B_MODE != 2)
 //   WG_STAGES  shared-memory pipeline depth (>= 3)
 //   A_TMA / B_TMA  1: the operand is a dense (batched) matrix loaded by the tensor copy engine from
 //              the tensor map argument tmA / tmB; 0: gathered by the producer warps (cp.async
@@ -57,6 +59,26 @@ __device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, co
 #ifndef WG_BF16
 #define WG_BF16 0
 #endif
+#ifndef WG_TF32
+#define WG_TF32 0
+#endif
+#ifndef WG_FP8
+#define WG_FP8 0           // 1: e4m3, 2: e5m2 (wgmma m64nNk32, K-major only)
+#endif
+#if WG_TF32
+#define WG_ES 4            // element bytes
+typedef unsigned wg_raw_t;
+#elif WG_FP8
+#define WG_ES 1
+typedef unsigned char wg_raw_t;
+#else
+#define WG_ES 2
+typedef hdn_u16 wg_raw_t;
+#endif
+#define WG_CHUNK (16 / WG_ES)   // elements per 16-byte chunk
+#if (WG_TF32 || WG_FP8) && (A_MODE == 2 || B_MODE == 2)
+#error "tf32 / fp8 wgmma read K-major operands only (the plan builder transposes M/N-major ones)"
+#endif
 #ifndef A_TMA
 #define A_TMA 0
 #endif
@@ -74,9 +96,9 @@ __device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, co
 struct __align__(64) hdn_tmap { unsigned long long v[16]; };
 
 #define WG_BM 128
-#define WG_BK 64
-#define WG_A_BYTES (WG_BM * WG_BK * 2)
-#define WG_B_BYTES (WG_BN * WG_BK * 2)
+#define WG_BK (128 / WG_ES)   // k per stage: one 128-byte swizzled row per m / n
+#define WG_A_BYTES (WG_BM * 128)
+#define WG_B_BYTES (WG_BN * 128)
 #define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
 #define WG_EPI_LD 36
 #define WG_EPI_BYTES (8 * 16 * WG_EPI_LD * 4)
@@ -165,17 +187,17 @@ __device__ __forceinline__ long long wg_off(int b, int mn, int k) {
     if (IS_A) return a_off(b, mn, k);
     return b_off(b, k, mn);
 }
-// K-major tile: R rows of 64 k, 8 consecutive k per 16-byte chunk
+// K-major tile: R rows of WG_BK k (128 bytes), WG_CHUNK consecutive k per 16-byte chunk
 template <int IS_A, int R>
 __device__ __forceinline__ void wg_gather_k(unsigned dst, const char* base, int b, int mn0, int k0, int ke, int t) {
     const int c = t & 7;
-    const int gk = k0 + c * 8;
+    const int gk = k0 + c * WG_CHUNK;
 #pragma unroll
     for (int i = 0; i < R / 16; ++i) {
         const int r = (t >> 3) + 16 * i, gmn = mn0 + r;
         long long o = -1;
         if (gmn < (IS_A ? GM : GN) && gk < ke) o = wg_off<IS_A>(b, gmn, gk);
-        wg_cp_async16(dst + r * 128 + ((c ^ (r & 7)) << 4), base + (o < 0 ? 0 : o * 2), o < 0 ? 0u : 16u);
+        wg_cp_async16(dst + r * 128 + ((c ^ (r & 7)) << 4), base + (o < 0 ? 0 : o * WG_ES), o < 0 ? 0u : 16u);
     }
 }
 // M/N-major tile: R / 64 atoms of 64 k rows x 64 m/n, 8 consecutive m/n per chunk
@@ -190,28 +212,76 @@ __device__ __forceinline__ void wg_gather_mn(unsigned dst, const char* base, int
             const int kr = (t >> 3) + 16 * i, gk = k0 + kr;
             long long o = -1;
             if (gmn < (IS_A ? GM : GN) && gk < ke) o = wg_off<IS_A>(b, gmn, gk);
-            wg_cp_async16(dst + j * 8192 + kr * 128 + ((c ^ (kr & 7)) << 4), base + (o < 0 ? 0 : o * 2),
+            wg_cp_async16(dst + j * 8192 + kr * 128 + ((c ^ (kr & 7)) << 4), base + (o < 0 ? 0 : o * WG_ES),
                           o < 0 ? 0u : 16u);
         }
     }
 }
-// element gather into a K-major tile (any strides, padding, tails)
+#ifndef A_ROWS
+#define A_ROWS 0
+#endif
+#if A_ROWS
+// implicit-GEMM A with precomputed addressing (implicit.py): the producer thread's WG_BM / 16
+// rows (row base offset + packed spatial starts, once per unit) and per k tile one filter tap
+// (offset + packed shifts); a chunk costs an add and the bounds compare
+__device__ __forceinline__ void wg_rows_init(wg_arow* rows, int b, int m0, int t) {
+#pragma unroll
+    for (int i = 0; i < WG_BM / 16; ++i) rows[i] = a_row(b, m0 + (t >> 3) + 16 * i);
+}
+__device__ __forceinline__ void wg_gather_rows(unsigned dst, const char* base, const wg_arow* rows, int k0, int ke, int t) {
+    const int c = t & 7;
+    const bool kin = k0 + c * WG_CHUNK < ke;
+    const wg_atap tp = a_tap(k0);
+#pragma unroll
+    for (int i = 0; i < WG_BM / 16; ++i) {
+        const int r = (t >> 3) + 16 * i;
+        const bool ok = kin && a_in(rows[i], tp);
+        const long long o = (long long)(rows[i].base + tp.off) + c * WG_CHUNK;
+        wg_cp_async16(dst + r * 128 + ((c ^ (r & 7)) << 4), base + (ok ? o * WG_ES : 0), ok ? 16u : 0u);
+    }
+}
+#endif
+// element gather into a K-major tile (any strides, padding, tails): raw element bits
 template <int IS_A, int R>
 __device__ __forceinline__ void wg_gather_e(char* dst, const void* base, int b, int mn0, int k0, int ke, int t) {
 #pragma unroll 4
-    for (int e = t; e < R * 64; e += 128) {
-        const int r = e >> 6, kk = e & 63, gmn = mn0 + r, gk = k0 + kk;
-        hdn_u16 v = 0;
+    for (int e = t; e < R * WG_BK; e += 128) {
+        const int r = e / WG_BK, kk = e % WG_BK, gmn = mn0 + r, gk = k0 + kk;
+        wg_raw_t v = 0;
         if (gmn < (IS_A ? GM : GN) && gk < ke) {
-            if (IS_A) v = load_a_raw(reinterpret_cast<const TA*>(base), b, gmn, gk);
-            else v = load_b_raw(reinterpret_cast<const TB*>(base), b, gk, gmn);
+            const long long o = wg_off<IS_A>(b, gmn, gk);
+            if (o >= 0) v = reinterpret_cast<const wg_raw_t*>(base)[o];
         }
-        *reinterpret_cast<hdn_u16*>(dst + r * 128 + ((((kk >> 3) ^ (r & 7))) << 4) + (kk & 7) * 2) = v;
+        *reinterpret_cast<wg_raw_t*>(dst + r * 128 + ((((kk / WG_CHUNK) ^ (r & 7))) << 4) + (kk % WG_CHUNK) * WG_ES) = v;
     }
 }
 
 __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsigned long long db, int sd) {
-#if WG_BF16
+#if WG_TF32
+#if WG_BN == 256
+    hdn_wgmma_m64n256k8_tf32<0, 0>(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k8_tf32<0, 0>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k8_tf32<0, 0>(acc, da, db, sd);
+#endif
+#elif WG_FP8 == 1
+#if WG_BN == 256
+    hdn_wgmma_m64n256k32_e4m3<0, 0>(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k32_e4m3<0, 0>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k32_e4m3<0, 0>(acc, da, db, sd);
+#endif
+#elif WG_FP8 == 2
+#if WG_BN == 256
+    hdn_wgmma_m64n256k32_e5m2<0, 0>(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k32_e5m2<0, 0>(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k32_e5m2<0, 0>(acc, da, db, sd);
+#endif
+#elif WG_BF16
 #if WG_BN == 256
     hdn_wgmma_m64n256k16_bf16<WG_A_MN, WG_B_MN>(acc, da, db, sd);
 #elif WG_BN == 128
@@ -270,6 +340,10 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         for (int u = blockIdx.x; u < WG_UNITS; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             wg_unit(u, b, m0, n0, kb, ke);
+#if A_ROWS && !A_TMA && A_MODE == 1
+            wg_arow rows[WG_BM / 16];
+            wg_rows_init(rows, b, m0, t);
+#endif
 #pragma unroll 1
             for (int k0 = kb; k0 < ke; k0 += WG_BK, ++it) {
                 const int st = it % WG_STAGES;
@@ -295,7 +369,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
 #endif
 #if !A_TMA
-#if A_MODE == 1
+#if A_MODE == 1 && A_ROWS
+                wg_gather_rows(sa, reinterpret_cast<const char*>(A), rows, k0, ke, t);
+#elif A_MODE == 1
                 wg_gather_k<1, WG_BM>(sa, reinterpret_cast<const char*>(A), b, m0, k0, ke, t);
 #elif A_MODE == 2
                 wg_gather_mn<1, WG_BM>(sa, reinterpret_cast<const char*>(A), b, m0, k0, ke, t);
@@ -356,7 +432,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
                 hdn_wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < WG_BK / 16; ++kk) {
+                for (int kk = 0; kk < 4; ++kk) {     // 4 x 32 bytes of k: k16 (16-bit) / k8 (tf32) / k32 (fp8)
 #if WG_A_MN
                     const unsigned long long da = wg_desc(sa + wgc * 8192 + kk * 2048, WG_MN_LBO, WG_MN_SBO);
 #else

@@ -53,6 +53,44 @@ template <> __device__ __forceinline__ hdn_half hdn_from_float<hdn_half>(float f
 // round a float through a storage type (virtual intermediates of a 16-bit type)
 template <class T> __device__ __forceinline__ float hdn_round(float f) { return hdn_to_float(hdn_from_float<T>(f)); }
 
+// 8-bit floats (OCP FP8: e4m3 "FN" - no infinities, NaN = S.1111.111, max 448 - and e5m2 - IEEE
+// like, max 57344), stored as raw bits; conversions in software (any target), float -> fp8
+// rounds to nearest even and saturates to the largest finite value (NaN stays NaN).
+struct __align__(1) hdn_fp8e4m3 { unsigned char bits; };
+struct __align__(1) hdn_fp8e5m2 { unsigned char bits; };
+__device__ __forceinline__ float hdn_to_float(hdn_fp8e4m3 v) {
+    const unsigned b = v.bits, s = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+    if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);
+    if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f));   // m * 2^-9
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+__device__ __forceinline__ float hdn_to_float(hdn_fp8e5m2 v) {
+    hdn_half h;
+    h.bits = (hdn_u16)((unsigned)v.bits << 8);   // e5m2 is the top byte of an fp16
+    return hdn_to_float(h);
+}
+// float -> fp8 code: E = max(floor(log2 |f|), 1 - BIAS), q = rint(|f| * 2^(MB - E)),
+// code = ((E + BIAS) << MB) + q - 2^MB (carries into the exponent; subnormals included)
+template <int MB, int BIAS, unsigned MAXC>
+__device__ __forceinline__ unsigned char hdn_fp8_code(float f) {
+    const unsigned u = __float_as_uint(f), s = (u >> 24) & 0x80u;
+    float a = fabsf(f);
+    if (a != a) return (unsigned char)(s | 0x7fu);
+    a = fminf(a, 131072.0f);
+    int E = (int)((__float_as_uint(a) >> 23) & 255u) - 127;
+    if (E < 1 - BIAS) E = 1 - BIAS;
+    const float q = rintf(a * __uint_as_float((unsigned)(MB - E + 127) << 23));
+    unsigned c = (unsigned)((E + BIAS) << MB) + (unsigned)q - (1u << MB);
+    if (c > MAXC) c = MAXC;
+    return (unsigned char)(s | c);
+}
+template <> __device__ __forceinline__ hdn_fp8e4m3 hdn_from_float<hdn_fp8e4m3>(float f) {
+    hdn_fp8e4m3 v; v.bits = hdn_fp8_code<3, 7, 0x7eu>(f); return v;
+}
+template <> __device__ __forceinline__ hdn_fp8e5m2 hdn_from_float<hdn_fp8e5m2>(float f) {
+    hdn_fp8e5m2 v; v.bits = hdn_fp8_code<2, 15, 0x7bu>(f); return v;
+}
+
 // raw 16-bit access (GEMM tiles move bits, not values)
 __device__ __forceinline__ hdn_u16 hdn_bits(hdn_half h) { return h.bits; }
 __device__ __forceinline__ hdn_u16 hdn_bits(hdn_bf16 h) { return h.bits; }

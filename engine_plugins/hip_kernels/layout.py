@@ -1,0 +1,159 @@
+"""Layout transforms in the workspace for the tensor-core GEMM paths.
+
+The wgmma core reads operands as 16-byte chunks along one packed axis (cp.async / the tensor
+copy engine).  Convolutions in NCHW / KCRS have their reduction axis (C, or K for backward data)
+strided, and fp32 operands on TF32 tensor cores must be K-major; such operands are first
+copied into the workspace in the layout the core wants:
+
+* convolution forward: x -> NHWC, w -> KRSC;
+* convolution backward data: dy -> NHWC, w -> KRSC (16-bit) / CRSK (TF32, k innermost);
+* convolution backward filter (16-bit): x, dy -> NHWC;
+* matmul with TF32 or fp8 (K-major-only wgmma types): an M-major A / N-major B -> K-major;
+  convolutions with those types as above (backward data: CRSK weights), backward filter
+  stays on the SIMT core (its dy operand would be M-major).
+
+Outputs are never transformed: the epilogue stores with any strides.  Plans with a transform
+report ``HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM`` and count the copies in their workspace
+size.  A copy of a packed tensor that moves one group of axes behind another is a tiled
+transpose (``kernels/transpose.hip``); anything else is one elementwise copy kernel.
+"""
+from __future__ import annotations
+
+import math
+
+from . import codegen as cg
+from .codegen import EwIn, EwOut
+
+
+class View:
+    """A tensor as the GEMM builders see it: ``dims``/``strides`` of the workspace copy; the
+    key ``uid`` maps to the copy's workspace location."""
+
+    def __init__(self, t, strides, tag):
+        self.dims = list(t.dims)
+        self.strides = [int(s) for s in strides]
+        self.dtype = t.dtype
+        self.uid = ("xform", t.uid, tag)
+        self.value = None
+        self.virtual = True
+        self.source = t
+
+
+def packed_strides(dims, order):
+    """Packed strides with ``order`` listing dims outermost first."""
+    st = [0] * len(dims)
+    acc = 1
+    for d in reversed(order):
+        st[d] = acc
+        acc *= int(dims[d])
+    return st
+
+
+def _is_natural_packed(dims, strides):
+    """Row-major packed (the strides of size-1 dims do not matter)."""
+    want = packed_strides(dims, list(range(len(dims))))
+    return all(int(d) == 1 or int(s) == e for d, s, e in zip(dims, strides, want))
+
+
+def _transpose_split(dims, strides, order):
+    """(B, R, C, sb, sr) when the copy is out[b][c][r] = in[b][r][c] of a packed input: ``order``
+    = (0..p-1, q..n-1, p..q-1); else None."""
+    n = len(dims)
+    if not _is_natural_packed(dims, strides):
+        return None
+    for p in range(n):
+        for q in range(p + 1, n):
+            if list(order) == list(range(p)) + list(range(q, n)) + list(range(p, q)):
+                B = math.prod(dims[:p])
+                R = math.prod(dims[p:q])
+                C = math.prod(dims[q:])
+                return B, R, C, R * C, C
+    return None
+
+
+def emit_copy(prog, t, order, loc, tag):
+    """Copy tensor ``t`` (at ``loc[t.uid]``) into a workspace buffer packed in ``order``
+    (outermost first); returns the :class:`View`.  Records the transform on the program."""
+    dims = [int(d) for d in t.dims]
+    dt = cg.dtype_name(t.dtype)
+    es = cg.ELEM_SIZE[dt]
+    st = packed_strides(dims, order)
+    v = View(t, st, tag)
+    off = prog.ws_alloc(math.prod(dims) * es)
+    loc[v.uid] = ("ws", off)
+    sp = _transpose_split(dims, [int(s) for s in t.strides], order)
+    if sp is not None and sp[0] <= 65535 and -(-sp[1] // 32) <= 65535:
+        B, R, C, sb, sr = sp
+        raw = {4: "unsigned", 2: "hdn_u16", 1: "unsigned char"}[es]
+        src = "\n".join(["#define HDN_GENERATED 1", '#include "hdn_compat.h"', f"typedef {raw} TR_T;",
+                         f"#define TR_B {B}", f"#define TR_R {R}", f"#define TR_C {C}",
+                         f"#define TR_SR {sr}", f"#define TR_SB {sb}", cg.read_kernel("transpose.hip")])
+        prog.steps.append(("launch", src, "hdn_transpose", (-(-C // 32), -(-R // 32), B), (32, 8, 1),
+                           [loc[t.uid], ("ws", off)]))
+    else:
+        name = f"hdn_relayout_{tag}"
+        src, grid, block = cg.elementwise_source(
+            name, dims, list(order), [EwIn("xv", dt, [int(s) for s in t.strides], param="px")], [],
+            [EwOut("xv", dt, st, "py")])
+        prog.steps.append(("launch", src, name, grid, block, [loc[t.uid], ("ws", off)]))
+    prog.layout_transforms = getattr(prog, "layout_transforms", 0) + 1
+    prog.notes.append(f"layout transform: tensor {t.uid} -> workspace, dim order {tuple(order)}")
+    return v
+
+
+def _nhwc_order(nd):
+    return [0] + list(range(2, nd)) + [1]
+
+
+def _needs(t, order):
+    """True unless ``t`` already has the strides of the packed ``order`` (size-1 dims free)."""
+    want = packed_strides(list(t.dims), order)
+    return any(int(d) != 1 and int(s) != w for d, s, w in zip(t.dims, t.strides, want))
+
+
+def prepare(prog, node, r, loc, tag, core, tf32):
+    """The operand roles ``r`` with the transformed operands replaced by views (copies emitted
+    into ``prog``), for a GEMM about to run on ``core``.  Only the wgmma core is fed this way
+    (the other cores gather any layout)."""
+    if core != "wgmma":
+        return r
+    r = dict(r)
+    kind = node.kind
+
+    def xf(role, order, k):
+        t = r[role]
+        if _needs(t, order):
+            r[role] = emit_copy(prog, t, order, loc, f"{tag}_{k}")
+        elif [int(x) for x in t.strides] != packed_strides(list(t.dims), order):
+            # already in that layout up to the strides of size-1 dims: the same memory seen
+            # with canonical strides (so the 16-byte-chunk and tensor-map checks hold)
+            v = View(t, packed_strides(list(t.dims), order), f"{tag}_{k}")
+            loc[v.uid] = loc[t.uid]
+            r[role] = v
+    if kind == "MatmulAttributes":
+        if not tf32:
+            return r                           # 16-bit wgmma reads M/N-major operands too
+        a, b = r["a"], r["b"]
+        if int(a.dims[-1]) > 1 and int(a.strides[-1]) != 1:     # M-major A -> [.., M, K]
+            xf("a", list(range(len(a.dims))), "a")
+        nb = len(b.dims)
+        if int(b.dims[-2]) > 1 and int(b.strides[-2]) != 1:     # N-major B -> [.., N, K]
+            xf("b", list(range(nb - 2)) + [nb - 1, nb - 2], "b")
+        return r
+    nd = len(r[("x", "dx")[kind == "ConvolutionBwdAttributes"]].dims)
+    nhwc = _nhwc_order(nd)
+    if kind == "ConvolutionFwdAttributes":
+        xf("x", nhwc, "x")
+        xf("w", nhwc, "w")                     # KRSC
+    elif kind == "ConvolutionBwdAttributes":
+        xf("dy", nhwc, "dy")
+        if tf32:
+            xf("w", [1] + list(range(2, nd)) + [0], "w")   # CRSK: k innermost (K-major B)
+        else:
+            xf("w", nhwc, "w")                 # KRSC: c innermost (N-major B)
+    elif kind == "ConvolutionWrwAttributes":
+        if tf32:
+            return r                           # dy would be M-major: stays on FFMA
+        xf("x", nhwc, "x")
+        xf("dy", nhwc, "dy")
+    return r
