@@ -43,6 +43,7 @@ int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uint64_t p
 void hipdnn_cabi_fx_remove(int64_t id);
 void hipdnn_cabi_fx_set_enabled(int on);
 void hipdnn_cabi_fx_set_multi_device(int on);
+int hipdnn_cabi_vp_set_device(int64_t id, int64_t dev);
 int hipdnn_cabi_fx_enabled(void);
 void hipdnn_cabi_fx_stats(uint64_t* out);
 /* C-resident variant packs (vpack.c) */

@@ -416,6 +416,7 @@ enum { FX_PLAN = 1, FX_VP = 2, FX_HANDLE = 3 };
 struct vp_state;
 static struct vp_state* vp_acquire(int64_t id); /* NULL: not a live C-resident pack */
 static void vp_release(struct vp_state* s);
+static int64_t vp_device(struct vp_state* s);
 /* 1 when finalized without override attributes; then its packed buffers, count, workspace and
  * the alignment-check cache slot */
 static int vp_exec_view(struct vp_state* s, const hipdnnPluginDeviceBuffer_t** bufs, uint32_t* n, void** ws,
@@ -808,10 +809,13 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     /* a plan of another device: the Python path answers BAD_PARAM naming the devices */
     if (P->dev >= 0 && P->dev != H->dev)
         goto miss;
-    /* A C-resident pack records no buffer devices: with several GPUs in the process every
-     * execute of one takes the Python path, which checks where each buffer lives. */
-    if (cv != NULL && H->dev >= 0 && __atomic_load_n(&g_fx_multi_device, __ATOMIC_RELAXED))
-        goto miss;
+    /* With several GPUs in the process a C-resident pack runs here only once the Python path has
+     * found where its buffers live (vp_device) and they are on the handle's device. */
+    if (cv != NULL && H->dev >= 0 && __atomic_load_n(&g_fx_multi_device, __ATOMIC_RELAXED)) {
+        int64_t d = vp_device(cv);
+        if (d == -2 || (d >= 0 && d != H->dev))
+            goto miss;
+    }
     const fx_engine* e = NULL;
     for (uint32_t i = 0; i < H->n_eng; ++i)
         if (H->eng[i].eid == P->eid) {

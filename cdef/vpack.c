@@ -55,6 +55,7 @@ struct vp_state {
     const hipdnnPluginDeviceBuffer_t* bufs;
     uint32_t n;
     uint64_t checked; /* serial of the last plan whose alignments this pack passed (fx_execute) */
+    int64_t dev2;     /* device of its buffers + 2, found by the Python path (0: not known yet) */
     hipdnnPluginDeviceBuffer_t inl_bufs[VP_INLINE];
     int64_t inl_uids[VP_INLINE], inl_ptrs[VP_INLINE];
 };
@@ -229,6 +230,20 @@ static int vp_exec_view(struct vp_state* s, const hipdnnPluginDeviceBuffer_t** b
     *ws = (void*)(uintptr_t)s->ws;
     *checked = &s->checked;
     return 1;
+}
+
+/* The device of a finalized pack's buffers as the Python checking path found it (-1: host/none);
+ * VP_DEV_UNKNOWN until that path has seen the pack.  A finalized pack never changes. */
+#define VP_DEV_UNKNOWN (-2)
+static int64_t vp_device(struct vp_state* s) { return __atomic_load_n(&s->dev2, __ATOMIC_RELAXED) - 2; }
+static int hipdnn_cabi_vp_set_device(int64_t id, int64_t dev)
+{
+    struct vp_state* s = vp_acquire(id);
+    if (s == NULL)
+        return -1;
+    __atomic_store_n(&s->dev2, dev + 2, __ATOMIC_RELAXED);
+    vp_release(s);
+    return 0;
 }
 
 static inline void vp_lock(struct vp_state* s)

@@ -184,10 +184,12 @@ def check_types(node, r):
         return
     t = dt(r[present[0]])
     _need(all(dt(r[q]) == t for q in present), f"{node.kind}: inputs {present} of different types")
+    # fp8 data (a GPU-only type: the CPU reference has none) may produce 16-bit outputs too
+    okout = (t, "FLOAT") + (("HALF", "BFLOAT16") if t in cg.FP8 else ())
     for q in outs:
         if q in r:
-            _need(dt(r[q]) in (t, "FLOAT"), f"{node.kind}: {q} is {dt(r[q])} for {t} data "
-                                            f"({t} or FLOAT)")
+            _need(dt(r[q]) in okout, f"{node.kind}: {q} is {dt(r[q])} for {t} data "
+                                     f"({' or '.join(okout)})")
     ptypes = {dt(r[q]) for q in params if q in r}
     _need(len(ptypes) <= 1, f"{node.kind}: parameter tensors of mixed types {sorted(ptypes)}")
     _need(ptypes <= {t, "FLOAT"}, f"{node.kind}: parameter tensors are {sorted(ptypes)} for {t} "

@@ -65,6 +65,8 @@ def execute(handle, plan_id, vp_id, hid=None, _resolve=registry.resolve, _D=Desc
     if handle.device >= 0:  # plan / buffers of another device -> BAD_PARAM (backend/devices.py)
         from .devices import check_execute
         vdev = check_execute(handle, plan, vp)
+        if getattr(vp, "c_resident", False) and vp_id is not None:
+            runtime.lib.hipdnn_cabi_vp_set_device(vp_id, vdev)   # the C fast path's device check
     hp = handle.plugins
     r = hp.owner(plan.engine_id) if hp is not None else None
     if r is None:
