@@ -399,7 +399,7 @@ class CudaRuntime:
         dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
               "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, "FP8_E4M3": T.CU_TENSOR_MAP_DATA_TYPE_UINT8,
               "FP8_E5M2": T.CU_TENSOR_MAP_DATA_TYPE_UINT8}[dtype]
-        tm = _check(d.cuTensorMapEncodeTiled(
+        return _check(d.cuTensorMapEncodeTiled(
             dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
             [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],
             [d.cuuint32_t(1)] * len(dims), d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
