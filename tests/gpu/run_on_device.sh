@@ -15,6 +15,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c "import cuda.bindings, torch; print('cuda-bindings', cuda.bindings.__version__, 'torch', torch.__version__)"
 echo "== build backend"
 timeout 120 python3 cdef/build_backend.py --out hipdnn_cabi/lib --tmp build/cffi 2>&1 | tail -5; ls -la hipdnn_cabi/lib
+# the default engine-plugin directory beside the library (make plugins does this at home)
+python3 tools/install_default_plugins.py --out hipdnn_cabi/lib/hipdnn_plugins/engines
 CEXE=""
 if [ -f hipdnn_cabi/lib/libhipdnn_backend.so ]; then
   gcc -std=c11 -O1 -Wall -Iinclude -I/usr/local/cuda/include tests/gpu/c_device_ptrs.c -o /tmp/c_device_ptrs \
