@@ -30,6 +30,7 @@ from ..backend import log, runtime
 from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError, PluginError
 from ..plugin_sdk import loader as pyloader
 from .loader import PluginLibrary, fnv1a64, hex_id, parse_version, status_name
+from ._logs import err as _err, info as _info
 
 HIPDNN_HEURISTIC_API_VERSION = (f"{HIPDNN_HEURISTIC_API_VERSION_MAJOR}."
                                 f"{HIPDNN_HEURISTIC_API_VERSION_MINOR}."
@@ -70,15 +71,6 @@ _manager = None
 def _env(name: str):
     from ..backend import env as _benv  # noqa: PLC0415 - the C environment (docs/plugins.md)
     return _benv.get(name)
-
-
-def _err(msg):
-    log.log(Severity.HIPDNN_SEV_ERROR, msg)
-
-
-def _info(msg):
-    if log.enabled(Severity.HIPDNN_SEV_INFO):
-        log.log(Severity.HIPDNN_SEV_INFO, msg)
 
 
 # =========================================================================== one plugin

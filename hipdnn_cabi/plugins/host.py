@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import threading
 
-from .._generated.enums import Severity
 from ..backend import env, log, runtime
 from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
                       NullPointerError, PluginError)
 from ..plugin_sdk import loader as pyloader
 from . import heuristics, loader
 from .loader import EnginePlugin, fnv1a64, hex_id
+from ._logs import err as _err, info as _info, warn as _warn
 
 ADDITIVE, ABSOLUTE = 0, 1
 LAZY, EAGER = 0, 1
@@ -34,20 +34,6 @@ _mode = ADDITIVE
 _unload_mode = LAZY
 _manager = None       # the live PluginManager (None when unloaded)
 _persistent = None    # LAZY pin
-
-
-def _err(msg):
-    log.log(Severity.HIPDNN_SEV_ERROR, msg)
-
-
-def _warn(msg):
-    if log.enabled(Severity.HIPDNN_SEV_WARN):
-        log.log(Severity.HIPDNN_SEV_WARN, msg)
-
-
-def _info(msg):
-    if log.enabled(Severity.HIPDNN_SEV_INFO):
-        log.log(Severity.HIPDNN_SEV_INFO, msg)
 
 
 def _note(sev, msg):
