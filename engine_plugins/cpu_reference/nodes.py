@@ -132,7 +132,9 @@ class NodeBuilder:
 
 
 def kdt_names():
-    return ("FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", BOOL)
+    # FP8_E4M3 / FP8_E5M2: the signature keys of matmul, convolution and pointwise take them
+    return ("FLOAT", "DOUBLE", "HALF", "BFLOAT16", "INT8", "UINT8", "INT32", "INT64", BOOL,
+            "FP8_E4M3", "FP8_E5M2")
 
 
 def _scalar_ok(t):
@@ -163,6 +165,9 @@ class _ConvBase(NodeBuilder):
             for ot in outs:
                 for c in _float_compute(t):
                     yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), c, STRIDED)
+        for t in F8:
+            for ot in _f8_outs(t):
+                yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), "FLOAT", STRIDED)
 
     def params(self, node, nsp):
         a = node.attrs
@@ -551,7 +556,15 @@ _PW_EXACT_INT = {"ADD", "SUB", "MUL", "MAX_OP", "MIN_OP", "ABS", "NEG", "IDENTIT
 _PW_CMP = {"CMP_EQ", "CMP_GE", "CMP_GT", "CMP_LE", "CMP_LT", "CMP_NEQ"}
 _PW_LOGIC = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"}
 _LOGIC_TYPES = (BOOL,) + INTS + FLOATS
-_ALL_TYPES = FLOATS + INTS + ("INT64", BOOL)
+# FP8 data (stored one code per byte, computed in float32 through kernels/dtypes.py's minifloat
+# decode/encode) in matmul, convolution and pointwise nodes, as the GPU engine runs them: inputs
+# of one fp8 type, outputs that type or HALF/BFLOAT16/FLOAT.
+F8 = ("FP8_E4M3", "FP8_E5M2")
+_ALL_TYPES = FLOATS + INTS + ("INT64", BOOL) + F8
+
+
+def _f8_outs(t):
+    return (t, "HALF", "BFLOAT16", "FLOAT")
 _PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
               "elu_alpha", "softplus_beta")
 # float32 in -> float32 out, default parameters: computed straight into the output
@@ -598,6 +611,9 @@ class PointwiseBuilder(NodeBuilder):
         if mode in _PW_LOGIC:
             for combo in itertools.product(_LOGIC_TYPES, repeat=arity + 1):
                 yield combo, fc + ("INT32",)
+            for t in F8:
+                for o in _f8_outs(t):
+                    yield (t,) * arity + (o,), fc + ("INT32",)
             return
         if mode in _PW_CMP:
             for ins in itertools.product(FLOATS, repeat=arity):
@@ -606,6 +622,9 @@ class PointwiseBuilder(NodeBuilder):
             for t in INTS:
                 for o in (BOOL,) + FLOATS + INTS:
                     yield (t, t, o), fc + ("INT32",)
+            for t in F8:
+                for o in (BOOL,) + FLOATS + INTS + (t,):
+                    yield (t,) * arity + (o,), fc
             return
         if mode == "BINARY_SELECT":
             for a, b, o in itertools.product(FLOATS, repeat=3):
@@ -614,9 +633,16 @@ class PointwiseBuilder(NodeBuilder):
             for t in INTS:
                 for m in (BOOL,) + INTS:
                     yield (t, t, m, t), fc + ("INT32",)
+            for t in F8:
+                for o in _f8_outs(t):
+                    for m in (BOOL,) + INTS + FLOATS + (t,):
+                        yield (t, t, m, o), fc
             return
         for combo in itertools.product(FLOATS, repeat=arity + 1):
             yield combo, fc
+        for t in F8:
+            for o in _f8_outs(t):
+                yield (t,) * arity + (o,), fc
         if mode in _PW_EXACT_INT:
             for t in INTS:
                 yield (t,) * (arity + 1), fc + ("INT32",)
@@ -702,6 +728,9 @@ class MatmulBuilder(NodeBuilder):
             for o in sorted({t, "FLOAT"}):
                 for c in _float_compute(t):
                     yield SignatureKey(cls.KIND, (("a", t), ("b", t), ("c", o)), c, STRIDED)
+        for t in F8:
+            for o in _f8_outs(t):
+                yield SignatureKey(cls.KIND, (("a", t), ("b", t), ("c", o)), "FLOAT", STRIDED)
         for o in ("INT32", "FLOAT"):
             for c in ("INT32", "FLOAT"):
                 yield SignatureKey(cls.KIND, (("a", "INT8"), ("b", "INT8"), ("c", o)), c, STRIDED)
