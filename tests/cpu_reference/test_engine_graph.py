@@ -175,7 +175,7 @@ def _pw_graph(tin="FLOAT", tout="FLOAT", out_strides=None, mode="ADD", dims=(2, 
 
 def test_not_applicable_signatures():
     assert applicable(_pw_graph())
-    assert not applicable(_pw_graph("FP8_E4M3", "FLOAT"))            # unsupported type
+    assert not applicable(_pw_graph("FP4_E2M1", "FLOAT"))            # unsupported type
     assert not applicable(_pw_graph("FLOAT", "FP8_E5M2"))
     assert not applicable(_pw_graph(out_strides=[0, 1]))              # aliased output
     assert not applicable(_pw_graph("INT8", "INT8", mode="DIV"))     # no integer DIV builder

@@ -279,8 +279,8 @@ def test_graph_not_supported(handle):
                                                    r"inputs give \[1, 3, 3, 3\]"):
         g.build()                                                  # validate() says what is wrong
     g = graph(handle=handle)                                       # valid, but no engine takes it
-    x = g.tensor(name="x", dim=[1, 2, 5, 5], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
-    w = g.tensor(name="w", dim=[3, 2, 3, 3], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
+    x = g.tensor(name="x", dim=[1, 2, 5, 5], data_type=hf.DataType.HIPDNN_DATA_FP4_E2M1)
+    w = g.tensor(name="w", dim=[3, 2, 3, 3], data_type=hf.DataType.HIPDNN_DATA_FP4_E2M1)
     g.conv_fprop(x, w).set_output(True)
     with pytest.raises(hf.GraphNotSupportedError, match="No engine configurations available") as ei:
         g.build()

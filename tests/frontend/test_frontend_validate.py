@@ -98,8 +98,8 @@ def test_bad_arguments_are_bad_param(make):
 @pytest.mark.needs_cpu_engine
 def test_no_engine_says_who_was_asked_and_why():
     g = graph()
-    x = g.tensor(name="x", dim=[1, 2, 5, 5], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
-    w = g.tensor(name="w", dim=[3, 2, 3, 3], data_type=hf.DataType.HIPDNN_DATA_FP8_E4M3)
+    x = g.tensor(name="x", dim=[1, 2, 5, 5], data_type=hf.DataType.HIPDNN_DATA_FP4_E2M1)
+    w = g.tensor(name="w", dim=[3, 2, 3, 3], data_type=hf.DataType.HIPDNN_DATA_FP4_E2M1)
     g.conv_fprop(x, w).set_output(True)
     with pytest.raises(hf.GraphNotSupportedError) as e:
         g.build()
