@@ -154,11 +154,11 @@ def _decode(text: str):
 def lookup(graph) -> list[int] | None:
     if disabled():
         return None
+    path = db_path()
+    if not os.path.exists(path):   # the common case: no ranking was ever written (no key work)
+        return None
     key = cache_key(graph)
     if key is None:
-        return None
-    path = db_path()
-    if not os.path.exists(path):
         return None
     with _lock:
         c = _open()

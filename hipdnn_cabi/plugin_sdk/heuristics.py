@@ -284,11 +284,6 @@ def install_stubs() -> None:
                 setattr(cls, s.name, _stub(s.name))
 
 
-def find_python_heuristic_plugins(directory: str) -> list:
-    from .loader import find_python_plugins
-    return find_python_plugins(directory)
-
-
 def load_python_heuristic_plugin(path_or_module) -> dict:
     """Bind a Python heuristic plugin to a free slot of libhipdnn_backend.so; its function table."""
     from . import loader

@@ -194,34 +194,8 @@ class HeuristicManager:
         self._load(search_paths)
 
     def _candidates(self, search_paths):
-        from .host import _resolve
-        out = set()
-        for raw in search_paths:
-            p = _resolve(raw)
-            if pyloader.is_python_plugin_path(p):
-                out.add(os.path.realpath(p))
-            elif os.path.isdir(p):
-                try:
-                    from ..plugin_sdk.heuristics import find_python_heuristic_plugins
-                    out.update(find_python_heuristic_plugins(p))
-                except ImportError:
-                    pass
-                try:
-                    names = os.listdir(p)
-                except OSError as e:
-                    _err(f"Cannot list heuristic plugin directory {p}: {e}")
-                    continue
-                for n in names:
-                    f = os.path.join(p, n)
-                    if os.path.splitext(n)[1] == ".so" and os.path.isfile(f):
-                        out.add(os.path.realpath(f))
-            elif not raw.endswith("/"):
-                d, base = os.path.split(p)
-                if not os.path.splitext(base)[1]:
-                    out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
-                else:
-                    out.add(p)
-        return sorted(out)
+        from .host import candidate_paths   # the engine plugins' path rules
+        return candidate_paths(search_paths)
 
     def _load(self, search_paths):
         cb = runtime.lib.hipdnn_cabi_backend_logging_callback()

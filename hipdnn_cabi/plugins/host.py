@@ -80,6 +80,38 @@ def engine_name(plugin: EnginePlugin | None, eid: int) -> str:
     return BUILTIN_NAME_BY_ID.get(eid) or hex_id(eid)
 
 
+def candidate_paths(search_paths) -> list:
+    """The plugin files a set of plugin paths names (engine and heuristic plugins alike, spec
+    §3.3): a directory lists its ``*.so`` files and the Python plugins that declare themselves; a
+    Python plugin file or package is taken as named; a name without extension means
+    ``lib<name>.so``; other file names are kept (the extension is checked at load time)."""
+    out = set()
+    for raw in search_paths:
+        p = _resolve(raw)
+        if pyloader.is_python_plugin_path(p):
+            out.add(os.path.realpath(p))  # a Python plugin named directly (.py or package)
+        elif os.path.isdir(p):
+            out.update(pyloader.find_python_plugins(p))
+            try:
+                names = os.listdir(p)
+            except OSError as e:
+                _warn(f"Cannot list plugin directory {p}: {e}")
+                continue
+            for n in names:
+                f = os.path.join(p, n)
+                if os.path.splitext(n)[1] == ".so" and os.path.isfile(f):
+                    out.add(os.path.realpath(f))
+        elif os.path.basename(raw.rstrip("/")) and not raw.endswith("/"):
+            d, base = os.path.split(p)
+            if not os.path.splitext(base)[1]:
+                out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
+            else:
+                out.add(p)  # extension checked at load time
+        else:
+            _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
+    return sorted(out)
+
+
 # =========================================================================== manager
 class PluginManager:
     """The loaded plugins (shared by all handles)."""
@@ -94,34 +126,8 @@ class PluginManager:
         self._load(search_paths, entry_points)
 
     def _candidates(self, search_paths, entry_points=False):
-        out = set()
-        if entry_points:
-            out.update(_entry_point_paths())
-        for raw in search_paths:
-            p = _resolve(raw)
-            if pyloader.is_python_plugin_path(p):
-                out.add(os.path.realpath(p))  # a Python plugin named directly (.py or package)
-            elif os.path.isdir(p):
-                out.update(pyloader.find_python_plugins(p))
-                try:
-                    names = os.listdir(p)
-                except OSError as e:
-                    _warn(f"Cannot list plugin directory {p}: {e}")
-                    continue
-                for n in names:
-                    f = os.path.join(p, n)
-                    if os.path.splitext(n)[1] == ".so" and os.path.isfile(f):
-                        out.add(os.path.realpath(f))
-            elif os.path.basename(raw.rstrip("/")) and not raw.endswith("/"):
-                d, base = os.path.split(p)
-                stem, ext = os.path.splitext(base)
-                if not ext:
-                    out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
-                else:
-                    out.add(p)  # extension checked at load time
-            else:
-                _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
-        return sorted(out)
+        out = set(_entry_point_paths()) if entry_points else set()
+        return sorted(out | set(candidate_paths(search_paths)))
 
     def _load(self, search_paths, entry_points=False):
         cb = runtime.lib.hipdnn_cabi_backend_logging_callback()
