@@ -25,7 +25,7 @@ import threading
 import time
 
 from .._generated.enums import DescriptorType, Severity
-from ..errors import BadParamError, NullPointerError
+from ..errors import BadParamError, InternalError, NullPointerError
 from . import log, registry
 
 WRITTEN, DECLINED_DISABLED, DECLINED_UNKEYABLE, DECLINED_NO_ENGINES, UNCHANGED = 0, 1, 2, 3, 4
@@ -230,7 +230,10 @@ def write_ranking_results(handle, g, ids, n, outcome) -> int:
     if key is None:
         outcome[0] = DECLINED_UNKEYABLE
         return 0
-    outcome[0] = store(key, rank)
+    try:
+        outcome[0] = store(key, rank)
+    except (OSError, sqlite3.Error) as e:   # an unwritable HIPDNN_CACHE_DIR, a locked database
+        raise InternalError(f"{fn}: cannot write the autotune cache {db_path()}: {e}") from None
     if log.enabled(Severity.HIPDNN_SEV_INFO):
         log.log(Severity.HIPDNN_SEV_INFO, f"Autotune cache: ranking of {len(rank)} engine(s) "
                 f"{'written' if outcome[0] == WRITTEN else 'unchanged'} for key {key[:16]}")

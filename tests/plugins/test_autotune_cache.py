@@ -195,3 +195,13 @@ print(c.store("k", [1, 2]), c.store("k", [1, 2]))
     assert r.stdout.split() == [str(WRITTEN), str(UNCHANGED)]
     assert any(p.name.startswith("hipdnn_cabi_engine_ranking.sqlite3.corrupt-")
                for p in (tmp_path / "c").iterdir())
+
+
+def test_unwritable_cache_dir_is_a_clear_error(two, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = py(PRELUDE + f"""
+print(json.dumps({{"w": write([{FAST}]), "order": order()[0]}}))
+""", _env(two, tmp_path, HIPDNN_CACHE_DIR=str(blocker / "sub")))
+    assert r["w"][0] == 9 and "cannot write the autotune cache" in r["w"][2]   # INTERNAL_ERROR
+    assert r["order"] == [SLOW, FAST]     # the heuristics go on without a cache
