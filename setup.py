@@ -75,7 +75,7 @@ setup(
     packages=packages(),
     package_dir={ENGINES_PKG: ENGINES_DIR},
     package_data={f"{ENGINES_PKG}.hip_kernels": ["kernels/*.hip", "kernels/*.h"],
-                  "hipdnn_cabi.conformance": ["*.c"],
+                  "hipdnn_cabi.conformance": ["*.c", "*.h"],
                   "hipdnn_cabi.schemas": ["fbs/*.fbs"]},
     cmdclass={"build_py": build_py},
 )

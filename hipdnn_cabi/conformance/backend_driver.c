@@ -28,43 +28,15 @@
 #define X_FIELD(n) __typeof__(&n) n;
 static struct { SYMBOLS(X_FIELD) } B;
 
-static void jstr(const char* s)
+static const char* drv_last_error(void)
 {
-    if (!s) { fputs("null", stdout); return; }
-    putchar('"');
-    for (size_t i = 0; s[i] && i < 4096; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
+    static __thread char msg[HIPDNN_ERROR_STRING_MAX_LENGTH];
+    msg[0] = 0;
+    if (B.hipdnnPeekLastErrorString_ext) B.hipdnnPeekLastErrorString_ext(msg, sizeof msg);
+    return msg;
 }
-static void need(const void* p, const char* n)
-{
-    if (!p) { printf("{\"t\":\"missing\",\"fn\":\"%s\"}\n", n); exit(3); }
-}
-static void rec(const char* tag, const char* fn, const char* args, int st)
-{
-    char msg[HIPDNN_ERROR_STRING_MAX_LENGTH] = "";
-    if (st && B.hipdnnPeekLastErrorString_ext) B.hipdnnPeekLastErrorString_ext(msg, sizeof msg);
-    printf("{\"t\":\"call\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
-    jstr(args);
-    printf(",\"st\":%d,\"err\":", st);
-    jstr(st ? msg : NULL);
-    printf("}\n");
-    fflush(stdout);
-}
-#define CALL(tag, fn, args, expr)                                                                   \
-    __extension__({                                                                                 \
-        need((const void*)B.fn, #fn);                                                               \
-        printf("{\"t\":\"pre\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":\"%s\"}\n", tag, #fn, args);  \
-        fflush(stdout);                                                                             \
-        int _st = (int)(B.fn expr);                                                                 \
-        rec(tag, #fn, args, _st);                                                                   \
-        _st;                                                                                        \
-    })
-static void done(void) { printf("{\"t\":\"done\"}\n"); fflush(stdout); }
+#include "driver_common.h"
+#define CALL(tag, fn, args, expr) DRV_CALL(B, tag, fn, args, expr)
 
 static int m_handle(void)
 {
@@ -205,27 +177,6 @@ static int m_strings(void)
 
 /* ------------------------------------------------------------------ graphs (spec §1.5, §2.2) */
 typedef hipdnnBackendDescriptor_t D;
-static void* slurp(const char* p, size_t* n)
-{
-    FILE* f = fopen(p, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) exit(2);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-static void fatal(const char* msg)
-{
-    printf("{\"t\":\"fatal\",\"msg\":");
-    jstr(msg);
-    printf("}\n");
-    fflush(stdout);
-    exit(4);
-}
 #define MUST(tag, fn, args, expr) do { if (CALL(tag, fn, args, expr)) fatal(#fn " failed (" tag ")"); } while (0)
 
 /* a finalized [3,4] float tensor; scalar = [1,1] with an optional baked value and runtime flag */

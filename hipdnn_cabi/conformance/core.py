@@ -130,6 +130,7 @@ def build_driver(src_name: str, outdir: str, cc: Optional[str] = None) -> str:
     inc = include_dir()
     h = hashlib.sha256()
     h.update(open(src, "rb").read())
+    h.update(open(os.path.join(HERE, "driver_common.h"), "rb").read())
     for root, _, files in sorted(os.walk(inc)):
         for fn in sorted(files):
             h.update(fn.encode())

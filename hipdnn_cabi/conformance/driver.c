@@ -67,92 +67,17 @@ typedef hipdnnPluginDeviceBuffer_t DB;
 static struct { SYMBOLS(X_FIELD) } P;
 static void* g_lib;
 
-static void need(const void* p, const char* name)
-{
-    if (!p) {
-        printf("{\"t\":\"missing\",\"fn\":\"%s\"}\n", name);
-        fflush(stdout);
-        exit(3);
-    }
-}
-#define NEED(n) need((const void*)P.n, #n)
-
-/* ------------------------------------------------------------------ JSON output */
-static void jstr(FILE* f, const char* s)
-{
-    if (!s) { fputs("null", f); return; }
-    fputc('"', f);
-    for (size_t i = 0; s[i] && i < 4096; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-static void jhex(const void* p, size_t n)
-{
-    fputc('"', stdout);
-    for (size_t i = 0; p && i < n; i++) printf("%02x", ((const unsigned char*)p)[i]);
-    fputc('"', stdout);
-}
-
-static const char* last_err(void)
+static const char* drv_last_error(void)
 {
     const char* e = NULL;
     if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
     return e;
 }
-
-/* CALL(tag, "fn", "args", expr): print "pre", run expr (a status), print "call"; yields status. */
-static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
-static void pre(const char* tag, const char* fn, const char* args)
-{
-    pthread_mutex_lock(&g_out_lock);
-    printf("{\"t\":\"pre\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
-    jstr(stdout, args);
-    printf("}\n");
-    fflush(stdout);
-    pthread_mutex_unlock(&g_out_lock);
-}
-static void post(const char* tag, const char* fn, const char* args, St st)
-{
-    const char* e = st ? last_err() : NULL;
-    pthread_mutex_lock(&g_out_lock);
-    printf("{\"t\":\"call\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
-    jstr(stdout, args);
-    printf(",\"st\":%d,\"err\":", (int)st);
-    jstr(stdout, e);
-    printf("}\n");
-    fflush(stdout);
-    pthread_mutex_unlock(&g_out_lock);
-}
-#define CALL(tag, fn, args, expr)                                                                   \
-    __extension__({                                                                                 \
-        NEED(fn);                                                                                   \
-        pre(tag, #fn, args);                                                                        \
-        St _st = P.fn expr;                                                                         \
-        post(tag, #fn, args, _st);                                                                  \
-        _st;                                                                                        \
-    })
+#include "driver_common.h"
+#define NEED(n) need((const void*)P.n, #n)
+/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
+#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
 #define QCALL(fn, expr) __extension__({ NEED(fn); P.fn expr; }) /* quiet: no records */
-
-static void done(void) { printf("{\"t\":\"done\"}\n"); fflush(stdout); }
-
-/* ------------------------------------------------------------------ files and the case */
-static void* slurp(const char* p, size_t* n)
-{
-    FILE* f = fopen(p, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short read %s\n", p); exit(2); }
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
 
 #define MAXBUF 16
 #define GUARD 64
@@ -329,9 +254,9 @@ static int m_probe(void)
         St b = CALL(tag "_2", fn, "&str", (&s2));                                                    \
         printf("{\"t\":\"string\",\"tag\":\"%s\",\"st1\":%d,\"st2\":%d,\"same_ptr\":%d,\"value\":", tag, a, b, \
                s1 == s2 && s1 != NULL);                                                             \
-        jstr(stdout, s1);                                                                           \
+        jstr(s1);                                                                           \
         printf(",\"value2\":");                                                                     \
-        jstr(stdout, s2);                                                                           \
+        jstr(s2);                                                                           \
         printf("}\n");                                                                              \
     }
     STR2("name", hipdnnPluginGetName)
@@ -357,7 +282,7 @@ static int m_probe(void)
                     const char* nm = NULL;
                     St s = CALL("engine_name", hipdnnEnginePluginGetEngineName, "id, &name", (ids[i], &nm));
                     printf("{\"t\":\"engine_name\",\"id\":\"%lld\",\"st\":%d,\"name\":", (long long)ids[i], s);
-                    jstr(stdout, s ? NULL : nm);
+                    jstr(s ? NULL : nm);
                     printf("}\n");
                 }
             free(ids);
@@ -727,7 +652,7 @@ typedef struct {
 
 static void copy_err(char* dst, size_t n, int* isnull)
 {
-    const char* e = last_err();
+    const char* e = drv_last_error();
     *isnull = e == NULL;
     snprintf(dst, n, "%s", e ? e : "");
 }
@@ -792,11 +717,11 @@ static void* le_thread(void* arg)
 static void print_job(const char* t, LeJob* j)
 {
     printf("{\"t\":\"%s\",\"fn\":\"%s\",\"args\":", t, j->fn);
-    jstr(stdout, j->desc);
+    jstr(j->desc);
     printf(",\"st\":%d,\"before\":", j->st);
-    jstr(stdout, j->before_null ? NULL : j->before);
+    jstr(j->before_null ? NULL : j->before);
     printf(",\"after\":");
-    jstr(stdout, j->after_null ? NULL : j->after);
+    jstr(j->after_null ? NULL : j->after);
     printf("}\n");
     fflush(stdout);
 }
@@ -873,7 +798,7 @@ static int m_lasterr_threads(void)
     print_job("thread_a", &g_a);
     print_job("thread_b", &g_b);
     printf("{\"t\":\"thread_a_again\",\"err\":");
-    jstr(stdout, g_a_again_null ? NULL : g_a_again);
+    jstr(g_a_again_null ? NULL : g_a_again);
     printf("}\n");
     CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
     done();
@@ -971,20 +896,20 @@ static void* th_body(void* arg)
     bufs_alloc(&B);
     for (int it = 0; it < j->iters; it++) {
         St st = QCALL(hipdnnEnginePluginGetApplicableEngineIds, (h, &C.graph, ids, 64, &m));
-        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "GetApplicableEngineIds status %d: %s", st, last_err()); continue; }
+        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "GetApplicableEngineIds status %d: %s", st, drv_last_error()); continue; }
         CD d = {NULL, 0};
         st = QCALL(hipdnnEnginePluginGetEngineDetails, (h, C.engine, &C.graph, &d));
-        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "GetEngineDetails status %d: %s", st, last_err()); continue; }
+        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "GetEngineDetails status %d: %s", st, drv_last_error()); continue; }
         QCALL(hipdnnEnginePluginDestroyEngineDetails, (h, &d));
         Ctx c = NULL;
         st = QCALL(hipdnnEnginePluginCreateExecutionContext, (h, &C.config, &C.graph, &c));
-        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "CreateExecutionContext status %d: %s", st, last_err()); continue; }
+        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "CreateExecutionContext status %d: %s", st, drv_last_error()); continue; }
         size_t w = 0;
         QCALL(hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext, (h, c, &w));
         void* wsp = ws_alloc(w);
         bufs_reset_outputs(&B);
         st = QCALL(hipdnnEnginePluginExecuteOpGraph, (h, c, wsp, B.db, (uint32_t)C.nbuf));
-        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "ExecuteOpGraph status %d: %s", st, last_err()); }
+        if (st) { j->failures++; snprintf(j->msg, sizeof j->msg, "ExecuteOpGraph status %d: %s", st, drv_last_error()); }
         else
             for (int i = 0; i < C.nbuf; i++)
                 if (C.b[i].is_out && memcmp(B.mem[i], j->expect[i], C.b[i].n)) {
@@ -1027,7 +952,7 @@ static int m_threads(int nthreads, int iters, int separate)
         if (jobs[t].msg[0]) msg = jobs[t].msg;
     }
     printf("{\"t\":\"threads\",\"threads\":%d,\"iters\":%d,\"failures\":%d,\"mismatches\":%d,\"msg\":", nthreads, iters, fails, mism);
-    jstr(stdout, msg);
+    jstr(msg);
     printf("}\n");
     CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
     bufs_free(&B);
@@ -1087,7 +1012,7 @@ int main(int argc, char** argv)
     g_lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!g_lib) {
         printf("{\"t\":\"dlopen\",\"error\":");
-        jstr(stdout, dlerror());
+        jstr(dlerror());
         printf("}\n");
         return 5;
     }

@@ -58,105 +58,18 @@ typedef hipdnnHeuristicHostCallbacks_t Host;
 #define X_FIELD(n, T) __typeof__(&n) n;
 static struct { SYMBOLS(X_FIELD) } P;
 
-static void need(const void* p, const char* name)
-{
-    if (!p) {
-        printf("{\"t\":\"missing\",\"fn\":\"%s\"}\n", name);
-        fflush(stdout);
-        exit(3);
-    }
-}
-#define NEED(n) need((const void*)P.n, #n)
-
-/* ------------------------------------------------------------------ JSON output */
-static void jstr(const char* s)
-{
-    if (!s) { fputs("null", stdout); return; }
-    putchar('"');
-    for (size_t i = 0; s[i] && i < 4096; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-static void jids(const int64_t* ids, size_t n)
-{
-    putchar('[');
-    for (size_t i = 0; i < n; i++) printf("%s\"%lld\"", i ? "," : "", (long long)ids[i]);
-    putchar(']');
-}
-static void jhex(const void* p, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; p && i < n; i++) printf("%02x", ((const unsigned char*)p)[i]);
-    putchar('"');
-}
-
-static const char* last_err(void)
+static const char* drv_last_error(void)
 {
     const char* e = NULL;
     if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
     return e;
 }
-
-static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER;
-static void pre(const char* tag, const char* fn, const char* args)
-{
-    pthread_mutex_lock(&g_out);
-    printf("{\"t\":\"pre\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
-    jstr(args);
-    printf("}\n");
-    fflush(stdout);
-    pthread_mutex_unlock(&g_out);
-}
-static void post(const char* tag, const char* fn, const char* args, St st)
-{
-    const char* e = st ? last_err() : NULL;
-    pthread_mutex_lock(&g_out);
-    printf("{\"t\":\"call\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
-    jstr(args);
-    printf(",\"st\":%d,\"err\":", (int)st);
-    jstr(e);
-    printf("}\n");
-    fflush(stdout);
-    pthread_mutex_unlock(&g_out);
-}
-#define CALL(tag, fn, args, expr)                                                                   \
-    __extension__({                                                                                 \
-        NEED(fn);                                                                                   \
-        pre(tag, #fn, args);                                                                        \
-        St _st = P.fn expr;                                                                         \
-        post(tag, #fn, args, _st);                                                                  \
-        _st;                                                                                        \
-    })
+#include "driver_common.h"
+#define NEED(n) need((const void*)P.n, #n)
+/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
+#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
 #define QCALL(fn, expr) __extension__({ NEED(fn); P.fn expr; }) /* quiet: no records */
 
-static void done(void) { printf("{\"t\":\"done\"}\n"); fflush(stdout); }
-static void fatal(const char* msg)
-{
-    printf("{\"t\":\"fatal\",\"msg\":");
-    jstr(msg);
-    printf("}\n");
-    fflush(stdout);
-    exit(4);
-}
-
-/* ------------------------------------------------------------------ inputs */
-static void* slurp(const char* p, size_t* n)
-{
-    FILE* f = fopen(p, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short read %s\n", p); exit(2); }
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
 #define MAXIDS 256
 static size_t parse_ids(const char* s, int64_t* out)
 {

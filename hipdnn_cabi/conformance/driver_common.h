@@ -1,0 +1,112 @@
+/* hipdnn-cabi conformance drivers: the record writer and small helpers all three drivers share
+ * (driver.c, heuristic_driver.c, backend_driver.c).  Every record is one JSON object per line on
+ * stdout, flushed at once, so the output up to a crash survives.
+ *
+ * Include after defining `static const char* drv_last_error(void)`: the callee's last error
+ * string, read on the calling thread after a failed call (NULL when there is none).  Then
+ * `DRV_CALL(TABLE, tag, fn, args, expr)` checks that TABLE.fn was found, prints {"t":"pre",...},
+ * runs TABLE.fn expr, prints {"t":"call",...,"st":N,"err":...} and yields the status as int.
+ */
+#ifndef HIPDNN_CABI_CONFORMANCE_DRIVER_COMMON_H
+#define HIPDNN_CABI_CONFORMANCE_DRIVER_COMMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char* drv_last_error(void);
+
+static inline void jstr(const char* s)
+{
+    if (!s) { fputs("null", stdout); return; }
+    putchar('"');
+    for (size_t i = 0; s[i] && i < 4096; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+static inline void jhex(const void* p, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; p && i < n; i++) printf("%02x", ((const unsigned char*)p)[i]);
+    putchar('"');
+}
+static inline void jids(const int64_t* ids, size_t n)
+{
+    putchar('[');
+    for (size_t i = 0; i < n; i++) printf("%s\"%lld\"", i ? "," : "", (long long)ids[i]);
+    putchar(']');
+}
+
+/* a required symbol that is missing: {"t":"missing","fn":NAME}, exit 3 */
+static inline void need(const void* p, const char* name)
+{
+    if (!p) {
+        printf("{\"t\":\"missing\",\"fn\":\"%s\"}\n", name);
+        fflush(stdout);
+        exit(3);
+    }
+}
+
+static pthread_mutex_t drv_out_lock = PTHREAD_MUTEX_INITIALIZER;
+static inline void pre(const char* tag, const char* fn, const char* args)
+{
+    pthread_mutex_lock(&drv_out_lock);
+    printf("{\"t\":\"pre\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
+    jstr(args);
+    printf("}\n");
+    fflush(stdout);
+    pthread_mutex_unlock(&drv_out_lock);
+}
+static inline void post(const char* tag, const char* fn, const char* args, int st)
+{
+    const char* e = st ? drv_last_error() : NULL;
+    pthread_mutex_lock(&drv_out_lock);
+    printf("{\"t\":\"call\",\"tag\":\"%s\",\"fn\":\"%s\",\"args\":", tag, fn);
+    jstr(args);
+    printf(",\"st\":%d,\"err\":", st);
+    jstr(e);
+    printf("}\n");
+    fflush(stdout);
+    pthread_mutex_unlock(&drv_out_lock);
+}
+#define DRV_CALL(TABLE, tag, fn, args, expr)                                                        \
+    __extension__({                                                                                 \
+        need((const void*)TABLE.fn, #fn);                                                           \
+        pre(tag, #fn, args);                                                                        \
+        int _st = (int)(TABLE.fn expr);                                                             \
+        post(tag, #fn, args, _st);                                                                  \
+        _st;                                                                                        \
+    })
+
+static inline void done(void) { printf("{\"t\":\"done\"}\n"); fflush(stdout); }
+/* the driver cannot go on: {"t":"fatal","msg":...}, exit 4 */
+static inline void fatal(const char* msg)
+{
+    printf("{\"t\":\"fatal\",\"msg\":");
+    jstr(msg);
+    printf("}\n");
+    fflush(stdout);
+    exit(4);
+}
+
+/* a whole file in memory (exit 2 when it cannot be read) */
+static inline void* slurp(const char* p, size_t* n)
+{
+    FILE* f = fopen(p, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", p); exit(2); }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void* b = malloc(sz > 0 ? (size_t)sz : 1);
+    if (sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short read %s\n", p); exit(2); }
+    fclose(f);
+    *n = (size_t)sz;
+    return b;
+}
+
+#endif
