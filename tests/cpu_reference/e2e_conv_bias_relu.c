@@ -2,54 +2,17 @@
  * conv (NHWC x, 3x3, pad 1) -> + bias -> relu, virtual intermediates, host pointers.
  * Usage: e2e_conv_bias_relu PLUGIN_DIR  (prints "OK <engine name>"; exit 1 on failure). */
 #define _POSIX_C_SOURCE 200809L
-#include <hipdnn_backend.h>
+#include "../c_testlib.h"
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        hipdnnStatus_t s_ = (call);                                                          \
-        if(s_ != HIPDNN_STATUS_SUCCESS) {                                                    \
-            char m_[2048];                                                                   \
-            hipdnnGetLastErrorString(m_, sizeof m_);                                         \
-            fprintf(stderr, "%s:%d %s -> %d: %s\n", __FILE__, __LINE__, #call, (int)s_, m_); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while(0)
-
 typedef hipdnnBackendDescriptor_t D;
+#define tensor(uid, dims, strides, virt) hdt_tensor(uid, NULL, HIPDNN_DATA_FLOAT, 4, dims, strides, virt)
+#define pointwise hdt_pointwise
 enum { NB = 2, C = 3, H = 5, W = 5, K = 4, R = 3 };
-
-static D tensor(int64_t uid, const int64_t* dims, const int64_t* strides, bool virt)
-{
-    D t;
-    hipdnnDataType_t dt = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 4, dims));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 4, strides));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_IS_VIRTUAL, HIPDNN_TYPE_BOOLEAN, 1, &virt));
-    CHECK(hipdnnBackendFinalize(t));
-    return t;
-}
-
-static D pointwise(hipdnnPointwiseMode_t mode, D in0, D in1, D out)
-{
-    D op;
-    hipdnnDataType_t ct = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in0));
-    if(in1) CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_1_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in1));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MATH_PREC, HIPDNN_TYPE_DATA_TYPE, 1, &ct));
-    CHECK(hipdnnBackendFinalize(op));
-    return op;
-}
 
 int main(int argc, char** argv)
 {

@@ -4,7 +4,7 @@
  * Usage: c_device_ptrs [iters]   -> prints "OK" and, with iters, "execute_us <per call>" (one
  * reused variant pack) and "frontend_execute_us <per call>" (a new pack per call). */
 #define _POSIX_C_SOURCE 200809L
-#include <hipdnn_backend.h>
+#include "../c_testlib.h"
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,39 +14,15 @@
 
 #define ROWS 256
 #define COLS 4096
-#define CHECK(call) do { hipdnnStatus_t s_ = (call); if (s_ != HIPDNN_STATUS_SUCCESS) { char m_[2048]; \
-    hipdnnGetLastErrorString(m_, sizeof m_); fprintf(stderr, "%s:%d %s -> %d: %s\n", __FILE__, __LINE__, #call, (int)s_, m_); exit(1); } } while (0)
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { fprintf(stderr, "%s -> %s\n", #call, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef hipdnnBackendDescriptor_t D;
 
 static D tensor(int64_t uid, int64_t r, int64_t c, bool virt)
 {
-    D t;
     int64_t dims[2] = {r, c}, strides[2] = {c, 1};
-    hipdnnDataType_t dt = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 2, dims));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 2, strides));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_IS_VIRTUAL, HIPDNN_TYPE_BOOLEAN, 1, &virt));
-    CHECK(hipdnnBackendFinalize(t));
-    return t;
+    return hdt_tensor(uid, NULL, HIPDNN_DATA_FLOAT, 2, dims, strides, virt);
 }
-
-static D pointwise(hipdnnPointwiseMode_t mode, D in0, D in1, D out)
-{
-    D op;
-    hipdnnDataType_t prec = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in0));
-    if (in1) CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_1_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in1));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MATH_PREC, HIPDNN_TYPE_DATA_TYPE, 1, &prec));
-    CHECK(hipdnnBackendFinalize(op));
-    return op;
-}
+#define pointwise hdt_pointwise
 
 static D make_vp(void** ptrs, int64_t* uids, int n, void* ws)
 {

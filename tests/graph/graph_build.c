@@ -1,24 +1,12 @@
 /* conv -> bias(add) -> relu built through the C API with the call sequence of the C++ frontend
  * (spec §2.2), serialized (two-call), deserialized, and checked.  Exit 0 = pass. */
-#include <hipdnn_backend.h>
+#include "../c_testlib.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        hipdnnStatus_t st_ = (call);                                                       \
-        if (st_ != HIPDNN_STATUS_SUCCESS) {                                                \
-            char msg_[2048];                                                               \
-            hipdnnGetLastErrorString(msg_, sizeof msg_);                                   \
-            fprintf(stderr, "%s:%d: %s -> %d (%s)\n", __FILE__, __LINE__, #call, (int)st_, \
-                    msg_);                                                                 \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
 
 #define EXPECT(cond)                                                          \
     do {                                                                      \
@@ -31,21 +19,9 @@
 static hipdnnBackendDescriptor_t make_tensor(int64_t uid, const char* name, int64_t n, int64_t c,
                                              int64_t h, int64_t w, bool isVirtual)
 {
-    hipdnnBackendDescriptor_t t = NULL;
     int64_t dims[4] = {n, c, h, w};
     int64_t strides[4] = {c * h * w, h * w, w, 1};
-    hipdnnDataType_t dt = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid));
-    if (name[0] != '\0')
-        CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_NAME_EXT, HIPDNN_TYPE_CHAR,
-                                        (int64_t)strlen(name), name));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 4, dims));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 4, strides));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_IS_VIRTUAL, HIPDNN_TYPE_BOOLEAN, 1, &isVirtual));
-    CHECK(hipdnnBackendFinalize(t));
-    return t;
+    return hdt_tensor(uid, name, HIPDNN_DATA_FLOAT, 4, dims, strides, isVirtual);
 }
 
 static void set_tensor(hipdnnBackendDescriptor_t op, hipdnnBackendAttributeName_t name,
@@ -54,21 +30,7 @@ static void set_tensor(hipdnnBackendDescriptor_t op, hipdnnBackendAttributeName_
     CHECK(hipdnnBackendSetAttribute(op, name, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
 }
 
-static hipdnnBackendDescriptor_t pointwise(hipdnnPointwiseMode_t mode, hipdnnBackendDescriptor_t in0,
-                                           hipdnnBackendDescriptor_t in1, hipdnnBackendDescriptor_t out)
-{
-    hipdnnBackendDescriptor_t op = NULL;
-    hipdnnDataType_t prec = HIPDNN_DATA_FLOAT;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op));
-    set_tensor(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, in0);
-    if (in1 != NULL)
-        set_tensor(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_1_EXT, in1);
-    set_tensor(op, HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, out);
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    CHECK(hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MATH_PREC, HIPDNN_TYPE_DATA_TYPE, 1, &prec));
-    CHECK(hipdnnBackendFinalize(op));
-    return op;
-}
+#define pointwise hdt_pointwise
 
 int main(void)
 {

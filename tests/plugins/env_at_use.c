@@ -15,22 +15,11 @@
  *                                      user callback received
  * Exit 1 (with a message on stderr) when a call that must succeed fails. */
 #define _POSIX_C_SOURCE 200809L
-#include <hipdnn_backend.h>
+#include "../c_testlib.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        hipdnnStatus_t s_ = (call);                                                          \
-        if(s_ != HIPDNN_STATUS_SUCCESS) {                                                    \
-            char m_[2048];                                                                   \
-            hipdnnGetLastErrorString(m_, sizeof m_);                                         \
-            fprintf(stderr, "%s:%d %s -> %d: %s\n", __FILE__, __LINE__, #call, (int)s_, m_); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while(0)
 
 typedef hipdnnBackendDescriptor_t D;
 
@@ -72,18 +61,8 @@ static int dirs(const char* a, const char* b)
 
 static D tensor(int64_t uid)
 {
-    D t;
     int64_t dims[2] = {1, 8}, strides[2] = {8, 1};
-    hipdnnDataType_t dt = HIPDNN_DATA_FLOAT;
-    bool virt = false;
-    CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 2, dims));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 2, strides));
-    CHECK(hipdnnBackendSetAttribute(t, HIPDNN_ATTR_TENSOR_IS_VIRTUAL, HIPDNN_TYPE_BOOLEAN, 1, &virt));
-    CHECK(hipdnnBackendFinalize(t));
-    return t;
+    return hdt_tensor(uid, NULL, HIPDNN_DATA_FLOAT, 2, dims, strides, false);
 }
 
 /* A finalized graph y = x + b on handle h. */
