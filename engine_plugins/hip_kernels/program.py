@@ -141,6 +141,7 @@ class Program:
         self.scratch_size = 0
         self.external = []   # uids bound by the caller (checked at execute)
         self.notes = []
+        self.arch, self.tf32 = None, False
 
     def ws_alloc(self, nbytes):
         off = self.ws_size
@@ -407,6 +408,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         done.add(ready[0])
     # where each tensor lives
     prog = Program()
+    prog.arch, prog.tf32 = arch, tf32     # read by ext_ops emitters (moe.py: the GEMM core)
     loc = {}
     ext = []
     for u, t in graph.tensors.items():

@@ -156,10 +156,22 @@ def moe(dt, mode, S, K, N, E, G=None, top_k=2, ot=None, w_k_contig=False):
     return ts, graph_bytes(ts, [node("MoeGroupedMatmulAttributes", a)])
 
 
+def moe_bwd(dt, S, K, N, E, ot=None):
+    """MoE weight gradient: doutput [1, S, N], token [1, S, K], offsets [E, 1, 1] -> dweight."""
+    do, tok = T(1, [1, S, N], dt), T(2, [1, S, K], dt)
+    off = R(3, [E, 1, 1], "INT32")
+    dw = T(4, [E, K, N], ot or dt)
+    ts = [do, tok, off, dw]
+    return ts, graph_bytes(ts, [node("MoeGroupedMatmulBwdAttributes", {
+        "doutput_tensor_uid": 1, "token_tensor_uid": 2, "first_token_offset_tensor_uid": 3,
+        "dweight_tensor_uid": 4})])
+
+
 def moe_samples():
     out = []
     for dt in ("FLOAT", "HALF", "BFLOAT16"):
         for mode in ("NONE", "GATHER", "SCATTER"):
             out.append((f"moe_{mode}_{dt}", moe(dt, mode, 40, 64, 48, 4)[1]))
         out.append((f"moe_kcontig_{dt}", moe(dt, "NONE", 40, 64, 48, 4, w_k_contig=True)[1]))
+        out.append((f"moe_bwd_{dt}", moe_bwd(dt, 40, 64, 48, 4)[1]))
     return out
