@@ -165,6 +165,26 @@ def _param_load(name, t, D, pshape, xd_tail, var="j"):
     return f"hdn_to_float({name}[{_lin_offset(var, xd_tail, ts)}])"
 
 
+def _param_vec(name, t, D, VEC, var):
+    """C lines loading the VEC parameter values of chunk q into float ``var``[VEC] with 16-byte
+    loads, when the parameter is a packed D-element vector (the hipDNN layout); else None."""
+    if t.numel != D or not packed([int(d) for d in t.dims], _st(t)):
+        return None
+    pt = cg.dtype_name(t.dtype)
+    L = [f"float {var}[{VEC}];"]
+    if pt == "FLOAT" and VEC % 4 == 0:
+        L += [f"#pragma unroll\nfor (int h = 0; h < {VEC // 4}; ++h) {{ const float4 f = "
+              f"reinterpret_cast<const float4*>({name} + (long long)q * {VEC})[h]; "
+              f"{var}[4 * h] = f.x; {var}[4 * h + 1] = f.y; {var}[4 * h + 2] = f.z; {var}[4 * h + 3] = f.w; }}"]
+        return L
+    if pt in ("HALF", "BFLOAT16") and VEC % 8 == 0:
+        T = cg.CTYPE[pt]
+        L += [f"#pragma unroll\nfor (int h = 0; h < {VEC // 8}; ++h) hdn_unpack("
+              f"reinterpret_cast<const uint4*>({name} + (long long)q * {VEC})[h], ({T}*)0, &{var}[8 * h]);"]
+        return L
+    return None
+
+
 def _eps_code(r, args, params, loc):
     eps = r.get("epsilon")
     if eps is None:
@@ -254,25 +274,38 @@ def _emit_fwd(prog, node, r, loc, tag, g):
     eps = _eps_code(r, args, params, loc)
     name = f"hdn_{'ln' if ln else 'rms'}_fwd_{tag}"
     L = [HEAD, f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{',
-         f"  __shared__ float sh[{2 * max(1, NT // 32)}];",
+         f"  __shared__ float sh[{3 * max(1, NT // 32)}];",
          "  const long long row = blockIdx.x;",
          f"  const long long rb = row * {D}LL;"]
     L += _loads("v", "px", Tx, VEC, NCH, NT, DQ, "rb")
     if ln:
-        L += ["  float a[1] = {0.f};"] + _each(["a[0] += v[k];"], VEC, NCH, NT, DQ)
-        L += [f"  hdn_block_sum<{NT}, 1>(a, sh);", f"  const float mu = a[0] / {float(D)!r}f;",
-              "  float b[1] = {0.f};"]
-        L += _each(["const float d = v[k] - mu; b[0] = fmaf(d, d, b[0]);"], VEC, NCH, NT, DQ)
-        L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
-              f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
+        # one pass: each thread's (count, mean, M2) exactly in registers, merged over the block
+        # (Chan) - one block reduction instead of two, no cancellation
+        L += ["  float cn = 0.f, cm = 0.f, cq = 0.f;",
+              "  { float s = 0.f;"] + ["  " + q for q in _each(["s += v[k]; cn += 1.f;"], VEC, NCH, NT, DQ)]
+        L += ["    cm = cn > 0.f ? s / cn : 0.f; }"]
+        L += _each(["const float d = v[k] - cm; cq = fmaf(d, d, cq);"], VEC, NCH, NT, DQ)
+        L += [f"  hdn_block_welford<{NT}>(cn, cm, cq, sh);", "  const float mu = cm;",
+              f"  const float iv = 1.0f / sqrtf(cq / {float(D)!r}f + {eps});"]
     else:
         L += ["  const float mu = 0.f;", "  float b[1] = {0.f};"]
         L += _each(["b[0] = fmaf(v[k], v[k], b[0]);"], VEC, NCH, NT, DQ)
         L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
               f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
-    sl = _param_load("psc", sc, D, g["pshape"], tail)
-    bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
-    L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
+    vs = _param_vec("psc", sc, D, VEC, "s_")
+    vb = _param_vec("pbi", r["bias"], D, VEC, "b_") if has_b else None
+    if vs is not None and (vb is not None or not has_b):
+        # packed parameters: 16-byte loads per chunk (float parameters: two float4 per 8 elements)
+        L += [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+              f"    const int q = threadIdx.x + c * {NT};",
+              f"    if (q < {DQ}) {{"] + ["      " + x for x in vs + (vb or [])]
+        L += [f"#pragma unroll\n      for (int e = 0; e < {VEC}; ++e) v[c * {VEC} + e] = "
+              f"fmaf((v[c * {VEC} + e] - mu) * iv, s_[e], {'b_[e]' if has_b else '0.f'});",
+              "    }", "  }"]
+    else:
+        sl = _param_load("psc", sc, D, g["pshape"], tail)
+        bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
+        L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
     L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
     if st_roles:
         L.append("  if (threadIdx.x == 0) {")

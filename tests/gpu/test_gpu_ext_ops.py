@@ -230,6 +230,24 @@ def test_block_scale_quantize_bit_exact(B, qi):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lanes", ["1", "0"])
+def test_block_scale_quantize_e8m0_extremes(B, lanes, monkeypatch):
+    """Blocks whose E8M0 scale lands on the ends of its range (amax near float max and in the
+    subnormals: scale codes 254 and 0, the reciprocal 2^-127 a subnormal), both kernels
+    (the lane-group kernel multiplies by the exact reciprocal, the generic one divides)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_BSQ_LANES", lanes)
+    ts, g = bsq("FLOAT", "FP8_E4M3", "FP8_E8M0", [16, 256], 32)
+    v = rng.standard_normal(16 * 256)
+    for b in range(0, 16 * 256, 32):
+        v[b:b + 32] *= [3e38 / 4, 1e-39, 1e-44, 1.0, 2.0 ** -126, 1e30][(b // 32) % 6]
+    raw = v.astype(np.float32).tobytes()
+    res = B.run(ts, g, {1: raw})
+    for u in (2, 3):
+        c, gg = res[u]
+        assert c == gg, f"uid {u}: {sum(a != b for a, b in zip(c, gg))} bytes differ"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", [("FP8_E4M3", "FP8_E8M0", "FLOAT", [64, 256], [32], False),
                                   ("FP4_E2M1", "FP8_E8M0", "BFLOAT16", [8, 64, 32], [2, 16], False),
                                   ("INT8", "FLOAT", "HALF", [16, 64], [8], False),
