@@ -239,14 +239,116 @@ def _each(body, VEC, NCH, NT, DQ):
             "      }", "    }", "  }"]
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
+    """``epi``: a following pointwise run fused into the forward kernel (program.py's
+    ``_pw_body`` of the run, seeded with the virtual y): (inputs, statements, outputs)."""
     g = geometry(node, r)
     if "Backward" in node.kind:
         return _emit_bwd(prog, node, r, loc, tag, sms, g)
-    return _emit_fwd(prog, node, r, loc, tag, g)
+    return _emit_fwd(prog, node, r, loc, tag, g, epi)
 
 
-def _emit_fwd(prog, node, r, loc, tag, g):
+def _vload(var, ptr, T, VEC, off):
+    """C lines: float ``var``[VEC] from ``ptr`` + off with 16-byte loads where the type allows."""
+    es = cg.ELEM_SIZE[T]
+    C = cg.CTYPE[T]
+    L = [f"float {var}[{VEC}];"]
+    if VEC > 1 and (VEC * es) % 16 == 0:
+        L.append(f"#pragma unroll\nfor (int h = 0; h < {VEC * es // 16}; ++h) hdn_unpack("
+                 f"reinterpret_cast<const uint4*>({ptr} + {off})[h], ({C}*)0, &{var}[h * {16 // es}]);")
+    else:
+        L.append(f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {var}[e] = hdn_to_float({ptr}[{off} + e]);")
+    return L
+
+
+def _vstore(var, ptr, T, VEC, off):
+    es = cg.ELEM_SIZE[T]
+    C = cg.CTYPE[T]
+    if VEC > 1 and (VEC * es) % 16 == 0:
+        return [f"#pragma unroll\nfor (int h = 0; h < {VEC * es // 16}; ++h) "
+                f"reinterpret_cast<uint4*>({ptr} + {off})[h] = hdn_pack<{C}>(&{var}[h * {16 // es}]);"]
+    return [f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {ptr}[{off} + e] = hdn_from_float<{C}>({var}[e]);"]
+
+
+def _row_strides(dims):
+    st, acc = [], 1
+    for d in reversed(dims):
+        st.append(acc if d != 1 else 0)
+        acc *= d
+    return list(reversed(st))
+
+
+def _epilogue(epi, g, y, VEC, NCH, NT, DQ, loc, params, args):
+    """C lines replacing y's store: the fused pointwise run per element, its inputs read with
+    16-byte loads when they are x-shaped or one row of parameters (else through coordinates),
+    its outputs stored packed like y."""
+    ins, stmts, outs = epi
+    xd, a0 = g["xd"], g["axes"][0]
+    full = _row_strides(xd)
+    D = g["D"]
+    rowvec = [0] * a0 + _row_strides(xd[a0:])
+    pre, per = [], []
+    coords = False
+    for u, sp in ins.items():
+        if sp[0] == "const":
+            per.append(f"const float x{u} = {cg.flit(sp[1])};")
+            continue
+        if sp[0] == "scalar":
+            params.append(f"const float p{u}")
+            args.append(loc[u])
+            per.append(f"const float x{u} = p{u};")
+            continue
+        st, T = [0 if xd[d] == 1 else v for d, v in enumerate(sp[1])], sp[2]
+        params.append(f"const {cg.CTYPE[T]}* __restrict__ p{u}")
+        args.append(loc[u])
+        if st == full:
+            pre += _vload(f"xi{u}", f"p{u}", T, VEC, "rb + (long long)q * " + str(VEC))
+            per.append(f"const float x{u} = xi{u}[e];")
+        elif st == rowvec:
+            pre += _vload(f"xi{u}", f"p{u}", T, VEC, "(long long)q * " + str(VEC))
+            per.append(f"const float x{u} = xi{u}[e];")
+        else:
+            coords = True
+            per.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+    cl = []
+    if coords:
+        lead, trail = list(range(a0)), list(range(a0, len(xd)))
+        cl += cg.coord_code([xd[d] if d < a0 else 1 for d in range(len(xd))], lead, "row",
+                            "long long", prefix="cr")
+        cl += cg.coord_code([xd[d] if d >= a0 else 1 for d in range(len(xd))], trail,
+                            "(long long)j", "long long", prefix="cj")
+        cl += [f"const long long c{d} = {'cr' if d < a0 else 'cj'}{d};" for d in range(len(xd))]
+    yt = cg.dtype_name(y.dtype)
+    seed = "v[k]" if yt == "FLOAT" else f"hdn_round<{cg.CTYPE[yt]}>(v[k])"
+    L = [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+         f"    const int q = threadIdx.x + c * {NT};",
+         f"    if (q < {DQ}) {{"] + ["      " + x for x in pre]
+    for u, _, d in outs:
+        L.append(f"      float ov{u}[{VEC}];")
+    L += [f"#pragma unroll\n      for (int e = 0; e < {VEC}; ++e) {{",
+          f"        const int k = c * {VEC} + e; const int j = q * {VEC} + e; (void)j;",
+          *["        " + x for x in cl],
+          f"        const float v_ = {seed};"]
+    L += ["        " + x for x in per]
+    L += ["        " + x for x in _seed(stmts)]
+    for u, _, d in outs:
+        L.append(f"        ov{u}[e] = v{u};")
+    L.append("      }")
+    for u, _, d in outs:
+        params.append(f"{cg.CTYPE[d]}* __restrict__ o{u}")
+        args.append(loc[u])
+        L += ["      " + x for x in _vstore(f"ov{u}", f"o{u}", d, VEC, "rb + (long long)q * " + str(VEC))]
+    L += ["    }", "  }"]
+    return L
+
+
+def _seed(stmts):
+    """The run's statements with the seed variable ``v`` renamed ``v_`` (whole identifier)."""
+    import re
+    return [re.sub(r"(?<![A-Za-z0-9_])v(?![A-Za-z0-9_])", "v_", x) for x in stmts]
+
+
+def _emit_fwd(prog, node, r, loc, tag, g, epi=None):
     ln = node.kind == "LayernormAttributes"
     M, D = g["M"], g["D"]
     x, y = r["x"], r["y"]
@@ -258,8 +360,8 @@ def _emit_fwd(prog, node, r, loc, tag, g):
     if NCH > 64:
         raise ValueError(f"normalised extent {D} too large for the GPU row kernel")
     tail = g["xd"][g["axes"][0]:]
-    params = [f"const {Tx}* __restrict__ px", f"{Ty}* __restrict__ py"]
-    args = [loc[x.uid], loc[y.uid]]
+    params = [f"const {Tx}* __restrict__ px"] + ([] if epi else [f"{Ty}* __restrict__ py"])
+    args = [loc[x.uid]] + ([] if epi else [loc[y.uid]])
     sc = r["scale"]
     params.append(f"const {cg.CTYPE[cg.dtype_name(sc.dtype)]}* __restrict__ psc")
     args.append(loc[sc.uid])
@@ -306,7 +408,10 @@ def _emit_fwd(prog, node, r, loc, tag, g):
         sl = _param_load("psc", sc, D, g["pshape"], tail)
         bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
         L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
-    L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
+    if epi is None:
+        L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
+    else:
+        L += _epilogue(epi, g, y, VEC, NCH, NT, DQ, loc, params, args)
     if st_roles:
         L.append("  if (threadIdx.x == 0) {")
         for q in st_roles:
@@ -317,6 +422,10 @@ def _emit_fwd(prog, node, r, loc, tag, g):
             L.append(f"    p_{q}[{off}] = hdn_from_float<{T}>({val});")
         L.append("  }")
     L.append("}")
+    # the parameter list is final only now (the fused run adds its inputs and outputs)
+    L[1] = f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{'
+    if epi is not None:
+        L[0] = HEAD + cg.PRELUDE_MATH + "\n"      # the pointwise expressions' helpers
     prog.steps.append(("launch", "\n".join(L) + "\n", name, (M, 1, 1), (NT, 1, 1), args))
 
 

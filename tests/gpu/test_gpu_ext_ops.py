@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from ext_samples import bsdq, bsq, ext_sample_graphs, ln_bwd, ln_fwd, pool_bwd, pool_fwd
+from ext_samples import bsdq, bsq, ext_sample_graphs, ln_bwd, ln_fwd, ln_pw, pool_bwd, pool_fwd
 from gpu_testlib import bf16_bits
 
 rng = np.random.default_rng(17)
@@ -137,6 +137,36 @@ def test_generated_sources_compile_sm90a():
                 c.compile(st[1], f"{name}.hip", (), "sm_90a", hdr)
                 n += 1
     assert n > 10
+
+
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("gather", [False, True])
+def test_norm_pointwise_run_fuses_into_one_kernel(rms, gather):
+    """CI (no GPU): a norm whose virtual y feeds a pointwise run becomes one kernel (the run's
+    body from the pointwise generator in the norm's store), statistics still written."""
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    ts, g = ln_pw("HALF", "FLOAT", 16, 1024, rms=rms, gather=gather)
+    prog = build_program(parse_graph(g), arch="sm_90")
+    launches = [st for st in prog.steps if st[0] == "launch"]
+    assert len(launches) == 1, prog.notes
+    assert any("pointwise node(s) fused" in n for n in prog.notes)
+    assert ("t", 12) in launches[0][5] and ("t", 7) in launches[0][5]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("shape", [(64, 1000), (32, 4096)])
+def test_norm_pointwise_fused(B, dt, rms, shape):
+    pt = "FLOAT" if dt != "FLOAT" else dt
+    ts, g = ln_pw(dt, pt, *shape, rms=rms, gather=shape[1] == 1000)
+    ins = {t.uid: fill(t, scale=2.0) for t in ts if t.uid in (1, 2, 3, 8, 11, 13)}
+    res = B.run(ts, g, ins)
+    close(ts[-1] if ts[-1].uid == 12 else [t for t in ts if t.uid == 12][0], res[12], TOL[dt] * 4)
+    for u in (6, 7):
+        if u in res:
+            close([t for t in ts if t.uid == u][0], res[u], 1e-4)
 
 
 @pytest.mark.gpu
