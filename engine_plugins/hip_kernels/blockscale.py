@@ -260,13 +260,27 @@ def _rowmajor(dims, strides):
 UNROLL = 4        # 16-byte chunks per thread in the lane-group quantizer
 
 
+def _e8m0_exact(ymx):
+    """(EY, MY): ymax = (1 + MY / 2^23) * 2^EY, or None unless ymax is a float with at most 12
+    significant bits (then amax / ymax is never within a double rounding of a power of two
+    without being one, so the bit formula and the double quotient agree)."""
+    import struct
+    b = struct.unpack("<I", struct.pack("<f", ymx))[0]
+    if struct.unpack("<f", struct.pack("<I", b))[0] != ymx or (b & 0x7ff) != 0:
+        return None
+    return ((b >> 23) & 0xff) - 127, b & 0x7fffff
+
+
 def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
     """Quantize of packed row-major data along the last axis: one 16-byte chunk of x per thread
-    (UNROLL chunks in flight each), ``lanes`` neighbouring lanes share one block (amax and the
-    finite flag by xor shuffles, so all of them compute the same scale; the first stores it),
-    coalesced 16-byte loads and 1-byte element stores packed into one wide store per chunk.
-    E8M0 scales are powers of two: x / scale is x times the exact reciprocal (the same
-    correctly rounded quotient, without a division)."""
+    (UNROLL chunks in flight each), ``lanes`` neighbouring lanes share one block (the largest
+    magnitude as float bits - NaN / Inf above every finite value - by xor shuffles, so all of
+    them compute the same scale; the first stores it), coalesced 16-byte loads and one wide
+    store per chunk.  E8M0 scales: the smallest power of two >= amax / ymax straight from
+    amax's exponent and mantissa bits (the same value as rounding the exact quotient up, which
+    the generic kernel does in double), and x / scale as x times the exact reciprocal (the same
+    correctly rounded quotient without a division); FP8 E4M3 / E5M2 elements two per hardware
+    conversion (saturating: no clamp needed)."""
     x, y, s = r["x"], r["y"], r["scale"]
     xt, yt, st = _dt(x), _dt(y), _dt(s)
     Tx, Ty, Ts = _ctype(xt), _ctype(yt), _ctype(st)
@@ -277,6 +291,7 @@ def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
     ylo = float(INTS[yt][0]) if yt in INTS else -ymx
     name = f"hdn_bsq_{tag}"
     per_block = 256 * UNROLL
+    hwpair = yt in ("FP8_E4M3", "FP8_E5M2")
     L = [head + _UNPACK, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
          f'{Ty}* __restrict__ py, {Ts}* __restrict__ ps) {{',
          f"  const long long c0 = (long long)blockIdx.x * {per_block} + threadIdx.x;",
@@ -289,17 +304,28 @@ def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
          f"    const long long c = c0 + u * 256;",
          f"    float v[{vec}];",
          f"    hdn_unpack_any(raw[u], ({Tx}*)0, v);",
-         "    float amax = 0.f; int fin = 1;",
-         f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) {{ const float a = fabsf(v[e]); "
-         "if (!(a <= 3.402823466e38f)) fin = 0; else amax = fmaxf(amax, a); }"]
+         "    unsigned au = 0u;",
+         f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) au = max(au, __float_as_uint(v[e]) & 0x7fffffffu);"]
     for o in (1, 2, 4, 8, 16):
         if o < lanes:
-            L += [f"    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, {o}));",
-                  f"    fin &= __shfl_xor_sync(0xffffffffu, fin, {o});"]
+            L.append(f"    au = max(au, __shfl_xor_sync(0xffffffffu, au, {o}));")
     L += [f"    if (c >= {chunks}LL) continue;",
-          f"    const double qd = (double)amax / {ymx!r};",
-          "    const float fu = __double2float_ru(qd);"]
-    L += ["    " + q for q in _scale_code(st)]
+          "    const bool fin = au < 0x7f800000u;"]
+    exact = _e8m0_exact(ymx) if st == "FP8_E8M0" else None
+    if exact is not None:
+        ey, my = exact
+        L += [f"    int pe = (int)(au >> 23) - {ey} + ((au & 0x7fffffu) > {my}u ? 1 : 0);",
+              "    pe = au < 0x00800000u ? 0 : (pe < 0 ? 0 : (pe > 254 ? 254 : pe));",
+              "    const unsigned char sc = (unsigned char)pe;",
+              # 1 / 2^(sc - 127) exactly (2^-127 is a float subnormal)
+              "    const float rs = sc >= 254 ? __int_as_float(0x00400000) : __int_as_float((254 - (int)sc) << 23);"]
+        quot = "v[e] * rs"
+    else:
+        L += ["    const float amax = __uint_as_float(au);",
+              f"    const double qd = (double)amax / {ymx!r};",
+              "    const float fu = __double2float_ru(qd);"]
+        L += ["    " + q for q in _scale_code(st)]
+        quot = "(sv != 0.f ? v[e] / sv : 0.f)"
     nan_s = _store_nan_scale(st)
     first = f"(threadIdx.x % {lanes}) == 0" if lanes > 1 else "true"
     if nan_s is not None:
@@ -308,27 +334,27 @@ def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
         L.append(f"    if ({first}) ps[c / {lanes}] = fin ? sc : __uint_as_float({_NAN['FLOAT']});")
     else:
         L.append(f"    if ({first}) {{ {Ts} o = sc; if (!fin) o.bits = (hdn_u16){_NAN[st]}; ps[c / {lanes}] = o; }}")
-    if st == "FP8_E8M0":
-        # 1 / 2^(sc - 127) exactly (2^-127 is a float subnormal)
-        L.append("    const float rs = sc >= 254 ? __int_as_float(0x00400000) : __int_as_float((254 - (int)sc) << 23);")
-        quot = "v[e] * rs"
-    else:
-        quot = "(sv != 0.f ? v[e] / sv : 0.f)"
     en = _elem_nan(yt)
-    L += [f"    unsigned char ob[{vec}];",
-          f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) {{",
-          f"      float q = {quot};",
-          f"      q = q < {cg.flit(ylo)} ? {cg.flit(ylo)} : (q > {cg.flit(ymx)} ? {cg.flit(ymx)} : q);",
-          f"      {Ty} o = {_elem_store(yt, 'q')};",
-          f"      if (!fin) o = {en};",
-          "      ob[e] = (unsigned char)o;", "    }"]
+    L += [f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) v[e] = {quot};",
+          f"    unsigned wd[{vec // 4}];"]
+    if hwpair:
+        eb, mb, bias, k = MINI[yt]
+        L += [f"#pragma unroll\n    for (int h = 0; h < {vec // 4}; ++h) wd[h] = "
+              f"hdn_mini_encode2<{eb}, {mb}, {bias}, {k}>(v[4 * h], v[4 * h + 1]) | "
+              f"(hdn_mini_encode2<{eb}, {mb}, {bias}, {k}>(v[4 * h + 2], v[4 * h + 3]) << 16);"]
+    else:
+        L += [f"    unsigned char ob[{vec}];",
+              f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) {{",
+              f"      float q = v[e];",
+              f"      q = q < {cg.flit(ylo)} ? {cg.flit(ylo)} : (q > {cg.flit(ymx)} ? {cg.flit(ymx)} : q);",
+              f"      ob[e] = (unsigned char)({_elem_store(yt, 'q')});", "    }",
+              f"#pragma unroll\n    for (int h = 0; h < {vec // 4}; ++h) wd[h] = (unsigned)ob[4 * h] | "
+              "((unsigned)ob[4 * h + 1] << 8) | ((unsigned)ob[4 * h + 2] << 16) | ((unsigned)ob[4 * h + 3] << 24);"]
+    L.append(f"    if (!fin) {{ for (int h = 0; h < {vec // 4}; ++h) wd[h] = 0x01010101u * (unsigned)(unsigned char)({en}); }}")
     if vec == 8:
-        L += ["    uint2 w; w.x = (unsigned)ob[0] | ((unsigned)ob[1] << 8) | ((unsigned)ob[2] << 16) | ((unsigned)ob[3] << 24);",
-              "    w.y = (unsigned)ob[4] | ((unsigned)ob[5] << 8) | ((unsigned)ob[6] << 16) | ((unsigned)ob[7] << 24);",
-              "    reinterpret_cast<uint2*>(py)[c] = w;"]
+        L.append("    reinterpret_cast<uint2*>(py)[c] = make_uint2(wd[0], wd[1]);")
     else:   # 4 float elements -> 4 bytes
-        L += ["    reinterpret_cast<unsigned*>(py)[c] = (unsigned)ob[0] | ((unsigned)ob[1] << 8) | "
-              "((unsigned)ob[2] << 16) | ((unsigned)ob[3] << 24);"]
+        L.append("    reinterpret_cast<unsigned*>(py)[c] = wd[0];")
     L += ["  }", "}"]
     prog.steps.append(("launch", "\n".join(L) + "\n", name, (max(1, -(-chunks // per_block)), 1, 1),
                        (256, 1, 1), [loc[x.uid], loc[y.uid], loc[s.uid]]))
