@@ -386,9 +386,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
             for u in IOs[j][1]:
                 if dims(graph.tensors[u]) != dims(graph.tensors[y]):
                     ok = False
-                elif kind in NORM_FUSE_KINDS and not graph.tensors[u].virtual and \
+                elif kind in NORM_FUSE_KINDS and \
                         not ext_ops.rownorm.packed(dims(graph.tensors[u]), strides(graph.tensors[u])):
-                    ok = False     # the fused norm stores its results packed, like y
+                    ok = False     # the fused norm stores the run's outputs packed, like y
         if ok:
             fused_into[pu] = ui
     # topological order of units
