@@ -175,6 +175,78 @@ def bench_moe(torch, E_, res):
         "torch_path": path, "target": 0.5}
     print(f"moe: ours {ours[0]:.2f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s) {path} {theirs[0]:.2f} ms "
           f"-> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+    # the same with the 128 x 128 tile (knob), for the record
+    import os
+    os.environ["HIPDNN_CABI_HIP_TILE"] = "128x128"
+    try:
+        run2, _ = E_.prepare(g, {1: tok, 2: w, 3: offs, 4: out})
+        t2 = median_ms(torch, run2, reps=10, warm=2)
+        res["moe_grouped_matmul_8x_top2_4096tok_4096x14336_bf16"]["ours_ms_tile128x128"] = t2[0]
+        print(f"moe tile 128x128: {t2[0]:.2f} ms ({fl / t2[0] / 1e9:.0f} TFLOP/s)", flush=True)
+    finally:
+        del os.environ["HIPDNN_CABI_HIP_TILE"]
+    # weight gradient: dweight[e] = token[rows of e]^T doutput[rows of e] (K-grouped scheduler)
+    from ext_samples import moe_bwd
+    dy = torch.randn(1, rows, N, device="cuda", dtype=torch.bfloat16)
+    dw = torch.empty(Ex, K, N, device="cuda", dtype=torch.bfloat16)
+    ts, g = moe_bwd("BFLOAT16", rows, K, N, Ex)
+    run, _ = E_.prepare(g, {1: dy, 2: tok, 3: offs, 4: dw})
+    ours = median_ms(torch, run, reps=10, warm=2)
+    d2 = dy.view(rows, N)
+    sl = [(int(o), int(o) + rows // Ex) for o in offs.view(-1).tolist()]
+    theirs = median_ms(torch, lambda: [a[lo:hi].t() @ d2[lo:hi] for lo, hi in sl], reps=10, warm=2)
+    ref = torch.stack([a[lo:hi].float().t() @ d2[lo:hi].float() for lo, hi in sl])
+    err = float((dw.float() - ref).norm() / ref.norm())
+    res["moe_weight_gradient_8x_4096tok_4096x14336_bf16"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_TFLOPs": fl / ours[0] / 1e9,
+        "torch_TFLOPs": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0], "rel_err": err,
+        "torch_path": "loop of matmuls (token_e^T @ dout_e)", "target": None}
+    print(f"moe wgrad: ours {ours[0]:.2f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s) loop {theirs[0]:.2f} ms "
+          f"-> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
 
 
-STEPS = [("norms", bench_norms), ("pool", bench_pool), ("mxq", bench_mxq), ("moe", bench_moe)]
+def bench_norm_pw(torch, E, res):
+    """layernorm -> (virtual) ADD row -> RELU -> MUL by a residual, one fused kernel, vs the
+    same four PyTorch ops."""
+    import torch.nn.functional as F
+    from ext_samples import ln_pw
+    M, D = 8192, 4096
+    x = torch.randn(M, D, device="cuda", dtype=torch.half)
+    w = torch.rand(D, device="cuda") + 0.5
+    b = torch.randn(D, device="cuda")
+    rb = torch.randn(1, D, device="cuda", dtype=torch.half)
+    r_ = torch.randn(M, D, device="cuda", dtype=torch.half)
+    out = torch.empty_like(x)
+    mean, inv = torch.empty(M, 1, device="cuda"), torch.empty(M, 1, device="cuda")
+    ts, g = ln_pw("HALF", "FLOAT", M, D)
+    run, _ = E.prepare(g, {1: x, 2: w, 3: b, 6: mean, 7: inv, 8: rb, 11: r_, 12: out})
+    ours = median_ms(torch, run)
+    wh, bh = w.half(), b.half()
+    fn = lambda: torch.relu(F.layer_norm(x, (D,), wh, bh, 1e-5) + rb) * r_  # noqa: E731
+    theirs = median_ms(torch, fn)
+    ref = torch.relu(F.layer_norm(x.float(), (D,), w, b, 1e-5) + rb.float()) * r_.float()
+    err = float((out.float() - ref).norm() / ref.norm())
+    nb = 3 * M * D * 2
+    res["layernorm_add_relu_mul_fp16_8192x4096"] = {
+        "ours_ms": ours[0], "torch_ms": theirs[0], "ours_GBps": nb / ours[0] / 1e6,
+        "ratio": theirs[0] / ours[0], "rel_err": err, "target": None,
+        "bytes_counted": "x, residual read + out written (fp16)",
+        "note": "ours: one kernel (norm + fused pointwise run); torch: 4 eager ops"}
+    print(f"ln+pw: ours {ours[0]:.3f} ms torch {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+STEPS = [("norms", bench_norms), ("normpw", bench_norm_pw), ("pool", bench_pool), ("mxq", bench_mxq),
+         ("moe", bench_moe)]
+
+
+if __name__ == "__main__":
+    # python3 bench/gpu_bench_ext.py [--out FILE]: the issue-17 rows only
+    import os
+    import sys
+    import gpu_bench
+    if "--only" not in sys.argv:
+        sys.argv += ["--only", ",".join(k for k, _ in STEPS)]
+    if "--out" not in sys.argv:
+        sys.argv += ["--out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                           "gpu_issue17.json")]
+    gpu_bench.main()

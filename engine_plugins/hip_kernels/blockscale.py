@@ -86,6 +86,12 @@ def check(node, graph, r):
 
 
 HEAD = '#define HDN_GENERATED 1\n#include "hdn_compat.h"\n#include "hdn_minifloat.h"\n'
+_UNPACK = ("__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const float*, float* v) "
+           "{ v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w); }\n"
+           "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_half*, float* v) "
+           "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = hdn_half_bits_to_float((hdn_u16)(w[i] & 0xffffu)); v[2*i+1] = hdn_half_bits_to_float((hdn_u16)(w[i] >> 16)); } }\n"
+           "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_bf16*, float* v) "
+           "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = __uint_as_float(w[i] << 16); v[2*i+1] = __uint_as_float(w[i] & 0xffff0000u); } }\n")
 
 
 def _decode(name, expr):
@@ -180,6 +186,11 @@ def _quant(prog, r, loc, tag, ax, bs):
         ys[k] % 16 == 0 for k in range(n) if k != ax and sd[k] > 1))
     head = HEAD if os.environ.get("HIPDNN_CABI_HIP_FP8_CVT", "1") not in ("0", "off") else \
         "#define HDN_FP8_CVT 0\n" + HEAD
+    lanes = bs * esz // 16
+    if (ax == n - 1 and _rowmajor(_d(x), xs) and _rowmajor(_d(y), ys) and _rowmajor(sd, ss)
+            and (bs * esz) % 16 == 0 and lanes in (1, 2, 4, 8, 16, 32)
+            and cg.ELEM_SIZE.get(yt, 1) == 1 and os.environ.get("HIPDNN_CABI_HIP_BSQ_LANES", "1") != "0"):
+        return _quant_lanes(prog, r, loc, tag, bs, head, total * bs, lanes)
     L = [head, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
                f'{Ty}* __restrict__ py, {Ts}* __restrict__ ps) {{',
          "  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;",
@@ -231,15 +242,122 @@ def _quant(prog, r, loc, tag, ax, bs):
               "  }", "}"]
     else:
         L += [f"    py[yb + (long long)e * {ys[ax]}] = o;", "  }", "}"]
-    helpers = ("__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const float*, float* v) "
-               "{ v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w); }\n"
-               "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_half*, float* v) "
-               "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = hdn_half_bits_to_float((hdn_u16)(w[i] & 0xffffu)); v[2*i+1] = hdn_half_bits_to_float((hdn_u16)(w[i] >> 16)); } }\n"
-               "__device__ __forceinline__ void hdn_unpack_any(const uint4 q, const hdn_bf16*, float* v) "
-               "{ const unsigned w[4] = {q.x, q.y, q.z, q.w}; for (int i = 0; i < 4; ++i) { v[2*i] = __uint_as_float(w[i] << 16); v[2*i+1] = __uint_as_float(w[i] & 0xffff0000u); } }\n")
+    helpers = _UNPACK
     src = L[0] + helpers + "\n".join(L[1:]) + "\n"
     prog.steps.append(("launch", src, name, (max(1, -(-total // 256)), 1, 1), (256, 1, 1),
                        [loc[x.uid], loc[y.uid], loc[s.uid]]))
+
+
+def _rowmajor(dims, strides):
+    acc = 1
+    for d, st in zip(reversed(dims), reversed(strides)):
+        if d != 1 and st != acc:
+            return False
+        acc *= d
+    return True
+
+
+UNROLL = 4        # 16-byte chunks per thread in the lane-group quantizer
+
+
+def _e8m0_exact(ymx):
+    """(EY, MY): ymax = (1 + MY / 2^23) * 2^EY, or None unless ymax is a float with at most 12
+    significant bits (then amax / ymax is never within a double rounding of a power of two
+    without being one, so the bit formula and the double quotient agree)."""
+    import struct
+    b = struct.unpack("<I", struct.pack("<f", ymx))[0]
+    if struct.unpack("<f", struct.pack("<I", b))[0] != ymx or (b & 0x7ff) != 0:
+        return None
+    return ((b >> 23) & 0xff) - 127, b & 0x7fffff
+
+
+def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
+    """Quantize of packed row-major data along the last axis: one 16-byte chunk of x per thread
+    (UNROLL chunks in flight each), ``lanes`` neighbouring lanes share one block (the largest
+    magnitude as float bits - NaN / Inf above every finite value - by xor shuffles, so all of
+    them compute the same scale; the first stores it), coalesced 16-byte loads and one wide
+    store per chunk.  E8M0 scales: the smallest power of two >= amax / ymax straight from
+    amax's exponent and mantissa bits (the same value as rounding the exact quotient up, which
+    the generic kernel does in double), and x / scale as x times the exact reciprocal (the same
+    correctly rounded quotient without a division); FP8 E4M3 / E5M2 elements two per hardware
+    conversion (saturating: no clamp needed)."""
+    x, y, s = r["x"], r["y"], r["scale"]
+    xt, yt, st = _dt(x), _dt(y), _dt(s)
+    Tx, Ty, Ts = _ctype(xt), _ctype(yt), _ctype(st)
+    esz = cg.ELEM_SIZE[xt]
+    vec = 16 // esz
+    chunks = nel // vec
+    ymx = ymax(yt)
+    ylo = float(INTS[yt][0]) if yt in INTS else -ymx
+    name = f"hdn_bsq_{tag}"
+    per_block = 256 * UNROLL
+    hwpair = yt in ("FP8_E4M3", "FP8_E5M2")
+    L = [head + _UNPACK, f'extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ px, '
+         f'{Ty}* __restrict__ py, {Ts}* __restrict__ ps) {{',
+         f"  const long long c0 = (long long)blockIdx.x * {per_block} + threadIdx.x;",
+         f"  uint4 raw[{UNROLL}];",
+         f"#pragma unroll\n  for (int u = 0; u < {UNROLL}; ++u) {{",
+         f"    const long long c = c0 + u * 256;",
+         f"    raw[u] = c < {chunks}LL ? reinterpret_cast<const uint4*>(px)[c] : make_uint4(0, 0, 0, 0);",
+         "  }",
+         f"#pragma unroll\n  for (int u = 0; u < {UNROLL}; ++u) {{",
+         f"    const long long c = c0 + u * 256;",
+         f"    float v[{vec}];",
+         f"    hdn_unpack_any(raw[u], ({Tx}*)0, v);",
+         "    unsigned au = 0u;",
+         f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) au = max(au, __float_as_uint(v[e]) & 0x7fffffffu);"]
+    for o in (1, 2, 4, 8, 16):
+        if o < lanes:
+            L.append(f"    au = max(au, __shfl_xor_sync(0xffffffffu, au, {o}));")
+    L += [f"    if (c >= {chunks}LL) continue;",
+          "    const bool fin = au < 0x7f800000u;"]
+    exact = _e8m0_exact(ymx) if st == "FP8_E8M0" else None
+    if exact is not None:
+        ey, my = exact
+        L += [f"    int pe = (int)(au >> 23) - {ey} + ((au & 0x7fffffu) > {my}u ? 1 : 0);",
+              "    pe = au < 0x00800000u ? 0 : (pe < 0 ? 0 : (pe > 254 ? 254 : pe));",
+              "    const unsigned char sc = (unsigned char)pe;",
+              # 1 / 2^(sc - 127) exactly (2^-127 is a float subnormal)
+              "    const float rs = sc >= 254 ? __int_as_float(0x00400000) : __int_as_float((254 - (int)sc) << 23);"]
+        quot = "v[e] * rs"
+    else:
+        L += ["    const float amax = __uint_as_float(au);",
+              f"    const double qd = (double)amax / {ymx!r};",
+              "    const float fu = __double2float_ru(qd);"]
+        L += ["    " + q for q in _scale_code(st)]
+        quot = "(sv != 0.f ? v[e] / sv : 0.f)"
+    nan_s = _store_nan_scale(st)
+    first = f"(threadIdx.x % {lanes}) == 0" if lanes > 1 else "true"
+    if nan_s is not None:
+        L.append(f"    if ({first}) ps[c / {lanes}] = fin ? sc : (unsigned char){nan_s};")
+    elif st == "FLOAT":
+        L.append(f"    if ({first}) ps[c / {lanes}] = fin ? sc : __uint_as_float({_NAN['FLOAT']});")
+    else:
+        L.append(f"    if ({first}) {{ {Ts} o = sc; if (!fin) o.bits = (hdn_u16){_NAN[st]}; ps[c / {lanes}] = o; }}")
+    en = _elem_nan(yt)
+    L += [f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) v[e] = {quot};",
+          f"    unsigned wd[{vec // 4}];"]
+    if hwpair:
+        eb, mb, bias, k = MINI[yt]
+        L += [f"#pragma unroll\n    for (int h = 0; h < {vec // 4}; ++h) wd[h] = "
+              f"hdn_mini_encode2<{eb}, {mb}, {bias}, {k}>(v[4 * h], v[4 * h + 1]) | "
+              f"(hdn_mini_encode2<{eb}, {mb}, {bias}, {k}>(v[4 * h + 2], v[4 * h + 3]) << 16);"]
+    else:
+        L += [f"    unsigned char ob[{vec}];",
+              f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) {{",
+              f"      float q = v[e];",
+              f"      q = q < {cg.flit(ylo)} ? {cg.flit(ylo)} : (q > {cg.flit(ymx)} ? {cg.flit(ymx)} : q);",
+              f"      ob[e] = (unsigned char)({_elem_store(yt, 'q')});", "    }",
+              f"#pragma unroll\n    for (int h = 0; h < {vec // 4}; ++h) wd[h] = (unsigned)ob[4 * h] | "
+              "((unsigned)ob[4 * h + 1] << 8) | ((unsigned)ob[4 * h + 2] << 16) | ((unsigned)ob[4 * h + 3] << 24);"]
+    L.append(f"    if (!fin) {{ for (int h = 0; h < {vec // 4}; ++h) wd[h] = 0x01010101u * (unsigned)(unsigned char)({en}); }}")
+    if vec == 8:
+        L.append("    reinterpret_cast<uint2*>(py)[c] = make_uint2(wd[0], wd[1]);")
+    else:   # 4 float elements -> 4 bytes
+        L.append("    reinterpret_cast<unsigned*>(py)[c] = wd[0];")
+    L += ["  }", "}"]
+    prog.steps.append(("launch", "\n".join(L) + "\n", name, (max(1, -(-chunks // per_block)), 1, 1),
+                       (256, 1, 1), [loc[x.uid], loc[y.uid], loc[s.uid]]))
 
 
 def _dequant(prog, node, r, loc, tag, full):

@@ -308,6 +308,12 @@ class GemmSpec:
         self.a_dense = self.b_dense = None
         # implicit.py: bk (k per stage) -> the A_ROWS prelude (precomputed conv addressing) or None
         self.a_rows = None
+        # wgmma core only: 0 = the plain tile schedule; 1 / 2 = the grouped tile scheduler of
+        # gemm_wgmma.hip (M-grouped grouped GEMM / K-grouped per-group reduction; never split),
+        # ``sched`` its prelude lines (WG_SCHED_* macros); the dense operands' own batch counts
+        # size their tensor maps (``a_dense[3]`` / ``b_dense[3]``), not ``batch``
+        self.grouped = 0
+        self.sched = []
 
 
 TILE = 128
@@ -344,6 +350,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     if core == "wgmma":
         from . import gemm_core as gc
         bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, es)
+        if spec.grouped:
+            S, per = 1, spec.K
     else:
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
@@ -380,6 +388,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps)
+        if spec.grouped:
+            L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") else None
         if rows:
@@ -439,8 +449,11 @@ def _wgmma_defs(spec, bn, stages, tmaps):
                 inner = spec.K * sk * 2
             else:
                 use = False
+        if use and spec.grouped:      # the operand's own batch (grouped: experts, or 1)
+            dims3 = dims3[:2] + (batch,)
         if use:
-            strides.append(sb * es if spec.batch > 1 else -(-inner // 16) * 16)
+            nb = batch if spec.grouped else spec.batch
+            strides.append(sb * es if nb > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
         L.append(f"#define {op}_TMA {int(use)}")
     return L

@@ -48,6 +48,7 @@ IO = {
 GEMM_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
               "ConvolutionWrwAttributes")
 FUSE_KINDS = ("MatmulAttributes", "ConvolutionFwdAttributes")   # epilogue fusion
+NORM_FUSE_KINDS = ("LayernormAttributes", "RMSNormAttributes")   # norm + pointwise (rownorm.py)
 CONV_ROLES = {"ConvolutionFwdAttributes": ("x", "w", "y"),       # (x, w, y) roles
               "ConvolutionBwdAttributes": ("dx", "w", "dy"),
               "ConvolutionWrwAttributes": ("x", "dw", "dy")}
@@ -141,6 +142,7 @@ class Program:
         self.scratch_size = 0
         self.external = []   # uids bound by the caller (checked at execute)
         self.notes = []
+        self.arch, self.tf32 = None, False
 
     def ws_alloc(self, nbytes):
         off = self.ws_size
@@ -363,9 +365,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     # epilogue fusion: GEMM output virtual, read only by one pointwise unit that reads nothing
     # else produced by another node
     for ui, (kind, members) in enumerate(units):
-        if kind not in FUSE_KINDS:
+        if kind not in FUSE_KINDS + NORM_FUSE_KINDS:
             continue
-        y = IOs[members[0]][1][0]
+        y = IOs[members[0]][1][0] if kind in FUSE_KINDS else R[members[0]]["y"].uid
         if not graph.tensors[y].virtual:
             continue
         cons = consumers.get(y, [])
@@ -384,6 +386,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
             for u in IOs[j][1]:
                 if dims(graph.tensors[u]) != dims(graph.tensors[y]):
                     ok = False
+                elif kind in NORM_FUSE_KINDS and \
+                        not ext_ops.rownorm.packed(dims(graph.tensors[u]), strides(graph.tensors[u])):
+                    ok = False     # the fused norm stores the run's outputs packed, like y
         if ok:
             fused_into[pu] = ui
     # topological order of units
@@ -407,6 +412,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         done.add(ready[0])
     # where each tensor lives
     prog = Program()
+    prog.arch, prog.tf32 = arch, tf32     # read by ext_ops emitters (moe.py: the GEMM core)
     loc = {}
     ext = []
     for u, t in graph.tensors.items():
@@ -450,9 +456,15 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         elif kind in attn.IO:
             attn.emit(prog, nodes[members[0]], R[members[0]], loc, tag)
         elif kind in ext_ops.EMIT:
+            kw = {}
+            if fused:      # norm -> (virtual y) -> pointwise run: the run's body in the norm kernel
+                y = R[members[0]]["y"]
+                kw["epi"] = _pw_body(graph, nodes, units[fused[0]][1], IOs, loc, consumers,
+                                     node_unit, ui, dims(y), seed=y.uid)
+                prog.notes.append(f"{kind} + {len(units[fused[0]][1])} pointwise node(s) fused")
             try:
                 ext_ops.EMIT[kind](prog, graph, nodes[members[0]], R[members[0]], loc, tag, sms,
-                                   use_mma=use_mma)
+                                   use_mma=use_mma, **kw)
             except ValueError as e:
                 raise NotApplicable(f"{kind}: {e}") from None
     return prog

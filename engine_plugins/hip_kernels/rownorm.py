@@ -165,6 +165,26 @@ def _param_load(name, t, D, pshape, xd_tail, var="j"):
     return f"hdn_to_float({name}[{_lin_offset(var, xd_tail, ts)}])"
 
 
+def _param_vec(name, t, D, VEC, var):
+    """C lines loading the VEC parameter values of chunk q into float ``var``[VEC] with 16-byte
+    loads, when the parameter is a packed D-element vector (the hipDNN layout); else None."""
+    if t.numel != D or not packed([int(d) for d in t.dims], _st(t)):
+        return None
+    pt = cg.dtype_name(t.dtype)
+    L = [f"float {var}[{VEC}];"]
+    if pt == "FLOAT" and VEC % 4 == 0:
+        L += [f"#pragma unroll\nfor (int h = 0; h < {VEC // 4}; ++h) {{ const float4 f = "
+              f"reinterpret_cast<const float4*>({name} + (long long)q * {VEC})[h]; "
+              f"{var}[4 * h] = f.x; {var}[4 * h + 1] = f.y; {var}[4 * h + 2] = f.z; {var}[4 * h + 3] = f.w; }}"]
+        return L
+    if pt in ("HALF", "BFLOAT16") and VEC % 8 == 0:
+        T = cg.CTYPE[pt]
+        L += [f"#pragma unroll\nfor (int h = 0; h < {VEC // 8}; ++h) hdn_unpack("
+              f"reinterpret_cast<const uint4*>({name} + (long long)q * {VEC})[h], ({T}*)0, &{var}[8 * h]);"]
+        return L
+    return None
+
+
 def _eps_code(r, args, params, loc):
     eps = r.get("epsilon")
     if eps is None:
@@ -219,14 +239,116 @@ def _each(body, VEC, NCH, NT, DQ):
             "      }", "    }", "  }"]
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+def emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
+    """``epi``: a following pointwise run fused into the forward kernel (program.py's
+    ``_pw_body`` of the run, seeded with the virtual y): (inputs, statements, outputs)."""
     g = geometry(node, r)
     if "Backward" in node.kind:
         return _emit_bwd(prog, node, r, loc, tag, sms, g)
-    return _emit_fwd(prog, node, r, loc, tag, g)
+    return _emit_fwd(prog, node, r, loc, tag, g, epi)
 
 
-def _emit_fwd(prog, node, r, loc, tag, g):
+def _vload(var, ptr, T, VEC, off):
+    """C lines: float ``var``[VEC] from ``ptr`` + off with 16-byte loads where the type allows."""
+    es = cg.ELEM_SIZE[T]
+    C = cg.CTYPE[T]
+    L = [f"float {var}[{VEC}];"]
+    if VEC > 1 and (VEC * es) % 16 == 0:
+        L.append(f"#pragma unroll\nfor (int h = 0; h < {VEC * es // 16}; ++h) hdn_unpack("
+                 f"reinterpret_cast<const uint4*>({ptr} + {off})[h], ({C}*)0, &{var}[h * {16 // es}]);")
+    else:
+        L.append(f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {var}[e] = hdn_to_float({ptr}[{off} + e]);")
+    return L
+
+
+def _vstore(var, ptr, T, VEC, off):
+    es = cg.ELEM_SIZE[T]
+    C = cg.CTYPE[T]
+    if VEC > 1 and (VEC * es) % 16 == 0:
+        return [f"#pragma unroll\nfor (int h = 0; h < {VEC * es // 16}; ++h) "
+                f"reinterpret_cast<uint4*>({ptr} + {off})[h] = hdn_pack<{C}>(&{var}[h * {16 // es}]);"]
+    return [f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {ptr}[{off} + e] = hdn_from_float<{C}>({var}[e]);"]
+
+
+def _row_strides(dims):
+    st, acc = [], 1
+    for d in reversed(dims):
+        st.append(acc if d != 1 else 0)
+        acc *= d
+    return list(reversed(st))
+
+
+def _epilogue(epi, g, y, VEC, NCH, NT, DQ, loc, params, args):
+    """C lines replacing y's store: the fused pointwise run per element, its inputs read with
+    16-byte loads when they are x-shaped or one row of parameters (else through coordinates),
+    its outputs stored packed like y."""
+    ins, stmts, outs = epi
+    xd, a0 = g["xd"], g["axes"][0]
+    full = _row_strides(xd)
+    D = g["D"]
+    rowvec = [0] * a0 + _row_strides(xd[a0:])
+    pre, per = [], []
+    coords = False
+    for u, sp in ins.items():
+        if sp[0] == "const":
+            per.append(f"const float x{u} = {cg.flit(sp[1])};")
+            continue
+        if sp[0] == "scalar":
+            params.append(f"const float p{u}")
+            args.append(loc[u])
+            per.append(f"const float x{u} = p{u};")
+            continue
+        st, T = [0 if xd[d] == 1 else v for d, v in enumerate(sp[1])], sp[2]
+        params.append(f"const {cg.CTYPE[T]}* __restrict__ p{u}")
+        args.append(loc[u])
+        if st == full:
+            pre += _vload(f"xi{u}", f"p{u}", T, VEC, "rb + (long long)q * " + str(VEC))
+            per.append(f"const float x{u} = xi{u}[e];")
+        elif st == rowvec:
+            pre += _vload(f"xi{u}", f"p{u}", T, VEC, "(long long)q * " + str(VEC))
+            per.append(f"const float x{u} = xi{u}[e];")
+        else:
+            coords = True
+            per.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+    cl = []
+    if coords:
+        lead, trail = list(range(a0)), list(range(a0, len(xd)))
+        cl += cg.coord_code([xd[d] if d < a0 else 1 for d in range(len(xd))], lead, "row",
+                            "long long", prefix="cr")
+        cl += cg.coord_code([xd[d] if d >= a0 else 1 for d in range(len(xd))], trail,
+                            "(long long)j", "long long", prefix="cj")
+        cl += [f"const long long c{d} = {'cr' if d < a0 else 'cj'}{d};" for d in range(len(xd))]
+    yt = cg.dtype_name(y.dtype)
+    seed = "v[k]" if yt == "FLOAT" else f"hdn_round<{cg.CTYPE[yt]}>(v[k])"
+    L = [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+         f"    const int q = threadIdx.x + c * {NT};",
+         f"    if (q < {DQ}) {{"] + ["      " + x for x in pre]
+    for u, _, d in outs:
+        L.append(f"      float ov{u}[{VEC}];")
+    L += [f"#pragma unroll\n      for (int e = 0; e < {VEC}; ++e) {{",
+          f"        const int k = c * {VEC} + e; const int j = q * {VEC} + e; (void)j;",
+          *["        " + x for x in cl],
+          f"        const float v_ = {seed};"]
+    L += ["        " + x for x in per]
+    L += ["        " + x for x in _seed(stmts)]
+    for u, _, d in outs:
+        L.append(f"        ov{u}[e] = v{u};")
+    L.append("      }")
+    for u, _, d in outs:
+        params.append(f"{cg.CTYPE[d]}* __restrict__ o{u}")
+        args.append(loc[u])
+        L += ["      " + x for x in _vstore(f"ov{u}", f"o{u}", d, VEC, "rb + (long long)q * " + str(VEC))]
+    L += ["    }", "  }"]
+    return L
+
+
+def _seed(stmts):
+    """The run's statements with the seed variable ``v`` renamed ``v_`` (whole identifier)."""
+    import re
+    return [re.sub(r"(?<![A-Za-z0-9_])v(?![A-Za-z0-9_])", "v_", x) for x in stmts]
+
+
+def _emit_fwd(prog, node, r, loc, tag, g, epi=None):
     ln = node.kind == "LayernormAttributes"
     M, D = g["M"], g["D"]
     x, y = r["x"], r["y"]
@@ -238,8 +360,8 @@ def _emit_fwd(prog, node, r, loc, tag, g):
     if NCH > 64:
         raise ValueError(f"normalised extent {D} too large for the GPU row kernel")
     tail = g["xd"][g["axes"][0]:]
-    params = [f"const {Tx}* __restrict__ px", f"{Ty}* __restrict__ py"]
-    args = [loc[x.uid], loc[y.uid]]
+    params = [f"const {Tx}* __restrict__ px"] + ([] if epi else [f"{Ty}* __restrict__ py"])
+    args = [loc[x.uid]] + ([] if epi else [loc[y.uid]])
     sc = r["scale"]
     params.append(f"const {cg.CTYPE[cg.dtype_name(sc.dtype)]}* __restrict__ psc")
     args.append(loc[sc.uid])
@@ -254,26 +376,42 @@ def _emit_fwd(prog, node, r, loc, tag, g):
     eps = _eps_code(r, args, params, loc)
     name = f"hdn_{'ln' if ln else 'rms'}_fwd_{tag}"
     L = [HEAD, f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{',
-         f"  __shared__ float sh[{2 * max(1, NT // 32)}];",
+         f"  __shared__ float sh[{3 * max(1, NT // 32)}];",
          "  const long long row = blockIdx.x;",
          f"  const long long rb = row * {D}LL;"]
     L += _loads("v", "px", Tx, VEC, NCH, NT, DQ, "rb")
     if ln:
-        L += ["  float a[1] = {0.f};"] + _each(["a[0] += v[k];"], VEC, NCH, NT, DQ)
-        L += [f"  hdn_block_sum<{NT}, 1>(a, sh);", f"  const float mu = a[0] / {float(D)!r}f;",
-              "  float b[1] = {0.f};"]
-        L += _each(["const float d = v[k] - mu; b[0] = fmaf(d, d, b[0]);"], VEC, NCH, NT, DQ)
-        L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
-              f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
+        # one pass: each thread's (count, mean, M2) exactly in registers, merged over the block
+        # (Chan) - one block reduction instead of two, no cancellation
+        L += ["  float cn = 0.f, cm = 0.f, cq = 0.f;",
+              "  { float s = 0.f;"] + ["  " + q for q in _each(["s += v[k]; cn += 1.f;"], VEC, NCH, NT, DQ)]
+        L += ["    cm = cn > 0.f ? s / cn : 0.f; }"]
+        L += _each(["const float d = v[k] - cm; cq = fmaf(d, d, cq);"], VEC, NCH, NT, DQ)
+        L += [f"  hdn_block_welford<{NT}>(cn, cm, cq, sh);", "  const float mu = cm;",
+              f"  const float iv = 1.0f / sqrtf(cq / {float(D)!r}f + {eps});"]
     else:
         L += ["  const float mu = 0.f;", "  float b[1] = {0.f};"]
         L += _each(["b[0] = fmaf(v[k], v[k], b[0]);"], VEC, NCH, NT, DQ)
         L += [f"  hdn_block_sum<{NT}, 1>(b, sh);",
               f"  const float iv = 1.0f / sqrtf(b[0] / {float(D)!r}f + {eps});"]
-    sl = _param_load("psc", sc, D, g["pshape"], tail)
-    bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
-    L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
-    L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
+    vs = _param_vec("psc", sc, D, VEC, "s_")
+    vb = _param_vec("pbi", r["bias"], D, VEC, "b_") if has_b else None
+    if vs is not None and (vb is not None or not has_b):
+        # packed parameters: 16-byte loads per chunk (float parameters: two float4 per 8 elements)
+        L += [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+              f"    const int q = threadIdx.x + c * {NT};",
+              f"    if (q < {DQ}) {{"] + ["      " + x for x in vs + (vb or [])]
+        L += [f"#pragma unroll\n      for (int e = 0; e < {VEC}; ++e) v[c * {VEC} + e] = "
+              f"fmaf((v[c * {VEC} + e] - mu) * iv, s_[e], {'b_[e]' if has_b else '0.f'});",
+              "    }", "  }"]
+    else:
+        sl = _param_load("psc", sc, D, g["pshape"], tail)
+        bl = _param_load("pbi", r["bias"], D, g["pshape"], tail) if has_b else "0.f"
+        L += _each([f"v[k] = fmaf((v[k] - mu) * iv, {sl}, {bl});"], VEC, NCH, NT, DQ)
+    if epi is None:
+        L += _store("v", "py", Ty, VEC, NCH, NT, DQ, "rb")
+    else:
+        L += _epilogue(epi, g, y, VEC, NCH, NT, DQ, loc, params, args)
     if st_roles:
         L.append("  if (threadIdx.x == 0) {")
         for q in st_roles:
@@ -284,6 +422,10 @@ def _emit_fwd(prog, node, r, loc, tag, g):
             L.append(f"    p_{q}[{off}] = hdn_from_float<{T}>({val});")
         L.append("  }")
     L.append("}")
+    # the parameter list is final only now (the fused run adds its inputs and outputs)
+    L[1] = f'extern "C" __global__ void __launch_bounds__({NT}) {name}({", ".join(params)}) {{'
+    if epi is not None:
+        L[0] = HEAD + cg.PRELUDE_MATH + "\n"      # the pointwise expressions' helpers
     prog.steps.append(("launch", "\n".join(L) + "\n", name, (M, 1, 1), (NT, 1, 1), args))
 
 

@@ -2,7 +2,7 @@
 compile check (CI, no GPU) and the GPU-vs-CPU tests."""
 from __future__ import annotations
 
-from gpu_testlib import FB, T, graph_bytes, node
+from gpu_testlib import FB, T, graph_bytes, node, pw
 
 RM = {"MAXPOOL": 1, "AVGPOOL_EXCLUDE_PADDING": 2, "AVGPOOL_INCLUDE_PADDING": 3}
 PM = {"NEG_INF_PAD": 1, "ZERO_PAD": 2}
@@ -40,6 +40,30 @@ def ln_fwd(dt, pt, M, D, rms=False, bias=True, stats=True):
     if stats:
         a.update(mean_tensor_uid=6, inv_variance_tensor_uid=7)
     return ts, graph_bytes(ts, [node("LayernormAttributes", a)])
+
+
+def ln_pw(dt, pt, M, D, rms=False, gather=False):
+    """norm -> (virtual y) -> ADD a row vector -> RELU -> MUL by an x-shaped tensor (+ SCALE by
+    a [M, 1] column when ``gather``: read through coordinates) -> out; the statistics written."""
+    x, sc, b = T(1, [M, D], dt), T(2, [1, D], pt), T(3, [1, D], pt)
+    eps = T(4, [1, 1], "FLOAT", value=1e-5)
+    y = T(5, [M, D], "FLOAT", virtual=True)
+    m, iv = T(6, [M, 1], pt), T(7, [M, 1], pt)
+    rb, v1, v2 = T(8, [1, D], dt), T(9, [M, D], "FLOAT", virtual=True), T(10, [M, D], "FLOAT", virtual=True)
+    res, out = T(11, [M, D], dt), T(12, [M, D], dt)
+    col, v3 = T(13, [M, 1], "FLOAT"), T(14, [M, D], "FLOAT", virtual=True)
+    ts = [x, sc, b, eps, y, m, iv, rb, v1, v2, res, out] + ([col, v3] if gather else [])
+    if rms:
+        ts = [t for t in ts if t.uid not in (3, 6)]
+        nn = node("RMSNormAttributes", {"x_tensor_uid": 1, "scale_tensor_uid": 2, "epsilon_tensor_uid": 4,
+                                        "y_tensor_uid": 5, "inv_rms_tensor_uid": 7, "forward_phase": 2})
+    else:
+        nn = node("LayernormAttributes", {"x_tensor_uid": 1, "scale_tensor_uid": 2, "bias_tensor_uid": 3,
+                                          "epsilon_tensor_uid": 4, "y_tensor_uid": 5, "normalized_dim_count": 1,
+                                          "forward_phase": 2, "mean_tensor_uid": 6, "inv_variance_tensor_uid": 7})
+    ns = [nn, pw("ADD", 5, 9, 8), pw("RELU_FWD", 9, 10)]
+    ns += [pw("MUL", 10, 14, 11), pw("MUL", 14, 12, 13)] if gather else [pw("MUL", 10, 12, 11)]
+    return ts, graph_bytes(ts, ns)
 
 
 def ln_bwd(dt, pt, M, D, rms=False, dbias=True):
@@ -119,6 +143,7 @@ def ext_sample_graphs():
             out.append((f"{'rms' if rms else 'ln'}_fwd_{dt}", ln_fwd(dt, pt, 16, 1000, rms)[1]))
             out.append((f"{'rms' if rms else 'ln'}_fwd_vec_{dt}", ln_fwd(dt, dt, 8, 4096, rms)[1]))
             out.append((f"{'rms' if rms else 'ln'}_bwd_{dt}", ln_bwd(dt, pt, 16, 1024, rms)[1]))
+            out.append((f"{'rms' if rms else 'ln'}_pw_{dt}", ln_pw(dt, pt, 8, 4096, rms, gather=rms)[1]))
         for lay in ("nchw", "nhwc"):
             out.append((f"maxpool_{dt}_{lay}", pool_fwd(dt, lay, [2, 8, 9, 9], [3, 3], [2, 2], [1, 1],
                                                          [1, 1], "MAXPOOL", "NEG_INF_PAD")[1]))
@@ -156,10 +181,22 @@ def moe(dt, mode, S, K, N, E, G=None, top_k=2, ot=None, w_k_contig=False):
     return ts, graph_bytes(ts, [node("MoeGroupedMatmulAttributes", a)])
 
 
+def moe_bwd(dt, S, K, N, E, ot=None):
+    """MoE weight gradient: doutput [1, S, N], token [1, S, K], offsets [E, 1, 1] -> dweight."""
+    do, tok = T(1, [1, S, N], dt), T(2, [1, S, K], dt)
+    off = R(3, [E, 1, 1], "INT32")
+    dw = T(4, [E, K, N], ot or dt)
+    ts = [do, tok, off, dw]
+    return ts, graph_bytes(ts, [node("MoeGroupedMatmulBwdAttributes", {
+        "doutput_tensor_uid": 1, "token_tensor_uid": 2, "first_token_offset_tensor_uid": 3,
+        "dweight_tensor_uid": 4})])
+
+
 def moe_samples():
     out = []
     for dt in ("FLOAT", "HALF", "BFLOAT16"):
         for mode in ("NONE", "GATHER", "SCATTER"):
             out.append((f"moe_{mode}_{dt}", moe(dt, mode, 40, 64, 48, 4)[1]))
         out.append((f"moe_kcontig_{dt}", moe(dt, "NONE", 40, 64, 48, 4, w_k_contig=True)[1]))
+        out.append((f"moe_bwd_{dt}", moe_bwd(dt, 40, 64, 48, 4)[1]))
     return out

@@ -70,7 +70,10 @@ def both(ts, g, ins):
     ("HALF", "FP6_E3M2", "BFLOAT16", [2, 64], 32, None),
     ("FLOAT", "INT32", "FLOAT", [2, 32], 16, None),
 ])
-def test_block_scale_quantize_emulated_bit_exact(case):
+def test_block_scale_quantize_emulated_bit_exact(case, monkeypatch):
+    # the generic one-thread-per-block kernel (the lane-group kernel exchanges amax by warp
+    # shuffles, which thread-by-thread emulation cannot run: it is checked on the GPU)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_BSQ_LANES", "0")
     xt, yt, stp, dims, bs, ax = case
     ts, g = bsq(xt, yt, stp, dims, bs, axis=ax)
     n = int(np.prod(dims))
@@ -192,3 +195,40 @@ def test_moe_gemm_prelude_emulated(mode, dt):
     a, b = as_float(out, cref.tobytes()), as_float(out, raw[4].tobytes())
     tol = 1e-5 if dt == "FLOAT" else 1e-2
     assert np.allclose(a, b, rtol=tol, atol=tol * np.max(np.abs(a))), np.max(np.abs(a - b))
+
+
+def test_e8m0_scale_from_bits_matches_the_double_quotient():
+    """The lane-group quantizer's E8M0 scale comes from amax's exponent / mantissa bits
+    (blockscale._e8m0_exact); the reference rounds the double quotient amax / ymax up.  Both
+    agree for every element type whose ymax has a short mantissa (INT32's does not: it keeps
+    the double path)."""
+    import math
+    import struct
+    from engine_plugins.hip_kernels.blockscale import INTS, MINI, _e8m0_exact, ymax
+
+    def ref(a, ym):
+        q = float(a) / ym
+        fu = np.float32(q)
+        if float(fu) < q:
+            fu = np.nextafter(fu, np.float32(np.inf))
+        f = float(fu)
+        if f <= 2.0 ** -127:
+            return 0
+        m, ex = math.frexp(f)
+        return max(0, min(254, (ex - 1 if m == 0.5 else ex) + 127))
+    for yt in list(MINI) + list(INTS):
+        ym = ymax(yt)
+        ex = _e8m0_exact(ym)
+        if ex is None:
+            assert yt == "INT32"
+            continue
+        ey, my = ex
+        vals = np.abs(np.concatenate([
+            (rng.standard_normal(3000) * np.exp(rng.uniform(-80, 80, 3000))).astype(np.float32),
+            (np.float32(ym) * np.exp2(rng.integers(-135, 110, 300)).astype(np.float32)),
+            np.array([0, 1e-45, 1e-40, 3.4e38, 2.0 ** -126], np.float32)]))
+        for a in vals[np.isfinite(vals)]:
+            au = struct.unpack("<I", struct.pack("<f", float(a)))[0]
+            pe = (au >> 23) - ey + (1 if (au & 0x7fffff) > my else 0)
+            pe = 0 if au < 0x00800000 else max(0, min(254, pe))
+            assert pe == ref(a, ym), (yt, float(a))

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from ext_samples import bsdq, bsq, ext_sample_graphs, ln_bwd, ln_fwd, pool_bwd, pool_fwd
+from ext_samples import bsdq, bsq, ext_sample_graphs, ln_bwd, ln_fwd, ln_pw, pool_bwd, pool_fwd
 from gpu_testlib import bf16_bits
 
 rng = np.random.default_rng(17)
@@ -139,6 +139,36 @@ def test_generated_sources_compile_sm90a():
     assert n > 10
 
 
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("gather", [False, True])
+def test_norm_pointwise_run_fuses_into_one_kernel(rms, gather):
+    """CI (no GPU): a norm whose virtual y feeds a pointwise run becomes one kernel (the run's
+    body from the pointwise generator in the norm's store), statistics still written."""
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    ts, g = ln_pw("HALF", "FLOAT", 16, 1024, rms=rms, gather=gather)
+    prog = build_program(parse_graph(g), arch="sm_90")
+    launches = [st for st in prog.steps if st[0] == "launch"]
+    assert len(launches) == 1, prog.notes
+    assert any("pointwise node(s) fused" in n for n in prog.notes)
+    assert ("t", 12) in launches[0][5] and ("t", 7) in launches[0][5]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("shape", [(64, 1000), (32, 4096)])
+def test_norm_pointwise_fused(B, dt, rms, shape):
+    pt = "FLOAT" if dt != "FLOAT" else dt
+    ts, g = ln_pw(dt, pt, *shape, rms=rms, gather=shape[1] == 1000)
+    ins = {t.uid: fill(t, scale=2.0) for t in ts if t.uid in (1, 2, 3, 8, 11, 13)}
+    res = B.run(ts, g, ins)
+    close(ts[-1] if ts[-1].uid == 12 else [t for t in ts if t.uid == 12][0], res[12], TOL[dt] * 4)
+    for u in (6, 7):
+        if u in res:
+            close([t for t in ts if t.uid == u][0], res[u], 1e-4)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
 @pytest.mark.parametrize("rms", [False, True])
@@ -230,6 +260,24 @@ def test_block_scale_quantize_bit_exact(B, qi):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lanes", ["1", "0"])
+def test_block_scale_quantize_e8m0_extremes(B, lanes, monkeypatch):
+    """Blocks whose E8M0 scale lands on the ends of its range (amax near float max and in the
+    subnormals: scale codes 254 and 0, the reciprocal 2^-127 a subnormal), both kernels
+    (the lane-group kernel multiplies by the exact reciprocal, the generic one divides)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_BSQ_LANES", lanes)
+    ts, g = bsq("FLOAT", "FP8_E4M3", "FP8_E8M0", [16, 256], 32)
+    v = rng.standard_normal(16 * 256)
+    for b in range(0, 16 * 256, 32):
+        v[b:b + 32] *= [3e38 / 4, 1e-39, 1e-44, 1.0, 2.0 ** -126, 1e30][(b // 32) % 6]
+    raw = v.astype(np.float32).tobytes()
+    res = B.run(ts, g, {1: raw})
+    for u in (2, 3):
+        c, gg = res[u]
+        assert c == gg, f"uid {u}: {sum(a != b for a, b in zip(c, gg))} bytes differ"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", [("FP8_E4M3", "FP8_E8M0", "FLOAT", [64, 256], [32], False),
                                   ("FP4_E2M1", "FP8_E8M0", "BFLOAT16", [8, 64, 32], [2, 16], False),
                                   ("INT8", "FLOAT", "HALF", [16, 64], [8], False),
@@ -258,6 +306,64 @@ def test_moe_grouped_matmul(B, dt, mode):
     ins = _moe_inputs(ts, mode, S, E, G, k)
     res = B.run(ts, g, ins)
     close(ts[3], res[4], 2e-5 if dt == "FLOAT" else 2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["HALF", "BFLOAT16"])
+def test_moe_grouped_matmul_k_contiguous_and_large(B, dt):
+    """cuDNN's K-contiguous weights ([E, N, K] storage; the token-gradient GEMM of the backward
+    pass reads the same transposed view) over several 128 x 256 tiles per group, with an empty
+    group: the wgmma core's grouped tile scheduler."""
+    from ext_samples import moe
+    from gpu_testlib import bf16_bits
+    S, K, N, E = 1100, 192, 520, 4
+    ts, g = moe(dt, "NONE", S, K, N, E, w_k_contig=True)
+    ins = {}
+    for t in ts[:2]:
+        v = rng.standard_normal(nbytes(t) // 2).astype(np.float32)
+        ins[t.uid] = bf16_bits(v).tobytes() if dt == "BFLOAT16" else v.astype(np.float16).tobytes()
+    ins[3] = np.array([5, 400, 400, 700], np.int32).tobytes()
+    res = B.run(ts, g, ins)
+    close(ts[3], res[4], 2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("offs", [(0, 37, 37, 190), (0, 0, 0, 0)])
+def test_moe_weight_gradient(B, dt, offs):
+    """dweight[e] = token[rows of e]^T doutput[rows of e] (wgmma K-grouped scheduler for 16-bit
+    on Hopper, a per-element kernel otherwise) vs the CPU engine; empty experts give zeros."""
+    from ext_samples import moe_bwd
+    S, K, N, E = 300, 136, 200, 4
+    ts, g = moe_bwd(dt, S, K, N, E)
+    ins = {1: fill(ts[0]), 2: fill(ts[1]), 3: np.array(offs, np.int32).tobytes()}
+    res = B.run(ts, g, ins)
+    close(ts[3], res[4], 2e-5 if dt == "FLOAT" else 2e-2)
+
+
+@pytest.mark.gpu
+def test_moe_weight_gradient_bad_offsets_nan(B):
+    import cffi
+    from ext_samples import moe_bwd
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers, parse_graph
+    ts, g = moe_bwd("HALF", 64, 32, 16, 2)
+    ins = {1: fill(ts[0]), 2: fill(ts[1]), 3: np.array([0, 70], np.int32).tobytes()}
+    gg = parse_graph(g)
+    ptrs = {}
+    for t in ts:
+        p = B.rt.malloc(nbytes(t))
+        ptrs[t.uid] = p
+        if t.uid in ins:
+            b = np.frombuffer(ins[t.uid], np.uint8)
+            B.rt.memcpy_htod(p, b.ctypes.data, b.nbytes)
+    ctx = B.gpu.create_execution_context(B.gcfg, gg)
+    wsz = B.gpu.get_workspace_size_from_context(ctx)
+    ws = B.rt.malloc(wsz) if wsz else 0
+    B.gpu.execute(ctx, ws, DeviceBuffers(ptrs, ffi=cffi.FFI()))
+    B.rt.stream_synchronize(B.stream)
+    h = np.empty(nbytes(ts[3]), np.uint8)
+    B.rt.memcpy_dtoh(h.ctypes.data, ptrs[4], h.nbytes)
+    assert np.isnan(as_float(ts[3], h.tobytes())).all()
 
 
 @pytest.mark.gpu

@@ -181,6 +181,62 @@ __device__ __forceinline__ void wg_unit(int u, int& b, int& m0, int& n0, int& kb
     ke = kb + GKSPLIT < GK ? kb + GKSPLIT : GK;
 }
 
+// ---- grouped tile scheduler (an optional extension; moe.py uses it).  The prelude defines
+// WG_SCHED_GROUPED and the expressions WG_SCHED_G (group count), WG_SCHED_OFF (const int*:
+// first row / k of each group, non-decreasing), WG_SCHED_OK (int: 0 = run nothing):
+//   1: M-grouped (grouped GEMM): group g owns rows [off[g], off[g+1]) of M (the last to GM);
+//      WG_SCHED_TILES (const int*, G + 1 entries) holds the prefix sums of the groups' 128-row
+//      tile counts (computed on the device by the caller).  Units walk the concatenated M tiles
+//      (grouped raster as wg_unit); b = the unit's group, m0 its tile's first row.  Rows past
+//      the group's end inside the last tile are loaded but never stored (store_c's range check).
+//   2: K-grouped (per-group weight gradient): b = group, its reduction runs over k in
+//      [off[g], off[g+1]) (the last to GK) - the operand gathers zero the k rows past ke, so
+//      both operands must be gathered (no TMA) with per-k masking (M/N-major, mode 2).
+// WG_A_BATCH(b) / WG_B_BATCH(b): the batch coordinate of the A / B tensor maps (default b).
+#ifndef WG_A_BATCH
+#define WG_A_BATCH(b) (b)
+#endif
+#ifndef WG_B_BATCH
+#define WG_B_BATCH(b) (b)
+#endif
+#ifdef WG_SCHED_GROUPED
+#if WG_SCHED_GROUPED == 1
+#define WG_NUNITS ((WG_SCHED_OK) ? (WG_SCHED_TILES)[WG_SCHED_G] * WG_TN : 0)
+__device__ __forceinline__ void wg_unit_grouped(const int* __restrict__ tiles, const int* __restrict__ off,
+                                                int u, int& b, int& m0, int& n0, int& kb, int& ke) {
+    const int tm = tiles[WG_SCHED_G];
+    const int per = WG_GROUP * WG_TN, g = u / per, first = g * WG_GROUP;
+    const int gs = tm - first < WG_GROUP ? tm - first : WG_GROUP;
+    const int r = u % per;
+    const int mt = first + r % gs;
+    n0 = (r / gs) * WG_BN;
+    int lo = 0, hi = WG_SCHED_G - 1;          // the last group whose first tile is <= mt
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (tiles[mid] <= mt) lo = mid; else hi = mid - 1;
+    }
+    b = lo;
+    m0 = off[lo] + (mt - tiles[lo]) * WG_BM;
+    kb = 0;
+    ke = GK;
+}
+#define WG_UNIT(u, b, m0, n0, kb, ke) wg_unit_grouped(WG_SCHED_TILES, WG_SCHED_OFF, u, b, m0, n0, kb, ke)
+#else
+#define WG_NUNITS ((WG_SCHED_OK) ? WG_UNITS : 0)
+__device__ __forceinline__ void wg_unit_kgrouped(const int* __restrict__ off, int u, int& b, int& m0, int& n0,
+                                                 int& kb, int& ke) {
+    wg_unit(u, b, m0, n0, kb, ke);
+    kb = off[b];
+    ke = b + 1 < WG_SCHED_G ? off[b + 1] : GK;
+    if (ke < kb) ke = kb;
+}
+#define WG_UNIT(u, b, m0, n0, kb, ke) wg_unit_kgrouped(WG_SCHED_OFF, u, b, m0, n0, kb, ke)
+#endif
+#else
+#define WG_NUNITS WG_UNITS
+#define WG_UNIT(u, b, m0, n0, kb, ke) wg_unit(u, b, m0, n0, kb, ke)
+#endif
+
 // ---- producer gathers (one warpgroup, t = 0..127); IS_A selects the operand
 template <int IS_A>
 __device__ __forceinline__ long long wg_off(int b, int mn, int k) {
@@ -336,10 +392,11 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(WG_PROD_REGS));
         const int t = tid;
         int it = 0;
+        const int nunits = WG_NUNITS;
 #pragma unroll 1
-        for (int u = blockIdx.x; u < WG_UNITS; u += gridDim.x) {
+        for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
             int b, m0, n0, kb, ke;
-            wg_unit(u, b, m0, n0, kb, ke);
+            WG_UNIT(u, b, m0, n0, kb, ke);
 #if A_ROWS && !A_TMA && A_MODE == 1
             wg_arow rows[WG_BM / 16];
             wg_rows_init(rows, b, m0, t);
@@ -355,16 +412,16 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 if (t == 0) {
                     wg_bar_expect_tx(full, WG_TMA_BYTES);
 #if A_TMA && WG_A_MN
-                    wg_tma3(sa, &tmA, m0, k0, b, full);
-                    wg_tma3(sa + 8192, &tmA, m0 + 64, k0, b, full);
+                    wg_tma3(sa, &tmA, m0, k0, WG_A_BATCH(b), full);
+                    wg_tma3(sa + 8192, &tmA, m0 + 64, k0, WG_A_BATCH(b), full);
 #elif A_TMA
-                    wg_tma3(sa, &tmA, k0, m0, b, full);
+                    wg_tma3(sa, &tmA, k0, m0, WG_A_BATCH(b), full);
 #endif
 #if B_TMA && WG_B_MN
 #pragma unroll
-                    for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, b, full);
+                    for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, WG_B_BATCH(b), full);
 #elif B_TMA
-                    wg_tma3(sb, &tmB, k0, n0, b, full);
+                    wg_tma3(sb, &tmB, k0, n0, WG_B_BATCH(b), full);
 #endif
                 }
 #endif
@@ -411,10 +468,11 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         float* stg = epi + (wgc * 4 + w4) * (16 * WG_EPI_LD);
         float acc[WG_BN / 2];
         int it = 0;
+        const int nunits = WG_NUNITS;
 #pragma unroll 1
-        for (int u = blockIdx.x; u < WG_UNITS; u += gridDim.x) {
+        for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
             int b, m0, n0, kb, ke;
-            wg_unit(u, b, m0, n0, kb, ke);
+            WG_UNIT(u, b, m0, n0, kb, ke);
             const int nk = (ke - kb + WG_BK - 1) / WG_BK;
             if (nk <= 0) {
 #pragma unroll

@@ -69,6 +69,12 @@ __device__ __forceinline__ unsigned char hdn_e8m0_round_up(float f) {
 }
 // nearest E8M0 (generic store of a value into E8M0; ties to the even code)
 
+// two values -> two codes (lo in bits 0..7, hi in 8..15); the hardware pair conversion below
+template <int EB, int MB, int BIAS, int K>
+__device__ __forceinline__ unsigned hdn_mini_encode2(float lo, float hi) {
+    return (unsigned)hdn_mini_encode<EB, MB, BIAS, K>(lo) | ((unsigned)hdn_mini_encode<EB, MB, BIAS, K>(hi) << 8);
+}
+
 // Hardware conversions (sm_89+): round to nearest even with saturation to +-max finite, NaN ->
 // 0x7f - the same bits as the generic encoder above (checked GPU vs CPU in the tests).
 // HDN_FP8_CVT=0 (the engine's HIPDNN_CABI_HIP_FP8_CVT=0) keeps the generic encoder.
@@ -83,4 +89,15 @@ template <> __device__ __forceinline__ unsigned char hdn_mini_encode<5, 2, 15, 2
     asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
     return (unsigned char)(r & 0xffu);
 }
+template <> __device__ __forceinline__ unsigned hdn_mini_encode2<4, 3, 7, 1>(float lo, float hi) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return (unsigned)r;
+}
+template <> __device__ __forceinline__ unsigned hdn_mini_encode2<5, 2, 15, 2>(float lo, float hi) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return (unsigned)r;
+}
+#define HDN_FP8_HW 1
 #endif

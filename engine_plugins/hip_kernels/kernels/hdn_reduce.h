@@ -60,3 +60,40 @@ template <class T> __device__ __forceinline__ uint4 hdn_pack16(const float* v) {
 }
 template <> __device__ __forceinline__ uint4 hdn_pack<hdn_half>(const float* v) { return hdn_pack16<hdn_half>(v); }
 template <> __device__ __forceinline__ uint4 hdn_pack<hdn_bf16>(const float* v) { return hdn_pack16<hdn_bf16>(v); }
+
+// One-pass mean / variance over the NT threads of the block (Chan's parallel merge of per-thread
+// (count, mean, M2); each thread computes its own part exactly in registers).  The merge order
+// is fixed (lower lane / lower warp first) so every thread ends with the same bits.
+// sh: >= 3 * NT / HDN_WARP floats.  On return n, mean, m2 hold the block's totals.
+__device__ __forceinline__ void hdn_chan_merge(float& na, float& ma, float& qa, float nb, float mb, float qb) {
+    const float n = na + nb;
+    if (n > 0.f) {
+        const float d = mb - ma, f = nb / n;
+        ma = fmaf(d, f, ma);
+        qa = qa + qb + d * d * na * f;
+    }
+    na = n;
+}
+template <int NT>
+__device__ __forceinline__ void hdn_block_welford(float& n, float& mean, float& m2, float* sh) {
+    constexpr int NW = NT / HDN_WARP > 0 ? NT / HDN_WARP : 1;
+    const int l = threadIdx.x % HDN_WARP, w = threadIdx.x / HDN_WARP;
+#pragma unroll
+    for (int o = 1; o < HDN_WARP && o < NT; o <<= 1) {
+        const float nb = hdn_shfl_xor(n, o), mb = hdn_shfl_xor(mean, o), qb = hdn_shfl_xor(m2, o);
+        if (l & o) {          // the partner is the lower half: merge as (partner, self)
+            float pn = nb, pm = mb, pq = qb;
+            hdn_chan_merge(pn, pm, pq, n, mean, m2);
+            n = pn; mean = pm; m2 = pq;
+        } else {
+            hdn_chan_merge(n, mean, m2, nb, mb, qb);
+        }
+    }
+    if (NW > 1) {
+        if (l == 0) { sh[w] = n; sh[NW + w] = mean; sh[2 * NW + w] = m2; }
+        __syncthreads();
+        n = sh[0]; mean = sh[NW]; m2 = sh[2 * NW];
+        for (int j = 1; j < NW; ++j) hdn_chan_merge(n, mean, m2, sh[j], sh[NW + j], sh[2 * NW + j]);
+        __syncthreads();
+    }
+}
