@@ -334,7 +334,7 @@ def emit(prog, node, r, loc, tag, arch=None):
     prog.steps.append(("memset", ws_q, n_rows * D * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    smem = (2 * 64 + 2 * 64) * D * 2 + 64 * 64 * 2 + 2 * 64 * 4
+    smem = (2 * 64 + 2 * 64) * D * 2 + 64 * 64 * 2 + 2 * 64 * 4 + 64 * (D + 8) * 4   # + dQ staging
     prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64, Hkv, B), (128, 1, 1),
                        as_, smem))
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),

@@ -6,7 +6,10 @@
 //                     computes Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for its keys, P = exp(S - lse), dV += Pᵀ dO,
 //                     dSᵀ = Pᵀ (dPᵀ - Dsum), dK += dSᵀ Q in registers (no atomics: GQA's dK/dV
 //                     sum stays inside the block), then dSᵀ goes through shared memory and every
-//                     warp adds its 16 query rows of dS K into the fp32 dQ accumulator (red.add).
+//                     warp computes its 16 query rows of dS K; the 64 x D fp32 tile is staged in
+//                     shared memory and added into the fp32 dQ accumulator by the copy engine
+//                     (cp.reduce.async.bulk .add.f32, sm_90; red.add atomics before Hopper).
+//                     Masks are applied (branch-free) only on tiles that cross a boundary.
 //  hdn_attn_bwd_dq  : dq = scale * dQacc in dq's type and strides.
 #ifndef HDN_GENERATED
 #define HDN_MMA_TYPE "f16"
@@ -75,6 +78,12 @@
 #define NW 4
 #define NT 128
 #define DCH (HD / 8)
+// sm_90: dQ tiles go to the fp32 accumulator as bulk reduce-adds of the copy engine (else: atomics)
+#if HDN_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define HDN_BULK_DQ 1
+#else
+#define HDN_BULK_DQ 0
+#endif
 
 #if SCALE_MODE == 0
 #define HDN_SCALE SCALE_VALUE
@@ -150,6 +159,11 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
 #pragma unroll
         for (int e = 0; e < 4; ++e) dk[t][e] = dv[t][e] = 0.f;
     const int j0 = kv0 + warp * 16 + (lane >> 2);   // this thread's keys: j0, j0 + 8
+    const HdnAttnSpan cs0 = hdn_attn_col(L, j0), cs1 = hdn_attn_col(L, j0 + 8);
+#if HDN_BULK_DQ
+    float* dqs = reinterpret_cast<float*>(dsum_s + BM);   // dQ tile staging [BM][HD + 8]
+    const unsigned dqs_a = hdn_saddr(dqs);
+#endif
 
     for (int g = 0; g < GRP; ++g) {
         const int h = hk * GRP + g;
@@ -205,26 +219,37 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
             const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
                               (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
                               (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
-            // P, dropout, dS (in place: st <- P (dropped) for dV, dp <- dS)
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int jj = j0 + 8 * (e >> 1), ii = q0 + 8 * t + 2 * (lane & 3) + (e & 1);
-                    const int il = 8 * t + 2 * (lane & 3) + (e & 1);
-                    float p = exp2f(st[t][e] * sl2 - lse_s[il]);
-                    if (!(full || hdn_attn_ok(L, ii, jj)) || lse_s[il] == INFINITY) p = 0.f;
-                    float z = 1.f;
+            // P, dropout, dS (in place: st <- P (dropped) for dV, dp <- dS); masks only on
+            // boundary tiles, branch-free (rows without keys have lse = +inf: P = 0)
+            auto elem = [&](int t, int e, bool ok) {
+                const int il = 8 * t + 2 * (lane & 3) + (e & 1);
+                const float p = ok ? hdn_exp2(st[t][e] * sl2 - lse_s[il]) : 0.f;
+                float z = 1.f;
 #if DROPOUT
-                    {
-                        unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
-                        z = w >= DTHR ? DSCALE : 0.f;
-                    }
-#endif
-                    const float dpv = dp[t][e] * z;
-                    dp[t][e] = p * (dpv - dsum_s[il]);
-                    st[t][e] = p * z;
+                {
+                    const int jj = j0 + 8 * (e >> 1), ii = q0 + il;
+                    unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
+                    z = w >= DTHR ? DSCALE : 0.f;
                 }
+#endif
+                const float dpv = dp[t][e] * z;
+                dp[t][e] = p * (dpv - dsum_s[il]);
+                st[t][e] = p * z;
+            };
+            if (full) {
+#pragma unroll
+                for (int t = 0; t < 8; ++t)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) elem(t, e, true);
+            } else {
+#pragma unroll
+                for (int t = 0; t < 8; ++t)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int ii = q0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                        const HdnAttnSpan& cs = (e >> 1) ? cs1 : cs0;
+                        elem(t, e, ii >= cs.lo && ii < cs.hi);
+                    }
             }
             // dV += Pᵀ dO ; dK += dSᵀ Q   (A = the C fragments, B = dO / Q transposed)
 #pragma unroll
@@ -256,8 +281,16 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                     hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
                 }
             }
+#if HDN_BULK_DQ
+            if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");   // staging free
+#endif
             __syncthreads();
             // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d]; warp w: queries 16w..
+            unsigned af[BN / 16][4];
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks)
+                hdn_ldsm4t(af[ks], Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                        2 * warp + ((lane >> 3) & 1)));
 #pragma unroll
             for (int dc = 0; dc < HD / 32; ++dc) {
                 float aq[4][4];
@@ -265,34 +298,58 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 for (int t = 0; t < 4; ++t) aq[t][0] = aq[t][1] = aq[t][2] = aq[t][3] = 0.f;
 #pragma unroll
                 for (int ks = 0; ks < BN / 16; ++ks) {
-                    unsigned af[4];
-                    hdn_ldsm4t(af, Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                        2 * warp + ((lane >> 3) & 1)));
 #pragma unroll
                     for (int dpi = 0; dpi < 2; ++dpi) {
                         unsigned kb[4];
                         hdn_ldsm4t(kb, Ks + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
                                                          4 * dc + 2 * dpi + (lane >> 4)));
-                        hdn_mma16816(aq[2 * dpi], af, kb);
-                        hdn_mma16816(aq[2 * dpi + 1], af, kb + 2);
+                        hdn_mma16816(aq[2 * dpi], af[ks], kb);
+                        hdn_mma16816(aq[2 * dpi + 1], af[ks], kb + 2);
                     }
                 }
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
 #pragma unroll
                     for (int r = 0; r < 2; ++r) {
-                        const int i = q0 + warp * 16 + (lane >> 2) + 8 * r;
+                        const int il = warp * 16 + (lane >> 2) + 8 * r;
+#if HDN_BULK_DQ
+                        *reinterpret_cast<float2*>(dqs + il * (HD + 8) + 32 * dc + 8 * t + 2 * (lane & 3)) =
+                            make_float2(aq[t][2 * r], aq[t][2 * r + 1]);
+#else
+                        const int i = q0 + il;
                         if (i < SQ) {
                             float* dst = dQb + (long long)i * HD + 32 * dc + 8 * t + 2 * (lane & 3);
                             atomicAdd(dst, aq[t][2 * r]);
                             atomicAdd(dst + 1, aq[t][2 * r + 1]);
                         }
+#endif
                     }
                 }
             }
+#if HDN_BULK_DQ
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
             __syncthreads();
+#if HDN_BULK_DQ
+            // the tile's rows added into the fp32 accumulator by the copy engine (one bulk
+            // reduce per row; the staging rows are padded against bank conflicts)
+            if (warp == 0) {
+#pragma unroll
+                for (int h2 = 0; h2 < 2; ++h2) {
+                    const int rr = lane + 32 * h2;
+                    if (q0 + rr < SQ)
+                        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                                     :: "l"(dQb + (long long)(q0 + rr) * HD), "r"(dqs_a + rr * (HD + 8) * 4),
+                                        "n"(HD * 4) : "memory");
+                }
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+#endif
         }
     }
+#if HDN_BULK_DQ
+    if (warp == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
     hdn_cp_wait<0>();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

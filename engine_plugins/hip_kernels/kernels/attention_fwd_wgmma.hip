@@ -71,11 +71,6 @@
 #define AW_XSS(n) AW_SS(n)
 #define AW_XRS(n) AW_RS(n)
 
-__device__ __forceinline__ float aw_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FWD_WG_PARAMS) {
     extern __shared__ __align__(16) unsigned char aw_smem_raw[];
@@ -184,17 +179,28 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
                           (L.rlim >= HDN_BIG || kv0 + AW_BN - 1 - q0w <= L.rlim) &&
                           (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
         float mx[2] = {-INFINITY, -INFINITY};
+        if (full) {
 #pragma unroll
-        for (int j = 0; j < AW_BN / 8; ++j) {
+            for (int j = 0; j < AW_BN / 8; ++j) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float v = s[4 * j + e] * sl2;
-                if (!full) {
-                    const int i = r0 + 8 * (e >> 1), jj = kv0 + 8 * j + 2 * t4 + (e & 1);
-                    if (!hdn_attn_ok(L, i, jj)) v = -INFINITY;
+                for (int e = 0; e < 4; ++e) {
+                    const float v = s[4 * j + e] * sl2;
+                    s[4 * j + e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
-                s[4 * j + e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        } else {
+            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+            for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int jj = kv0 + 8 * j + 2 * t4 + (e & 1);
+                    const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
+                    const float v = (jj >= sp.lo && jj < sp.hi) ? s[4 * j + e] * sl2 : -INFINITY;
+                    s[4 * j + e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
             }
         }
         float base[2];
@@ -204,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float mn = fmaxf(mrow[r], mx[r]);
             base[r] = mn == -INFINITY ? 0.f : mn;
-            alpha[r] = aw_exp2(mrow[r] - base[r]);
+            alpha[r] = hdn_exp2(mrow[r] - base[r]);
             mrow[r] = mn;
         }
         float sum[2] = {0.f, 0.f};
@@ -212,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         for (int j = 0; j < AW_BN / 8; ++j) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float p = aw_exp2(s[4 * j + e] - base[e >> 1]);
+                const float p = hdn_exp2(s[4 * j + e] - base[e >> 1]);
                 sum[e >> 1] += p;
                 s[4 * j + e] = p;
             }
