@@ -334,7 +334,8 @@ def emit(prog, node, r, loc, tag, arch=None):
     prog.steps.append(("memset", ws_q, n_rows * D * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    smem = (2 * 64 + 2 * 64) * D * 2 + 64 * 64 * 2 + 2 * 64 * 4 + 64 * (D + 8) * 4   # + dQ staging
+    nbuf = 2 if D == 64 else 1       # Q / dO buffers (attention_bwd.hip NBUF)
+    smem = (2 * 64 + nbuf * 2 * 64) * D * 2 + 64 * 64 * 2 + nbuf * 2 * 64 * 4 + 64 * (D + 8) * 4
     prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64, Hkv, B), (128, 1, 1),
                        as_, smem))
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
