@@ -1,6 +1,8 @@
-"""SDPA nodes on the HIP engine: flash-attention forward and backward (kernels/attention_fwd.hip,
-kernels/attention_bwd.hip on the mma.sync building blocks of kernels/hdn_mma.h; dropout from
-kernels/hdn_philox.h, the stream the CPU reference draws).
+"""SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
+device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
+hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: kernels/attention_bwd.hip
+(mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
 
 Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] with
 D = Dv in {64, 128}, unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...);
