@@ -649,6 +649,13 @@ def plots(json_path, out_dir):
              [b["ours_GBps"], p["ours_GBps"]], [b["torch_GBps"], p["torch_single_op_GBps"]], "GB/s")
         bars("gpu_pointwise.png", "4-op pointwise chain, 256 MB: time", ["chain"],
              [p["ours_ms"]], [p["torch_separate_ms"]], "ms", lb="PyTorch, 4 separate ops")
+    ks = [k[len("sdpa_fwd_"):] for k in R if k.startswith("sdpa_fwd_")]
+    if ks:
+        for d in ("fwd", "bwd"):
+            rows = [R.get(f"sdpa_{d}_{k}", {}) for k in ks]
+            bars(f"gpu_sdpa_{d}.png", f"SDPA {d}, B=8 H=16 S=4096 (TFLOP/s)", ks,
+                 [r.get("ours_tflops", 0) for r in rows], [r.get("torch_tflops", 0) for r in rows],
+                 "TFLOP/s", lb="PyTorch (cuDNN)")
     o = R.get("execute_overhead")
     if o:
         labels = ["bare launch (cuda-bindings)", "plugin execute (Python)"]

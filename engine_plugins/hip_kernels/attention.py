@@ -1,6 +1,8 @@
-"""SDPA nodes on the HIP engine: flash-attention forward and backward (kernels/attention_fwd.hip,
-kernels/attention_bwd.hip on the mma.sync building blocks of kernels/hdn_mma.h; dropout from
-kernels/hdn_philox.h, the stream the CPU reference draws).
+"""SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
+device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
+hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: kernels/attention_bwd.hip
+(mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
 
 Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] with
 D = Dv in {64, 128}, unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...);
@@ -14,6 +16,7 @@ K/V, fp8 scales) is not applicable here (the CPU reference engine implements mos
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -222,8 +225,46 @@ def _finish(extra_p, extra_a, base_p, base_a):
     return ", ".join(ps[i] for i in keep), [as_[i] for i in keep]
 
 
-def emit(prog, node, r, loc, tag):
-    """Append the launch steps of one SDPA node to ``prog``."""
+WG_BM, WG_BN = 128, 128
+
+
+def wgmma_ok(node, r, arch):
+    """The forward runs on the Hopper kernel (attention_fwd_wgmma.hip): an sm_90 device, no
+    dropout, and Q / K / V views the tensor copy engine can describe (positive 16-byte strides
+    along S / H / B where those extents exceed 1).  ``HIPDNN_CABI_HIP_ATTN=mma`` forces the
+    mma.sync kernel."""
+    if node.kind != FWD or not (arch or "").startswith("sm_9"):
+        return False
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN", "auto") in ("mma", "mma.sync"):
+        return False
+    if node.attrs.get("dropout_probability"):
+        return False
+    for role in ("q", "k", "v"):
+        dd, ss = _dims(r[role]), _st(r[role])
+        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+            return False
+    return True
+
+
+def _tmap(t, loc):
+    """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x 128."""
+    B, H, S, D = _dims(t)
+    sb, sh, ss = _st(t)[:3]
+    dims = (D, S, H, B)
+    strides = [ss * 2 if S > 1 else D * 2, sh * 2 if H > 1 else D * 2 * S,
+               sb * 2 if B > 1 else D * 2 * S * H]
+    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), dims, tuple(strides), (64, WG_BN, 1, 1))
+
+
+def wg_smem_bytes(D, stages=None):
+    st = stages or (4 if D == 64 else 2)
+    tile = (D // 64) * WG_BN * 128
+    return tile * (1 + 2 * st) + 8 * (1 + 4 * st) + 1024, st
+
+
+def emit(prog, node, r, loc, tag, arch=None):
+    """Append the launch steps of one SDPA node to ``prog`` (``arch``: the device's target;
+    sm_90 puts the forward on the wgmma kernel where :func:`wgmma_ok`)."""
     check(node, r)
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
@@ -236,6 +277,26 @@ def emit(prog, node, r, loc, tag):
         defines["HAS_STATS"] = int(has_stats)
         if not has_stats:
             defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
+        if wgmma_ok(node, r, arch):
+            io = cg.dtype_name(r["q"].dtype)
+            defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
+            st = int(os.environ.get("HIPDNN_CABI_HIP_ATTN_STAGES", "0") or 0) or None
+            smem, st = wg_smem_bytes(D, st)
+            defines["AW_ST"] = st
+            tm = "const __grid_constant__ hdn_tmap"
+            base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
+                      "float* __restrict__ LSE"]
+            base_a = [_tmap(r[x], loc) for x in ("q", "k", "v")] + [loc[r["o"].uid]] + \
+                [loc[r["stats"].uid] if has_stats else None]
+            lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
+            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + lens)
+            defines["HDN_ATTN_FWD_WG_PARAMS"] = ps
+            src = _source("attention_fwd_wgmma.hip", defines)
+            prog.steps.append(("launch", src, "hdn_attn_fwd_wg", ((Sq + WG_BM - 1) // WG_BM, H, B),
+                               (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
+            prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{WG_BN} tiles, "
+                              f"{st} K/V stages, TMA QKV")
+            return
         base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
                   "float* __restrict__ LSE"]
         base_a = _ptr_args(("q", "k", "v", "o"), r, loc) + [loc[r["stats"].uid] if has_stats else None]
@@ -275,7 +336,8 @@ def emit(prog, node, r, loc, tag):
     prog.steps.append(("memset", ws_q, n_rows * D * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    smem = (2 * 64 + 2 * 64) * D * 2 + 64 * 64 * 2 + 2 * 64 * 4
+    nbuf = 2 if D == 64 else 1       # Q / dO buffers (attention_bwd.hip NBUF)
+    smem = (2 * 64 + nbuf * 2 * 64) * D * 2 + 64 * 64 * 2 + nbuf * 2 * 64 * 4 + 64 * (D + 8) * 4
     prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64, Hkv, B), (128, 1, 1),
                        as_, smem))
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),

@@ -47,10 +47,11 @@ def device_arch():
 
 
 def gemm_knobs():
-    """The GEMM-core knobs (gemm_core.py) in effect: part of the analysis cache key."""
+    """The GEMM-core and attention knobs (gemm_core.py, attention.py) in effect: part of the
+    analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
-                       "FP8_CVT"))
+                  "FP8_CVT", "ATTN", "ATTN_STAGES"))
 
 
 class Analysis:

@@ -454,7 +454,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         elif kind == "ReductionAttributes":
             _emit_reduction(prog, nodes[members[0]], R[members[0]], loc, tag, sms)
         elif kind in attn.IO:
-            attn.emit(prog, nodes[members[0]], R[members[0]], loc, tag)
+            attn.emit(prog, nodes[members[0]], R[members[0]], loc, tag, arch)
         elif kind in ext_ops.EMIT:
             kw = {}
             if fused:      # norm -> (virtual y) -> pointwise run: the run's body in the norm kernel

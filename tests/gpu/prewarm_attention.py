@@ -11,29 +11,36 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "bench")]
 
 
-def _compile(src):
+def _compile(item):
     from engine_plugins.hip_kernels import codegen
     from hipdnn_cabi import device
+    src, arch = item
     rt = device.get_runtime()
-    rt.compile(src, "attn.hip", (), codegen.headers())
+    rt.compile(src, "attn.hip", (), codegen.headers(), arch)
     return len(src)
 
 
 def sources():
+    """(source, target) of every attention step, built for the device's own target (on an
+    H200 the forward is the wgmma kernel, compiled for sm_90a)."""
+    from engine_plugins.hip_kernels.engine import device_arch
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
     import test_attention as ta
     from gpu_bench import SDPA_CASES
-    graphs = [g for _, g in ((n, p) for n, p in ())]
-    progs = [p for _, p in ta._programs()]
+    arch = device_arch()
+
+    def build(g):
+        return build_program(parse_graph(g), arch=arch)
+    progs = [build(ta.fwd_graph(**c)[1]) for c in ta.CONFIGS + ta.WG_CONFIGS]
     for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
         at = {"causal_mask": True} if causal else {}
-        progs.append(build_program(parse_graph(ta.fwd_graph(dt, B, H, Hkv, S, S, D, **at)[1])))
-        progs.append(build_program(parse_graph(ta.bwd_graph(dt, B, H, Hkv, S, S, D, **at)[1])))
+        progs.append(build(ta.fwd_graph(dt, B, H, Hkv, S, S, D, **at)[1]))
+        progs.append(build(ta.bwd_graph(dt, B, H, Hkv, S, S, D, **at)[1]))
     for D in (64, 128):
-        progs.append(build_program(parse_graph(ta.fwd_graph("HALF", 2, 3, 3, 77, D, D, drop=0.35, stats=False)[1])))
-    del graphs
-    return sorted({st[1] for p in progs for st in p.steps if st[0] == "launch"})
+        progs.append(build(ta.fwd_graph("HALF", 2, 3, 3, 77, D, D, drop=0.35, stats=False)[1]))
+    return sorted({(st[1], (st[6] if len(st) > 6 and isinstance(st[6], dict) else {}).get("arch"))
+                   for p in progs for st in p.steps if st[0] == "launch"}, key=str)
 
 
 if __name__ == "__main__":

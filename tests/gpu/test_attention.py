@@ -67,6 +67,26 @@ CONFIGS = [
 ]
 
 
+# forward only, sized for the Hopper kernel's 128 x 128 tiles and its K / V ring: odd lengths
+# over several tiles (ring wrap-around), GQA 8, bottom-right causal with Sq > Skv, padding masks
+WG_CONFIGS = [
+    dict(dt="HALF", B=1, H=8, Hkv=1, Sq=300, Skv=700, D=128),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=4, Sq=257, Skv=1100, D=64),
+    dict(dt="HALF", B=1, H=8, Hkv=2, Sq=390, Skv=390, D=128, causal_mask=True),
+    dict(dt="BFLOAT16", B=1, H=4, Hkv=1, Sq=260, Skv=150, D=128, causal_mask_bottom_right=True),
+    dict(dt="HALF", B=3, H=2, Hkv=2, Sq=300, Skv=333, D=128, seq=True),
+    dict(dt="HALF", B=3, H=4, Hkv=1, Sq=200, Skv=520, D=64, seq=True, causal_mask=True,
+         bshd=True),
+    dict(dt="BFLOAT16", B=1, H=2, Hkv=2, Sq=333, Skv=333, D=64, left_bound=100, right_bound=37),
+    dict(dt="HALF", B=1, H=2, Hkv=1, Sq=129, Skv=255, D=128, scale_mode="runtime"),
+]
+
+
+def _lens(B, Sq, Skv):
+    return (np.array([Sq, max(1, Sq * 45 // 100), 7][:B]),
+            np.array([Skv, Skv * 7 // 10, 1][:B]))
+
+
 def _compiler():
     try:
         from hipdnn_cabi.device import compiler
@@ -130,10 +150,66 @@ def _params(c, D, lq=None, lkv=None, drop=None, seed=0, off=0, scale=None):
     return p
 
 
+def test_wgmma_forward_chosen_and_hgmma_sm90a(tmp_path):
+    """With an sm_90 device the forward of every non-dropout graph runs on the wgmma kernel
+    (dropout graphs stay on mma.sync); its sources compile for sm_90a without spills and their
+    SASS holds HGMMA and the tensor copy engine's loads (UTMALDG), no mma.sync (HMMA)."""
+    import subprocess
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_kernel_sources import _cuobjdump
+    c = _compiler()
+    hdr = codegen.headers()
+    exe, env = _cuobjdump()
+    seen = 0
+    for i, cfg in enumerate(CONFIGS + WG_CONFIGS):
+        _, g = fwd_graph(**cfg)
+        prog = build_program(parse_graph(g), arch="sm_90")
+        names = [st[2] for st in prog.steps if st[0] == "launch"]
+        if cfg.get("drop"):
+            assert names == ["hdn_attn_fwd"], names
+            continue
+        assert names == ["hdn_attn_fwd_wg"], names
+        assert any("wgmma flash attention" in n for n in prog.notes)
+        if i not in (1, 4, len(CONFIGS) + 1, len(CONFIGS) + 6):   # a sample: f16/bf16, D 64/128
+            continue
+        st = prog.steps[0]
+        img = c.compile(st[1], f"attn{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
+        assert " 0 bytes spill stores" in c.last_log, c.last_log
+        seen += 1
+        if exe is None:
+            continue
+        cub = tmp_path / f"attn{i}.cubin"
+        cub.write_bytes(img)
+        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                              check=True).stdout
+        assert "HGMMA" in sass and "UTMALDG" in sass, i
+        assert "HMMA" not in sass.replace("HGMMA", ""), i
+    assert seen == 4
+    # no sm_90: the mma.sync kernel; HIPDNN_CABI_HIP_ATTN=mma forces it on sm_90 too
+    _, g = fwd_graph(**CONFIGS[0])
+    assert [s[2] for s in build_program(parse_graph(g)).steps] == ["hdn_attn_fwd"]
+    import os
+    os.environ["HIPDNN_CABI_HIP_ATTN"] = "mma"
+    try:
+        assert [s[2] for s in build_program(parse_graph(g), arch="sm_90").steps] == ["hdn_attn_fwd"]
+    finally:
+        del os.environ["HIPDNN_CABI_HIP_ATTN"]
+
+
+@pytest.fixture(params=["auto", "mma"])
+def fwd_path(request, monkeypatch):
+    """The forward kernel: auto (wgmma on the H200) or the mma.sync kernel forced."""
+    if request.param == "mma":
+        monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN", "mma")
+    return request.param
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(CONFIGS)))
-def test_forward_vs_cpu_reference(R, i):
-    c = CONFIGS[i]
+@pytest.mark.parametrize("i", range(len(CONFIGS) + len(WG_CONFIGS)))
+def test_forward_vs_cpu_reference(R, i, fwd_path):
+    c = (CONFIGS + WG_CONFIGS)[i]
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = fwd_graph(**c)
     q, k, v = (quantize(rng.uniform(-1, 1, t.dims) * s, dt) for t, s in zip(ts[:3], (2, 2, 1)))
@@ -142,8 +218,7 @@ def test_forward_vs_cpu_reference(R, i):
     seed, off = 1234567, 3
     byuid = {t.uid: t for t in ts}
     if c.get("seq"):
-        lq = np.array([90, 41, 7][:B])
-        lkv = np.array([90, 63, 1][:B])
+        lq, lkv = _lens(B, Sq, Skv)
         ins[byuid[6]] = lq.reshape(B, 1, 1, 1)
         ins[byuid[7]] = lkv.reshape(B, 1, 1, 1)
     if c.get("drop"):
@@ -163,11 +238,19 @@ def test_forward_vs_cpu_reference(R, i):
         assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
 
 
+# backward only: several query / key tiles per block (the D = 64 kernel's Q / dO double buffer),
+# GQA 4 with bottom-right causal, a band at D = 128
+BWD_CONFIGS = CONFIGS[:-2] + [
+    dict(dt="HALF", B=1, H=4, Hkv=1, Sq=300, Skv=260, D=64, causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=1, H=2, Hkv=2, Sq=200, Skv=333, D=128, left_bound=90, right_bound=20),
+]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(CONFIGS) - 2))
+@pytest.mark.parametrize("i", range(len(BWD_CONFIGS)))
 def test_backward_vs_cpu_reference(R, i):
-    c = {k: v for k, v in CONFIGS[i].items() if k not in ("bshd", "seq", "drop", "stats",
-                                                           "scale_mode")}
+    c = {k: v for k, v in BWD_CONFIGS[i].items() if k not in ("bshd", "seq", "drop", "stats",
+                                                               "scale_mode")}
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = bwd_graph(**c)
     q, k, v, do = (quantize(rng.uniform(-1, 1, t.dims) * s, dt)

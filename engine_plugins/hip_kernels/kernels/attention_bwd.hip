@@ -6,7 +6,10 @@
 //                     computes Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for its keys, P = exp(S - lse), dV += Pᵀ dO,
 //                     dSᵀ = Pᵀ (dPᵀ - Dsum), dK += dSᵀ Q in registers (no atomics: GQA's dK/dV
 //                     sum stays inside the block), then dSᵀ goes through shared memory and every
-//                     warp adds its 16 query rows of dS K into the fp32 dQ accumulator (red.add).
+//                     warp computes its 16 query rows of dS K; the 64 x D fp32 tile is staged in
+//                     shared memory and added into the fp32 dQ accumulator by the copy engine
+//                     (cp.reduce.async.bulk .add.f32, sm_90; red.add atomics before Hopper).
+//                     Masks are applied (branch-free) only on tiles that cross a boundary.
 //  hdn_attn_bwd_dq  : dq = scale * dQacc in dq's type and strides.
 #ifndef HDN_GENERATED
 #define HDN_MMA_TYPE "f16"
@@ -75,6 +78,17 @@
 #define NW 4
 #define NT 128
 #define DCH (HD / 8)
+#if HD == 64
+#define NBUF 2       // Q / dO double-buffered (shared memory allows it at D = 64)
+#else
+#define NBUF 1
+#endif
+// sm_90: dQ tiles go to the fp32 accumulator as bulk reduce-adds of the copy engine (else: atomics)
+#if HDN_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define HDN_BULK_DQ 1
+#else
+#define HDN_BULK_DQ 0
+#endif
 
 #if SCALE_MODE == 0
 #define HDN_SCALE SCALE_VALUE
@@ -113,11 +127,9 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
     hdn_u16* Ks = hdn_smem;
     hdn_u16* Vs = Ks + BN * HD;
-    hdn_u16* Qs = Vs + BN * HD;
-    hdn_u16* Gs = Qs + BM * HD;          // dO
-    hdn_u16* Ss = Gs + BM * HD;          // dSᵀ [key][query]
-    float* lse_s = reinterpret_cast<float*>(Ss + BN * BM);
-    float* dsum_s = lse_s + BM;
+    hdn_u16* Qs0 = Vs + BN * HD;         // NBUF x (Q tile, dO tile)
+    hdn_u16* Ss = Qs0 + NBUF * 2 * BM * HD;   // dSᵀ [key][query]
+    float* ls0 = reinterpret_cast<float*>(Ss + BN * BM);   // NBUF x (lse, Dsum)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kv0 = blockIdx.x * BN, hk = blockIdx.y, b = blockIdx.z;
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
@@ -150,149 +162,216 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
 #pragma unroll
         for (int e = 0; e < 4; ++e) dk[t][e] = dv[t][e] = 0.f;
     const int j0 = kv0 + warp * 16 + (lane >> 2);   // this thread's keys: j0, j0 + 8
+    const HdnAttnSpan cs0 = hdn_attn_col(L, j0), cs1 = hdn_attn_col(L, j0 + 8);
+#if HDN_BULK_DQ
+    float* dqs = ls0 + NBUF * 2 * BM;     // dQ tile staging [BM][HD + 8]
+    const unsigned dqs_a = hdn_saddr(dqs);
+#endif
 
-    for (int g = 0; g < GRP; ++g) {
-        const int h = hk * GRP + g;
+    // the (query head, query tile) pairs this block visits, in order; Q / dO / lse / Dsum tiles
+    // through NBUF shared-memory buffers (NBUF 2: the next tile loads during this one)
+    const int nqb = qb1 - qb0, nit = GRP * nqb;
+    auto load_tile = [&](int it) {
+        const int h = hk * GRP + it / nqb, q0 = (qb0 + it % nqb) * BM, bf = it % NBUF;
         const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
         const hdn_u16* Gb = dO + (long long)b * GSB + (long long)h * GSH;
-        const float* Lb = LSE + (long long)b * LSB + (long long)h * LSH;
-        const float* Db = Dsum + ((long long)b * HQ + h) * SQ;
+        hdn_u16* Qd = Qs0 + bf * (2 * BM * HD);
+        hdn_u16* Gd = Qd + BM * HD;
+        for (int c = tid; c < BM * DCH; c += NT) {
+            int r = c / DCH, ch = c % DCH;
+            bool in = q0 + r < SQ;
+            long long rr = in ? q0 + r : 0;
+            hdn_cp16(Qd + hdn_swz<DCH>(r, ch), Qb + rr * QSS + ch * 8, in);
+            hdn_cp16(Gd + hdn_swz<DCH>(r, ch), Gb + rr * GSS + ch * 8, in);
+        }
+        if (tid < BM) {   // rows past SQ read 0 (their tiles are boundary tiles: masked)
+            const int i = q0 + tid;
+            const bool in = i < SQ;
+            float* ld = ls0 + bf * (2 * BM);
+            hdn_cp4(ld + tid, LSE + (long long)b * LSB + (long long)h * LSH + (long long)(in ? i : 0) * LSS, in);
+            hdn_cp4(ld + BM + tid, Dsum + ((long long)b * HQ + h) * SQ + (in ? i : 0), in);
+        }
+    };
+#if NBUF == 2
+    if (nit > 0) load_tile(0);
+    hdn_cp_commit();
+#endif
+    for (int it = 0; it < nit; ++it) {
+        const int h = hk * GRP + it / nqb, q0 = (qb0 + it % nqb) * BM, bf = it % NBUF;
+        const hdn_u16* Qs = Qs0 + bf * (2 * BM * HD);
+        const hdn_u16* Gs = Qs + BM * HD;
+        const float* lse_s = ls0 + bf * (2 * BM);
+        const float* dsum_s = lse_s + BM;
         float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HD;
 #if DROPOUT
         const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
-        for (int qb = qb0; qb < qb1; ++qb) {
-            const int q0 = qb * BM;
-            for (int c = tid; c < BM * DCH; c += NT) {
-                int r = c / DCH, ch = c % DCH;
-                bool in = q0 + r < SQ;
-                long long rr = in ? q0 + r : 0;
-                hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Qb + rr * QSS + ch * 8, in);
-                hdn_cp16(Gs + hdn_swz<DCH>(r, ch), Gb + rr * GSS + ch * 8, in);
+#if NBUF == 2
+        if (it + 1 < nit) load_tile(it + 1);
+        hdn_cp_commit();
+        hdn_cp_wait<1>();
+#else
+        load_tile(it);
+        hdn_cp_commit();
+        hdn_cp_wait<0>();
+#endif
+        __syncthreads();
+        // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's 16 keys x 64 queries
+        float st[8][4], dp[8][4];
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st[t][e] = dp[t][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ++ks) {
+            unsigned ka[4], va[4];
+            hdn_ldsm4(ka, Ks + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+            hdn_ldsm4(va, Vs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+            for (int jp = 0; jp < 4; ++jp) {
+                unsigned qf[4], gf[4];
+                const int rr = jp * 16 + (lane & 7) + ((lane >> 4) << 3), cc = 2 * ks + ((lane >> 3) & 1);
+                hdn_ldsm4(qf, Qs + hdn_swz<DCH>(rr, cc));
+                hdn_ldsm4(gf, Gs + hdn_swz<DCH>(rr, cc));
+                hdn_mma16816(st[2 * jp], ka, qf);
+                hdn_mma16816(st[2 * jp + 1], ka, qf + 2);
+                hdn_mma16816(dp[2 * jp], va, gf);
+                hdn_mma16816(dp[2 * jp + 1], va, gf + 2);
             }
-            hdn_cp_commit();
-            if (tid < BM) {
-                int i = q0 + tid;
-                float l = i < SQ ? Lb[(long long)i * LSS] : INFINITY;
-                lse_s[tid] = l * HDN_LOG2E;
-                dsum_s[tid] = i < SQ ? Db[i] : 0.f;
+        }
+        const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
+                          (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
+                          (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
+        // P, dropout, dS (in place: st <- P (dropped) for dV, dp <- dS); masks only on
+        // boundary tiles, branch-free (rows without keys have lse = +inf: P = 0)
+        auto elem = [&](int t, int e, bool ok) {
+            const int il = 8 * t + 2 * (lane & 3) + (e & 1);
+            const float p = ok ? hdn_exp2(st[t][e] * sl2 - lse_s[il] * HDN_LOG2E) : 0.f;
+            float z = 1.f;
+#if DROPOUT
+            {
+                const int jj = j0 + 8 * (e >> 1), ii = q0 + il;
+                unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
+                z = w >= DTHR ? DSCALE : 0.f;
             }
-            hdn_cp_wait<0>();
-            __syncthreads();
-            // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for this warp's 16 keys x 64 queries
-            float st[8][4], dp[8][4];
+#endif
+            const float dpv = dp[t][e] * z;
+            dp[t][e] = p * (dpv - dsum_s[il]);
+            st[t][e] = p * z;
+        };
+        if (full) {
 #pragma unroll
             for (int t = 0; t < 8; ++t)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) st[t][e] = dp[t][e] = 0.f;
+                for (int e = 0; e < 4; ++e) elem(t, e, true);
+        } else {
 #pragma unroll
-            for (int ks = 0; ks < HD / 16; ++ks) {
-                unsigned ka[4], va[4];
-                hdn_ldsm4(ka, Ks + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
-                hdn_ldsm4(va, Vs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
-#pragma unroll
-                for (int jp = 0; jp < 4; ++jp) {
-                    unsigned qf[4], gf[4];
-                    const int rr = jp * 16 + (lane & 7) + ((lane >> 4) << 3), cc = 2 * ks + ((lane >> 3) & 1);
-                    hdn_ldsm4(qf, Qs + hdn_swz<DCH>(rr, cc));
-                    hdn_ldsm4(gf, Gs + hdn_swz<DCH>(rr, cc));
-                    hdn_mma16816(st[2 * jp], ka, qf);
-                    hdn_mma16816(st[2 * jp + 1], ka, qf + 2);
-                    hdn_mma16816(dp[2 * jp], va, gf);
-                    hdn_mma16816(dp[2 * jp + 1], va, gf + 2);
-                }
-            }
-            const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
-                              (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
-                              (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
-            // P, dropout, dS (in place: st <- P (dropped) for dV, dp <- dS)
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
+            for (int t = 0; t < 8; ++t)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int jj = j0 + 8 * (e >> 1), ii = q0 + 8 * t + 2 * (lane & 3) + (e & 1);
-                    const int il = 8 * t + 2 * (lane & 3) + (e & 1);
-                    float p = exp2f(st[t][e] * sl2 - lse_s[il]);
-                    if (!(full || hdn_attn_ok(L, ii, jj)) || lse_s[il] == INFINITY) p = 0.f;
-                    float z = 1.f;
-#if DROPOUT
-                    {
-                        unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
-                        z = w >= DTHR ? DSCALE : 0.f;
+                    const int ii = q0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                    const HdnAttnSpan& cs = (e >> 1) ? cs1 : cs0;
+                    elem(t, e, ii >= cs.lo && ii < cs.hi);
+                }
+        }
+        // dV += Pᵀ dO ; dK += dSᵀ Q   (A = the C fragments, B = dO / Q transposed)
+#pragma unroll
+        for (int ks = 0; ks < BM / 16; ++ks) {
+            unsigned pa[4] = {hdn_pack2(st[2 * ks][0], st[2 * ks][1]), hdn_pack2(st[2 * ks][2], st[2 * ks][3]),
+                              hdn_pack2(st[2 * ks + 1][0], st[2 * ks + 1][1]),
+                              hdn_pack2(st[2 * ks + 1][2], st[2 * ks + 1][3])};
+            unsigned sa[4] = {hdn_pack2(dp[2 * ks][0], dp[2 * ks][1]), hdn_pack2(dp[2 * ks][2], dp[2 * ks][3]),
+                              hdn_pack2(dp[2 * ks + 1][0], dp[2 * ks + 1][1]),
+                              hdn_pack2(dp[2 * ks + 1][2], dp[2 * ks + 1][3])};
+            {
+                // stage dSᵀ for the dQ product: rows = keys, chunks = queries
+                const int kr = warp * 16 + (lane >> 2);
+                const int qc = 16 * ks + 2 * (lane & 3);
+                *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, qc >> 3) + (qc & 7)) = sa[0];
+                *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, qc >> 3) + (qc & 7)) = sa[1];
+                *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, (qc + 8) >> 3) + (qc & 7)) = sa[2];
+                *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, (qc + 8) >> 3) + (qc & 7)) = sa[3];
+            }
+#pragma unroll
+            for (int dpi = 0; dpi < HD / 16; ++dpi) {
+                unsigned gb[4], qbf[4];
+                const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = 2 * dpi + (lane >> 4);
+                hdn_ldsm4t(gb, Gs + hdn_swz<DCH>(rr, cc));
+                hdn_ldsm4t(qbf, Qs + hdn_swz<DCH>(rr, cc));
+                hdn_mma16816(dv[2 * dpi], pa, gb);
+                hdn_mma16816(dv[2 * dpi + 1], pa, gb + 2);
+                hdn_mma16816(dk[2 * dpi], sa, qbf);
+                hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
+            }
+        }
+#if HDN_BULK_DQ
+        if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");   // staging free
+#endif
+        __syncthreads();
+        // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d]; warp w: queries 16w..
+        unsigned af[BN / 16][4];
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks)
+            hdn_ldsm4t(af[ks], Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                    2 * warp + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int dc = 0; dc < HD / 32; ++dc) {
+            float aq[4][4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) aq[t][0] = aq[t][1] = aq[t][2] = aq[t][3] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ++ks) {
+#pragma unroll
+                for (int dpi = 0; dpi < 2; ++dpi) {
+                    unsigned kb[4];
+                    hdn_ldsm4t(kb, Ks + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                     4 * dc + 2 * dpi + (lane >> 4)));
+                    hdn_mma16816(aq[2 * dpi], af[ks], kb);
+                    hdn_mma16816(aq[2 * dpi + 1], af[ks], kb + 2);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int il = warp * 16 + (lane >> 2) + 8 * r;
+#if HDN_BULK_DQ
+                    *reinterpret_cast<float2*>(dqs + il * (HD + 8) + 32 * dc + 8 * t + 2 * (lane & 3)) =
+                        make_float2(aq[t][2 * r], aq[t][2 * r + 1]);
+#else
+                    const int i = q0 + il;
+                    if (i < SQ) {
+                        float* dst = dQb + (long long)i * HD + 32 * dc + 8 * t + 2 * (lane & 3);
+                        atomicAdd(dst, aq[t][2 * r]);
+                        atomicAdd(dst + 1, aq[t][2 * r + 1]);
                     }
 #endif
-                    const float dpv = dp[t][e] * z;
-                    dp[t][e] = p * (dpv - dsum_s[il]);
-                    st[t][e] = p * z;
                 }
             }
-            // dV += Pᵀ dO ; dK += dSᵀ Q   (A = the C fragments, B = dO / Q transposed)
-#pragma unroll
-            for (int ks = 0; ks < BM / 16; ++ks) {
-                unsigned pa[4] = {hdn_pack2(st[2 * ks][0], st[2 * ks][1]), hdn_pack2(st[2 * ks][2], st[2 * ks][3]),
-                                  hdn_pack2(st[2 * ks + 1][0], st[2 * ks + 1][1]),
-                                  hdn_pack2(st[2 * ks + 1][2], st[2 * ks + 1][3])};
-                unsigned sa[4] = {hdn_pack2(dp[2 * ks][0], dp[2 * ks][1]), hdn_pack2(dp[2 * ks][2], dp[2 * ks][3]),
-                                  hdn_pack2(dp[2 * ks + 1][0], dp[2 * ks + 1][1]),
-                                  hdn_pack2(dp[2 * ks + 1][2], dp[2 * ks + 1][3])};
-                {
-                    // stage dSᵀ for the dQ product: rows = keys, chunks = queries
-                    const int kr = warp * 16 + (lane >> 2);
-                    const int qc = 16 * ks + 2 * (lane & 3);
-                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, qc >> 3) + (qc & 7)) = sa[0];
-                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, qc >> 3) + (qc & 7)) = sa[1];
-                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, (qc + 8) >> 3) + (qc & 7)) = sa[2];
-                    *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, (qc + 8) >> 3) + (qc & 7)) = sa[3];
-                }
-#pragma unroll
-                for (int dpi = 0; dpi < HD / 16; ++dpi) {
-                    unsigned gb[4], qbf[4];
-                    const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = 2 * dpi + (lane >> 4);
-                    hdn_ldsm4t(gb, Gs + hdn_swz<DCH>(rr, cc));
-                    hdn_ldsm4t(qbf, Qs + hdn_swz<DCH>(rr, cc));
-                    hdn_mma16816(dv[2 * dpi], pa, gb);
-                    hdn_mma16816(dv[2 * dpi + 1], pa, gb + 2);
-                    hdn_mma16816(dk[2 * dpi], sa, qbf);
-                    hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
-                }
-            }
-            __syncthreads();
-            // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d]; warp w: queries 16w..
-#pragma unroll
-            for (int dc = 0; dc < HD / 32; ++dc) {
-                float aq[4][4];
-#pragma unroll
-                for (int t = 0; t < 4; ++t) aq[t][0] = aq[t][1] = aq[t][2] = aq[t][3] = 0.f;
-#pragma unroll
-                for (int ks = 0; ks < BN / 16; ++ks) {
-                    unsigned af[4];
-                    hdn_ldsm4t(af, Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                        2 * warp + ((lane >> 3) & 1)));
-#pragma unroll
-                    for (int dpi = 0; dpi < 2; ++dpi) {
-                        unsigned kb[4];
-                        hdn_ldsm4t(kb, Ks + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                                         4 * dc + 2 * dpi + (lane >> 4)));
-                        hdn_mma16816(aq[2 * dpi], af, kb);
-                        hdn_mma16816(aq[2 * dpi + 1], af, kb + 2);
-                    }
-                }
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-#pragma unroll
-                    for (int r = 0; r < 2; ++r) {
-                        const int i = q0 + warp * 16 + (lane >> 2) + 8 * r;
-                        if (i < SQ) {
-                            float* dst = dQb + (long long)i * HD + 32 * dc + 8 * t + 2 * (lane & 3);
-                            atomicAdd(dst, aq[t][2 * r]);
-                            atomicAdd(dst + 1, aq[t][2 * r + 1]);
-                        }
-                    }
-                }
-            }
-            __syncthreads();
         }
+#if HDN_BULK_DQ
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+        __syncthreads();
+#if HDN_BULK_DQ
+        // the tile's rows added into the fp32 accumulator by the copy engine (one bulk
+        // reduce per row; the staging rows are padded against bank conflicts)
+        if (warp == 0) {
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2) {
+                const int rr = lane + 32 * h2;
+                if (q0 + rr < SQ)
+                    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                                 :: "l"(dQb + (long long)(q0 + rr) * HD), "r"(dqs_a + rr * (HD + 8) * 4),
+                                    "n"(HD * 4) : "memory");
+            }
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+#endif
     }
+#if HDN_BULK_DQ
+    if (warp == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
     hdn_cp_wait<0>();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

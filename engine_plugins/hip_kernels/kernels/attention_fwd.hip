@@ -143,17 +143,28 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
                           (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
                           (L.llim <= -HDN_BIG || kv0 - (q0 + BM - 1) >= L.llim);
         float mx[2] = {-INFINITY, -INFINITY};
+        if (full) {
 #pragma unroll
-        for (int t = 0; t < 8; ++t) {
+            for (int t = 0; t < 8; ++t) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float v = s[t][e] * sl2;
-                if (!full) {
-                    int i = r0 + 8 * (e >> 1), j = kv0 + 8 * t + 2 * (lane & 3) + (e & 1);
-                    if (!hdn_attn_ok(L, i, j)) v = -INFINITY;
+                for (int e = 0; e < 4; ++e) {
+                    const float v = s[t][e] * sl2;
+                    s[t][e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
-                s[t][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        } else {
+            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int j = kv0 + 8 * t + 2 * (lane & 3) + (e & 1);
+                    const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
+                    const float v = (j >= sp.lo && j < sp.hi) ? s[t][e] * sl2 : -INFINITY;
+                    s[t][e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
             }
         }
         float alpha[2];
@@ -163,7 +174,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             float mn = fmaxf(mrow[r], mx[r]);
             float base = mn == -INFINITY ? 0.f : mn;
-            alpha[r] = exp2f(mrow[r] - base);
+            alpha[r] = hdn_exp2(mrow[r] - base);
             mrow[r] = mn;
             mx[r] = base;
         }
@@ -172,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
         for (int t = 0; t < 8; ++t) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                float p = exp2f(s[t][e] - mx[e >> 1]);
+                float p = hdn_exp2(s[t][e] - mx[e >> 1]);
                 sum[e >> 1] += p;
 #if DROPOUT
                 {

@@ -43,6 +43,7 @@ __device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, co
 #define C_VEC 1
 #endif
 #include "hdn_wgmma.h"
+#include "hdn_tma.h"
 #ifndef GSPLIT
 #define GSPLIT 1
 #define GKSPLIT GK
@@ -92,8 +93,6 @@ typedef hdn_u16 wg_raw_t;
 #define WG_MN_SBO 1024   // ... and between groups of 8 k rows
 #endif
 
-// 128-byte aligned opaque CUtensorMap (passed by value as a __grid_constant__ parameter)
-struct __align__(64) hdn_tmap { unsigned long long v[16]; };
 
 #define WG_BM 128
 #define WG_BK (128 / WG_ES)   // k per stage: one 128-byte swizzled row per m / n
@@ -126,48 +125,6 @@ struct __align__(64) hdn_tmap { unsigned long long v[16]; };
 #define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES + 1024)
 
 #if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ unsigned wg_saddr(const void* p) {
-    unsigned r;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-    return r;
-}
-__device__ __forceinline__ void wg_bar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ bool wg_bar_try(unsigned bar, unsigned parity) {
-    unsigned ok;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}" : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
-    return ok != 0;
-}
-__device__ __forceinline__ void wg_bar_wait(unsigned bar, unsigned parity) {
-    while (!wg_bar_try(bar, parity)) {}
-}
-__device__ __forceinline__ void wg_bar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void wg_bar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void wg_cp_async16(unsigned dst, const void* src, unsigned n) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void wg_cp_async_arrive(unsigned bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void wg_fence_async() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void wg_tma3(unsigned dst, const hdn_tmap* map, int c0, int c1, int c2, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3, %4}], [%5];"
-                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr >> 4) & 0x3FFF) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
-           ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
 __device__ __forceinline__ void wg_unit(int u, int& b, int& m0, int& n0, int& kb, int& ke) {
     const int s = u % GSPLIT, rest = u / GSPLIT;
     const int t = rest % WG_TILES;

@@ -49,3 +49,28 @@ __device__ __forceinline__ HdnAttnLim hdn_attn_limits(int b HDN_ATTN_LEN_PARAMS)
 __device__ __forceinline__ bool hdn_attn_ok(const HdnAttnLim& L, int i, int j) {
     return i < L.sq && j < L.skv && j - i <= L.rlim && j - i >= L.llim;
 }
+// the keys row i sees: lo <= j < hi (hi <= lo: none), for branch-free masks on boundary tiles
+struct HdnAttnSpan { int lo, hi; };
+__device__ __forceinline__ HdnAttnSpan hdn_attn_row(const HdnAttnLim& L, int i) {
+    HdnAttnSpan s;
+    s.lo = i + L.llim;
+    s.hi = i < L.sq ? hdn_imin(L.skv, i + L.rlim + 1) : s.lo;
+    return s;
+}
+// the query rows key j is seen by: lo <= i < hi
+__device__ __forceinline__ HdnAttnSpan hdn_attn_col(const HdnAttnLim& L, int j) {
+    HdnAttnSpan s;
+    s.lo = j - L.rlim;
+    s.hi = j < L.skv ? hdn_imin(L.sq, j - L.llim + 1) : s.lo;
+    return s;
+}
+// exp2 on the special-function unit (flush-to-zero; exp2(-inf) = 0)
+__device__ __forceinline__ float hdn_exp2(float x) {
+#if HDN_CUDA
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}

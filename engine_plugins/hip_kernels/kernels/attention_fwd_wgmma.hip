@@ -1,0 +1,315 @@
+// attention_fwd_wgmma.hip - flash-attention forward on Hopper (sm_90a): wgmma + tensor copy engine.
+// One CTA = 128 query rows of one (b, h), 3 warpgroups (384 threads):
+//   warpgroup 0  producer: one thread loads the Q tile once and the 128-key K / V tiles into an
+//                AW_ST-stage shared-memory ring (cp.async.bulk.tensor, 128-byte swizzle, one
+//                mbarrier "full" per K and per V stage, "empty" ones to reuse a stage);
+//   warpgroups 1, 2  consumers, 64 query rows each (wgmma M = 64):
+//                S = Q Kᵀ (m64n128k16, both operands K-major in shared memory), online softmax in
+//                registers on the exp2 scale (the attention scale folded into log2 e), P rounded
+//                to f16 / bf16 in registers is the register A operand of O += P V (m64nHDk16, V
+//                the transposed - N-major - B operand), O rescaled in registers.  Software
+//                pipelined inside the warpgroup: S(n) = Q K(n)ᵀ and O += P(n-1) V(n-1) are in
+//                flight together while the softmax of tile n runs.
+// Masks (padding, causal, bottom-right, bands) are evaluated only on tiles that cross a
+// boundary.  Outputs O (row / l; rows without keys: 0) and the log-sum-exp statistics (+inf for
+// those rows).  Same configuration prelude as attention_fwd.hip (attention.py), plus the
+// parameter list HDN_ATTN_FWD_WG_PARAMS (tensor maps tmQ / tmK / tmV: 4-d (D, S, H, B) views
+// with a 64 x 128 x 1 x 1 box).  No dropout here (attention_fwd.hip runs those graphs).
+#ifndef HDN_GENERATED
+#include "hdn_compat.h"
+#define HDN_MMA_TYPE "f16"
+#define HD 128
+#define GRP 1
+#define HQ 1
+#define SQ 256
+#define SKV 256
+#define OSB 32768
+#define OSH 32768
+#define OSS 128
+#define HAS_STATS 1
+#define LSB 256
+#define LSH 256
+#define LSS 1
+#define CAUSAL 1
+#define CAUSAL_BR 0
+#define BR_ALIGN 0
+#define HAS_RB 0
+#define RB 0
+#define HAS_LB 0
+#define LB 0
+#define PADDING 0
+#define SCALE_MODE 0
+#define SCALE_VALUE 0.088388f
+#define HDN_ATTN_LEN_PARAMS
+#define HDN_ATTN_LEN_ARGS
+#define HDN_ATTN_FWD_WG_PARAMS const __grid_constant__ hdn_tmap tmQ, const __grid_constant__ hdn_tmap tmK, \
+    const __grid_constant__ hdn_tmap tmV, hdn_u16* __restrict__ O, float* __restrict__ LSE
+#endif
+#include "hdn_tma.h"
+#include "hdn_wgmma.h"
+#include "hdn_attention.h"
+
+#define AW_BM 128                      // query rows per CTA (2 consumer warpgroups x 64)
+#define AW_BN 128                      // keys per tile
+#define AW_NA (HD / 64)                // 128-byte column atoms per row (64 elements each)
+#define AW_ATOM (AW_BN * 128)          // bytes of one atom of a 128-row tile
+#define AW_TILE (AW_NA * AW_ATOM)      // bytes of one Q / K / V tile
+#ifndef AW_ST
+#define AW_ST (HD == 64 ? 4 : 2)       // K / V ring depth
+#endif
+#define AW_BARS (AW_TILE * (1 + 2 * AW_ST))
+#define AW_SMEM_BYTES (AW_BARS + 8 * (1 + 4 * AW_ST) + 1024)
+
+#if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if HDN_BF16_IO
+#define AW_SS(n) hdn_wgmma_m64n##n##k16_bf16<0, 0>
+#define AW_RS(n) hdn_wgmma_rs_m64n##n##k16_bf16<1>
+#else
+#define AW_SS(n) hdn_wgmma_m64n##n##k16_f16<0, 0>
+#define AW_RS(n) hdn_wgmma_rs_m64n##n##k16_f16<1>
+#endif
+#define AW_XSS(n) AW_SS(n)
+#define AW_XRS(n) AW_RS(n)
+
+
+extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FWD_WG_PARAMS) {
+    extern __shared__ __align__(16) unsigned char aw_smem_raw[];
+    const unsigned raw_s = wg_saddr(aw_smem_raw);
+    const unsigned sb = (raw_s + 1023u) & ~1023u;
+    const unsigned sQ = sb, sK = sb + AW_TILE, sV = sK + AW_ST * AW_TILE;
+    // barriers: q_full, k_full[ST], k_empty[ST], v_full[ST], v_empty[ST]
+    const unsigned bq = sb + AW_BARS;
+    const unsigned bkf = bq + 8, bke = bkf + 8 * AW_ST, bvf = bke + 8 * AW_ST, bve = bvf + 8 * AW_ST;
+    const int tid = threadIdx.x, wg = tid >> 7;
+#if CAUSAL || CAUSAL_BR || HAS_RB
+    const int mb = gridDim.x - 1 - blockIdx.x;       // the longest rows first
+#else
+    const int mb = blockIdx.x;
+#endif
+    const int q0 = mb * AW_BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
+    if (tid == 0) {
+        wg_bar_init(bq, 1);
+#pragma unroll 1
+        for (int s = 0; s < AW_ST; ++s) {
+            wg_bar_init(bkf + 8 * s, 1);
+            wg_bar_init(bke + 8 * s, 256);
+            wg_bar_init(bvf + 8 * s, 1);
+            wg_bar_init(bve + 8 * s, 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    // key range of this CTA (all 128 rows)
+    const int ihi = hdn_imin(q0 + AW_BM, L.sq) - 1;
+    int kbeg = 0, kend = L.skv;
+    if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
+    if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
+    if (ihi < q0) kend = kbeg;
+    const int nb0 = kbeg / AW_BN, nb1 = kend > kbeg ? (kend + AW_BN - 1) / AW_BN : nb0;
+
+    if (wg == 0) {
+        // ------------------------------------------------------------------ producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+        if (tid != 0 || nb1 <= nb0) return;
+        wg_bar_expect_tx(bq, AW_TILE);
+#pragma unroll
+        for (int a = 0; a < AW_NA; ++a) wg_tma4(sQ + a * AW_ATOM, &tmQ, 64 * a, q0, h, b, bq);
+        int it = 0;
+#pragma unroll 1
+        for (int n = nb0; n < nb1; ++n, ++it) {
+            const int st = it % AW_ST;
+            const unsigned ph = (unsigned)(it / AW_ST) & 1u;
+            wg_bar_wait(bke + 8 * st, ph ^ 1u);
+            wg_bar_expect_tx(bkf + 8 * st, AW_TILE);
+#pragma unroll
+            for (int a = 0; a < AW_NA; ++a)
+                wg_tma4(sK + st * AW_TILE + a * AW_ATOM, &tmK, 64 * a, n * AW_BN, hk, b, bkf + 8 * st);
+            wg_bar_wait(bve + 8 * st, ph ^ 1u);
+            wg_bar_expect_tx(bvf + 8 * st, AW_TILE);
+#pragma unroll
+            for (int a = 0; a < AW_NA; ++a)
+                wg_tma4(sV + st * AW_TILE + a * AW_ATOM, &tmV, 64 * a, n * AW_BN, hk, b, bvf + 8 * st);
+        }
+        return;
+    }
+    // ---------------------------------------------------------------------- consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+#if SCALE_MODE == 0
+    const float scale = SCALE_VALUE;
+#elif SCALE_MODE == 1
+    const float scale = scale_rt;
+#else
+    const float scale = *scale_p;
+#endif
+    const float sl2 = scale * HDN_LOG2E;
+    const int wgc = wg - 1, tw = tid - 128 * wg, w4 = tw >> 5, lane = tw & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0w = q0 + 64 * wgc;
+    const int r0 = q0w + 16 * w4 + g;              // this thread's rows: r0, r0 + 8
+    float o[HD / 2];
+    float s[AW_BN / 2];
+    unsigned pa[AW_BN / 16][4];
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    const unsigned qa = sQ + wgc * 8192;
+
+    auto issue_s = [&](int st) {
+        const unsigned kb = sK + st * AW_TILE;
+        hdn_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+            const unsigned off = (kk >> 2) * AW_ATOM + (kk & 3) * 32;
+            AW_XSS(AW_BN)(s, wg_desc(qa + off, 16, 1024), wg_desc(kb + off, 16, 1024), kk != 0);
+        }
+        hdn_wgmma_commit();
+    };
+    auto issue_pv = [&](int st) {
+        const unsigned vb = sV + st * AW_TILE;
+        hdn_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < AW_BN / 16; ++ks)
+            AW_XRS(HD)(o, pa[ks], wg_desc(vb + ks * 2048, AW_ATOM, 1024), 1);
+        hdn_wgmma_commit();
+    };
+    // softmax of the tile in s (keys kv0..): s <- p (fp32), returns the rescale factors
+    auto softmax = [&](int kv0, float* alpha) {
+        const bool full = kv0 + AW_BN <= L.skv && q0w + 64 <= L.sq &&
+                          (L.rlim >= HDN_BIG || kv0 + AW_BN - 1 - q0w <= L.rlim) &&
+                          (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
+        float mx[2] = {-INFINITY, -INFINITY};
+        if (full) {
+#pragma unroll
+            for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float v = s[4 * j + e] * sl2;
+                    s[4 * j + e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
+            }
+        } else {
+            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+            for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int jj = kv0 + 8 * j + 2 * t4 + (e & 1);
+                    const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
+                    const float v = (jj >= sp.lo && jj < sp.hi) ? s[4 * j + e] * sl2 : -INFINITY;
+                    s[4 * j + e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
+            }
+        }
+        float base[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mn = fmaxf(mrow[r], mx[r]);
+            base[r] = mn == -INFINITY ? 0.f : mn;
+            alpha[r] = hdn_exp2(mrow[r] - base[r]);
+            mrow[r] = mn;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float p = hdn_exp2(s[4 * j + e] - base[e >> 1]);
+                sum[e >> 1] += p;
+                s[4 * j + e] = p;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+            sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+            lrow[r] = lrow[r] * alpha[r] + sum[r];
+        }
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int ks = 0; ks < AW_BN / 16; ++ks) {
+            pa[ks][0] = hdn_pack2(s[8 * ks + 0], s[8 * ks + 1]);
+            pa[ks][1] = hdn_pack2(s[8 * ks + 2], s[8 * ks + 3]);
+            pa[ks][2] = hdn_pack2(s[8 * ks + 4], s[8 * ks + 5]);
+            pa[ks][3] = hdn_pack2(s[8 * ks + 6], s[8 * ks + 7]);
+        }
+    };
+#define AW_FENCE_S() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 2; ++i_) asm volatile("" : "+f"(s[i_]) :: "memory")
+#define AW_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HD / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
+#define AW_FENCE_P() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
+    asm volatile("" : "+r"(pa[i_][0]), "+r"(pa[i_][1]), "+r"(pa[i_][2]), "+r"(pa[i_][3]) :: "memory")
+
+    if (nb1 > nb0) {
+        wg_bar_wait(bq, 0);
+        // tile nb0: S, softmax, P
+        wg_bar_wait(bkf, 0);
+        issue_s(0);
+        hdn_wgmma_wait<0>();
+        AW_FENCE_S();
+        wg_bar_arrive(bke);
+        {
+            float alpha[2];
+            softmax(nb0 * AW_BN, alpha);
+        }
+        pack_p();
+        int it = 1;
+#pragma unroll 1
+        for (int n = nb0 + 1; n < nb1; ++n, ++it) {
+            const int st = it % AW_ST, pst = (it - 1) % AW_ST;
+            const unsigned ph = (unsigned)(it / AW_ST) & 1u, pph = (unsigned)((it - 1) / AW_ST) & 1u;
+            wg_bar_wait(bkf + 8 * st, ph);
+            issue_s(st);
+            wg_bar_wait(bvf + 8 * pst, pph);
+            issue_pv(pst);
+            hdn_wgmma_wait<1>();
+            AW_FENCE_S();
+            wg_bar_arrive(bke + 8 * st);
+            float alpha[2];
+            softmax(n * AW_BN, alpha);
+            hdn_wgmma_wait<0>();
+            AW_FENCE_O();
+            AW_FENCE_P();
+            wg_bar_arrive(bve + 8 * pst);
+#pragma unroll
+            for (int j = 0; j < HD / 8; ++j) {
+                o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+                o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+            }
+            pack_p();
+        }
+        const int pst = (it - 1) % AW_ST;
+        wg_bar_wait(bvf + 8 * pst, (unsigned)((it - 1) / AW_ST) & 1u);
+        issue_pv(pst);
+        hdn_wgmma_wait<0>();
+        AW_FENCE_O();
+        AW_FENCE_P();
+        wg_bar_arrive(bve + 8 * pst);
+    }
+    // epilogue: O = acc / l (0 for rows without keys), stats = ln(sum exp(s))
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = r0 + 8 * r;
+        if (i >= SQ) continue;
+        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j) {
+            const unsigned v = hdn_pack2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+            *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
+        }
+#if HAS_STATS
+        if (t4 == 0)
+            LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
+                lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
+#endif
+    }
+}
+#else
+// not an sm_90a compile: the symbol exists, attention.py never launches it there
+extern "C" __global__ void hdn_attn_fwd_wg() {}
+#endif
