@@ -159,6 +159,36 @@ int main(int argc, char** argv)
     TIME("get_size_query_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 0, &cnt, NULL));
     TIME("get_fetch_x8_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 8, &cnt, out));
     TIME("get_int64_scalar_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &cnt, &v));
+    /* operation descriptors: C-resident, plain attributes in C (issue 15) */
+    hipdnnPointwiseMode_t pm = HIPDNN_POINTWISE_RELU_FWD;
+    double clip = 0.25;
+    int64_t dil[2] = {1, 1};
+    TIME("op_create_destroy_ns", {
+        hipdnnBackendDescriptor_t d;
+        hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &d);
+        hipdnnBackendDestroyDescriptor(d);
+    });
+    hipdnnBackendDescriptor_t op, cv, ty;
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op);
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &cv);
+    TIME("op_set_enum_ns", hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &pm));
+    TIME("op_set_double_ns", hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, HIPDNN_TYPE_DOUBLE, 1, &clip));
+    TIME("op_set_i64vec_ns", hipdnnBackendSetAttribute(cv, HIPDNN_ATTR_CONVOLUTION_DILATIONS, HIPDNN_TYPE_INT64, 2, dil));
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &ty);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 8, vec);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 8, vec);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
+    hipdnnBackendFinalize(ty);
+    hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ty);
+    if (hipdnnBackendFinalize(op) != HIPDNN_STATUS_SUCCESS)
+        fprintf(stderr, "api_bench: the pointwise op did not finalize\n");
+    TIME("op_get_enum_ns", hipdnnBackendGetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &cnt, &pm));
+    TIME("op_get_double_ns", hipdnnBackendGetAttribute(op, HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, HIPDNN_TYPE_DOUBLE, 1, &cnt, &clip));
+    hipdnnBackendDestroyDescriptor(op);
+    hipdnnBackendDestroyDescriptor(cv);
+    hipdnnBackendDestroyDescriptor(ty);
     /* variant packs: C-resident (issue 15) */
     hipdnnBackendDescriptor_t vp;
     int64_t uids[3] = {1, 2, 3};
