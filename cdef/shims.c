@@ -596,6 +596,18 @@ static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion
     return o;
 }
 
+/* One entry per cache line (or more): executes of different threads bump the `refs` of their own
+ * plan and handle entries, which the registering thread allocated one after another. */
+static fx_obj* fx_alloc(void)
+{
+    void* m = NULL;
+    size_t size = (sizeof(fx_obj) + 63) & ~(size_t)63;
+    if (posix_memalign(&m, 64, size))
+        return NULL;
+    memset(m, 0, size);
+    return (fx_obj*)m;
+}
+
 static void fx_free(fx_obj* o)
 {
     free(o->align);
@@ -648,7 +660,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         goto out;
     }
     if (P == NULL) {
-        P = (fx_obj*)calloc(1, sizeof *P);
+        P = fx_alloc();
         if (P == NULL || (n_align && (P->align = (int64_t*)malloc(16 * (size_t)n_align)) == NULL)) {
             free(P);
             rc = -1;
@@ -670,7 +682,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
     }
     if (V == NULL && packed != NULL) {
-        V = (fx_obj*)calloc(1, sizeof *V);
+        V = fx_alloc();
         if (V == NULL || (V->bufs = (hipdnnPluginDeviceBuffer_t*)malloc(16 * (size_t)(n ? n : 1))) == NULL) {
             free(V);
             rc = -1;
@@ -689,7 +701,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
     }
     if (H == NULL) {
-        H = (fx_obj*)calloc(1, sizeof *H);
+        H = fx_alloc();
         if (H == NULL) {
             rc = -1;
             goto out;

@@ -337,6 +337,16 @@ static void cs_obj_free(cs_obj* o)
         cs_context_free((struct HipdnnEnginePluginExecutionContext*)o);
 }
 
+/* A zeroed object on cache lines of its own (executions on other threads bump their objects' refs). */
+static void* cs_obj_alloc(size_t size)
+{
+    size = (size + 63) & ~(size_t)63;
+    void* p = aligned_alloc(64, size);
+    if(p != NULL)
+        memset(p, 0, size);
+    return p;
+}
+
 /* Take a reference on a live object; NULL if `ptr` is not a live object of that kind. The pointer is
    only dereferenced once it has been found in the registry (a registered object is never CS_DEAD). */
 static cs_obj* cs_acquire(const void* ptr, int kind)
@@ -552,7 +562,7 @@ HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEngineP
 {
     if(handle == NULL)
         return FAIL(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-    struct HipdnnEnginePluginHandle* h = calloc(1, sizeof *h);
+    struct HipdnnEnginePluginHandle* h = cs_obj_alloc(sizeof *h);
     if(h == NULL)
         return FAIL(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, "out of memory");
     h->obj.kind = CS_KIND_HANDLE;
@@ -747,7 +757,7 @@ HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hip
 static hipdnnPluginStatus_t cs_context_new(const char* func, const hipdnnPluginConstData_t* op_graph,
                                            hipdnnEnginePluginExecutionContext_t* out)
 {
-    struct HipdnnEnginePluginExecutionContext* ctx = calloc(1, sizeof *ctx);
+    struct HipdnnEnginePluginExecutionContext* ctx = cs_obj_alloc(sizeof *ctx);
     if(ctx == NULL)
         return cs_fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, func, "out of memory");
     hipdnnPluginStatus_t st = cs_compile(func, op_graph, &ctx->prog);
