@@ -331,7 +331,11 @@ def main():
     # ---- threads: T C threads, each on its own handle, plan and output buffer
     T_MAX = int(os.environ.get("EXECUTE_BENCH_THREADS", "8"))
     hs = [create_handle() for _ in range(T_MAX)]
-    ys = [ffi.new("float[4]") for _ in range(T_MAX)]
+    # each thread's output on cache lines of its own (64-byte aligned, 64 bytes apart): adjacent
+    # 16-byte outputs would make the threads' plugin writes share lines (false sharing)
+    ybuf = ffi.new("float[]", 16 * (T_MAX + 1))
+    y0 = (addr(ybuf) + 63) & ~63
+    ys = [ffi.cast("float*", y0 + 64 * t) for t in range(T_MAX)]
     ptrs_t = ffi.new("void*[]", [q for t in range(T_MAX) for q in (x, b, ys[t])])
     ps, phs, ctxs = [], [], []
     for t, hh in enumerate(hs):  # the first execute of each handle registers it (Python path)
