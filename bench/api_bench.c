@@ -1,7 +1,7 @@
 /* Per-call cost of the backend's hot attribute paths vs. an empty C function (the C floor), and
  * the same calls from 1/2/4/8 C threads (aggregate calls per second).
  * Usage: api_bench <iterations>. Prints one JSON object. */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,33 +40,78 @@ static const char* g_only; /* API_BENCH_ONLY=<label>: run just that loop once (f
         first = 0;                                                            \
     } while (0)
 
-/* ---- threads: each thread its own descriptors; aggregate calls/s */
-typedef struct { int kind; long n; } targ;
+/* ---- threads: each thread its own descriptors; aggregate calls/s.  The threads start together
+ * (a barrier) and each runs its loop `n` times; the C floor (an empty call through a function
+ * pointer, plus the same loop) is measured the same way in the same run, so its scaling shows what
+ * the machine itself allows (2 shared cores here). */
+enum { K_FLOOR, K_TENSOR_SET_GET, K_TENSOR_CREATE_DESTROY, K_VP_SET_GET, K_VP_CREATE_DESTROY, K_COUNT };
+static const char* k_names[K_COUNT] = {"c_floor", "tensor_set_get", "tensor_create_destroy", "vp_set_get",
+                                       "vp_create_destroy"};
+static const int k_calls[K_COUNT] = {1, 2, 2, 2, 2}; /* API calls per loop iteration */
+typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
-    int64_t v = 5, uids[3] = {1, 2, 3}, cnt = 0, out[3];
-    hipdnnBackendDescriptor_t d;
-    if (a->kind == 0) { /* TENSOR set (Python) */
+    int64_t v = 5, uids[3] = {1, 2, 3}, cnt = 0, out[3], dims[4] = {1, 2, 3, 4};
+    hipdnnBackendDescriptor_t d = NULL;
+    hipdnnDataType_t dt = HIPDNN_DATA_FLOAT;
+    if (a->kind == K_TENSOR_SET_GET) {
         hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &d);
-        for (long i = 0; i < a->n; ++i)
-            hipdnnBackendSetAttribute(d, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
-    } else if (a->kind == 1) { /* VARIANT_PACK set + get (C) */
+        hipdnnBackendSetAttribute(d, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt);
+        hipdnnBackendSetAttribute(d, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 4, dims);
+        hipdnnBackendSetAttribute(d, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 4, dims);
+        hipdnnBackendSetAttribute(d, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
+        hipdnnBackendFinalize(d);
+    } else if (a->kind == K_VP_SET_GET) {
         hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d);
         hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS, HIPDNN_TYPE_VOID_PTR, 3, (void**)uids);
-        for (long i = 0; i < a->n; ++i)
-            hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, uids);
+        hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, uids);
         hipdnnBackendFinalize(d);
+    }
+    hipdnnBackendDescriptor_t t2 = NULL;
+    if (a->kind == K_TENSOR_SET_GET) /* an unfinalized one for the sets */
+        hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t2);
+    else if (a->kind == K_VP_SET_GET)
+        hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &t2);
+    pthread_barrier_wait(a->bar);
+    a->t0 = now();
+    switch (a->kind) {
+    case K_FLOOR:
         for (long i = 0; i < a->n; ++i)
+            g_empty(d, &v);
+        break;
+    case K_TENSOR_SET_GET:
+        for (long i = 0; i < a->n; ++i) {
+            hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
+            hipdnnBackendGetAttribute(d, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 3, &cnt, out);
+        }
+        break;
+    case K_TENSOR_CREATE_DESTROY:
+        for (long i = 0; i < a->n; ++i) {
+            hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &d);
+            hipdnnBackendDestroyDescriptor(d);
+        }
+        d = NULL;
+        break;
+    case K_VP_SET_GET:
+        for (long i = 0; i < a->n; ++i) {
+            hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, uids);
             hipdnnBackendGetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, &cnt, out);
-    } else { /* VARIANT_PACK create + destroy (C) */
+        }
+        break;
+    case K_VP_CREATE_DESTROY:
         for (long i = 0; i < a->n; ++i) {
             hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d);
             hipdnnBackendDestroyDescriptor(d);
         }
-        return NULL;
+        d = NULL;
+        break;
     }
-    hipdnnBackendDestroyDescriptor(d);
+    a->t1 = now();
+    if (d != NULL && a->kind != K_FLOOR)
+        hipdnnBackendDestroyDescriptor(d);
+    if (t2 != NULL)
+        hipdnnBackendDestroyDescriptor(t2);
     return NULL;
 }
 
@@ -74,15 +119,20 @@ static double threads_rate(int T, int kind, long n)
 {
     pthread_t th[16];
     targ a[16];
-    double t0 = now();
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)T);
     for (int t = 0; t < T; ++t) {
-        a[t] = (targ){kind, n};
+        a[t] = (targ){kind, n, &bar, 0, 0};
         pthread_create(&th[t], NULL, tmain, &a[t]);
     }
-    for (int t = 0; t < T; ++t)
+    double t0 = 1e300, t1 = 0;
+    for (int t = 0; t < T; ++t) {
         pthread_join(th[t], NULL);
-    double calls = (double)T * n * (kind == 1 ? 2 : 1);
-    return calls / (now() - t0);
+        if (a[t].t0 < t0) t0 = a[t].t0;
+        if (a[t].t1 > t1) t1 = a[t].t1;
+    }
+    pthread_barrier_destroy(&bar);
+    return (double)T * n * k_calls[kind] / (t1 - t0);
 }
 
 int main(int argc, char** argv)
@@ -109,6 +159,36 @@ int main(int argc, char** argv)
     TIME("get_size_query_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 0, &cnt, NULL));
     TIME("get_fetch_x8_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 8, &cnt, out));
     TIME("get_int64_scalar_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &cnt, &v));
+    /* operation descriptors: C-resident, plain attributes in C (issue 15) */
+    hipdnnPointwiseMode_t pm = HIPDNN_POINTWISE_RELU_FWD;
+    double clip = 0.25;
+    int64_t dil[2] = {1, 1};
+    TIME("op_create_destroy_ns", {
+        hipdnnBackendDescriptor_t d;
+        hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &d);
+        hipdnnBackendDestroyDescriptor(d);
+    });
+    hipdnnBackendDescriptor_t op, cv, ty;
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op);
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &cv);
+    TIME("op_set_enum_ns", hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &pm));
+    TIME("op_set_double_ns", hipdnnBackendSetAttribute(op, HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, HIPDNN_TYPE_DOUBLE, 1, &clip));
+    TIME("op_set_i64vec_ns", hipdnnBackendSetAttribute(cv, HIPDNN_ATTR_CONVOLUTION_DILATIONS, HIPDNN_TYPE_INT64, 2, dil));
+    hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &ty);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 8, vec);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 8, vec);
+    hipdnnBackendSetAttribute(ty, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
+    hipdnnBackendFinalize(ty);
+    hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    hipdnnBackendSetAttribute(op, HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, HIPDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ty);
+    if (hipdnnBackendFinalize(op) != HIPDNN_STATUS_SUCCESS)
+        fprintf(stderr, "api_bench: the pointwise op did not finalize\n");
+    TIME("op_get_enum_ns", hipdnnBackendGetAttribute(op, HIPDNN_ATTR_POINTWISE_MODE, HIPDNN_TYPE_POINTWISE_MODE, 1, &cnt, &pm));
+    TIME("op_get_double_ns", hipdnnBackendGetAttribute(op, HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, HIPDNN_TYPE_DOUBLE, 1, &cnt, &clip));
+    hipdnnBackendDestroyDescriptor(op);
+    hipdnnBackendDestroyDescriptor(cv);
+    hipdnnBackendDestroyDescriptor(ty);
     /* variant packs: C-resident (issue 15) */
     hipdnnBackendDescriptor_t vp;
     int64_t uids[3] = {1, 2, 3};
@@ -133,14 +213,18 @@ int main(int argc, char** argv)
         hipdnnBackendDestroyDescriptor(vp);
     });
     if (!g_only) {
-        static const char* kinds[3] = {"tensor_set", "vp_set_get", "vp_create_destroy"};
+        /* each thread runs ~20 ms alone: n_t iterations sized from the 1-thread time */
         printf(", \"threads\": {");
-        for (int k = 0; k < 3; ++k) {
-            printf("%s\"%s_calls_per_s\": {", k ? ", " : "", kinds[k]);
+        for (int k = 0; k < K_COUNT; ++k) {
+            long nt = 20000;
+            double r1 = threads_rate(1, k, nt);
+            nt = (long)(0.02 * r1 / k_calls[k]);
+            if (nt < 2000) nt = 2000;
+            printf("%s\"%s_calls_per_s\": {", k ? ", " : "", k_names[k]);
             for (int T = 1; T <= 8; T *= 2) {
                 double best = 0;
                 for (int r = 0; r < 3; ++r) {
-                    double x = threads_rate(T, k, k == 0 ? n / 4 : n);
+                    double x = threads_rate(T, k, nt);
                     if (x > best) best = x;
                 }
                 printf("%s\"%d\": %.0f", T > 1 ? ", " : "", T, best);

@@ -283,10 +283,12 @@ static int vp_destroy(int64_t id);
 static int vp_finalize(int64_t id);
 static int vp_set(int64_t id, int name, int type, int64_t count, const void* arr);
 static int vp_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
-/* The C attribute store (cdef/astore.c): plain fields of Python descriptors; as_set/as_get return
- * -1 when they do not answer (→ Python, which answers every other case and every error). */
-static void as_add(int64_t id, int dtype);
-static void as_remove(int64_t id);
+/* The C attribute store (cdef/astore.c): TENSOR and operation descriptors live there; each returns
+ * -1 when Python answers (the id is not a live record, or Python must answer the call — then the
+ * record's Python object exists when it returns), else a status. */
+static int as_create(int dtype, hipdnnBackendDescriptor_t* out);
+static int as_destroy(int64_t id);
+static int as_prepare(int64_t id);
 static int as_set(int64_t id, int name, int type, int64_t count, const void* arr);
 static int as_get(int64_t id, int name, int type, int64_t req, int64_t* count, void* arr);
 
@@ -302,10 +304,12 @@ HX hipdnnStatus_t hipdnnBackendCreateDescriptor(hipdnnBackendDescriptorType_t de
         if (vst >= 0)
             LEAVE("hipdnnBackendCreateDescriptor", vst);
     }
+    int ast = as_create((int)descriptorType, descriptor);
+    if (ast >= 0)
+        LEAVE("hipdnnBackendCreateDescriptor", ast);
     int64_t r = hpy_create_descriptor((int)descriptorType);
     if (r <= 0)
         LEAVE("hipdnnBackendCreateDescriptor", (int)-r);
-    as_add(r, (int)descriptorType);
     *descriptor = (hipdnnBackendDescriptor_t)(intptr_t)r;
     LEAVE("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_SUCCESS);
 }
@@ -322,12 +326,9 @@ HX hipdnnStatus_t hipdnnBackendDestroyDescriptor(hipdnnBackendDescriptor_t descr
     ENTER("hipdnnBackendDestroyDescriptor");
     DESCCHK("hipdnnBackendDestroyDescriptor", descriptor);
     int vst = vp_destroy(ID(descriptor));
-    if (vst >= 0)
+    if (vst >= 0 || (vst = as_destroy(ID(descriptor))) >= 0)
         LEAVE("hipdnnBackendDestroyDescriptor", vst);
-    int st = hpy_destroy_descriptor(ID(descriptor));
-    if (st == 0)
-        as_remove(ID(descriptor));
-    LEAVE("hipdnnBackendDestroyDescriptor", st);
+    LEAVE("hipdnnBackendDestroyDescriptor", hpy_destroy_descriptor(ID(descriptor)));
 }
 
 HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
@@ -335,7 +336,7 @@ HX hipdnnStatus_t hipdnnBackendFinalize(hipdnnBackendDescriptor_t descriptor)
     ENTER("hipdnnBackendFinalize");
     DESCCHK("hipdnnBackendFinalize", descriptor);
     int vst = vp_finalize(ID(descriptor));
-    if (vst >= 0)
+    if (vst >= 0 || (vst = as_prepare(ID(descriptor))) >= 0)
         LEAVE("hipdnnBackendFinalize", vst);
     LEAVE("hipdnnBackendFinalize", hpy_finalize(ID(descriptor)));
 }
@@ -595,6 +596,18 @@ static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion
     return o;
 }
 
+/* One entry per cache line (or more): executes of different threads bump the `refs` of their own
+ * plan and handle entries, which the registering thread allocated one after another. */
+static fx_obj* fx_alloc(void)
+{
+    void* m = NULL;
+    size_t size = (sizeof(fx_obj) + 63) & ~(size_t)63;
+    if (posix_memalign(&m, 64, size))
+        return NULL;
+    memset(m, 0, size);
+    return (fx_obj*)m;
+}
+
 static void fx_free(fx_obj* o)
 {
     free(o->align);
@@ -647,7 +660,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         goto out;
     }
     if (P == NULL) {
-        P = (fx_obj*)calloc(1, sizeof *P);
+        P = fx_alloc();
         if (P == NULL || (n_align && (P->align = (int64_t*)malloc(16 * (size_t)n_align)) == NULL)) {
             free(P);
             rc = -1;
@@ -669,7 +682,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
     }
     if (V == NULL && packed != NULL) {
-        V = (fx_obj*)calloc(1, sizeof *V);
+        V = fx_alloc();
         if (V == NULL || (V->bufs = (hipdnnPluginDeviceBuffer_t*)malloc(16 * (size_t)(n ? n : 1))) == NULL) {
             free(V);
             rc = -1;
@@ -688,7 +701,7 @@ static int hipdnn_cabi_fx_register(uint64_t epoch, int64_t hid, int64_t eid, uin
         }
     }
     if (H == NULL) {
-        H = (fx_obj*)calloc(1, sizeof *H);
+        H = fx_alloc();
         if (H == NULL) {
             rc = -1;
             goto out;

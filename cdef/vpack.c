@@ -79,11 +79,10 @@ typedef struct {
     uint32_t n, cap;
     long live; /* packs created minus destroyed by this shard's threads (atomic) */
     char pad[64];
-} vp_freelist;
+} __attribute__((aligned(64))) vp_freelist;
 
 static vp_slot* g_vps[VPS_CHUNKS];
 static uint32_t g_vps_next = 0;  /* next fresh slot (atomic) */
-static long g_vps_free = 0;      /* slots in all free lists (atomic, a hint) */
 static pthread_mutex_t g_vps_grow = PTHREAD_MUTEX_INITIALIZER;
 static vp_freelist g_vpf[BR_SHARDS];
 static volatile int g_vp_resident = 1;
@@ -144,24 +143,23 @@ static struct vp_state* vp_acquire(int64_t id)
 
 static void vp_release(struct vp_state* s) { __atomic_sub_fetch(&vps_at(s->slot)->w, 1, __ATOMIC_RELEASE); }
 
-/* A free slot (-1: none left). */
+/* A free slot (-1: none left).  The thread's own free list first (a create after a destroy on one
+ * thread touches only that shard's cache line), then the others' (stolen), then a fresh slot. */
 static int64_t vps_take(void)
 {
     int me = br_index();
-    if (__atomic_load_n(&g_vps_free, __ATOMIC_RELAXED) > 0) {
-        for (int k = 0; k < BR_SHARDS; ++k) { /* mine first, then steal */
-            vp_freelist* f = &g_vpf[(me + k) % BR_SHARDS];
-            if (k && __atomic_load_n(&f->n, __ATOMIC_RELAXED) == 0)
-                continue;
-            pthread_mutex_lock(&f->mu);
-            if (f->n) {
-                uint32_t s = f->v[--f->n];
-                pthread_mutex_unlock(&f->mu);
-                __atomic_sub_fetch(&g_vps_free, 1, __ATOMIC_RELAXED);
-                return s;
-            }
+    for (int k = 0; k < BR_SHARDS; ++k) {
+        vp_freelist* f = &g_vpf[(me + k) % BR_SHARDS];
+        if (__atomic_load_n(&f->n, __ATOMIC_RELAXED) == 0)
+            continue;
+        pthread_mutex_lock(&f->mu);
+        if (f->n) {
+            uint32_t s = f->v[f->n - 1];
+            __atomic_store_n(&f->n, f->n - 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&f->mu);
+            return s;
         }
+        pthread_mutex_unlock(&f->mu);
     }
     uint32_t s = __atomic_fetch_add(&g_vps_next, 1, __ATOMIC_RELAXED);
     if (s >= VPS_CHUNKS * VPS_CHUNK) {
@@ -172,7 +170,10 @@ static int64_t vps_take(void)
     if (__atomic_load_n(&g_vps[c], __ATOMIC_ACQUIRE) == NULL) {
         pthread_mutex_lock(&g_vps_grow);
         if (g_vps[c] == NULL) {
-            vp_slot* chunk = (vp_slot*)calloc(VPS_CHUNK, sizeof(vp_slot));
+            void* mem = NULL; /* one cache line per slot: 64-byte aligned */
+            vp_slot* chunk = posix_memalign(&mem, 64, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
+            if (chunk != NULL)
+                memset(chunk, 0, VPS_CHUNK * sizeof(vp_slot));
             if (chunk == NULL) {
                 pthread_mutex_unlock(&g_vps_grow);
                 return -1; /* this slot is lost; others may still come */
@@ -198,9 +199,9 @@ static void vps_give(uint32_t s)
         f->v = v;
         f->cap = cap;
     }
-    f->v[f->n++] = s;
+    __atomic_store_n(&f->n, f->n + 1, __ATOMIC_RELAXED);
+    f->v[f->n - 1] = s;
     pthread_mutex_unlock(&f->mu);
-    __atomic_add_fetch(&g_vps_free, 1, __ATOMIC_RELAXED);
 }
 
 /* fork(): only the forking thread lives on in the child — no call is in flight there. */

@@ -8,7 +8,8 @@
  * Conventions: every failure sets the calling thread's last error and returns a non-success status;
  * NULL arguments give HIPDNN_PLUGIN_STATUS_BAD_PARAM; handles, execution contexts and the buffers the
  * plugin hands out are kept in a registry and unknown/destroyed ones are rejected. All shared state is
- * behind mutexes.
+ * behind locks; the registry's lookups (every execute) take a per-thread reader slot, so executions on
+ * different threads do not serialise.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -18,6 +19,7 @@
 #include "fb_reader.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +153,10 @@ enum
     CS_KIND_PAYLOAD = 4
 };
 
-/* Common header of reference-counted objects (handles, execution contexts). refs/dead: g_reg_lock. */
+/* Common header of reference-counted objects (handles, execution contexts).  `refs` is atomic: the
+   count of in-flight users plus CS_DEAD once the object left the registry; whoever takes it to exactly
+   CS_DEAD (the last release after retire, or retire itself when no one holds it) frees it. */
+#define CS_DEAD 0x80000000u
 typedef struct cs_obj
 {
     int kind;
@@ -182,10 +187,56 @@ typedef struct cs_reg_entry
     int kind;
 } cs_reg_entry;
 
-static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static cs_reg_entry* g_reg = NULL; /* guarded by g_reg_lock */
+/* The registry's lock: lookups (every execute) take a reader slot of their own thread's cache line, so
+   executions on different threads never contend; writers (create/destroy: rare) take g_reg_wmu, raise
+   g_reg_writer and wait until no reader is inside. */
+#define CS_RD_SHARDS 64
+typedef struct
+{
+    long readers;
+    char pad[64 - sizeof(long)];
+} cs_rd_shard;
+static cs_rd_shard g_reg_rd[CS_RD_SHARDS] __attribute__((aligned(64)));
+static int g_reg_writer = 0;
+static int g_reg_next_shard = 0;
+static _Thread_local int t_reg_shard = -1;
+static pthread_mutex_t g_reg_wmu = PTHREAD_MUTEX_INITIALIZER;
+static cs_reg_entry* g_reg = NULL; /* guarded by the registry lock */
 static size_t g_reg_count = 0;
 static size_t g_reg_cap = 0;
+
+static cs_rd_shard* cs_rdlock(void)
+{
+    if(t_reg_shard < 0)
+        t_reg_shard = (int)((unsigned)__atomic_fetch_add(&g_reg_next_shard, 1, __ATOMIC_RELAXED) % CS_RD_SHARDS);
+    cs_rd_shard* s = &g_reg_rd[t_reg_shard];
+    for(;;)
+    {
+        __atomic_add_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        if(!__atomic_load_n(&g_reg_writer, __ATOMIC_SEQ_CST))
+            return s;
+        __atomic_sub_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
+        while(__atomic_load_n(&g_reg_writer, __ATOMIC_ACQUIRE))
+            sched_yield();
+    }
+}
+
+static void cs_rdunlock(cs_rd_shard* s) { __atomic_sub_fetch(&s->readers, 1, __ATOMIC_RELEASE); }
+
+static void cs_wrlock(void)
+{
+    pthread_mutex_lock(&g_reg_wmu);
+    __atomic_store_n(&g_reg_writer, 1, __ATOMIC_SEQ_CST);
+    for(int i = 0; i < CS_RD_SHARDS; i++)
+        while(__atomic_load_n(&g_reg_rd[i].readers, __ATOMIC_SEQ_CST) != 0)
+            sched_yield();
+}
+
+static void cs_wrunlock(void)
+{
+    __atomic_store_n(&g_reg_writer, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&g_reg_wmu);
+}
 
 /* Release the registry's array when the library is unloaded (dlclose). Objects a host leaked stay leaked. */
 #if defined(__GNUC__)
@@ -193,12 +244,12 @@ __attribute__((destructor))
 #endif
 static void cs_registry_unload(void)
 {
-    pthread_mutex_lock(&g_reg_lock);
+    cs_wrlock();
     free(g_reg);
     g_reg = NULL;
     g_reg_count = 0;
     g_reg_cap = 0;
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_wrunlock();
 }
 
 static long cs_reg_find_locked(const void* ptr, int kind)
@@ -212,7 +263,7 @@ static long cs_reg_find_locked(const void* ptr, int kind)
 static int cs_reg_add(const void* ptr, int kind)
 {
     int ok = 1;
-    pthread_mutex_lock(&g_reg_lock);
+    cs_wrlock();
     if(g_reg_count == g_reg_cap)
     {
         size_t cap = g_reg_cap ? 2 * g_reg_cap : 16;
@@ -231,7 +282,7 @@ static int cs_reg_add(const void* ptr, int kind)
         g_reg[g_reg_count].kind = kind;
         g_reg_count++;
     }
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_wrunlock();
     return ok;
 }
 
@@ -243,20 +294,20 @@ static void cs_reg_remove_locked(long i)
 
 static int cs_reg_contains(const void* ptr, int kind)
 {
-    pthread_mutex_lock(&g_reg_lock);
+    cs_rd_shard* s = cs_rdlock();
     int found = cs_reg_find_locked(ptr, kind) >= 0;
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_rdunlock(s);
     return found;
 }
 
 /* Remove a plain buffer from the registry; 1 if it was registered. */
 static int cs_reg_take(const void* ptr, int kind)
 {
-    pthread_mutex_lock(&g_reg_lock);
+    cs_wrlock();
     long i = cs_reg_find_locked(ptr, kind);
     if(i >= 0)
         cs_reg_remove_locked(i);
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_wrunlock();
     return i >= 0;
 }
 
@@ -286,28 +337,34 @@ static void cs_obj_free(cs_obj* o)
         cs_context_free((struct HipdnnEnginePluginExecutionContext*)o);
 }
 
+/* A zeroed object on cache lines of its own (executions on other threads bump their objects' refs). */
+static void* cs_obj_alloc(size_t size)
+{
+    size = (size + 63) & ~(size_t)63;
+    void* p = aligned_alloc(64, size);
+    if(p != NULL)
+        memset(p, 0, size);
+    return p;
+}
+
 /* Take a reference on a live object; NULL if `ptr` is not a live object of that kind. The pointer is
-   only dereferenced once it has been found in the registry. */
+   only dereferenced once it has been found in the registry (a registered object is never CS_DEAD). */
 static cs_obj* cs_acquire(const void* ptr, int kind)
 {
     cs_obj* o = NULL;
-    pthread_mutex_lock(&g_reg_lock);
+    cs_rd_shard* s = cs_rdlock();
     if(cs_reg_find_locked(ptr, kind) >= 0)
     {
         o = (cs_obj*)(void*)(uintptr_t)ptr;
-        o->refs++;
+        __atomic_add_fetch(&o->refs, 1u, __ATOMIC_ACQ_REL);
     }
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_rdunlock(s);
     return o;
 }
 
 static void cs_release(cs_obj* o)
 {
-    pthread_mutex_lock(&g_reg_lock);
-    o->refs--;
-    int free_now = o->dead && o->refs == 0;
-    pthread_mutex_unlock(&g_reg_lock);
-    if(free_now)
+    if(__atomic_sub_fetch(&o->refs, 1u, __ATOMIC_ACQ_REL) == CS_DEAD)
         cs_obj_free(o);
 }
 
@@ -316,16 +373,16 @@ static int cs_retire(const void* ptr, int kind)
 {
     cs_obj* o = NULL;
     int free_now = 0;
-    pthread_mutex_lock(&g_reg_lock);
+    cs_wrlock();
     long i = cs_reg_find_locked(ptr, kind);
     if(i >= 0)
     {
         cs_reg_remove_locked(i);
         o = (cs_obj*)(void*)(uintptr_t)ptr;
         o->dead = 1;
-        free_now = o->refs == 0;
+        free_now = __atomic_fetch_or(&o->refs, CS_DEAD, __ATOMIC_ACQ_REL) == 0;
     }
-    pthread_mutex_unlock(&g_reg_lock);
+    cs_wrunlock();
     if(free_now)
         cs_obj_free(o);
     return i >= 0;
@@ -505,7 +562,7 @@ HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEngineP
 {
     if(handle == NULL)
         return FAIL(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-    struct HipdnnEnginePluginHandle* h = calloc(1, sizeof *h);
+    struct HipdnnEnginePluginHandle* h = cs_obj_alloc(sizeof *h);
     if(h == NULL)
         return FAIL(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, "out of memory");
     h->obj.kind = CS_KIND_HANDLE;
@@ -700,7 +757,7 @@ HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hip
 static hipdnnPluginStatus_t cs_context_new(const char* func, const hipdnnPluginConstData_t* op_graph,
                                            hipdnnEnginePluginExecutionContext_t* out)
 {
-    struct HipdnnEnginePluginExecutionContext* ctx = calloc(1, sizeof *ctx);
+    struct HipdnnEnginePluginExecutionContext* ctx = cs_obj_alloc(sizeof *ctx);
     if(ctx == NULL)
         return cs_fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, func, "out of memory");
     hipdnnPluginStatus_t st = cs_compile(func, op_graph, &ctx->prog);

@@ -180,6 +180,9 @@ class GpuPlan(PlanBase):
             self.steps.append(("launch", _Launch(fn, grid, block, args, shmem)))
         self._checked = {}
         self._replay = {}   # (pointers, scalar values, workspace) -> recorded operations
+        # (id(buffer mapping), workspace, id(handle)) -> _Fast: the launches of one bound pointer
+        # set on one handle and stream, argument blocks prebuilt (plans without runtime scalars)
+        self._fast = {}
 
     def get_workspace_size(self, handle) -> int:
         return self.ws_size
@@ -232,6 +235,19 @@ class GpuPlan(PlanBase):
         return ops
 
     def execute(self, handle, buffers, workspace):
+        # The hot path: the same buffer mapping object (the SDK keeps one per distinct
+        # hipdnnPluginDeviceBuffer_t array), workspace, handle, stream and stream check as a
+        # recent execute -> every check below already passed for exactly these inputs; replay.
+        m = getattr(buffers, "_m", None)
+        fast = self.__dict__.get("_fast")
+        f = fast.get((id(m), workspace, id(handle))) if fast else None
+        if (f is not None and f.m is m and f.handle is handle and f.stream == handle.stream
+                and f.info is getattr(handle, "stream_info", None)):
+            f.run()
+            return
+        self._execute(handle, buffers, workspace, m)
+
+    def _execute(self, handle, buffers, workspace, m):
         devctx.check_handle(getattr(self, "device", 0), handle)   # device, stream
         ext = tuple(buffers[uid] for uid in self.external)
         sc = tuple(float(buffers.scalar(uid)) for uid in self.scalars) if self.scalars else ()
@@ -256,13 +272,50 @@ class GpuPlan(PlanBase):
                 self._replay.clear()
             self._replay[key] = ops
         stream = int(getattr(handle, "stream", 0) or 0)
-        rt = self.rt
-        with devctx.bound(rt):     # the plan's device context current, the caller's restored
-            for fn, grid, block, pk, shmem in ops:
-                if fn is None:
-                    rt.memset(grid, 0, block, stream)
-                else:
-                    rt.launch(fn, grid, block, pk, shmem, stream)
+        f = _Fast(self.rt, ops, stream, m, handle)
+        if m is not None and not self.scalars:
+            fast = self.__dict__.setdefault("_fast", {})
+            if len(fast) > 64:
+                fast.clear()
+            fast[(id(m), workspace, id(handle))] = f
+        f.run()
+
+
+class _Fast:
+    """The stream operations of one execute, ready to replay: ``run()`` makes the plan's device
+    context current (the caller's restored) and issues each launch with its prebuilt argument
+    block — on the CUDA runtime straight through ``cuLaunchKernel`` with the argument tuple
+    built here (no per-call packing, attribute lookups or checks)."""
+    __slots__ = ("run", "m", "handle", "stream", "info", "_keep")
+
+    def __init__(self, rt, ops, stream, m, handle):
+        self.m, self.handle = m, handle
+        self.stream = getattr(handle, "stream", 0)
+        self.info = getattr(handle, "stream_info", None)
+        self._keep = ops                     # the PackedArgs the launches point into
+        bound = getattr(rt, "bound", None)
+        cu = getattr(getattr(rt, "driver", None), "cuLaunchKernel", None)
+        if cu is None or bound is None or any(fn is None for fn, *_ in ops):
+            def run():                       # HIP runtime, test fakes, memsets: the general way
+                with devctx.bound(rt):
+                    for fn, grid, block, pk, shmem in ops:
+                        if fn is None:
+                            rt.memset(grid, 0, block, stream)
+                        else:
+                            rt.launch(fn, grid, block, pk, shmem, stream)
+            self.run = run
+            return
+        calls = tuple((fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, stream,
+                       pk.address, 0) for fn, grid, block, pk, shmem in ops)
+
+        def run():
+            with bound():                    # the plan's device context current
+                for a in calls:
+                    err = cu(*a)[0]
+                    if int(err) != 0:
+                        raise device.DeviceError(f"cuLaunchKernel failed: {getattr(err, 'name', err)} "
+                                                 f"({int(err)})")
+        self.run = run
 
 
 class HipPlanBuilder(PlanBuilderBase):

@@ -18,6 +18,7 @@ EXTERNS = {
     "hpy_get_stream": "int hpy_get_stream(int64_t h, uint64_t* out)",
     "hpy_create_descriptor": "int64_t hpy_create_descriptor(int type)",
     "hpy_destroy_descriptor": "int hpy_destroy_descriptor(int64_t d)",
+    "hpy_materialize_descriptor": "int hpy_materialize_descriptor(int64_t d, int type)",
     "hpy_finalize": "int hpy_finalize(int64_t d)",
     "hpy_set_attribute": "int hpy_set_attribute(int64_t d, int name, int type, int64_t count, "
                          "const char* arr, int64_t nbytes)",

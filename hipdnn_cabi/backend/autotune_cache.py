@@ -207,7 +207,7 @@ def write_ranking_results(handle, g, ids, n, outcome) -> int:
         raise NullPointerError(f"{fn}: engineIdsInRankOrder is nullptr")
     if n > 1 << 16:
         raise BadParamError(f"{fn}: engineIdCount {n} is too large")
-    graph = registry.objects.get(int(g) if isinstance(g, int) else int(ffi.cast("uintptr_t", g)))
+    graph = registry.resolve(int(g) if isinstance(g, int) else int(ffi.cast("uintptr_t", g)))
     if graph is None:
         raise NullPointerError(f"{fn}: graphDescriptor is invalid or was destroyed")
     if getattr(graph, "DESCRIPTOR_TYPE", None) != DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:

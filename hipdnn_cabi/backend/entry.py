@@ -119,13 +119,40 @@ _AS_ON = [False]  # the C attribute store (cdef/astore.c) is on: set by install(
 
 
 @body("hpy_create_descriptor")
-def create_descriptor(dtype, _create=factory.create, _register=registry.register, _on=_AS_ON):
+def create_descriptor(dtype, _create=factory.create, _register=registry.register):
+    # (TENSOR and operation descriptors are created in C while the store is on: cdef/astore.c)
+    return _register(_create(dtype))
+
+
+@body("hpy_materialize_descriptor")
+def materialize_descriptor(d, dtype, _create=factory.create, _objects=_objects):
+    """The Python object of C-resident descriptor ``d`` (cdef/astore.c), built on first need; its
+    plain fields stay in the C record (``_cid``) until finalize.  Idempotent (two threads may race
+    here: dict.setdefault keeps the first)."""
+    if d in _objects:
+        return 0
     obj = _create(dtype)
-    i = _register(obj)
-    if _on[0] and obj.FAST_FIELDS:
-        obj.__class__ = obj._c_class  # its fast fields live in C (descriptors/base.py)
-        obj.__dict__["_cid"] = i      # the shim adds the C record for id i when this returns
-    return i
+    if obj.FAST_FIELDS:
+        obj.__class__ = obj._c_class  # its fast fields are read from C (descriptors/base.py)
+    obj.__dict__["_cid"] = d
+    _objects.setdefault(d, obj)
+    return 0
+
+
+def _c_lookup(i, _objects=_objects):
+    """registry.resolve of an id Python has not seen: a live C-resident descriptor is
+    materialised; else a C-resident variant pack's view, or None."""
+    lib = runtime.lib
+    if lib is not None and _AS_ON[0]:
+        t = lib.hipdnn_cabi_as_live(i)
+        if t >= 0:
+            materialize_descriptor(i, t)
+            lib.hipdnn_cabi_as_set_py(i)
+            return _objects.get(i)
+    return _vp_view(i) if _vp_view is not None else None
+
+
+_vp_view = None
 
 
 @body("hpy_destroy_descriptor")
@@ -437,13 +464,17 @@ def install(ffi, lib) -> None:
     from .descriptors import variant_pack as _vp  # noqa: F401  (registry.resolve sees C packs)
     if os.environ.get("HIPDNN_CABI_PY_VARIANT_PACK", "").strip() not in ("", "0"):
         lib.hipdnn_cabi_vp_set_resident(0)
-    # the C attribute store (cdef/astore.c); HIPDNN_CABI_PY_ATTRS=1: fast fields stay in Python
+    # the C attribute store (cdef/astore.c); HIPDNN_CABI_PY_ATTRS=1: descriptors live in Python
     from .descriptors import base as _base
+    global _vp_view
+    if _vp_view is None:
+        _vp_view = registry.c_lookup  # variant_pack.c_view
     if os.environ.get("HIPDNN_CABI_PY_ATTRS", "").strip() not in ("", "0"):
         lib.hipdnn_cabi_as_set_enabled(0)
     else:
         _base._store.update(lib=lib, ffi=ffi)
         _AS_ON[0] = True
+        registry.c_lookup = _c_lookup
     lib.hipdnn_cabi_mark_ready()
 
 

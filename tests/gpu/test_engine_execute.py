@@ -102,3 +102,37 @@ def test_scratch_args_and_release():
     p.release()
     p.release()
     assert freed == [0x5000]
+
+
+def test_fast_replay_same_mapping():
+    """Issue 15: a plan without runtime scalars replays the launches of an execute with the same
+    buffer mapping object, workspace, handle and stream without re-running the checks; a new
+    stream, a stream the SDK marked unusable, another mapping or workspace take the checking path."""
+    from engine_plugins.hip_kernels import devctx
+    from engine_plugins.hip_kernels.engine import _Launch
+    p = make_plan(ws_size=0)
+    p.scalars = []
+    p.steps = [("launch", _Launch("k0", (2, 1, 1), (128, 1, 1), [("t", 1), ("t", 3)]))]
+    h = types.SimpleNamespace(stream=7)
+    b = DeviceBuffers({1: 0x1000, 3: 0x2000})
+    calls = []
+    real = devctx.check_handle
+    devctx.check_handle = lambda d, hh: (calls.append(hh), real(d, hh))[1]
+    try:
+        for _ in range(3):
+            p.execute(h, b, 0)
+        assert len(calls) == 1 and len(p.rt.launches) == 3      # checked once, replayed twice
+        h.stream = 9
+        p.execute(h, b, 0)
+        assert len(calls) == 2 and p.rt.launches[-1][2] == 9     # a new stream: checked again
+        h.stream_info = devctx.BadStream(9, "gone")
+        with pytest.raises(PluginError):
+            p.execute(h, b, 0)
+        del h.stream_info
+        with pytest.raises(PluginError):                         # NULL pointer in a new mapping
+            p.execute(h, DeviceBuffers({1: 0x1000, 3: 0}), 0)
+        p.execute(h, b, 0x9000)                                  # another workspace: checked
+        assert len(calls) == 5
+    finally:
+        devctx.check_handle = real
+    assert [l[1] for l in p.rt.launches] == [[0x1000, 0x2000]] * len(p.rt.launches)

@@ -40,3 +40,14 @@ def test_pipeline_eight_threads_ten_seconds(pipeline, c_sample):
     total, least = int(words[1]), int(words[3])
     assert least >= 3 and total >= 8 * 3, r.stdout  # every thread made progress
     assert 10 <= elapsed < 60
+
+
+def test_hammer_racing_ids(c_build, c_sample):
+    """tests/plugins/hammer.c (issue 15): 8 C threads create, set, finalize, execute and destroy
+    C-resident tensors, pointwise operations and variant packs while the other threads use the same
+    ids (published in shared slots, destroyed under them): every call answers an expected status,
+    own values round-trip, executes compute right; a crash, hang or wrong status fails."""
+    exe = c_build(os.path.join(HERE, "hammer.c"))
+    r = _run(exe, ["8", "3"], {"HIPDNN_PLUGIN_DIR": c_sample})
+    words = r.stdout.split()
+    assert words[0] == "OK" and int(words[1]) > 100 and int(words[2]) > 10, r.stdout

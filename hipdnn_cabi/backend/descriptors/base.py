@@ -169,7 +169,7 @@ class Descriptor:
             raise BadParamError(f"{self.NAME}::finalize() failed: Already finalized.")
         cls = type(self)
         cid = self.__dict__.get("_cid")
-        stored = cid is not None and "_c_base" in vars(cls)
+        stored = cid is not None
         if stored:
             self._c_pull()
         try:
@@ -183,7 +183,7 @@ class Descriptor:
             _store["lib"].hipdnn_cabi_as_mark_finalized(cid, 1)
 
     def _c_pull(self):
-        """The C record's fast fields → plain attributes (one call); back to the plain class."""
+        """The C record's fields → the object (one call); back to the plain class."""
         d = self.__dict__
         cid, lib = d.get("_cid"), _store["lib"]
         if cid is not None and lib is not None:
@@ -196,18 +196,22 @@ class Descriptor:
                     break
                 cap = need
             if need >= 0:
-                vals = ffi.unpack(buf, need)
-                k = len(self.FAST_FIELDS)
-                for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
-                    n = vals[i]
-                    if kind == 1:
-                        d[field] = tuple(vals[k:k + n])
-                    else:
-                        d[field] = bool(vals[k]) if kind == 2 else vals[k]
-                    k += n
+                self._c_load(ffi.unpack(buf, need))
         base = vars(type(self)).get("_c_base")
         if base is not None:
             self.__class__ = base
+
+    def _c_load(self, vals):
+        """Take the exported record ``vals`` ([n_i ..., elements ...]) — FAST_FIELDS classes."""
+        d = self.__dict__
+        k = len(self.FAST_FIELDS)
+        for i, (_t, kind, field) in enumerate(self.FAST_FIELDS.values()):
+            n = vals[i]
+            if kind == 1:
+                d[field] = tuple(vals[k:k + n])
+            else:
+                d[field] = bool(vals[k]) if kind == 2 else vals[k]
+            k += n
 
     def _c_detach(self, ident):
         """Id ``ident`` is destroyed; when it owns the C record, C drops the record.  Nothing

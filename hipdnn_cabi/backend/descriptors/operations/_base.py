@@ -201,7 +201,21 @@ class OperationDescriptor(Descriptor):
         if a is None:
             raise NotSupportedError(f"{self.NAME}::setAttribute() failed: {attr_name(name)} "
                                     f"is not supported.")
-        self.values[name] = _SET[a.kind](a, ctx, atype, count, arr, nbytes)
+        v = self.values[name] = _SET[a.kind](a, ctx, atype, count, arr, nbytes)
+        cid = self.__dict__.get("_cid")
+        if cid is not None and a.kind in _C_KINDS:  # the C record stays the one store
+            _c_put(type(self), cid, name, v)
+
+    def _c_load(self, vals):
+        """The exported C record (cdef/astore.c) → :attr:`values` (set fields only)."""
+        rows = _c_rows(type(self))
+        k = len(rows)
+        for i, f in enumerate(rows):
+            n = vals[i]
+            if n < 0:
+                continue
+            self.values[f.key] = _c_decode(f.kind, vals[k:k + n])
+            k += n
 
     # ---------------------------------------------------------------- finalize
     def _finalize(self):
@@ -336,6 +350,55 @@ class OperationDescriptor(Descriptor):
                 op.values[a.attr] = int(raw or 0)
         op.finalized = True
         return op
+
+
+# ----------------------------------------------------------------------------- the C store
+# Plain attributes of an operation created through the C API live in its C record
+# (cdef/astore.c; rows from descriptors/cstore.py) until finalize pulls them into `values`.
+_C_KINDS = ("i64", "i64vec", "enum", "dtype", "float", "bool")
+_D64 = struct.Struct("<d")
+_Q64 = struct.Struct("<q")
+_ROWS: dict = {}
+
+
+def _c_rows(cls):
+    rows = _ROWS.get(cls)
+    if rows is None:
+        from ..cstore import fields_of
+        rows = _ROWS[cls] = fields_of(cls)
+    return rows
+
+
+def _c_decode(kind, v):
+    from .. import cstore as C
+    if kind == C.K_OVEC:
+        return tuple(v)
+    x = v[0]
+    if kind == C.K_ODTYPE:
+        return DataType(x)
+    if kind == C.K_OFLOAT:
+        return _D64.unpack(_Q64.pack(x))[0]
+    if kind == C.K_OBOOL:
+        return bool(x)
+    return int(x)
+
+
+def _c_put(cls, cid, attr, v):
+    from .. import cstore as C
+    from ..base import _store
+    lib, ffi = _store["lib"], _store["ffi"]
+    if lib is None:
+        return
+    for slot, f in enumerate(_c_rows(cls)):
+        if f.key == attr:
+            if f.kind == C.K_OVEC:
+                vals = list(v)
+            elif f.kind == C.K_OFLOAT:
+                vals = [_Q64.unpack(_D64.pack(float(v)))[0]]
+            else:
+                vals = [int(v)]
+            lib.hipdnn_cabi_as_write(cid, slot, ffi.new("int64_t[]", vals or [0]), len(vals))
+            return
 
 
 # ----------------------------------------------------------------------------- per-kind set
