@@ -308,6 +308,9 @@ class GemmSpec:
         self.a_dense = self.b_dense = None
         # implicit.py: bk (k per stage) -> the A_ROWS prelude (precomputed conv addressing) or None
         self.a_rows = None
+        # backward filter on 4-D tensor maps (program._wgrad_tma): {"k": virtual GEMM k,
+        # "tmaps": {"A", "B"}, "defs": prelude lines} or None
+        self.wgrad = None
 
 
 TILE = 128
@@ -341,14 +344,20 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
     narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
     es = ELEM_SIZE[spec.ta]
+    GK = spec.K
     if core == "wgmma":
         from . import gemm_core as gc
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, es)
+        wgrad = spec.wgrad if spec.wgrad and (spec.a_mode, spec.b_mode) == (2, 2) and \
+            gc.knob("WGRAD_TMA", "1") not in ("0", "off") else None
+        if wgrad:
+            GK = wgrad["k"]        # virtual k: (image, position box) x 64
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es)
     else:
+        wgrad = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f"typedef {ta} TA;", f"typedef {tb} TB;",
-         f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {spec.K}",
+         f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {GK}",
          f"#define GBATCH {spec.batch}", f"#define GSPLIT {S}", f"#define GKSPLIT {per}",
          f"#define C_VEC {int(spec.store8 is not None)}",
          f"#define A_K_CONTIG {int(spec.a_kcontig)}", f"#define B_K_CONTIG {int(spec.b_kcontig)}",
@@ -379,7 +388,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
               spec.store8, "}"]
     opts, tmaps = {}, {}
     if core == "wgmma":
-        L += _wgmma_defs(spec, bn, stages, tmaps)
+        L += _wgmma_defs(spec, bn, stages, tmaps, wgrad)
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") else None
         if rows:
@@ -402,7 +411,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
-           "core": core}
+           "core": core, "wgrad": bool(wgrad)}
     if S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
@@ -411,9 +420,9 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     return out
 
 
-def _wgmma_defs(spec, bn, stages, tmaps):
+def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):
     """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
-    ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
+    ("A"/"B": (dtype, dims, byte strides, box[, traversal steps]), innermost first)."""
     from . import gemm_core as gc
     tf32 = spec.ta == "FLOAT"
     kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
@@ -423,6 +432,9 @@ def _wgmma_defs(spec, bn, stages, tmaps):
          f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
+    if wgrad:                                 # both operands: 4-D boxes (program._wgrad_tma)
+        tmaps.update(wgrad["tmaps"])
+        return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(wgrad["defs"])
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N

@@ -29,7 +29,10 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_TILE``: ``128x256`` | ``128x128`` | ``128x64`` - the wgmma tile (default:
   the table in :func:`tile_config`);
 * ``HIPDNN_CABI_HIP_STAGES``: pipeline depth (3..8; default: as many as shared memory holds);
-* ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off;
+* ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off; ``N`` > 1 forces N parts (default: the
+  cost model :func:`split_cost` for grids with fewer tiles than SMs);
+* ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
+* ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
 """
 from __future__ import annotations
@@ -128,14 +131,52 @@ def tile_config(M, N, K, batch, sms, es=2):
     kb = bk(es)
     ksteps = -(-K // kb)
     S, per = 1, K
-    if knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
-        s = min((2 * sms) // tiles, ksteps // 4, 64)
-        if s > 1:
-            per = -(-ksteps // s) * kb
-            S = -(-K // per)
-            if S <= 1:
-                S, per = 1, K
+    force = int(knob("SPLITK", "1") or 1) if knob("SPLITK", "1") not in ("0", "off", "1") else 0
+    if force > 1:
+        s = min(force, ksteps)
+    elif knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
+        s = split_choice(tiles, ksteps, bn, M * N * batch, sms)
+    else:
+        s = 1
+    if s > 1:
+        per = -(-ksteps // s) * kb
+        S = -(-K // per)
+        if S <= 1:
+            S, per = 1, K
     return bn, st, S, per
+
+
+# split-K cost model (microseconds on an H200-class part; relative values are what matter):
+# one 128 x 64 x 64 k step on one SM, the fixed cost of a work unit, the fp32 partial bytes one
+# SM writes per microsecond while all write, the finish kernel's bytes per microsecond and
+# its launch
+T_KSTEP, T_UNIT, PART_BPU, FIN_BPU, T_FIN = 0.2, 0.6, 38e3, 3.5e6, 2.5
+
+
+def split_cost(tiles, ksteps, bn, mn, sms, s):
+    """Modelled time of a grid of ``tiles`` output tiles (128 x bn) over ``ksteps`` k steps in
+    ``s`` parts on ``sms`` persistent CTAs: whole waves of units (wave quantisation), each unit
+    its k steps + a fixed cost (+ writing its fp32 partial tile when s > 1), plus the finish
+    kernel that reads the s partials and writes C once."""
+    units = tiles * s
+    waves = -(-units // sms)
+    per_unit = -(-ksteps // s) * T_KSTEP * bn / 64 + T_UNIT
+    if s > 1:
+        per_unit += 128 * bn * 4 / PART_BPU
+    fin = (s * 4 + 2) * mn / FIN_BPU + T_FIN if s > 1 else 0.0
+    return waves * per_unit + fin
+
+
+def split_choice(tiles, ksteps, bn, mn, sms):
+    """The split count (1..64, >= 4 k steps per part) with the least :func:`split_cost`: the
+    split-K answer to wave quantisation of small grids with long k (backward filter, skinny
+    GEMMs such as M = N = 256, K = 65536)."""
+    best = (split_cost(tiles, ksteps, bn, mn, sms, 1), 1)
+    for s in range(2, min(64, ksteps // 4) + 1):
+        c = split_cost(tiles, ksteps, bn, mn, sms, s)
+        if c < best[0] * 0.97:      # a split must win clearly (its partials cost memory)
+            best = (c, s) if c < best[0] else best
+    return best[1]
 
 
 def tma_ok(dense, dtype):

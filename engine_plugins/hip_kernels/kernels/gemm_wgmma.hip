@@ -82,6 +82,15 @@ typedef hdn_u16 wg_raw_t;
 #ifndef A_TMA
 #define A_TMA 0
 #endif
+#if GK < 1
+#error "the wgmma core needs GK >= 1"
+#endif
+#ifndef WG_WGRAD
+#define WG_WGRAD 0         // 1: backward filter on 4-D tensor maps (program._wgrad_tma)
+#endif
+#if WG_WGRAD && !(A_TMA && B_TMA && A_MODE == 2 && B_MODE == 2 && WG_ES == 2)
+#error "WG_WGRAD: both operands M/N-major 16-bit tensor-map boxes"
+#endif
 #ifndef B_TMA
 #define B_TMA 0
 #endif
@@ -162,6 +171,13 @@ __device__ __forceinline__ void wg_tma3(unsigned dst, const hdn_tmap* map, int c
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3, %4}], [%5];"
                  :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void wg_tma4(unsigned dst, const hdn_tmap* map, int c0, int c1, int c2, int c3, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4, %5}], [%6];"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                    "r"(bar)
                  : "memory");
 }
 __device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
@@ -351,7 +367,27 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 const unsigned full = bars + 8 * st, empty = bars + 8 * (WG_STAGES + st);
                 const unsigned sa = sbase + st * WG_STAGE_BYTES, sb = sa + WG_A_BYTES;
                 wg_bar_wait(empty, ph ^ 1u);
-#if WG_ANY_TMA
+#if WG_WGRAD
+                // backward filter: k tile = a WGR_BQ x WGR_BP box of output positions of one
+                // image; A = dy box (64 output channels per atom), B = per filter tap the x box
+                // at box * stride - pad + tap * dil (64 input channels per atom; an atom past
+                // GN reads channels >= C, i.e. zeros)
+                if (t == 0) {
+                    wg_bar_expect_tx(full, WG_TMA_BYTES);
+                    const int kt = k0 / WG_BK;
+                    const int qb = kt % WGR_NQB, rq = kt / WGR_NQB, pb = rq % WGR_NPB, nb = rq / WGR_NPB;
+                    wg_tma4(sa, &tmA, m0, qb * WGR_BQ, pb * WGR_BP, nb, full);
+                    wg_tma4(sa + 8192, &tmA, m0 + 64, qb * WGR_BQ, pb * WGR_BP, nb, full);
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 64; ++j) {
+                        const int n = n0 + 64 * j;
+                        const int tap = n / WGR_C, c0 = n < GN ? n % WGR_C : WGR_C;
+                        const int rr = tap / WGR_S, ss = tap % WGR_S;
+                        wg_tma4(sb + 8192 * j, &tmB, c0, qb * WGR_BQ * WGR_STW - WGR_PADW + ss * WGR_DILW,
+                                pb * WGR_BP * WGR_STH - WGR_PADH + rr * WGR_DILH, nb, full);
+                    }
+                }
+#elif WG_ANY_TMA
                 if (t == 0) {
                     wg_bar_expect_tx(full, WG_TMA_BYTES);
 #if A_TMA && WG_A_MN
@@ -415,11 +451,10 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         for (int u = blockIdx.x; u < WG_UNITS; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             wg_unit(u, b, m0, n0, kb, ke);
-            const int nk = (ke - kb + WG_BK - 1) / WG_BK;
-            if (nk <= 0) {
-#pragma unroll
-                for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.f;
-            }
+            // every unit has >= 1 k tile (GK >= 1; split parts are whole k tiles and the last
+            // one starts below GK): saying so lets ptxas keep the wgmma pipeline unserialised
+            // (C7514 otherwise: the epilogue could read accumulators with no wgmma wait)
+            const int nk = max(1, (ke - kb + WG_BK - 1) / WG_BK);
             int prev = 0;
 #pragma unroll 1
             for (int kt = 0; kt < nk; ++kt, ++it) {
@@ -452,10 +487,8 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
                 prev = st;
             }
-            if (nk > 0) {
-                hdn_wgmma_wait<0>();
-                wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
-            }
+            hdn_wgmma_wait<0>();
+            wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
             // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
