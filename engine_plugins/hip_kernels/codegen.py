@@ -311,6 +311,9 @@ class GemmSpec:
         # backward filter on 4-D tensor maps (program._wgrad_tma): {"k": virtual GEMM k,
         # "tmaps": {"A", "B"}, "defs": prelude lines} or None
         self.wgrad = None
+        # backward data: N-major weights per filter tap on a 3-D tensor map (program.py):
+        # {"K", "taps", "flip", "tmap"} or None
+        self.b_tap = None
 
 
 TILE = 128
@@ -351,7 +354,18 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             gc.knob("WGRAD_TMA", "1") not in ("0", "off") else None
         if wgrad:
             GK = wgrad["k"]        # virtual k: (image, position box) x 64
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es)
+        probe = {}
+        _wgmma_defs(spec, 128, 4, probe, wgrad)          # which operands the copy engine loads
+        rows_a = spec.a_rows is not None and spec.a_mode == 1 and gc.knob("ROWS", "1") not in ("0", "off")
+
+        def gcost(op, mode, rows):
+            if op in probe:
+                return 0.0
+            if rows:
+                return gc.GATHER_ROWS
+            return gc.GATHER_CHUNK if mode in (1, 2) else gc.GATHER_ELEM
+        gather = (gcost("A", spec.a_mode, rows_a), gcost("B", spec.b_mode, False))
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
     else:
         wgrad = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
@@ -435,9 +449,16 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):
     if wgrad:                                 # both operands: 4-D boxes (program._wgrad_tma)
         tmaps.update(wgrad["tmaps"])
         return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(wgrad["defs"])
+    btap = spec.b_tap if spec.b_tap and spec.b_mode == 2 and not kmajor and \
+        gc.knob("TMA", "1") not in ("0", "off") else None
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
+        if op == "B" and btap:
+            tmaps["B"] = btap["tmap"]
+            L += ["#define B_TMA 1", f"#define B_TAP_K {btap['K']}",
+                  f"#define B_TAP_FLIP {btap['taps'] - 1 if btap['flip'] else 0}"]
+            continue
         use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
         if use:
             smn, sk, sb, batch = dense

@@ -89,8 +89,13 @@ def smem_bytes(bn, stages):
     return stages * stage_bytes(bn) + EPI_BYTES + 16 * stages + 1024
 
 
-def tile_config(M, N, K, batch, sms, es=2):
+def tile_config(M, N, K, batch, sms, es=2, gather=None):
     """(BN, stages, splits, k per split) for the wgmma core: the tile table.
+
+    ``gather`` = (a, b): the producer's cost of gathering each operand (0: the tensor copy
+    engine loads it; see :data:`GATHER_ROWS` ...), given by the plan builder: then BN and the
+    split count are chosen together by the cost model :func:`tile_cost` (measured against the
+    ResNet-50 sweep, bench/gpu_bench.py ``convsweep``).  Without it (older callers):
 
     * BN in {256, 128, 64} (128 x BN tile, m64nBNk16 per consumer warpgroup): the one with the
       fewest waves x per-tile time, so wave quantisation picks smaller tiles (ResNet conv3:
@@ -102,6 +107,29 @@ def tile_config(M, N, K, batch, sms, es=2):
     """
     tm = -(-M // WG_BM)
     t = knob("TILE", "")
+    kb = bk(es)
+    ksteps = -(-K // kb)
+    split_on = knob("SPLITK", "1") not in ("0", "off")
+    if gather is not None and t not in ("128x256", "128x128", "128x64") and \
+            knob("SPLITK", "1") in ("1", "0", "off", ""):
+        cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+        best = None
+        for b in cands:
+            tiles = tm * -(-N // b) * batch
+            smax = min(64, ksteps // 4) if split_on and tiles < sms else 1
+            for sp in range(1, max(1, smax) + 1):
+                c = tile_cost(tiles, ksteps, b, M * N * batch, sms, sp, gather)
+                if best is None or c < best[0] * (0.97 if sp > 1 else 1.0):
+                    best = (c, b, sp)
+        bn, s = best[1], best[2]
+        st = _stages(bn)
+        per, S = K, 1
+        if s > 1:
+            per = -(-ksteps // s) * kb
+            S = -(-K // per)
+            if S <= 1:
+                S, per = 1, K
+        return bn, st, S, per
     if t in ("128x256", "128x128", "128x64"):
         bn = int(t.split("x")[1])
     else:
@@ -119,17 +147,8 @@ def tile_config(M, N, K, batch, sms, es=2):
         bn = best[1] if best else cands[-1]
         if tm * -(-N // bn) * batch < sms and N > 64:
             bn = 128
-    st = int(knob("STAGES", "0") or 0)
-    if not st:
-        st = 3
-        while st < 8 and smem_bytes(bn, st + 1) <= SMEM_LIMIT:
-            st += 1
-    st = max(3, min(8, st))
-    while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
-        st -= 1
+    st = _stages(bn)
     tiles = tm * -(-N // bn) * batch
-    kb = bk(es)
-    ksteps = -(-K // kb)
     S, per = 1, K
     force = int(knob("SPLITK", "1") or 1) if knob("SPLITK", "1") not in ("0", "off", "1") else 0
     if force > 1:
@@ -144,6 +163,41 @@ def tile_config(M, N, K, batch, sms, es=2):
         if S <= 1:
             S, per = 1, K
     return bn, st, S, per
+
+
+def _stages(bn):
+    st = int(knob("STAGES", "0") or 0)
+    if not st:
+        st = 3
+        while st < 8 and smem_bytes(bn, st + 1) <= SMEM_LIMIT:
+            st += 1
+    st = max(3, min(8, st))
+    while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
+        st -= 1
+    return st
+
+
+# producer cost (microseconds per 128 rows x 128 bytes of k) of a gathered operand: precomputed
+# conv addressing / 16-byte cp.async chunks (GATHER_ROWS), chunks with a generic index decode
+# (GATHER_CHUNK), element gathers (GATHER_ELEM); 0 for the tensor copy engine.  L2_BPU: bytes
+# per microsecond one SM's copy engine / loads bring from L2 while all SMs load.
+GATHER_ROWS, GATHER_CHUNK, GATHER_ELEM, L2_BPU = 0.5, 1.0, 2.5, 75e3
+
+
+def tile_cost(tiles, ksteps, bn, mn, sms, s, gather):
+    """Modelled time of a 128 x bn tile grid (``tiles`` tiles, ``ksteps`` k steps, ``s`` split
+    parts) on ``sms`` persistent CTAs: whole waves of units, each unit's k steps at the slowest
+    of the tensor cores, the producer's gathers and the operand loads from L2, + a fixed cost,
+    the output tile's store (and fp32 partial when split), + the split-K finish kernel."""
+    ga, gb = gather
+    t_k = max(T_KSTEP * bn / 64, ga + gb * bn / 128, (128 + bn) * 128 / L2_BPU)
+    units = tiles * s
+    waves = -(-units // sms)
+    per_unit = -(-ksteps // s) * t_k + T_UNIT + 128 * bn * 2 / PART_BPU
+    if s > 1:
+        per_unit += 128 * bn * 4 / PART_BPU
+    fin = (s * 4 + 2) * mn / FIN_BPU + T_FIN if s > 1 else 0.0
+    return waves * per_unit + fin
 
 
 # split-K cost model (microseconds on an H200-class part; relative values are what matter):

@@ -757,6 +757,17 @@ def _spec_conv_bwd_data(spec, node, r):
         spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
     if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
+        # KRSC weights: per filter tap a dense [K, C] matrix at a uniform tap stride, so a
+        # 64-deep k tile (64 output channels of one tap when K % 64 == 0) is one box of a
+        # 3-D tensor map (C, K, tap) - the copy engine instead of producer gathers
+        tap_st = ws_[1 + nsp] if nsp else 0
+        uniform = all(ws_[2 + j] == Rk[j + 1] * ws_[3 + j] for j in range(nsp - 1))
+        if cl and K % 64 == 0 and uniform and ws_[0] > 0 and tap_st > 0 and \
+                (2 * ws_[0]) % 16 == 0 and (2 * tap_st) % 16 == 0:
+            T = math.prod(Rk)
+            spec.b_tap = {"K": K, "taps": T, "flip": bool(p["flip"]),
+                          "tmap": (dt(w), (C, K, T), (2 * ws_[0], 2 * tap_st if T > 1 else 2 * ws_[0] * K),
+                                   (64, 64, 1))}
     elif cl and ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]] + ws_[2:]):
         spec.b_mode = 1                 # k-contiguous weights (CRSK: the TF32 layout)
         spec.b_kcontig = True

@@ -129,3 +129,23 @@ def test_strided_1x1_dgrad(R, dtype, lay, case):
     out = R.run(g, {y: dyv, w: wv}, [x])[1]
     ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, stv, dil, mode, compute_dtype=np.float64)
     check(out, quantize(ref, dtype), dtype, f"strided dgrad {DGRAD[case]}")
+
+
+DGRAD_TAP = [  # N, C, H, W, K, R, S, pad, stride, dil, mode: K % 64 == 0 -> weights per tap on TMA
+    (2, 64, 9, 9, 64, 3, 3, 1, 1, 1, "CROSS_CORRELATION"),
+    (2, 40, 10, 12, 128, 3, 3, 1, 1, 1, "CONVOLUTION"),         # flipped taps, C tail (40)
+    (2, 64, 11, 11, 64, 3, 3, 2, 2, 2, "CROSS_CORRELATION"),    # stride 2, dilation 2
+    (32, 256, 14, 14, 256, 3, 3, 1, 1, 1, "CROSS_CORRELATION"), # ResNet conv4 3 x 3
+]
+
+
+@pytest.mark.parametrize("dtype", ["HALF", "BFLOAT16"])
+@pytest.mark.parametrize("case", range(len(DGRAD_TAP)))
+def test_dgrad_weights_per_tap_tma(R, dtype, case):
+    x, w, y, pad, st, dil, mode = _shapes(DGRAD_TAP[case], dtype)
+    g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
+    assert any("TMA B" in n or "TMA AB" in n for n in notes(g)), notes(g)
+    dyv, wv = rnd(y.dims, dtype), rnd(w.dims, dtype)
+    out = R.run(g, {y: dyv, w: wv}, [x])[1]
+    ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, f"dgrad {DGRAD_TAP[case]}")

@@ -396,7 +396,16 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #elif A_TMA
                     wg_tma3(sa, &tmA, k0, m0, b, full);
 #endif
-#if B_TMA && WG_B_MN
+#if B_TMA && WG_B_MN && defined(B_TAP_K)
+                    // backward data weights: k = tap * K + output channel; one (C, K, tap)
+                    // box per 64 n (flipped taps for CONVOLUTION mode)
+                    {
+                        const int tap = k0 / B_TAP_K, kc = k0 - tap * B_TAP_K;
+                        const int tc = B_TAP_FLIP ? B_TAP_FLIP - tap : tap;
+#pragma unroll
+                        for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, kc, tc, full);
+                    }
+#elif B_TMA && WG_B_MN
 #pragma unroll
                     for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, b, full);
 #elif B_TMA
