@@ -314,6 +314,8 @@ class GemmSpec:
         # backward data: N-major weights per filter tap on a 3-D tensor map (program.py):
         # {"K", "taps", "flip", "tmap"} or None
         self.b_tap = None
+        # () -> the SIMT core's A_ROWS prelude (implicit.conv_fwd_rows_simt) or None
+        self.simt_rows = None
 
 
 TILE = 128
@@ -366,6 +368,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             return gc.GATHER_CHUNK if mode in (1, 2) else gc.GATHER_ELEM
         gather = (gcost("A", spec.a_mode, rows_a), gcost("B", spec.b_mode, False))
         bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
+    elif core == "simt":
+        from . import gemm_core as gc
+        wgrad = None
+        simt_bn, S, per = gc.simt_config(spec.M, spec.N, spec.K, spec.batch, sms)
     else:
         wgrad = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
@@ -407,6 +413,11 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             and gc.knob("ROWS", "1") not in ("0", "off") else None
         if rows:
             L.append(rows)
+    if core == "simt" and spec.simt_rows is not None and \
+            os.environ.get("HIPDNN_CABI_HIP_SIMT_ROWS", "1") not in ("0", "off"):
+        rows = spec.simt_rows()
+        if rows:
+            L.append(rows)
     prelude = "\n".join(L) + "\n"
     if core == "wgmma":
         body = read_kernel("gemm_wgmma.hip")
@@ -419,9 +430,11 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     else:
         kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
         body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \
-            read_kernel(kern + ".hip")
+            (f"#define SIMT_BN {simt_bn}\n#define SIMT_VEC {int(spec.ta == spec.tb == 'FLOAT' and _simt_vec_ok())}\n"
+             if core == "simt" else "") + read_kernel(kern + ".hip")
         name = "hdn_" + kern
-        grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
+        tn = simt_bn if core == "simt" else TILE
+        grid = ((spec.N + tn - 1) // tn, (spec.M + TILE - 1) // TILE, spec.batch * S)
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
@@ -432,6 +445,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",
                          (max(1, (n + 255) // 256), 1, 1), (256, 1, 1))
     return out
+
+
+def _simt_vec_ok():
+    return os.environ.get("HIPDNN_CABI_HIP_SIMT_VEC", "1") not in ("0", "off")
 
 
 def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):

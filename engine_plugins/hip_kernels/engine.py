@@ -50,7 +50,7 @@ def gemm_knobs():
     """The GEMM-core knobs (gemm_core.py) in effect: part of the analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS",
-                  "WGRAD_TMA", "STRIDED_DGRAD"))
+                  "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS", "SIMT_VEC"))
 
 
 class Analysis:

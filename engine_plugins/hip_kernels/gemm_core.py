@@ -33,6 +33,7 @@ Knobs (environment; the tile table below is the default):
   cost model :func:`split_cost` for grids with fewer tiles than SMs);
 * ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
 * ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
+* ``HIPDNN_CABI_HIP_SIMT_ROWS``: ``0`` turns the SIMT core's precomputed NCHW conv addressing off;
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
 """
 from __future__ import annotations
@@ -245,3 +246,42 @@ def tma_ok(dense, dtype):
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
         all(s > 0 and (es * s) % 16 == 0 for s in rest)
+
+
+SIMT_BM, SIMT_BK = 128, 8
+SIMT_EFF64 = 1.1       # a 128 x 64 tile's FFMA efficiency relative to 128 x 128 (fewer FMAs per load)
+
+
+def simt_config(M, N, K, batch, sms):
+    """(BN, splits, k per split) for the SIMT (FFMA) core, ``kernels/gemm_simt.hip``: the tile
+    N (128, or 64 for small N and for grids whose 128-wide tiles quantise badly into waves) and
+    the split count chosen together by the time model waves x k steps per part x tile width
+    (+ the fp32 partials and the finish kernel when split)."""
+    tm = -(-M // SIMT_BM)
+    ksteps = -(-K // SIMT_BK)
+    force = knob("SPLITK", "1")
+    best = None
+    for bn in (128, 64):
+        if bn == 128 and N <= 64:
+            continue
+        tiles = tm * -(-N // bn) * batch
+        if force not in ("0", "off", "1", ""):
+            cands = [max(1, min(int(force), ksteps))]
+        elif force in ("0", "off") or tiles > sms:
+            cands = [1]
+        else:
+            cands = range(1, min(16, max(1, ksteps // 16)) + 1)     # >= 128 of k per part
+        for sp in cands:
+            per_k = -(-ksteps // sp)
+            t = -(-tiles * sp // sms) * per_k * (bn / 128) * (SIMT_EFF64 if bn == 64 else 1.0)
+            if sp > 1:      # k-step units of ~1 us: partials written + read, finish launch
+                t += (sp * 4 + 2) * M * N * batch / 3.5e6 + 4.0
+            if best is None or t < best[0] * (0.97 if sp > 1 or bn == 64 else 1.0):
+                best = (t, bn, sp)
+    bn, sp = best[1], best[2]
+    if sp <= 1:
+        return bn, 1, K
+    per = -(-ksteps // sp) * SIMT_BK
+    S = -(-K // per)
+    return (bn, S, per) if S > 1 else (bn, 1, K)
+

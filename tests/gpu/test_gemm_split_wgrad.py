@@ -149,3 +149,36 @@ def test_dgrad_weights_per_tap_tma(R, dtype, case):
     out = R.run(g, {y: dyv, w: wv}, [x])[1]
     ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
     check(out, quantize(ref, dtype), dtype, f"dgrad {DGRAD_TAP[case]}")
+
+
+SIMT = [  # fp32 FFMA core: N, C, H, K, R, pad, stride, layout (128 x 64 tiles, splits, NCHW rows)
+    (4, 128, 28, 128, 3, 1, 1, "nchw"),    # 128 x 64 tiles (wave quantisation)
+    (2, 256, 14, 256, 3, 1, 1, "nchw"),    # split-K on the SIMT core
+    (3, 64, 17, 64, 3, 1, 1, "nchw"),      # N = 64 -> 128 x 64, tails in m
+    (2, 32, 12, 40, 3, 2, 2, "nhwc"),      # strided, padded, channels-last, 16-byte vectors
+    (2, 24, 9, 16, 1, 0, 1, "nchw"),       # 1 x 1
+]
+
+
+@pytest.mark.parametrize("case", range(len(SIMT)))
+def test_simt_fp32_conv_tiles(R, case):
+    from gpu_testlib import conv_fwd
+    N, C, H, K, Rr, pad, st, lay = SIMT[case]
+    x, w, y, padv, stv, dil, mode = _shapes((N, C, H, H, K, Rr, Rr, pad, st, 1, "CROSS_CORRELATION"), "FLOAT", lay)
+    g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, padv, stv, dil, mode)])
+    xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT", (C * Rr * Rr) ** -0.5)
+    out = R.run(g, {x: xv, w: wv}, [y])[3]
+    ref = kconv.conv_fwd(xv, wv, padv, padv, stv, dil, compute_dtype=np.float64)
+    check(out, ref, "FLOAT", f"simt conv {SIMT[case]}")
+
+
+@pytest.mark.parametrize("shape", [(1, 130, 72, 200, False), (2, 96, 40, 72, True), (1, 512, 4096, 256, False),
+                                   (1, 64, 1000, 48, True)])
+def test_simt_fp32_matmul_vectors(R, shape):
+    bt, M, K, N, btrans = shape
+    a = T(1, [bt, M, K], "FLOAT")
+    b = T(2, [bt, K, N], "FLOAT", strides=[K * N, 1, K] if btrans else [K * N, N, 1])
+    c = T(3, [bt, M, N], "FLOAT")
+    av, bv = rnd(a.dims, "FLOAT"), rnd(b.dims, "FLOAT")
+    out = R.run(graph_bytes([a, b, c], [matmul(1, 2, 3)]), {a: av, b: bv}, [c])[3]
+    check(out, kmm.matmul(av, bv, compute_dtype=np.float64), "FLOAT", f"simt matmul {shape}")
