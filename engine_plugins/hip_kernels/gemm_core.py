@@ -111,7 +111,7 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
     kb = bk(es)
     ksteps = -(-K // kb)
     split_on = knob("SPLITK", "1") not in ("0", "off")
-    if gather is not None and t not in ("128x256", "128x128", "128x64") and \
+    if gather is not None and sms > 0 and t not in ("128x256", "128x128", "128x64") and \
             knob("SPLITK", "1") in ("1", "0", "off", ""):
         cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
         best = None
@@ -142,7 +142,7 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
             tiles = tm * -(-N // b) * batch
             if tiles < sms and b != cands[-1]:
                 continue
-            cost = -(-tiles // sms) * (b + 32)
+            cost = -(-tiles // max(1, sms)) * (b + 32)
             if best is None or cost < best[0]:
                 best = (cost, b)
         bn = best[1] if best else cands[-1]
@@ -257,6 +257,8 @@ def simt_config(M, N, K, batch, sms):
     N (128, or 64 for small N and for grids whose 128-wide tiles quantise badly into waves) and
     the split count chosen together by the time model waves x k steps per part x tile width
     (+ the fp32 partials and the finish kernel when split)."""
+    if sms <= 0:            # callers that never split (MoE groups fill the GPU): the 128 x 128 tile
+        return 128, 1, K
     tm = -(-M // SIMT_BM)
     ksteps = -(-K // SIMT_BK)
     force = knob("SPLITK", "1")
