@@ -7,10 +7,13 @@ module picks the kernel behind the one interface:
 * ``wgmma`` - ``kernels/gemm_wgmma.hip`` (NVIDIA Hopper, sm_90a): warp-specialised producer
   (tensor copy engine for dense matrix operands, cp.async / element gathers for implicit-GEMM
   operands) into a >= 3-stage mbarrier ring, two consumer warpgroups issuing ``wgmma``,
-  persistent tile scheduling, split-K for grids that do not fill the GPU;
+  persistent tile scheduling, split-K for grids that do not fill the GPU (tile and split from
+  the cost model :func:`tile_cost`), convolution operands on 4-D / 3-D tensor maps (backward
+  filter, backward-data weights: program.py);
 * ``mma`` - ``kernels/gemm_mma.hip`` (NVIDIA pre-Hopper 16-bit): ldmatrix + mma.sync;
 * ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
-* ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else).
+* ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else; tile and split from
+  :func:`simt_config`).
 
 fp8 inputs (FP8_E4M3 / FP8_E5M2, both operands the same type) run on the wgmma core with
 ``m64nNk32.e4m3`` / ``.e5m2`` on Hopper (K-major operands: M/N-major ones are transposed into

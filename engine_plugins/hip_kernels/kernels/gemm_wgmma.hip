@@ -20,6 +20,9 @@
 // k rows (8 KiB each) - the layouts wgmma descriptors name with swizzle mode 1.
 // Split-K (GSPLIT > 1): each part writes fp32 partials HDN_PART[b * GSPLIT + s][m][n] and
 // gemm_splitk.hip sums them and runs the epilogue.
+// Convolution operands on 4-D / 3-D tensor maps: WG_WGRAD (backward filter: k tiles are boxes
+// of output positions, dy and per-tap x boxes; program._wgrad_tma) and B_TAP_K (backward data:
+// KRSC weights as (C, K, tap) boxes).
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 typedef hdn_half TA;
