@@ -32,21 +32,33 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-REPS, WARM = 30, 5
+REPS, WARM = 50, 5
+SAMPLE_MS = 0.5      # each timed sample runs back-to-back calls for at least this long
 
 
 def median_ms(torch, fn, reps=REPS, warm=WARM):
+    """(median, min, max) milliseconds per call over ``reps`` samples, CUDA events; a sample
+    times ``inner`` back-to-back calls (inner = ~SAMPLE_MS / one call's time, 1..50) so calls
+    of tens of microseconds are timed on the device rather than on the host's launch latency.
+    Both sides of every ratio are timed by this same function."""
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    inner = max(1, min(50, int(SAMPLE_MS / max(a.elapsed_time(b), 1e-3))))
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        ts.append(a.elapsed_time(b))
+        ts.append(a.elapsed_time(b) / inner)
     return statistics.median(ts), min(ts), max(ts)
 
 
@@ -333,6 +345,71 @@ def bench_conv_bwd(torch, E, res):
                                  {"x": x, "dy": dy, "dw": dw}, ("dw",), theirs[0],
                                  check=lambda: _rel(torch, dw, ref))
     res["conv2d_bwd_nhwc_b32"] = {"cases": out, "target": "0.6 (fp16)"}
+
+
+SWEEP = [("", ""), ("128x64", ""), ("128x128", ""), ("128x256", ""), ("", "0"), ("", "2"),
+         ("", "3"), ("", "4"), ("", "6")]
+
+
+def bench_conv_sweep(torch, E, res):
+    """Tile / split-K variants (HIPDNN_CABI_HIP_TILE / _SPLITK) of the fp16 NHWC ResNet-50
+    forward, backward-data and backward-filter layers against cuDNN in one process: the data
+    the tile table (gemm_core.tile_config) is checked against.  Not part of the default run."""
+    import torch.nn.functional as F
+    from gpu_testlib import T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes
+    torch.backends.cudnn.benchmark = True
+    N, tdt, cl = 32, torch.float16, torch.channels_last
+    out = {}
+    for name, C, K, H, R, st, pad in RESNET:
+        x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
+        w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
+        P = (H + 2 * pad - R) // st + 1
+        dy = torch.randn(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
+        y, dx, dw = torch.empty_like(dy), torch.empty_like(x), torch.empty_like(w)
+        tx = T(1, [N, C, H, H], "HALF", strides=tstrides(x))
+        tw = T(2, [K, C, R, R], "HALF", strides=tstrides(w))
+        ty = T(3, [N, K, P, P], "HALF", strides=tstrides(dy))
+        cv = ([pad, pad], [st, st], [1, 1])
+        for kind in ("fwd", "data", "filter"):
+            if kind == "fwd":
+                g = graph_bytes([tx, tw, ty], [conv_fwd(1, 2, 3, *cv)])
+                bufs = {1: x, 2: w, 3: y}
+                theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
+            else:
+                mask = [kind == "data", kind == "filter", False]
+                if kind == "data":
+                    g = graph_bytes([ty, tw, tx], [conv_bwd_data(3, 2, 1, *cv)])
+                    bufs = {3: dy, 2: w, 1: dx}
+                else:
+                    g = graph_bytes([tx, ty, tw], [conv_bwd_filter(1, 3, 2, *cv)])
+                    bufs = {1: x, 3: dy, 2: dw}
+                theirs = median_ms(torch, lambda: torch.ops.aten.convolution_backward(
+                    dy, x, w, None, [st, st], [pad, pad], [1, 1], False, [0, 0], 1, mask))
+            row = {"torch_ms": theirs[0], "variants": {}}
+            for tile, split in SWEEP:
+                for k_, v in (("TILE", tile), ("SPLITK", split)):
+                    if v:
+                        os.environ["HIPDNN_CABI_HIP_" + k_] = v
+                    else:
+                        os.environ.pop("HIPDNN_CABI_HIP_" + k_, None)
+                try:
+                    run, _ = E.prepare(g, bufs)
+                    t = median_ms(torch, run, reps=30)
+                    row["variants"][f"{tile or 'auto'}/{split or 'auto'}"] = t[0]
+                except Exception as e:  # noqa: BLE001
+                    row["variants"][f"{tile or 'auto'}/{split or 'auto'}"] = f"{type(e).__name__}: {e}"
+            os.environ.pop("HIPDNN_CABI_HIP_TILE", None)
+            os.environ.pop("HIPDNN_CABI_HIP_SPLITK", None)
+            ok = {k_: v for k_, v in row["variants"].items() if isinstance(v, float)}
+            best = min(ok, key=ok.get) if ok else None
+            row["best"] = best
+            out[f"{name}_{kind}"] = row
+            print(f"sweep {name}_{kind}: cuDNN {theirs[0] * 1e3:.1f} us; " +
+                  " ".join(f"{k_}={v * 1e3:.1f}" for k_, v in ok.items()) +
+                  (f" | best {best} {theirs[0] / ok[best]:.2f}x, auto {theirs[0] / ok['auto/auto']:.2f}x"
+                   if best and "auto/auto" in ok else ""), flush=True)
+        del x, w, dy, y, dx, dw
+    res["conv_fp16_sweep"] = out
 
 
 def bench_bn(torch, E, res):
@@ -688,11 +765,13 @@ def main():
     E = Engine(torch)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "runtime": E.rt.describe(), "reps": REPS, "warmup": WARM, "statistic": "median",
+           "sample_ms": SAMPLE_MS,
            "date": time.strftime("%Y-%m-%d")}
     only = a.only.split(",")
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("frontend", bench_frontend)]
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("frontend", bench_frontend),
+             ("convsweep", bench_conv_sweep)]
     from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
     steps += EXT_STEPS
     for k, fn in steps:

@@ -314,6 +314,14 @@ class GemmSpec:
         # size their tensor maps (``a_dense[3]`` / ``b_dense[3]``), not ``batch``
         self.grouped = 0
         self.sched = []
+        # backward filter on 4-D tensor maps (program._wgrad_tma): {"k": virtual GEMM k,
+        # "tmaps": {"A", "B"}, "defs": prelude lines} or None
+        self.wgrad = None
+        # backward data: N-major weights per filter tap on a 3-D tensor map (program.py):
+        # {"K", "taps", "flip", "tmap"} or None
+        self.b_tap = None
+        # () -> the SIMT core's A_ROWS prelude (implicit.conv_fwd_rows_simt) or None
+        self.simt_rows = None
 
 
 TILE = 128
@@ -347,16 +355,37 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
     narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
     es = ELEM_SIZE[spec.ta]
+    GK = spec.K
     if core == "wgmma":
         from . import gemm_core as gc
-        bn, stages, S, per = gc.tile_config(spec.M, spec.N, spec.K, spec.batch, sms, es)
+        wgrad = spec.wgrad if spec.wgrad and (spec.a_mode, spec.b_mode) == (2, 2) and \
+            gc.knob("WGRAD_TMA", "1") not in ("0", "off") else None
+        if wgrad:
+            GK = wgrad["k"]        # virtual k: (image, position box) x 64
+        probe = {}
+        _wgmma_defs(spec, 128, 4, probe, wgrad)          # which operands the copy engine loads
+        rows_a = spec.a_rows is not None and spec.a_mode == 1 and gc.knob("ROWS", "1") not in ("0", "off")
+
+        def gcost(op, mode, rows):
+            if op in probe:
+                return 0.0
+            if rows:
+                return gc.GATHER_ROWS
+            return gc.GATHER_CHUNK if mode in (1, 2) else gc.GATHER_ELEM
+        gather = (gcost("A", spec.a_mode, rows_a), gcost("B", spec.b_mode, False))
+        bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
         if spec.grouped:
             S, per = 1, spec.K
+    elif core == "simt":
+        from . import gemm_core as gc
+        wgrad = None
+        simt_bn, S, per = gc.simt_config(spec.M, spec.N, spec.K, spec.batch, sms)
     else:
+        wgrad = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f"typedef {ta} TA;", f"typedef {tb} TB;",
-         f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {spec.K}",
+         f"#define GM {spec.M}", f"#define GN {spec.N}", f"#define GK {GK}",
          f"#define GBATCH {spec.batch}", f"#define GSPLIT {S}", f"#define GKSPLIT {per}",
          f"#define C_VEC {int(spec.store8 is not None)}",
          f"#define A_K_CONTIG {int(spec.a_kcontig)}", f"#define B_K_CONTIG {int(spec.b_kcontig)}",
@@ -387,11 +416,16 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
               spec.store8, "}"]
     opts, tmaps = {}, {}
     if core == "wgmma":
-        L += _wgmma_defs(spec, bn, stages, tmaps)
+        L += _wgmma_defs(spec, bn, stages, tmaps, wgrad)
         if spec.grouped:
             L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") else None
+        if rows:
+            L.append(rows)
+    if core == "simt" and spec.simt_rows is not None and \
+            os.environ.get("HIPDNN_CABI_HIP_SIMT_ROWS", "1") not in ("0", "off"):
+        rows = spec.simt_rows()
         if rows:
             L.append(rows)
     prelude = "\n".join(L) + "\n"
@@ -406,13 +440,15 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     else:
         kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
         body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \
-            read_kernel(kern + ".hip")
+            (f"#define SIMT_BN {simt_bn}\n#define SIMT_VEC {int(spec.ta == spec.tb == 'FLOAT' and _simt_vec_ok())}\n"
+             if core == "simt" else "") + read_kernel(kern + ".hip")
         name = "hdn_" + kern
-        grid = ((spec.N + TILE - 1) // TILE, (spec.M + TILE - 1) // TILE, spec.batch * S)
+        tn = simt_bn if core == "simt" else TILE
+        grid = ((spec.N + tn - 1) // tn, (spec.M + TILE - 1) // TILE, spec.batch * S)
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
-           "core": core}
+           "core": core, "wgrad": bool(wgrad)}
     if S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
@@ -421,9 +457,13 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     return out
 
 
-def _wgmma_defs(spec, bn, stages, tmaps):
+def _simt_vec_ok():
+    return os.environ.get("HIPDNN_CABI_HIP_SIMT_VEC", "1") not in ("0", "off")
+
+
+def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):
     """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
-    ("A"/"B": (dtype, dims, byte strides, box), innermost first)."""
+    ("A"/"B": (dtype, dims, byte strides, box[, traversal steps]), innermost first)."""
     from . import gemm_core as gc
     tf32 = spec.ta == "FLOAT"
     kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
@@ -433,9 +473,19 @@ def _wgmma_defs(spec, bn, stages, tmaps):
          f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
+    if wgrad:                                 # both operands: 4-D boxes (program._wgrad_tma)
+        tmaps.update(wgrad["tmaps"])
+        return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(wgrad["defs"])
+    btap = spec.b_tap if spec.b_tap and spec.b_mode == 2 and not kmajor and \
+        gc.knob("TMA", "1") not in ("0", "off") else None
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
+        if op == "B" and btap:
+            tmaps["B"] = btap["tmap"]
+            L += ["#define B_TMA 1", f"#define B_TAP_K {btap['K']}",
+                  f"#define B_TAP_FLIP {btap['taps'] - 1 if btap['flip'] else 0}"]
+            continue
         use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
         if use:
             smn, sk, sb, batch = dense

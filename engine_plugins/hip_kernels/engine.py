@@ -51,7 +51,8 @@ def gemm_knobs():
     analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
-                  "FP8_CVT", "ATTN", "ATTN_STAGES"))
+                  "FP8_CVT", "ATTN", "ATTN_STAGES", "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS",
+                  "SIMT_VEC"))
 
 
 class Analysis:
@@ -216,17 +217,18 @@ class GpuPlan(PlanBase):
         def val(a):
             if a[0] in base:        # ("ws" | "sc", offset): workspace / plan-owned scratch
                 return base[a[0]] + a[1]
-            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box)
+            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box[, steps])
                 addr = val(a[1])
                 if addr % 16:
                     raise PluginError(INVALID_VALUE, f"buffer 0x{addr:x} is not 16-byte aligned "
                                                      f"(the tensor copy engine needs 16-byte alignment)")
-                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5])
+                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5], *a[6:7])
             return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":
                 where = st[1] if isinstance(st[1], tuple) else ("ws", st[1])
-                ops.append((None, base[where[0]] + where[1], st[2], None, 0))
+                addr = base[where[0]] + where[1] if where[0] in base else val(where)   # ("t", uid)
+                ops.append((None, addr, st[2], None, 0))
                 continue
             L = st[1]
             vals = [val(a) for a in L.args]

@@ -7,10 +7,13 @@ module picks the kernel behind the one interface:
 * ``wgmma`` - ``kernels/gemm_wgmma.hip`` (NVIDIA Hopper, sm_90a): warp-specialised producer
   (tensor copy engine for dense matrix operands, cp.async / element gathers for implicit-GEMM
   operands) into a >= 3-stage mbarrier ring, two consumer warpgroups issuing ``wgmma``,
-  persistent tile scheduling, split-K for grids that do not fill the GPU;
+  persistent tile scheduling, split-K for grids that do not fill the GPU (tile and split from
+  the cost model :func:`tile_cost`), convolution operands on 4-D / 3-D tensor maps (backward
+  filter, backward-data weights: program.py);
 * ``mma`` - ``kernels/gemm_mma.hip`` (NVIDIA pre-Hopper 16-bit): ldmatrix + mma.sync;
 * ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
-* ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else).
+* ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else; tile and split from
+  :func:`simt_config`).
 
 fp8 inputs (FP8_E4M3 / FP8_E5M2, both operands the same type) run on the wgmma core with
 ``m64nNk32.e4m3`` / ``.e5m2`` on Hopper (K-major operands: M/N-major ones are transposed into
@@ -29,7 +32,11 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_TILE``: ``128x256`` | ``128x128`` | ``128x64`` - the wgmma tile (default:
   the table in :func:`tile_config`);
 * ``HIPDNN_CABI_HIP_STAGES``: pipeline depth (3..8; default: as many as shared memory holds);
-* ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off;
+* ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off; ``N`` > 1 forces N parts (default: the
+  cost model :func:`split_cost` for grids with fewer tiles than SMs);
+* ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
+* ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
+* ``HIPDNN_CABI_HIP_SIMT_ROWS``: ``0`` turns the SIMT core's precomputed NCHW conv addressing off;
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
 """
 from __future__ import annotations
@@ -86,8 +93,13 @@ def smem_bytes(bn, stages):
     return stages * stage_bytes(bn) + EPI_BYTES + 16 * stages + 1024
 
 
-def tile_config(M, N, K, batch, sms, es=2):
+def tile_config(M, N, K, batch, sms, es=2, gather=None):
     """(BN, stages, splits, k per split) for the wgmma core: the tile table.
+
+    ``gather`` = (a, b): the producer's cost of gathering each operand (0: the tensor copy
+    engine loads it; see :data:`GATHER_ROWS` ...), given by the plan builder: then BN and the
+    split count are chosen together by the cost model :func:`tile_cost` (measured against the
+    ResNet-50 sweep, bench/gpu_bench.py ``convsweep``).  Without it (older callers):
 
     * BN in {256, 128, 64} (128 x BN tile, m64nBNk16 per consumer warpgroup): the one with the
       fewest waves x per-tile time, so wave quantisation picks smaller tiles (ResNet conv3:
@@ -99,6 +111,29 @@ def tile_config(M, N, K, batch, sms, es=2):
     """
     tm = -(-M // WG_BM)
     t = knob("TILE", "")
+    kb = bk(es)
+    ksteps = -(-K // kb)
+    split_on = knob("SPLITK", "1") not in ("0", "off")
+    if gather is not None and sms > 0 and t not in ("128x256", "128x128", "128x64") and \
+            knob("SPLITK", "1") in ("1", "0", "off", ""):
+        cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+        best = None
+        for b in cands:
+            tiles = tm * -(-N // b) * batch
+            smax = min(64, ksteps // 4) if split_on and tiles < sms else 1
+            for sp in range(1, max(1, smax) + 1):
+                c = tile_cost(tiles, ksteps, b, M * N * batch, sms, sp, gather)
+                if best is None or c < best[0] * (0.97 if sp > 1 else 1.0):
+                    best = (c, b, sp)
+        bn, s = best[1], best[2]
+        st = _stages(bn)
+        per, S = K, 1
+        if s > 1:
+            per = -(-ksteps // s) * kb
+            S = -(-K // per)
+            if S <= 1:
+                S, per = 1, K
+        return bn, st, S, per
     if t in ("128x256", "128x128", "128x64"):
         bn = int(t.split("x")[1])
     else:
@@ -110,12 +145,31 @@ def tile_config(M, N, K, batch, sms, es=2):
             tiles = tm * -(-N // b) * batch
             if tiles < sms and b != cands[-1]:
                 continue
-            cost = -(-tiles // sms) * (b + 32)
+            cost = -(-tiles // max(1, sms)) * (b + 32)
             if best is None or cost < best[0]:
                 best = (cost, b)
         bn = best[1] if best else cands[-1]
         if tm * -(-N // bn) * batch < sms and N > 64:
             bn = 128
+    st = _stages(bn)
+    tiles = tm * -(-N // bn) * batch
+    S, per = 1, K
+    force = int(knob("SPLITK", "1") or 1) if knob("SPLITK", "1") not in ("0", "off", "1") else 0
+    if force > 1:
+        s = min(force, ksteps)
+    elif knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
+        s = split_choice(tiles, ksteps, bn, M * N * batch, sms)
+    else:
+        s = 1
+    if s > 1:
+        per = -(-ksteps // s) * kb
+        S = -(-K // per)
+        if S <= 1:
+            S, per = 1, K
+    return bn, st, S, per
+
+
+def _stages(bn):
     st = int(knob("STAGES", "0") or 0)
     if not st:
         st = 3
@@ -124,18 +178,63 @@ def tile_config(M, N, K, batch, sms, es=2):
     st = max(3, min(8, st))
     while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
         st -= 1
-    tiles = tm * -(-N // bn) * batch
-    kb = bk(es)
-    ksteps = -(-K // kb)
-    S, per = 1, K
-    if knob("SPLITK", "1") not in ("0", "off") and tiles < sms:
-        s = min((2 * sms) // tiles, ksteps // 4, 64)
-        if s > 1:
-            per = -(-ksteps // s) * kb
-            S = -(-K // per)
-            if S <= 1:
-                S, per = 1, K
-    return bn, st, S, per
+    return st
+
+
+# producer cost (microseconds per 128 rows x 128 bytes of k) of a gathered operand: precomputed
+# conv addressing / 16-byte cp.async chunks (GATHER_ROWS), chunks with a generic index decode
+# (GATHER_CHUNK), element gathers (GATHER_ELEM); 0 for the tensor copy engine.  L2_BPU: bytes
+# per microsecond one SM's copy engine / loads bring from L2 while all SMs load.
+GATHER_ROWS, GATHER_CHUNK, GATHER_ELEM, L2_BPU = 0.5, 1.0, 2.5, 75e3
+
+
+def tile_cost(tiles, ksteps, bn, mn, sms, s, gather):
+    """Modelled time of a 128 x bn tile grid (``tiles`` tiles, ``ksteps`` k steps, ``s`` split
+    parts) on ``sms`` persistent CTAs: whole waves of units, each unit's k steps at the slowest
+    of the tensor cores, the producer's gathers and the operand loads from L2, + a fixed cost,
+    the output tile's store (and fp32 partial when split), + the split-K finish kernel."""
+    ga, gb = gather
+    t_k = max(T_KSTEP * bn / 64, ga + gb * bn / 128, (128 + bn) * 128 / L2_BPU)
+    units = tiles * s
+    waves = -(-units // sms)
+    per_unit = -(-ksteps // s) * t_k + T_UNIT + 128 * bn * 2 / PART_BPU
+    if s > 1:
+        per_unit += 128 * bn * 4 / PART_BPU
+    fin = (s * 4 + 2) * mn / FIN_BPU + T_FIN if s > 1 else 0.0
+    return waves * per_unit + fin
+
+
+# split-K cost model (microseconds on an H200-class part; relative values are what matter):
+# one 128 x 64 x 64 k step on one SM, the fixed cost of a work unit, the fp32 partial bytes one
+# SM writes per microsecond while all write, the finish kernel's bytes per microsecond and
+# its launch
+T_KSTEP, T_UNIT, PART_BPU, FIN_BPU, T_FIN = 0.2, 0.6, 38e3, 3.5e6, 2.5
+
+
+def split_cost(tiles, ksteps, bn, mn, sms, s):
+    """Modelled time of a grid of ``tiles`` output tiles (128 x bn) over ``ksteps`` k steps in
+    ``s`` parts on ``sms`` persistent CTAs: whole waves of units (wave quantisation), each unit
+    its k steps + a fixed cost (+ writing its fp32 partial tile when s > 1), plus the finish
+    kernel that reads the s partials and writes C once."""
+    units = tiles * s
+    waves = -(-units // sms)
+    per_unit = -(-ksteps // s) * T_KSTEP * bn / 64 + T_UNIT
+    if s > 1:
+        per_unit += 128 * bn * 4 / PART_BPU
+    fin = (s * 4 + 2) * mn / FIN_BPU + T_FIN if s > 1 else 0.0
+    return waves * per_unit + fin
+
+
+def split_choice(tiles, ksteps, bn, mn, sms):
+    """The split count (1..64, >= 4 k steps per part) with the least :func:`split_cost`: the
+    split-K answer to wave quantisation of small grids with long k (backward filter, skinny
+    GEMMs such as M = N = 256, K = 65536)."""
+    best = (split_cost(tiles, ksteps, bn, mn, sms, 1), 1)
+    for s in range(2, min(64, ksteps // 4) + 1):
+        c = split_cost(tiles, ksteps, bn, mn, sms, s)
+        if c < best[0] * 0.97:      # a split must win clearly (its partials cost memory)
+            best = (c, s) if c < best[0] else best
+    return best[1]
 
 
 def tma_ok(dense, dtype):
@@ -150,3 +249,44 @@ def tma_ok(dense, dtype):
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
         all(s > 0 and (es * s) % 16 == 0 for s in rest)
+
+
+SIMT_BM, SIMT_BK = 128, 8
+SIMT_EFF64 = 1.1       # a 128 x 64 tile's FFMA efficiency relative to 128 x 128 (fewer FMAs per load)
+
+
+def simt_config(M, N, K, batch, sms):
+    """(BN, splits, k per split) for the SIMT (FFMA) core, ``kernels/gemm_simt.hip``: the tile
+    N (128, or 64 for small N and for grids whose 128-wide tiles quantise badly into waves) and
+    the split count chosen together by the time model waves x k steps per part x tile width
+    (+ the fp32 partials and the finish kernel when split)."""
+    if sms <= 0:            # callers that never split (MoE groups fill the GPU): the 128 x 128 tile
+        return 128, 1, K
+    tm = -(-M // SIMT_BM)
+    ksteps = -(-K // SIMT_BK)
+    force = knob("SPLITK", "1")
+    best = None
+    for bn in (128, 64):
+        if bn == 128 and N <= 64:
+            continue
+        tiles = tm * -(-N // bn) * batch
+        if force not in ("0", "off", "1", ""):
+            cands = [max(1, min(int(force), ksteps))]
+        elif force in ("0", "off") or tiles > sms:
+            cands = [1]
+        else:
+            cands = range(1, min(16, max(1, ksteps // 16)) + 1)     # >= 128 of k per part
+        for sp in cands:
+            per_k = -(-ksteps // sp)
+            t = -(-tiles * sp // sms) * per_k * (bn / 128) * (SIMT_EFF64 if bn == 64 else 1.0)
+            if sp > 1:      # k-step units of ~1 us: partials written + read, finish launch
+                t += (sp * 4 + 2) * M * N * batch / 3.5e6 + 4.0
+            if best is None or t < best[0] * (0.97 if sp > 1 or bn == 64 else 1.0):
+                best = (t, bn, sp)
+    bn, sp = best[1], best[2]
+    if sp <= 1:
+        return bn, 1, K
+    per = -(-ksteps // sp) * SIMT_BK
+    S = -(-K // per)
+    return (bn, S, per) if S > 1 else (bn, 1, K)
+

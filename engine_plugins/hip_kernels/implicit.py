@@ -17,6 +17,8 @@ unit stride (dy gathered at h + pad - r * dil).
 """
 from __future__ import annotations
 
+import math
+
 LIMIT = 16383
 
 
@@ -33,7 +35,7 @@ def _mdec(names_sizes):
 
 
 def rows_code(M, C, kchan_stride, row_dims, row_strides, n_stride, extent, start, shift_sign, Rk,
-              dil, span, bk):
+              dil, span, bk, tap_inner=False):
     """The prelude of ``A_ROWS`` or None when the fast path does not apply.
 
     ``row_dims``: the output-position extents the m index enumerates (innermost last, N first
@@ -41,7 +43,9 @@ def rows_code(M, C, kchan_stride, row_dims, row_strides, n_stride, extent, start
     var)``: C expression of the start coordinate from the position ``var`` of dim j;
     ``shift_sign``: +1 (forward: start + r * dil) or -1 (backward data: start - r * dil);
     ``row_strides`` the input strides of the spatial dims, ``n_stride`` of the batch dim and
-    ``kchan_stride`` of the channel (reduction) dim."""
+    ``kchan_stride`` of the channel (reduction) dim.  ``tap_inner``: the reduction index is
+    (channel, tap) with the filter tap innermost (NCHW / KCRS order, the SIMT core's per-element
+    k; ``bk`` = 1) instead of (tap, channel)."""
     nsp = len(row_dims)
     if nsp == 0 or nsp > 2 or C % bk:
         return None
@@ -67,7 +71,8 @@ def rows_code(M, C, kchan_stride, row_dims, row_strides, n_stride, extent, start
     L += ["  return r;", "}",
           "__device__ __forceinline__ wg_atap a_tap(int k0) {",
           "  wg_atap t;",
-          f"  const int cc = k0 % {C}; const int tap = k0 / {C};"]
+          (f"  const int tap = k0 % {math.prod(Rk)}; const int cc = k0 / {math.prod(Rk)};" if tap_inner
+           else f"  const int cc = k0 % {C}; const int tap = k0 / {C};")]
     if nsp == 1:
         L.append("  const int r0 = tap;")
     else:
@@ -101,6 +106,16 @@ def conv_fwd_rows(spec, xd, xs, P, Rk, p, bk):
     return rows_code(spec.M, C, xs[1], P, xs[2:], xs[0], xd[2:],
                      lambda j, v: f"{v} * {p['stride'][j]} - {p['pre_padding'][j]}", +1, Rk,
                      p["dilation"], span, bk) if nsp else None
+
+
+def conv_fwd_rows_simt(spec, xd, xs, P, Rk, p, cl):
+    """A_ROWS prelude of the SIMT core for convolution forward in any layout (per-element k:
+    (tap, channel) channels-last, (channel, tap) otherwise) or None."""
+    nsp = len(P)
+    span = 1 + sum((d - 1) * abs(s) for d, s in zip(xd, xs))
+    return rows_code(spec.M, xd[1], xs[1], P, xs[2:], xs[0], xd[2:],
+                     lambda j, v: f"{v} * {p['stride'][j]} - {p['pre_padding'][j]}", +1, Rk,
+                     p["dilation"], span, 1, tap_inner=not cl) if nsp else None
 
 
 def conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk):

@@ -23,7 +23,7 @@ from . import attention as attn
 from . import codegen as cg
 from . import ext_ops, implicit, layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut
-from .gemm_core import choose_core
+from .gemm_core import choose_core, knob
 
 FLOATS = ("FLOAT", "HALF", "BFLOAT16", "FP8_E4M3", "FP8_E5M2")
 IO = {
@@ -655,6 +655,8 @@ def _spec_conv_fwd(spec, node, r):
     if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
         spec.a_mode = 1
         spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
+    if not cl:     # NCHW: (channel, tap) k; channels-last keeps its cheaper generic decode (fewer registers)
+        spec.simt_rows = lambda: implicit.conv_fwd_rows_simt(spec, xd, xs, P, Rk, p, cl)
     if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 1
     elif not cl and not p["flip"] and ws_[-1] == 1 and KG % 8 == 0 and ws_[0] % 8 == 0:
@@ -668,6 +670,57 @@ def _spec_conv_fwd(spec, node, r):
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
+
+
+def _strided_1x1(node, r):
+    """Backward data of a 1 x 1, unpadded, strided convolution: only the dx positions that are
+    multiples of the stride receive a value (dy there times w), the rest are zero."""
+    nsp = len(dims(r["dx"])) - 2
+    p = conv_params(node, nsp)
+    return nsp >= 1 and all(e == 1 for e in dims(r["w"])[2:]) and not any(p["pre_padding"]) and \
+        any(st > 1 for st in p["stride"])
+
+
+def _spec_conv_bwd_data_strided(spec, node, r):
+    """The strided 1 x 1 decomposition (``_strided_1x1``): GEMM M = N * prod(P) (dy positions,
+    not dx's), N = C, K = K; the epilogue stores at dx[n, c, p * stride]; the plan zeroes dx
+    first (one memset).  A quarter of the generic GEMM's work for stride 2 in 2-D."""
+    dy, w, dx = r["dy"], r["w"], r["dx"]
+    xd, wd, yd = dims(dx), dims(w), dims(dy)
+    xs, ws_, ys = strides(dx), strides(w), strides(dy)
+    nsp = len(xd) - 2
+    p = conv_params(node, nsp)
+    N, C, K = xd[0], xd[1], wd[0]
+    P = yd[2:]
+    spec.M, spec.N, spec.K, spec.batch = N * math.prod(P), C, K, 1
+    spec.ta, spec.tb = dt(dy), dt(w)
+    mdec = _kdec("m", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
+    offs = [f"(long long)nn * {ys[0]}", f"(long long)k * {ys[1]}"] + \
+        [f"(long long)p{j} * {ys[2 + j]}" for j in range(nsp)]
+    spec.load_a = " ".join(list(mdec) + ["return " + " + ".join(offs) + ";"])
+    spec.load_b = f"return (long long)k * {ws_[0]} + (long long)n * {ws_[1]};"
+    cl = ys[1] == 1 and K > 1
+    spec.a_kcontig = cl
+    spec.b_kcontig = ws_[0] == 1
+    if cl and K % 8 == 0 and _al([ys[0]] + ys[2:]):
+        spec.a_mode = 1
+        # packed NHWC dy: a dense [N * P, K] matrix (the tensor copy engine)
+        want, packed = K, True
+        for j in reversed(range(nsp)):
+            packed = packed and (P[j] == 1 or ys[2 + j] == want)
+            want *= P[j]
+        if packed and (N == 1 or ys[0] == want):
+            spec.a_dense = (K, 1, 0, 1)
+    if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]]):
+        spec.b_mode = 2
+        spec.b_dense = (1, ws_[0], 0, 1)
+    elif ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]]):
+        spec.b_mode = 1
+        spec.b_kcontig = True
+        spec.b_dense = (ws_[1], 1, 0, 1)
+    coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
+        [f"const int c{2 + j} = p{j} * {p['stride'][j]};" for j in range(nsp)]
+    return dx, coord, xd, 1, True, [dy, w]
 
 
 def _spec_conv_bwd_data(spec, node, r):
@@ -718,6 +771,17 @@ def _spec_conv_bwd_data(spec, node, r):
         spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
     if ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
+        # KRSC weights: per filter tap a dense [K, C] matrix at a uniform tap stride, so a
+        # 64-deep k tile (64 output channels of one tap when K % 64 == 0) is one box of a
+        # 3-D tensor map (C, K, tap) - the copy engine instead of producer gathers
+        tap_st = ws_[1 + nsp] if nsp else 0
+        uniform = all(ws_[2 + j] == Rk[j + 1] * ws_[3 + j] for j in range(nsp - 1))
+        if cl and K % 64 == 0 and uniform and ws_[0] > 0 and tap_st > 0 and \
+                (2 * ws_[0]) % 16 == 0 and (2 * tap_st) % 16 == 0:
+            T = math.prod(Rk)
+            spec.b_tap = {"K": K, "taps": T, "flip": bool(p["flip"]),
+                          "tmap": (dt(w), (C, K, T), (2 * ws_[0], 2 * tap_st if T > 1 else 2 * ws_[0] * K),
+                                   (64, 64, 1))}
     elif cl and ws_[0] == 1 and K % 8 == 0 and _al([ws_[1]] + ws_[2:]):
         spec.b_mode = 1                 # k-contiguous weights (CRSK: the TF32 layout)
         spec.b_kcontig = True
@@ -766,7 +830,68 @@ def _spec_conv_bwd_filter(spec, node, r):
         rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
         coord.append(f"const int c{2 + j} = {rj};")
     run_ok = (cl or math.prod(Rk) == 1) and C % 8 == 0
+    spec.wgrad = _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p)
     return dw, coord, wd, 1, run_ok, [dy, x]
+
+
+def _box(Q, P):
+    """(bq, bp) with bq * bp = 64 positions per k tile covering the P x Q output plane with the
+    least overhang (ties: the wider box, contiguous rows)."""
+    best = None
+    for e in range(7):
+        bq, bp = 2 ** e, 64 // 2 ** e
+        cover = -(-Q // bq) * bq * -(-P // bp) * bp
+        if best is None or cover < best[0] or (cover == best[0] and bq > best[1]):
+            best = (cover, bq, bp)
+    return best[1], best[2]
+
+
+def _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p):
+    """Backward filter on the tensor copy engine (``WG_WGRAD`` in gemm_wgmma.hip), or None.
+
+    The reduction runs over (n, output position); a k tile is a bq x bp box of output
+    positions of one image, so both operands are 4-D tensor-map boxes: dy[n, box, 64 of K] and,
+    per filter tap (r, s) and 64 input channels, x[n, box * stride - pad + tap * dil, 64 of C]
+    (traversal stride = the conv stride, out-of-range = padding = zeros).  GEMM k is virtual:
+    N * #boxes * 64 (the box overhang past P / Q reads zero dy).  Needs channels-last 16-bit
+    operands, 1 or 2 spatial dims, C % 64 == 0, K % 8 == 0, 16-byte strides, stride <= 8."""
+    nsp = len(P)
+    N, C, K = xd[0], xd[1], yd[1]
+    if nsp not in (1, 2) or spec.ta not in ("HALF", "BFLOAT16") or spec.tb != spec.ta:
+        return None
+    if xs[1] != 1 or ys[1] != 1 or C % 64 or K % 8:
+        return None
+    if any(st > 8 for st in p["stride"]):
+        return None
+    if nsp == 1:      # a 1-D conv is a 2-D one with a unit H
+        P, Rk, H = [1] + list(P), [1] + list(Rk), [1] + list(H)
+        xsp, ysp = [0] + list(xs[2:]), [0] + list(ys[2:])
+        st, pad, dil = [1] + p["stride"], [0] + p["pre_padding"], [1] + p["dilation"]
+    else:
+        xsp, ysp = list(xs[2:]), list(ys[2:])
+        st, pad, dil = p["stride"], p["pre_padding"], p["dilation"]
+    for v in [xs[0], ys[0]] + [s for s, e in zip(xsp + ysp, H + P) if e > 1]:
+        if v <= 0 or (2 * v) % 16:
+            return None
+    bq, bp = _box(P[1], P[0])
+    if bq * st[1] > 256 or bp * st[0] > 256:
+        return None
+    nqb, npb = -(-P[1] // bq), -(-P[0] // bp)
+
+    # byte strides (innermost dim excluded); a unit spatial dim takes the batch stride
+    tm_a = (spec.ta, (K, P[1], P[0], N),
+            tuple(2 * v if e > 1 else 2 * ys[0] for v, e in zip(ysp[::-1], P[::-1])) + (2 * ys[0],),
+            (64, bq, bp, 1), (1, 1, 1, 1))
+    tm_b = (spec.tb, (C, H[1], H[0], N),
+            tuple(2 * v if e > 1 else 2 * xs[0] for v, e in zip(xsp[::-1], H[::-1])) + (2 * xs[0],),
+            (64, bq * st[1], bp * st[0], 1), (1, st[1], st[0], 1))
+    defs = ["#define WG_WGRAD 1", f"#define WGR_C {C}", f"#define WGR_S {Rk[1]}",
+            f"#define WGR_NQB {nqb}", f"#define WGR_NPB {npb}", f"#define WGR_BQ {bq}",
+            f"#define WGR_BP {bp}", f"#define WGR_STW {st[1]}", f"#define WGR_STH {st[0]}",
+            f"#define WGR_PADW {pad[1]}", f"#define WGR_PADH {pad[0]}",
+            f"#define WGR_DILW {dil[1]}", f"#define WGR_DILH {dil[0]}"]
+    return {"k": N * nqb * npb * 64, "tmaps": {"A": tm_a, "B": tm_b}, "defs": defs,
+            "box": (bq, bp)}
 
 
 def _vec_ok(st, domain, n_dim, dtype, run_ok):
@@ -820,6 +945,13 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_conv_fwd(spec, node, r)
+    elif node.kind == "ConvolutionBwdAttributes" and not epi_members and _strided_1x1(node, r) \
+            and span_elems(r["dx"]) == math.prod(dims(r["dx"])) and non_overlapping(r["dx"]) \
+            and all(v >= 0 for v in strides(r["dx"])) and knob("STRIDED_DGRAD", "1") not in ("0", "off"):
+        out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_data_strided(spec, node, r)
+        # the positions the stride skips are zero: clear dx, the GEMM then writes the rest
+        prog.steps.append(("memset", loc[out.uid], span_elems(out) * cg.ELEM_SIZE[dt(out)]))
+        prog.notes.append(f"{node.kind}: strided 1x1 decomposition (dx cleared, GEMM over dy positions)")
     elif node.kind == "ConvolutionBwdAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_data(spec, node, r)
     else:
@@ -883,6 +1015,9 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     if g["core"] == "wgmma":
         prog.notes.append(f"{node.kind}: wgmma core, tile {opts['tile']}, {opts['stages']} stages, "
                           f"TMA {''.join(sorted(g['tmaps'])) or 'none'}")
+        if g.get("wgrad"):
+            prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
+                              f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")
     if g["split"] > 1:
         part = ("ws", prog.ws_alloc(g["part_bytes"]))
         src, name, grid, block = g["gemm"]

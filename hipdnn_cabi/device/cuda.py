@@ -381,28 +381,30 @@ class CudaRuntime:
         _check(self.driver.cuFuncSetAttribute(
             fn, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes)), "cuFuncSetAttribute")
 
-    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box):
+    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box, elem_strides=None):
         """A CUtensorMap (128 bytes, ctypes array: a by-value kernel argument) for a tiled,
         128-byte-swizzled view of ``ptr``; ``dims``/``box`` innermost first, ``strides_bytes``
-        for dims 1.. (cuTensorMapEncodeTiled's conventions); out-of-range elements read 0."""
+        for dims 1.. (cuTensorMapEncodeTiled's conventions); out-of-range elements read 0.
+        ``elem_strides``: traversal step per dim (default 1; the box then spans
+        box[i] elements and loads ceil(box[i] / step) of them)."""
         import ctypes
         d = self.driver
         T = d.CUtensorMapDataType
         with Bound(self):
-            tm = self._encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box)
+            tm = self._encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box, elem_strides)
         buf = (ctypes.c_ubyte * 128)()
         ctypes.memmove(buf, int(tm.getPtr()), 128)
         return buf
 
     @staticmethod
-    def _encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box):
+    def _encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box, elem_strides=None):
         dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
               "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, "FP8_E4M3": T.CU_TENSOR_MAP_DATA_TYPE_UINT8,
               "FP8_E5M2": T.CU_TENSOR_MAP_DATA_TYPE_UINT8}[dtype]
         return _check(d.cuTensorMapEncodeTiled(
             dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
             [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],
-            [d.cuuint32_t(1)] * len(dims), d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            [d.cuuint32_t(int(x)) for x in (elem_strides or [1] * len(dims))], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
             d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")

@@ -48,6 +48,9 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
     names = []
     for st in prog.steps:
         if st[0] == "memset":
+            if st[1][0] == "t":          # a bound tensor (strided 1 x 1 backward data: dx)
+                host[st[1][1]][0][:st[2]] = 0
+                continue
             raw = base[st[1][0]][1]
             raw[st[1][1]:st[1][1] + st[2]] = 0
             continue

@@ -258,3 +258,43 @@ int main() {{
             for n0 in range(0, GN, BN):
                 want.add((g, m0, n0))
     assert len(seen) == len(set(seen)) and set(seen) == want
+
+
+def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
+    """Backward filter on 4-D tensor maps (ResNet conv3 3 x 3 and a stride-2 1 x 1, fp16 NHWC)
+    and the strided 1 x 1 backward-data decomposition: planned as such (notes), compiled for
+    sm_90a without spills, HGMMA + UTMALDG (both operands on the copy engine) in the SASS."""
+    import subprocess
+    from gpu_testlib import T, conv_bwd_data, conv_bwd_filter, graph_bytes
+
+    def nhwc(d):
+        return [d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]]
+    cases = []
+    for C, K, H, R, st, pad in ((128, 128, 28, 3, 1, 1), (512, 1024, 28, 1, 2, 0)):
+        P = (H + 2 * pad - R) // st + 1
+        tx = T(1, [32, C, H, H], "HALF", strides=nhwc([32, C, H, H]))
+        tw = T(2, [K, C, R, R], "HALF", strides=nhwc([K, C, R, R]))
+        ty = T(3, [32, K, P, P], "HALF", strides=nhwc([32, K, P, P]))
+        cases.append((f"wgrad_{C}_{R}_{st}", "4-D tensor maps",
+                      graph_bytes([tx, ty, tw], [conv_bwd_filter(1, 3, 2, [pad, pad], [st, st], [1, 1])])))
+        cases.append((f"dgrad_{C}_{R}_{st}", "strided 1x1" if st > 1 else "TMA B",
+                      graph_bytes([ty, tw, tx], [conv_bwd_data(3, 2, 1, [pad, pad], [st, st], [1, 1])])))
+    c = _compiler()
+    hdr = codegen.headers()
+    exe, env = _cuobjdump()
+    for name, note, g in cases:
+        prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
+        assert any(note in n for n in prog.notes), (name, prog.notes)
+        st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
+        img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
+        assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+        assert "C7514" not in c.last_log, (name, "wgmma serialised", c.last_log)
+        if exe is None:
+            continue
+        cub = tmp_path / f"{name}.cubin"
+        cub.write_bytes(img)
+        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                              check=True).stdout
+        assert "HGMMA" in sass and "UTMALDG" in sass, name
+        if "TMA AB" in " ".join(prog.notes):
+            assert "LDGSTS" not in sass, f"{name}: an operand is still gathered by the producer"

@@ -20,6 +20,9 @@
 // k rows (8 KiB each) - the layouts wgmma descriptors name with swizzle mode 1.
 // Split-K (GSPLIT > 1): each part writes fp32 partials HDN_PART[b * GSPLIT + s][m][n] and
 // gemm_splitk.hip sums them and runs the epilogue.
+// Convolution operands on 4-D / 3-D tensor maps: WG_WGRAD (backward filter: k tiles are boxes
+// of output positions, dy and per-tap x boxes; program._wgrad_tma) and B_TAP_K (backward data:
+// KRSC weights as (C, K, tap) boxes).
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 typedef hdn_half TA;
@@ -82,6 +85,15 @@ typedef hdn_u16 wg_raw_t;
 #endif
 #ifndef A_TMA
 #define A_TMA 0
+#endif
+#if GK < 1
+#error "the wgmma core needs GK >= 1"
+#endif
+#ifndef WG_WGRAD
+#define WG_WGRAD 0         // 1: backward filter on 4-D tensor maps (program._wgrad_tma)
+#endif
+#if WG_WGRAD && !(A_TMA && B_TMA && A_MODE == 2 && B_MODE == 2 && WG_ES == 2)
+#error "WG_WGRAD: both operands M/N-major 16-bit tensor-map boxes"
 #endif
 #ifndef B_TMA
 #define B_TMA 0
@@ -365,7 +377,27 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 const unsigned full = bars + 8 * st, empty = bars + 8 * (WG_STAGES + st);
                 const unsigned sa = sbase + st * WG_STAGE_BYTES, sb = sa + WG_A_BYTES;
                 wg_bar_wait(empty, ph ^ 1u);
-#if WG_ANY_TMA
+#if WG_WGRAD
+                // backward filter: k tile = a WGR_BQ x WGR_BP box of output positions of one
+                // image; A = dy box (64 output channels per atom), B = per filter tap the x box
+                // at box * stride - pad + tap * dil (64 input channels per atom; an atom past
+                // GN reads channels >= C, i.e. zeros)
+                if (t == 0) {
+                    wg_bar_expect_tx(full, WG_TMA_BYTES);
+                    const int kt = k0 / WG_BK;
+                    const int qb = kt % WGR_NQB, rq = kt / WGR_NQB, pb = rq % WGR_NPB, nb = rq / WGR_NPB;
+                    wg_tma4(sa, &tmA, m0, qb * WGR_BQ, pb * WGR_BP, nb, full);
+                    wg_tma4(sa + 8192, &tmA, m0 + 64, qb * WGR_BQ, pb * WGR_BP, nb, full);
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 64; ++j) {
+                        const int n = n0 + 64 * j;
+                        const int tap = n / WGR_C, c0 = n < GN ? n % WGR_C : WGR_C;
+                        const int rr = tap / WGR_S, ss = tap % WGR_S;
+                        wg_tma4(sb + 8192 * j, &tmB, c0, qb * WGR_BQ * WGR_STW - WGR_PADW + ss * WGR_DILW,
+                                pb * WGR_BP * WGR_STH - WGR_PADH + rr * WGR_DILH, nb, full);
+                    }
+                }
+#elif WG_ANY_TMA
                 if (t == 0) {
                     wg_bar_expect_tx(full, WG_TMA_BYTES);
 #if A_TMA && WG_A_MN
@@ -374,7 +406,16 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #elif A_TMA
                     wg_tma3(sa, &tmA, k0, m0, WG_A_BATCH(b), full);
 #endif
-#if B_TMA && WG_B_MN
+#if B_TMA && WG_B_MN && defined(B_TAP_K)
+                    // backward data weights: k = tap * K + output channel; one (C, K, tap)
+                    // box per 64 n (flipped taps for CONVOLUTION mode)
+                    {
+                        const int tap = k0 / B_TAP_K, kc = k0 - tap * B_TAP_K;
+                        const int tc = B_TAP_FLIP ? B_TAP_FLIP - tap : tap;
+#pragma unroll
+                        for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, kc, tc, full);
+                    }
+#elif B_TMA && WG_B_MN
 #pragma unroll
                     for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, WG_B_BATCH(b), full);
 #elif B_TMA
@@ -430,11 +471,19 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             WG_UNIT(u, b, m0, n0, kb, ke);
+#if defined(WG_SCHED_GROUPED)
+            // grouped schedule: an empty group's unit has no k tile (zeros out)
             const int nk = (ke - kb + WG_BK - 1) / WG_BK;
             if (nk <= 0) {
 #pragma unroll
                 for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.f;
             }
+#else
+            // every unit has >= 1 k tile (GK >= 1; split parts are whole k tiles and the last
+            // one starts below GK): saying so lets ptxas keep the wgmma pipeline unserialised
+            // (C7514 otherwise: the epilogue could read accumulators with no wgmma wait)
+            const int nk = max(1, (ke - kb + WG_BK - 1) / WG_BK);
+#endif
             int prev = 0;
 #pragma unroll 1
             for (int kt = 0; kt < nk; ++kt, ++it) {
@@ -467,10 +516,8 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
                 prev = st;
             }
-            if (nk > 0) {
-                hdn_wgmma_wait<0>();
-                wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
-            }
+            hdn_wgmma_wait<0>();
+            wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
             // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
