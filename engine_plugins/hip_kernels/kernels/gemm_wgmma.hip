@@ -346,6 +346,11 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 }
 
 #if WG_TMA_STORE
+// byte offset, in a consumer warpgroup's staging half tile (WG_BN / 64 boxes of 64 rows x 128
+// bytes, 128-byte swizzle), of the column pair (8 j + 2 t4, + 1) of row r
+__device__ __forceinline__ unsigned wg_cs_off(int r, int j, int t4) {
+    return (unsigned)((j >> 3) * 8192 + r * 128 + (((j & 7) ^ (r & 7)) << 4) + t4 * 4);
+}
 // one consumer warpgroup's 128 threads (named barrier 1 + wgc; id 0 is __syncthreads)
 __device__ __forceinline__ void wg_cons_sync(int wgc) {
     if (wgc == 0) wg_named_sync<1, 128>(); else wg_named_sync<2, 128>();
@@ -563,7 +568,6 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                 for (int j = 0; j < WG_BN / 8; ++j) {
                     const int n = n0 + j * 8 + t4 * 2;
-                    const unsigned cofs = (unsigned)((j >> 3) * 8192 + (((j & 7) ^ g) << 4) + t4 * 4);
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         // GN is even (16-byte output rows): n < GN covers n + 1; past the end the
@@ -573,7 +577,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         const float v1 = in ? epi_v(HDN_EPI_ARGS, b, mr + 8 * h, n + 1, acc[j * 4 + 2 * h + 1]) : 0.f;
                         const unsigned pk = (unsigned)hdn_bits(hdn_from_float<TC>(v0)) |
                                             ((unsigned)hdn_bits(hdn_from_float<TC>(v1)) << 16);
-                        wg_st_shared32(sc + (unsigned)((r0 + 8 * h) * 128) + cofs, pk);
+                        wg_st_shared32(sc + wg_cs_off(r0 + 8 * h, j, t4), pk);
                     }
                 }
                 wg_fence_async();                       // generic-proxy writes -> the copy engine
