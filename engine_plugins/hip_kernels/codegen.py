@@ -322,6 +322,10 @@ class GemmSpec:
         self.b_tap = None
         # () -> the SIMT core's A_ROWS prelude (implicit.conv_fwd_rows_simt) or None
         self.simt_rows = None
+        # the output as the wgmma core's TMA-store epilogue can write it (program.py): one 16-bit
+        # output, element (b, m, n) at b * sb + m * sm + n, 16-byte rows: {"uid", "dtype", "sm",
+        # "sb", "value": C body of epi_v (float v at b, m, n -> the output value)} or None
+        self.c_tma = None
 
 
 TILE = 128
@@ -376,6 +380,11 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
         if spec.grouped:
             S, per = 1, spec.K
+        tstore = None
+        if _c_tma_ok(spec) and not spec.grouped and not wgrad:
+            tstore = gc.tma_store_config(spec.M, spec.N, GK, spec.batch, sms, es, gather, bn, S)
+        if tstore:
+            (bn, stages), S, per = tstore, 1, GK
     elif core == "simt":
         from . import gemm_core as gc
         wgrad = None
@@ -417,6 +426,13 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps, wgrad)
+        if tstore:
+            c = spec.c_tma
+            L += ["#define WG_TMA_STORE 1", f"typedef {CTYPE[c['dtype']]} TC;",
+                  "__device__ __forceinline__ float epi_v(HDN_EPI_PARAMS, int b, int m, int n, float v) {",
+                  c["value"], "}"]
+            rows_b = c["sb"] * 2 if spec.batch > 1 else -(-spec.M * c["sm"] * 2 // 16) * 16
+            tmaps["C"] = (c["dtype"], (spec.N, spec.M, spec.batch), (c["sm"] * 2, rows_b), (64, 64, 1))
         if spec.grouped:
             L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
@@ -435,8 +451,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages), "arch": "sm_90a", "tile": (gc.WG_BM, bn, gc.bk(es)),
-                "stages": stages}
+        opts = {"shmem": gc.smem_bytes(bn, stages, bool(tstore)), "arch": "sm_90a",
+                "tile": (gc.WG_BM, bn, gc.bk(es)), "stages": stages}
+        if tstore:
+            opts["tstore"] = True
     else:
         kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
         body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \
@@ -455,6 +473,15 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",
                          (max(1, (n + 255) // 256), 1, 1), (256, 1, 1))
     return out
+
+
+def _c_tma_ok(spec):
+    """The output can take the TMA-store epilogue: one 16-bit output (16-bit inputs), dense
+    16-byte rows along n, N % 8 == 0 (tensor map: 16-byte strides)."""
+    c = spec.c_tma
+    return c is not None and spec.ta in ("HALF", "BFLOAT16") and c["dtype"] in ("HALF", "BFLOAT16") \
+        and spec.N % 8 == 0 and c["sm"] >= spec.N and c["sm"] % 8 == 0 \
+        and (spec.batch == 1 or (c["sb"] % 8 == 0 and c["sb"] >= spec.M * c["sm"]))
 
 
 def _simt_vec_ok():

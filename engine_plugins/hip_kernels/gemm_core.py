@@ -37,7 +37,12 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
 * ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
 * ``HIPDNN_CABI_HIP_SIMT_ROWS``: ``0`` turns the SIMT core's precomputed NCHW conv addressing off;
-* ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
+* ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine;
+* ``HIPDNN_CABI_HIP_TMA_STORE``: ``auto`` (default: the cost model :func:`tma_store_config`
+  picks it for epilogue-bound shapes) | ``1`` (wherever the output allows) | ``0`` (off) - the
+  wgmma epilogue through shared memory and tensor-copy-engine stores (``WG_TMA_STORE``);
+* ``HIPDNN_CABI_HIP_CONV1X1_TMA``: ``0`` gathers the activations of unit-stride unpadded 1 x 1
+  convolutions (a dense [N*H*W, C] matrix) instead of loading them with the copy engine.
 """
 from __future__ import annotations
 
@@ -89,8 +94,11 @@ def stage_bytes(bn):
     return (WG_BM + bn) * 128
 
 
-def smem_bytes(bn, stages):
-    return stages * stage_bytes(bn) + EPI_BYTES + 16 * stages + 1024
+def smem_bytes(bn, stages, tstore=False):
+    """Dynamic shared memory of the wgmma kernel (``WG_SMEM_BYTES``): the stage ring, the
+    epilogue staging (fp32 per-warp tiles, or with the TMA-store epilogue the 128 x bn 16-bit
+    output tile), the mbarriers and the 1024-byte alignment slack."""
+    return stages * stage_bytes(bn) + (256 * bn if tstore else EPI_BYTES) + 16 * stages + 1024
 
 
 def tile_config(M, N, K, batch, sms, es=2, gather=None):
@@ -169,14 +177,14 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
     return bn, st, S, per
 
 
-def _stages(bn):
+def _stages(bn, tstore=False):
     st = int(knob("STAGES", "0") or 0)
     if not st:
         st = 3
-        while st < 8 and smem_bytes(bn, st + 1) <= SMEM_LIMIT:
+        while st < 8 and smem_bytes(bn, st + 1, tstore) <= SMEM_LIMIT:
             st += 1
     st = max(3, min(8, st))
-    while st > 3 and smem_bytes(bn, st) > SMEM_LIMIT:
+    while st > 3 and smem_bytes(bn, st, tstore) > SMEM_LIMIT:
         st -= 1
     return st
 
@@ -202,6 +210,48 @@ def tile_cost(tiles, ksteps, bn, mn, sms, s, gather):
         per_unit += 128 * bn * 4 / PART_BPU
     fin = (s * 4 + 2) * mn / FIN_BPU + T_FIN if s > 1 else 0.0
     return waves * per_unit + fin
+
+
+# the TMA-store epilogue (WG_TMA_STORE): the consumers' own epilogue work per unit (fused ops,
+# 16-bit staging, two named barriers) - the store itself drains under the next unit's mainloop;
+# it is chosen when its modelled time is below TSTORE_GAIN x the register epilogue's
+T_UNIT_TS, TSTORE_GAIN = 0.35, 0.75
+
+
+def tile_cost_tstore(tiles, ksteps, bn, sms, gather):
+    """:func:`tile_cost` of the TMA-store epilogue (no split): per unit the slower of its k
+    steps + its own epilogue work and the output tile's store, which overlaps the next unit."""
+    ga, gb = gather
+    t_k = max(T_KSTEP * bn / 64, ga + gb * bn / 128, (128 + bn) * 128 / L2_BPU)
+    waves = -(-tiles // sms)
+    return waves * max(ksteps * t_k + T_UNIT_TS, 128 * bn * 2 / PART_BPU)
+
+
+def tma_store_config(M, N, K, batch, sms, es, gather, bn, S):
+    """(BN, stages) of the TMA-store epilogue for a GEMM whose output allows it (dense 16-bit
+    rows, no split-K), or None: ``HIPDNN_CABI_HIP_TMA_STORE`` = 0 -> None, 1 -> the best BN under
+    :func:`tile_cost_tstore`; auto -> that only when it beats the register epilogue's plan
+    (``bn``, ``S`` from :func:`tile_config`) by the margin TSTORE_GAIN: epilogue-bound shapes
+    (few k steps per output tile, e.g. 1 x 1 convolutions with C = 64)."""
+    mode = knob("TMA_STORE", "auto")
+    if mode in ("0", "off") or gather is None or sms <= 0:
+        return None
+    tm = -(-M // WG_BM)
+    ksteps = -(-K // bk(es))
+    t = knob("TILE", "")
+    cands = [int(t.split("x")[1])] if t in ("128x256", "128x128", "128x64") else \
+        [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+    best = None
+    for b in cands:
+        c = tile_cost_tstore(tm * -(-N // b) * batch, ksteps, b, sms, gather)
+        if best is None or c < best[0]:
+            best = (c, b)
+    if mode not in ("1", "on"):
+        tiles = tm * -(-N // bn) * batch
+        base = tile_cost(tiles, ksteps, bn, M * N * batch, sms, S, gather)
+        if best[0] >= TSTORE_GAIN * base:
+            return None
+    return best[1], _stages(best[1], True)
 
 
 # split-K cost model (microseconds on an H200-class part; relative values are what matter):

@@ -618,6 +618,37 @@ def _spec_matmul(spec, r):
     return c, coord, cd, len(cd) - 1, True, [a, b]
 
 
+def _linear(radices, strides):
+    """The element stride s of an index decomposed over ``radices`` (slowest first) when its
+    offset is linear (index * s): each dim's stride is the next's times the next's size (size-1
+    dims ignored); None otherwise."""
+    dims_ = [(d, s) for d, s in zip(radices, strides) if d != 1]
+    if not dims_:
+        return 1
+    for (d0, s0), (d1, s1) in zip(dims_, dims_[1:]):
+        if s0 != s1 * d1:
+            return None
+    return dims_[-1][1] if dims_[-1][1] > 0 else None
+
+
+def _c_tma(spec, kind, domain, n_dim, out_strides):
+    """(sm, sb) when the GEMM output over ``domain`` is element (b, m, n) at b * sb + m * sm + n
+    (conv forward: m over (image, output positions); matmul: b over the batch dims), else None."""
+    st = [v if domain[d] != 1 else 0 for d, v in enumerate(out_strides)]
+    if domain[n_dim] > 1 and st[n_dim] != 1:
+        return None
+    if kind == "ConvolutionFwdAttributes":
+        sm = _linear([domain[0]] + list(domain[2:]), [st[0]] + list(st[2:]))
+        return (sm, 0) if sm is not None else None
+    if kind == "MatmulAttributes":
+        sm = st[-2] if domain[-2] > 1 else spec.N
+        sb = _linear(domain[:-2], st[:-2]) if len(domain) > 2 else 0
+        if sm is None or sb is None or sm <= 0:
+            return None
+        return sm, (sb if spec.batch > 1 else 0)
+    return None
+
+
 def _spec_conv_fwd(spec, node, r):
     x, w, y = r["x"], r["w"], r["y"]
     xd, wd, yd = dims(x), dims(w), dims(y)
@@ -667,6 +698,11 @@ def _spec_conv_fwd(spec, node, r):
     if spec.b_mode == 1 and cl and not p["flip"] and \
             all(Rk[j] == 1 or ws_[2 + j] == C * math.prod(Rk[j + 1:]) for j in range(nsp)):
         spec.b_dense = (ws_[0], 1, 0, 1)          # KRSC weights: a dense [K, R*C] matrix
+    if spec.a_mode == 1 and all(e == 1 for e in Rk) and all(e == 1 for e in p["stride"]) and \
+            not any(p["pre_padding"]) and list(P) == list(H) and knob("CONV1X1_TMA", "1") not in ("0", "off"):
+        sm = _linear([N] + list(P), [xs[0]] + list(xs[2:]))
+        if sm is not None:                        # unit-stride 1 x 1: x is a dense [N*H*W, C] matrix
+            spec.a_dense = (sm, 1, 0, 1)
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
@@ -989,6 +1025,12 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
         body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{CTYPE[d]}>({var});")
     spec.epi_params = params
     spec.store = " ".join(body)
+    if len(outs) == 1 and cg.ELEM_SIZE.get(outs[0][2]) == 2 and run_ok and \
+            knob("TMA_STORE", "auto") not in ("0", "off"):
+        lay = _c_tma(spec, node.kind, domain, n_dim, outs[0][1])
+        if lay is not None:     # the wgmma core's TMA-store epilogue (codegen._c_tma_ok decides)
+            spec.c_tma = {"uid": outs[0][0], "dtype": outs[0][2], "sm": lay[0], "sb": lay[1],
+                          "value": "\n".join(list(coord) + ins_lines + stmts + [f"return {outs[0][3]};"])}
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
     core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
@@ -1011,10 +1053,14 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     for op, base in (("A", ab[0]), ("B", ab[1])):
         if op in g["tmaps"]:
             ab.append(("tmap", base) + tuple(g["tmaps"][op]))
+    if "C" in g["tmaps"]:       # TMA-store epilogue: the output's tensor map (after tmA / tmB)
+        ab.append(("tmap", loc[spec.c_tma["uid"]]) + tuple(g["tmaps"]["C"]))
     opts = g["opts"]
     if g["core"] == "wgmma":
         prog.notes.append(f"{node.kind}: wgmma core, tile {opts['tile']}, {opts['stages']} stages, "
-                          f"TMA {''.join(sorted(g['tmaps'])) or 'none'}")
+                          f"TMA {''.join(sorted(k for k in g['tmaps'] if k in ('A', 'B'))) or 'none'}")
+        if opts.get("tstore"):
+            prog.notes.append(f"{node.kind}: TMA-store epilogue")
         if g.get("wgrad"):
             prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
                               f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")

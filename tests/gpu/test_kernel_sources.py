@@ -298,3 +298,103 @@ def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
         assert "HGMMA" in sass and "UTMALDG" in sass, name
         if "TMA AB" in " ".join(prog.notes):
             assert "LDGSTS" not in sass, f"{name}: an operand is still gathered by the producer"
+
+
+def test_tma_store_staging_matches_the_swizzled_box(tmp_path):
+    """The TMA-store epilogue's staging offsets (wg_cs_off in gemm_wgmma.hip, compiled on the
+    host) put every accumulator element (row r = 16 w + g (+ 8), columns 8 j + 2 t4 (+ 1) of the
+    wgmma m64nN fragment) where the tensor copy engine's 128-byte swizzle reads that element of
+    the 64 x 64 box (16-byte chunk c of row r at chunk c ^ (r & 7)), each element once, and the
+    32 lanes of one shared store hit 32 different banks."""
+    import shutil
+    import subprocess
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    body = codegen.read_kernel("gemm_wgmma.hip")
+    fn = body[body.index("__device__ __forceinline__ unsigned wg_cs_off("):]
+    fn = fn[:fn.index("\n}\n") + 3]
+    src = ("#include <cstdio>\n#define __device__\n#define __forceinline__ inline\n" + fn +
+           "int main() { for (int w = 0; w < 4; ++w) for (int l = 0; l < 32; ++l) for (int j = 0; j < 32; ++j)"
+           " for (int h = 0; h < 2; ++h) { const int r = 16 * w + (l >> 2) + 8 * h;"
+           " printf(\"%d %d %d %d %u\\n\", w, l, j, h, wg_cs_off(r, j, l & 3)); } return 0; }\n")
+    (tmp_path / "c.cpp").write_text(src)
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "c"), str(tmp_path / "c.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "c")], capture_output=True, text=True, check=True).stdout
+    seen, banks = set(), {}
+    for ln in out.split("\n"):
+        if not ln:
+            continue
+        w, lane, j, h, off = map(int, ln.split())
+        box, rem = divmod(off, 8192)
+        row, pos = divmod(rem, 128)
+        chunk = (pos >> 4) ^ (row & 7)                 # the 128-byte swizzle, undone
+        col = box * 64 + chunk * 8 + (pos & 15) // 2
+        assert off % 4 == 0 and (row, col) == (16 * w + (lane >> 2) + 8 * h, 8 * j + 2 * (lane & 3)), ln
+        seen.add((row, col))
+        banks.setdefault((w, j, h), set()).add((off // 4) % 32)
+    assert len(seen) == 64 * 128                       # 64 rows x 256 columns in column pairs
+    assert all(len(b) == 32 for b in banks.values())
+
+
+def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
+    """The ResNet-50 1 x 1 expand (fp16 / bf16 NHWC, plain and with bias + ReLU fused) plans the
+    TMA-store epilogue with both operands on the copy engine; its kernel compiles for sm_90a with
+    no spills and no serialised wgmma (C7514), HGMMA + UTMALDG + UTMASTG and no producer
+    gathers (LDGSTS) or plain global stores in the SASS.  The 3 x 3 layers keep the register
+    epilogue; the knob 0 turns it off."""
+    import re
+    import subprocess
+    from gpu_testlib import T, conv_fwd, graph_bytes, pw
+
+    def nhwc(d):
+        return [d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]]
+
+    def graph(C, K, H, R, dtype, fused):
+        x = T(1, [32, C, H, H], dtype, strides=nhwc([32, C, H, H]))
+        w = T(2, [K, C, R, R], dtype, strides=nhwc([K, C, R, R]))
+        y = T(6, [32, K, H, H], dtype, strides=nhwc([32, K, H, H]))
+        pad = [R // 2] * 2
+        if not fused:
+            return graph_bytes([x, w, y], [conv_fwd(1, 2, 6, pad, [1, 1], [1, 1])])
+        cv = T(3, [32, K, H, H], "FLOAT", strides=nhwc([32, K, H, H]), virtual=True)
+        bv = T(5, [32, K, H, H], "FLOAT", strides=nhwc([32, K, H, H]), virtual=True)
+        b = T(4, [1, K, 1, 1], dtype, strides=[K, 1, K, K])
+        return graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, pad, [1, 1], [1, 1]),
+                                                 pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    c = _compiler()
+    hdr = codegen.headers()
+    exe, env = _cuobjdump()
+    for dtype in ("HALF", "BFLOAT16"):
+        for fused in (False, True):
+            prog = build_program(parse_graph(graph(64, 256, 56, 1, dtype, fused)), use_mma=True, arch="sm_90")
+            assert any("TMA-store epilogue" in n for n in prog.notes), prog.notes
+            assert any("TMA AB" in n for n in prog.notes), prog.notes
+            st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
+            assert st[6].get("tstore") and st[6]["shmem"] <= 227 * 1024
+            assert sum(1 for a in st[5] if a[0] == "tmap") == 3
+            name = f"tstore_{dtype}_{int(fused)}"
+            img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
+            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+            assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, c.last_log)
+            if exe is None:
+                continue
+            cub = tmp_path / f"{name}.cubin"
+            cub.write_bytes(img)
+            sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                                  check=True).stdout
+            assert "HGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass, name
+            assert "LDGSTS" not in sass and not re.search(r"\bSTG\.", sass), name
+    for C, K, H in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (512, 512, 7)):
+        prog = build_program(parse_graph(graph(C, K, H, 3, "HALF", False)), use_mma=True, arch="sm_90")
+        assert not any("TMA-store" in n for n in prog.notes), (C, prog.notes)
+    old = os.environ.get("HIPDNN_CABI_HIP_TMA_STORE")
+    os.environ["HIPDNN_CABI_HIP_TMA_STORE"] = "0"
+    try:
+        prog = build_program(parse_graph(graph(64, 256, 56, 1, "HALF", False)), use_mma=True, arch="sm_90")
+        assert not any("TMA-store" in n for n in prog.notes), prog.notes
+    finally:
+        if old is None:
+            del os.environ["HIPDNN_CABI_HIP_TMA_STORE"]
+        else:
+            os.environ["HIPDNN_CABI_HIP_TMA_STORE"] = old

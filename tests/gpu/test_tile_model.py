@@ -36,3 +36,27 @@ def test_simt_config():
     assert gc.simt_config(4096, 4096, 4096, 1, 132) == (128, 1, 4096)
     bn, S, per = gc.simt_config(6272, 256, 2304, 1, 132)
     assert S > 1 and per % gc.SIMT_BK == 0 and (S - 1) * per < 2304 <= S * per
+
+
+def test_tma_store_epilogue_only_for_epilogue_bound_shapes(monkeypatch):
+    monkeypatch.delenv("HIPDNN_CABI_HIP_TMA_STORE", raising=False)
+    monkeypatch.delenv("HIPDNN_CABI_HIP_TILE", raising=False)
+
+    def pick(M, N, K, gather):
+        bn, st, S, per = gc.tile_config(M, N, K, 1, 132, 2, gather)
+        return gc.tma_store_config(M, N, K, 1, 132, 2, gather, bn, S)
+    # ResNet-50 conv2 1 x 1 expand (one k step per tile, both operands on the copy engine)
+    ts = pick(100352, 256, 64, (0.0, 0.0))
+    assert ts is not None and gc.smem_bytes(ts[0], ts[1], True) <= gc.SMEM_LIMIT and ts[1] >= 3
+    # 3 x 3 layers (A gathered), the 1 x 1 stride 2 layer, big GEMMs: the register epilogue
+    for M, N, K, g in ((100352, 64, 576, gc.GATHER_ROWS), (25088, 128, 1152, gc.GATHER_ROWS),
+                       (6272, 256, 2304, gc.GATHER_ROWS), (6272, 1024, 512, gc.GATHER_ROWS),
+                       (4096, 4096, 4096, 0.0), (8192, 4096, 11008, 0.0)):
+        assert pick(M, N, K, (g, 0.0)) is None, (M, N, K)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", "0")
+    assert pick(100352, 256, 64, (0.0, 0.0)) is None
+    monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", "1")
+    assert pick(4096, 4096, 4096, (0.0, 0.0)) is not None
+    for bn in (256, 128, 64):
+        st = gc._stages(bn, True)
+        assert st >= 3 and gc.smem_bytes(bn, st, True) <= gc.SMEM_LIMIT

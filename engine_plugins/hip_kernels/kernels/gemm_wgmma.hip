@@ -23,6 +23,15 @@
 // Convolution operands on 4-D / 3-D tensor maps: WG_WGRAD (backward filter: k tiles are boxes
 // of output positions, dy and per-tap x boxes; program._wgrad_tma) and B_TAP_K (backward data:
 // KRSC weights as (C, K, tap) boxes).
+// WG_TMA_STORE 1 (epilogue-bound shapes, e.g. 1 x 1 convolutions with 64 input channels: one k
+// step per tile; gemm_core.tma_store_config): the epilogue applies the fused ops in registers
+// (epi_v: the value of the one 16-bit output TC at (b, m, n)), stages each consumer
+// warpgroup's 64 x WG_BN half tile in shared memory as 64 x 64 boxes (128-byte swizzle) and one
+// thread per warpgroup stores them with the tensor copy engine (tensor map tmC over the dense
+// output, (GN, GM, GBATCH); rows / columns past the end are clipped), so the warpgroup returns
+// to the next unit's wgmma while the store drains.  The half tile's staging buffer is reused
+// after cp.async.bulk.wait_group.read by the issuing thread + the warpgroup's named barrier
+// (id 1 + consumer index, 128 threads).  Never with split-K or the grouped scheduler.
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 typedef hdn_half TA;
@@ -98,6 +107,12 @@ typedef hdn_u16 wg_raw_t;
 #ifndef B_TMA
 #define B_TMA 0
 #endif
+#ifndef WG_TMA_STORE
+#define WG_TMA_STORE 0
+#endif
+#if WG_TMA_STORE && (GSPLIT > 1 || defined(WG_SCHED_GROUPED) || WG_WGRAD || (GN % 8) != 0)
+#error "WG_TMA_STORE: plain schedule without split-K, 16-byte output rows (GN % 8 == 0)"
+#endif
 #ifndef WG_MN_LBO
 #define WG_MN_LBO 8192   // M/N-major descriptors: byte stride between 64-wide atoms
 #endif
@@ -112,7 +127,12 @@ typedef hdn_u16 wg_raw_t;
 #define WG_B_BYTES (WG_BN * 128)
 #define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
 #define WG_EPI_LD 36
+#if WG_TMA_STORE
+#define WG_CS_HALF (64 * WG_BN * 2)          // one consumer warpgroup's 64 x WG_BN 16-bit half tile
+#define WG_EPI_BYTES (2 * WG_CS_HALF)
+#else
 #define WG_EPI_BYTES (8 * 16 * WG_EPI_LD * 4)
+#endif
 #define WG_TM ((GM + WG_BM - 1) / WG_BM)
 #define WG_TN ((GN + WG_BN - 1) / WG_BN)
 #define WG_TILES (WG_TM * WG_TN)
@@ -325,6 +345,18 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 #endif
 }
 
+#if WG_TMA_STORE
+// byte offset, in a consumer warpgroup's staging half tile (WG_BN / 64 boxes of 64 rows x 128
+// bytes, 128-byte swizzle), of the column pair (8 j + 2 t4, + 1) of row r
+__device__ __forceinline__ unsigned wg_cs_off(int r, int j, int t4) {
+    return (unsigned)((j >> 3) * 8192 + r * 128 + (((j & 7) ^ (r & 7)) << 4) + t4 * 4);
+}
+// one consumer warpgroup's 128 threads (named barrier 1 + wgc; id 0 is __syncthreads)
+__device__ __forceinline__ void wg_cons_sync(int wgc) {
+    if (wgc == 0) wg_named_sync<1, 128>(); else wg_named_sync<2, 128>();
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(384, 1)
 hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #if A_TMA
@@ -332,6 +364,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
 #if B_TMA
                , const __grid_constant__ hdn_tmap tmB
+#endif
+#if WG_TMA_STORE
+               , const __grid_constant__ hdn_tmap tmC
 #endif
 #if GSPLIT > 1
                , float* __restrict__ HDN_PART)
@@ -520,8 +555,44 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
             wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
-            // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
             const int g = lane >> 2, t4 = lane & 3;
+#if WG_TMA_STORE
+            // ---- epilogue: fused ops in registers -> 16-bit half tile in shared memory (64 x 64
+            // boxes, 128-byte swizzle: 16-byte chunk c of row r at c ^ (r & 7)) -> TMA store
+            {
+                const unsigned sc = sbase + WG_STAGES * WG_STAGE_BYTES + wgc * WG_CS_HALF;
+                if (tw == 0) wg_bulk_wait_read0();      // the previous unit's store has read it
+                wg_cons_sync(wgc);
+                const int r0 = w4 * 16 + g;             // row in the half tile (and r0 + 8)
+                const int mr = m0 + wgc * 64 + r0;
+#pragma unroll
+                for (int j = 0; j < WG_BN / 8; ++j) {
+                    const int n = n0 + j * 8 + t4 * 2;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        // GN is even (16-byte output rows): n < GN covers n + 1; past the end the
+                        // fused inputs are not read (the tensor map clips those elements anyway)
+                        const bool in = mr + 8 * h < GM && n < GN;
+                        const float v0 = in ? epi_v(HDN_EPI_ARGS, b, mr + 8 * h, n, acc[j * 4 + 2 * h]) : 0.f;
+                        const float v1 = in ? epi_v(HDN_EPI_ARGS, b, mr + 8 * h, n + 1, acc[j * 4 + 2 * h + 1]) : 0.f;
+                        const unsigned pk = (unsigned)hdn_bits(hdn_from_float<TC>(v0)) |
+                                            ((unsigned)hdn_bits(hdn_from_float<TC>(v1)) << 16);
+                        wg_st_shared32(sc + wg_cs_off(r0 + 8 * h, j, t4), pk);
+                    }
+                }
+                wg_fence_async();                       // generic-proxy writes -> the copy engine
+                wg_cons_sync(wgc);
+                if (tw == 0) {
+                    if (m0 + wgc * 64 < GM) {
+#pragma unroll
+                        for (int jb = 0; jb < WG_BN / 64; ++jb)
+                            if (n0 + 64 * jb < GN) wg_tma_store3(&tmC, sc + jb * 8192, n0 + 64 * jb, m0 + wgc * 64, b);
+                    }
+                    wg_bulk_commit();
+                }
+            }
+#else
+            // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
             const int mrow = m0 + wgc * 64 + w4 * 16;
 #pragma unroll
             for (int c32 = 0; c32 < WG_BN / 32; ++c32) {
@@ -560,7 +631,11 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
                 __syncwarp();
             }
+#endif
         }
+#if WG_TMA_STORE
+        if (tw == 0) wg_bulk_wait0();                   // every store written before the CTA ends
+#endif
     }
 }
 #else

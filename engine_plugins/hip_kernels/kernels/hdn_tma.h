@@ -2,7 +2,8 @@
 // gemm_wgmma.hip, flash attention attention_fwd_wgmma.hip): shared-memory addresses, mbarriers
 // (init / try-wait on a phase parity / arrive / arrive with an expected transaction count),
 // 16-byte cp.async completing on an mbarrier, the async-proxy fence, tensor-copy-engine loads
-// (cp.async.bulk.tensor 3-d / 4-d, 128-byte swizzle as the tensor map says) and the wgmma
+// (cp.async.bulk.tensor 3-d / 4-d, 128-byte swizzle as the tensor map says) and stores (bulk
+// async-groups), named barriers and the wgmma
 // shared-memory matrix descriptor (128-byte swizzle mode).
 #pragma once
 #include "hdn_compat.h"
@@ -54,6 +55,25 @@ __device__ __forceinline__ void wg_tma4(unsigned dst, const hdn_tmap* map, int c
                  "[%0], [%1, {%2, %3, %4, %5}], [%6];"
                  :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                  : "memory");
+}
+// tensor-copy-engine store (shared -> global, 3-d box; the tensor map clips out-of-range
+// elements: they are not written) in the issuing thread's bulk async-group; commit / wait on
+// those groups (.read: until the shared-memory source has been read, so it may be rewritten)
+__device__ __forceinline__ void wg_tma_store3(const hdn_tmap* map, unsigned src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void wg_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void wg_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void wg_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// named barrier ID (1..15; 0 is __syncthreads) over N threads (whole warps); immediate ids
+template <int ID, int N>
+__device__ __forceinline__ void wg_named_sync() {
+    asm volatile("bar.sync %0, %1;" :: "n"(ID), "n"(N) : "memory");
+}
+__device__ __forceinline__ void wg_st_shared32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
 }
 // wgmma descriptor: start address, leading / stride byte offsets, 128-byte swizzle
 __device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
