@@ -655,7 +655,11 @@ def _spec_conv_fwd(spec, node, r):
     if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
         spec.a_mode = 1
         spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
-    if not cl:     # NCHW: (channel, tap) k; channels-last keeps its cheaper generic decode (fewer registers)
+    if not cl and _nchw_mvec(spec.ta, spec.tb, xd, xs, P, Rk, p):
+        # fp32 NCHW 1 x 1, unit stride, no padding: 4 consecutive m (output positions of one
+        # image) are 4 contiguous x elements - the SIMT core's 16-byte m-vector A loads
+        spec.a_mode = 2
+    elif not cl:     # NCHW: (channel, tap) k; channels-last keeps its cheaper generic decode (fewer registers)
         spec.simt_rows = lambda: implicit.conv_fwd_rows_simt(spec, xd, xs, P, Rk, p, cl)
     if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 1
@@ -670,6 +674,31 @@ def _spec_conv_fwd(spec, node, r):
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
+
+
+def _nchw_mvec(ta, tb, xd, xs, P, Rk, p):
+    """fp32 NCHW (channel stride != 1) forward with a 1 x 1 filter, unit stride, no padding and
+    spatially packed x, whose output positions per image are a multiple of 4: the GEMM's A
+    (m = (n, position), k = channel) is M-major with 4-aligned contiguous runs of m, so the SIMT
+    core loads it as 16-byte m-vectors (A_MODE 2) instead of element gathers.  Knob
+    ``HIPDNN_CABI_HIP_SIMT_MVEC=0`` turns it off."""
+    nsp = len(P)
+    if knob("SIMT_MVEC", "1") in ("0", "off") or ta != "FLOAT" or tb != "FLOAT" or nsp == 0:
+        return False
+    if any(e != 1 for e in Rk) or any(e != 1 for e in p["stride"]) or any(p["pre_padding"]):
+        return False
+    H = xd[2:]
+    if list(P) != list(H) or math.prod(P) % 4:
+        return False
+    packed = all(xs[2 + j] == math.prod(H[j + 1:]) or H[j] == 1 for j in range(nsp))
+    return packed and xs[0] % 4 == 0 and xs[1] % 4 == 0 and xs[0] > 0 and xs[1] > 0
+
+
+def _fwd_mvec(node, r):
+    """:func:`_nchw_mvec` for a forward convolution node's operand roles."""
+    x, w, y = r["x"], r["w"], r["y"]
+    nsp = len(dims(x)) - 2
+    return _nchw_mvec(dt(x), dt(w), dims(x), strides(x), dims(y)[2:], dims(w)[2:], conv_params(node, nsp))
 
 
 def _strided_1x1(node, r):
@@ -939,8 +968,11 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     tin = r[{"MatmulAttributes": "a", "ConvolutionFwdAttributes": "x",
              "ConvolutionBwdAttributes": "dy", "ConvolutionWrwAttributes": "x"}[node.kind]]
     if arch is not None:
-        r = layout.prepare(prog, node, r, loc, tag, choose_core(dt(tin), dt(tin), arch, use_mma, tf32),
-                           (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+        core0 = choose_core(dt(tin), dt(tin), arch, use_mma, tf32)
+        r = layout.prepare(prog, node, r, loc, tag, core0, (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+        if node.kind == "ConvolutionFwdAttributes" and not _fwd_mvec(node, r):
+            # fp32 NCHW on the FFMA core: NHWC copies when the cost model says so (layout.py)
+            r = layout.prepare_simt(prog, node, r, loc, tag, core0, sms)
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
