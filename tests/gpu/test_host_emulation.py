@@ -326,3 +326,38 @@ def test_simt_nchw_mvec_rejects_unaligned():
                              use_mma=True, arch="sm_90")
         src = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0][1]
         assert "#define A_MODE 2" not in src, case
+
+
+# ------------------------------------------------------ backward filter as dw^T (WGRAD_SWAP)
+WGRAD_SWAP = [  # N, C, H, W, K, R, pad, stride, dil, mode (channels-last)
+    (2, 64, 7, 7, 64, 3, 1, 1, 1, "CROSS_CORRELATION"),
+    (2, 16, 9, 8, 8, 3, 1, 2, 1, "CONVOLUTION"),          # flipped taps, stride 2, K = 8
+    (1, 24, 10, 10, 40, 3, 2, 1, 2, "CROSS_CORRELATION"), # C, K not multiples of 64, dilation 2
+    (2, 32, 6, 6, 16, 1, 0, 2, 1, "CROSS_CORRELATION"),   # 1 x 1 stride 2
+]
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
+@pytest.mark.parametrize("case", range(len(WGRAD_SWAP)))
+def test_wgrad_swapped_gemm(dtp, case, monkeypatch):
+    """HIPDNN_CABI_HIP_WGRAD_SWAP=1: the backward filter GEMM computed as dw^T (M = C*R*S,
+    N = K: x is the M-major A, dy the N-major B, dw written through its strides) - gathers and
+    epilogue on the host against the reference, with and without split-K."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_WGRAD_SWAP", "1")
+    N, C, H, W, K, R, pad, st, dil, mode = WGRAD_SWAP[case]
+    P = (H + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    Q = (W + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    x, w, y = T(1, [N, C, H, W], dtp, "nhwc"), T(2, [K, C, R, R], dtp, "nhwc"), T(3, [N, K, P, Q], dtp, "nhwc")
+    padv, stv, dilv = [pad, pad], [st, st], [dil, dil]
+    g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, padv, stv, dilv, mode)])
+    xv, yv = rnd(x.dims, dtp), rnd(y.dims, dtp)
+    ref = quantize(kconv.conv_bwd_filter(xv, yv, w.dims, padv, padv, stv, dilv, mode,
+                                         compute_dtype=np.float64), dtp)
+    for sms in (132, 1):          # 1 SM: no split-K
+        progs = []
+        out = run_host(g, {x: xv, y: yv}, [w], sms=sms, prog_out=progs)[0][2]
+        assert any("dw^T GEMM" in n for n in progs[0].notes), progs[0].notes
+        gemm = [s for s in progs[0].steps if s[0] == "launch" and s[2].startswith("hdn_gemm_")][0][1]
+        assert f"#define GM {C * R * R}" in gemm and f"#define GN {K}" in gemm
+        e = relerr(out, ref)
+        assert np.all(np.isfinite(out)) and e < TOL[dtp], (sms, e)
