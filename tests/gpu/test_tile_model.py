@@ -104,3 +104,17 @@ def test_fp32_nhwc_and_tf32_unchanged():
         assert not getattr(prog, "layout_transforms", 0), prog.notes
         prog = _resnet_prog(name, "HALF", "nchw")
         assert not any("SIMT core" in n for n in prog.notes)
+
+
+@pytest.mark.parametrize("name", [r[0] for r in RESNET])
+def test_fp16_wgrad_swap_choice(name, monkeypatch):
+    """fp16 NHWC backward filter: only conv2 3x3 (K = 64 < C*R*S = 576) runs as dw^T (a 128 x 64
+    tile over M = 576 instead of half-empty 128-row tiles); every layer stays on the tensor maps;
+    WGRAD_SWAP=0 turns it off."""
+    monkeypatch.delenv("HIPDNN_CABI_HIP_WGRAD_SWAP", raising=False)
+    prog = _resnet_prog(name, "HALF", "nhwc", op="wgrad")
+    assert any("4-D tensor maps" in n for n in prog.notes), prog.notes
+    assert any("dw^T GEMM" in n for n in prog.notes) == (name == "conv2_3x3"), prog.notes
+    monkeypatch.setenv("HIPDNN_CABI_HIP_WGRAD_SWAP", "0")
+    prog = _resnet_prog(name, "HALF", "nhwc", op="wgrad")
+    assert not any("dw^T GEMM" in n for n in prog.notes)
