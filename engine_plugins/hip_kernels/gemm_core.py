@@ -37,6 +37,10 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
 * ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
 * ``HIPDNN_CABI_HIP_SIMT_ROWS``: ``0`` turns the SIMT core's precomputed NCHW conv addressing off;
+* ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
+  workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
+* ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
+* ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (program.py);
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine.
 """
 from __future__ import annotations

@@ -12,6 +12,9 @@ copied into the workspace in the layout the core wants:
   convolutions with those types as above (backward data: CRSK weights), backward filter
   stays on the SIMT core (its dy operand would be M-major).
 
+* the SIMT (FFMA) core, fp32 NCHW convolution forward: x -> NHWC, w -> KRSC when the cost model
+  says so (:func:`prepare_simt`, knob ``HIPDNN_CABI_HIP_SIMT_NHWC``).
+
 Outputs are never transformed: the epilogue stores with any strides.  Plans with a transform
 report ``HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM`` and count the copies in their workspace
 size.  A copy of a packed tensor that moves one group of axes behind another is a tiled
