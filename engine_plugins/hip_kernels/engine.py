@@ -52,7 +52,7 @@ def gemm_knobs():
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
                   "FP8_CVT", "ATTN", "ATTN_STAGES", "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS",
-                  "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA"))
+                  "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP"))
 
 
 class Analysis:

@@ -43,6 +43,10 @@ Knobs (environment; the tile table below is the default):
   wgmma epilogue through shared memory and tensor-copy-engine stores (``WG_TMA_STORE``);
 * ``HIPDNN_CABI_HIP_CONV1X1_TMA``: ``0`` gathers the activations of unit-stride unpadded 1 x 1
   convolutions (a dense [N*H*W, C] matrix) instead of loading them with the copy engine.
+* ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
+  workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
+* ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
+* ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (program.py);
 """
 from __future__ import annotations
 
@@ -340,3 +344,40 @@ def simt_config(M, N, K, batch, sms):
     S = -(-K // per)
     return (bn, S, per) if S > 1 else (bn, 1, K)
 
+
+# fp32 NCHW convolution forward on the SIMT core: transpose x (and KCRS w) into NHWC / KRSC
+# workspace copies and run the channels-last kernel (16-byte k-vector loads), or gather NCHW in
+# place.  Fitted to the H200 run of branch s20 (bench/results/gpu_s20.json, fp32 NCHW vs NHWC
+# rows of the six ResNet-50 layers on the same core): unsplit grids lost ~20 % to the NCHW
+# gather (conv2 3x3 0.303 vs 0.248 ms, conv3 0.312 vs 0.249, 1x1 s2 0.322 vs 0.271), a
+# reduction of <= 128 (1 x 1 expand, K = 64) lost 120 % (0.267 vs 0.120), split-K grids nothing
+# (conv4 0.264 vs 0.260, conv5 0.247 vs 0.263).  SIMT_FMA_PER_US: FFMA per microsecond the
+# core sustains (~30 TFLOP/s); TR_BPU: bytes per microsecond a transpose moves (read + write);
+# TR_LAUNCH: per copy.  A copy must win by NHWC_MARGIN.
+SIMT_FMA_PER_US, TR_BPU, TR_LAUNCH, NHWC_MARGIN = 15e6, 2.5e6, 2.5, 1.5
+
+
+def simt_nhwc_estimate(M, N, K, sms, copy_bytes, copies):
+    """(gain, cost) in microseconds of running an fp32 NCHW convolution forward GEMM (M x N x K)
+    on NHWC workspace copies (``copy_bytes`` in total over ``copies`` transposes)."""
+    bn, S, per = simt_config(M, N, K, 1, sms)
+    t = M * N * K / SIMT_FMA_PER_US
+    if S > 1:
+        gain = 0.0
+    elif K <= 128:
+        gain = 1.2 * t
+    else:
+        gain = 0.2 * t
+    return gain, 2 * copy_bytes / TR_BPU + TR_LAUNCH * copies
+
+
+def simt_nhwc_choice(M, N, K, sms, copy_bytes, copies):
+    """True: run this fp32 NCHW convolution forward on NHWC copies (knob
+    ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` (default, :func:`simt_nhwc_estimate`) | ``0`` | ``1``)."""
+    want = knob("SIMT_NHWC", "auto")
+    if want in ("0", "off"):
+        return False
+    if want in ("1", "on"):
+        return True
+    gain, cost = simt_nhwc_estimate(M, N, K, sms, copy_bytes, copies)
+    return gain > NHWC_MARGIN * cost

@@ -12,6 +12,9 @@ copied into the workspace in the layout the core wants:
   convolutions with those types as above (backward data: CRSK weights), backward filter
   stays on the SIMT core (its dy operand would be M-major).
 
+* the SIMT (FFMA) core, fp32 NCHW convolution forward: x -> NHWC, w -> KRSC when the cost model
+  says so (:func:`prepare_simt`, knob ``HIPDNN_CABI_HIP_SIMT_NHWC``).
+
 Outputs are never transformed: the epilogue stores with any strides.  Plans with a transform
 report ``HIPDNN_BEHAVIOR_NOTE_REQUIRES_LAYOUT_TRANSFORM`` and count the copies in their workspace
 size.  A copy of a packed tensor that moves one group of axes behind another is a tiled
@@ -156,4 +159,41 @@ def prepare(prog, node, r, loc, tag, core, tf32):
             return r                           # dy would be M-major: stays on FFMA
         xf("x", nhwc, "x")
         xf("dy", nhwc, "dy")
+    return r
+
+
+def prepare_simt(prog, node, r, loc, tag, core, sms):
+    """fp32 NCHW convolution forward on the SIMT (FFMA) core: copy x -> NHWC and w -> KRSC
+    into the workspace when :func:`gemm_core.simt_nhwc_choice` says the channels-last kernel
+    (16-byte k-vector loads of both operands) plus the copies beats the NCHW gather; y keeps
+    its layout (the epilogue stores any strides).  Other ops / cores / layouts: ``r`` as is.
+    Not used where the NCHW operand already loads as 16-byte m-vectors (``mvec``: 1 x 1, unit
+    stride, no padding: program._nchw_mvec)."""
+    from . import gemm_core as gc
+    if core != "simt" or node.kind != "ConvolutionFwdAttributes":
+        return r
+    x, w = r["x"], r["w"]
+    if cg.dtype_name(x.dtype) != "FLOAT" or cg.dtype_name(w.dtype) != "FLOAT":
+        return r
+    nd = len(x.dims)
+    if nd < 3 or nd > 5 or int(x.dims[1]) <= 1 or int(x.strides[1]) == 1:
+        return r                                   # channels-last already (or one channel)
+    nhwc = _nhwc_order(nd)
+    xd, wd, yd = [int(d) for d in x.dims], [int(d) for d in w.dims], [int(d) for d in r["y"].dims]
+    M, N, K = yd[0] * math.prod(yd[2:]), wd[0], xd[1] * math.prod(wd[2:])
+    copies = [t for t in (x, w) if _needs(t, nhwc)]
+    nbytes = sum(math.prod(int(d) for d in t.dims) * 4 for t in copies)
+    if not gc.simt_nhwc_choice(M, N, K, sms, nbytes, len(copies)):
+        return r
+    gain, cost = gc.simt_nhwc_estimate(M, N, K, sms, nbytes, len(copies))
+    r = dict(r)
+    for role, t in (("x", x), ("w", w)):
+        if _needs(t, nhwc):
+            r[role] = emit_copy(prog, t, nhwc, loc, f"{tag}_s{role}")
+        elif [int(v) for v in t.strides] != packed_strides(list(t.dims), nhwc):
+            v = View(t, packed_strides(list(t.dims), nhwc), f"{tag}_s{role}")
+            loc[v.uid] = loc[t.uid]
+            r[role] = v
+    prog.notes.append(f"{node.kind}: SIMT core on NHWC copies (modelled gain {gain:.0f} us, "
+                      f"copies {cost:.0f} us)")
     return r

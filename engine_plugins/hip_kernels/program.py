@@ -686,7 +686,11 @@ def _spec_conv_fwd(spec, node, r):
     if cl and C % 8 == 0 and _al([xs[0]] + xs[2:]):
         spec.a_mode = 1
         spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
-    if not cl:     # NCHW: (channel, tap) k; channels-last keeps its cheaper generic decode (fewer registers)
+    if not cl and _nchw_mvec(spec.ta, spec.tb, xd, xs, P, Rk, p):
+        # fp32 NCHW 1 x 1, unit stride, no padding: 4 consecutive m (output positions of one
+        # image) are 4 contiguous x elements - the SIMT core's 16-byte m-vector A loads
+        spec.a_mode = 2
+    elif not cl:     # NCHW: (channel, tap) k; channels-last keeps its cheaper generic decode (fewer registers)
         spec.simt_rows = lambda: implicit.conv_fwd_rows_simt(spec, xd, xs, P, Rk, p, cl)
     if cl and ws_[1] == 1 and C % 8 == 0 and _al([ws_[0]] + ws_[2:]):
         spec.b_mode = 1
@@ -706,6 +710,31 @@ def _spec_conv_fwd(spec, node, r):
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
+
+
+def _nchw_mvec(ta, tb, xd, xs, P, Rk, p):
+    """fp32 NCHW (channel stride != 1) forward with a 1 x 1 filter, unit stride, no padding and
+    spatially packed x, whose output positions per image are a multiple of 4: the GEMM's A
+    (m = (n, position), k = channel) is M-major with 4-aligned contiguous runs of m, so the SIMT
+    core loads it as 16-byte m-vectors (A_MODE 2) instead of element gathers.  Knob
+    ``HIPDNN_CABI_HIP_SIMT_MVEC=0`` turns it off."""
+    nsp = len(P)
+    if knob("SIMT_MVEC", "1") in ("0", "off") or ta != "FLOAT" or tb != "FLOAT" or nsp == 0:
+        return False
+    if any(e != 1 for e in Rk) or any(e != 1 for e in p["stride"]) or any(p["pre_padding"]):
+        return False
+    H = xd[2:]
+    if list(P) != list(H) or math.prod(P) % 4:
+        return False
+    packed = all(xs[2 + j] == math.prod(H[j + 1:]) or H[j] == 1 for j in range(nsp))
+    return packed and xs[0] % 4 == 0 and xs[1] % 4 == 0 and xs[0] > 0 and xs[1] > 0
+
+
+def _fwd_mvec(node, r):
+    """:func:`_nchw_mvec` for a forward convolution node's operand roles."""
+    x, w, y = r["x"], r["w"], r["y"]
+    nsp = len(dims(x)) - 2
+    return _nchw_mvec(dt(x), dt(w), dims(x), strides(x), dims(y)[2:], dims(w)[2:], conv_params(node, nsp))
 
 
 def _strided_1x1(node, r):
@@ -870,6 +899,68 @@ def _spec_conv_bwd_filter(spec, node, r):
     return dw, coord, wd, 1, run_ok, [dy, x]
 
 
+def _wgrad_swap_wanted(node, r, core):
+    """Compute dw^T (GEMM M = C * R * S, N = K) instead of dw (M = K): when the output channels
+    fill at most half of the 128-row wgmma tile (K <= 64 < C * R * S) and the tensor-map
+    backward filter applies (program._wgrad_tma).  Knob ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto``
+    (default) | ``0`` (off) | ``1`` (whenever the operands allow it, on any core: the swapped
+    GEMM's gathers are complete, so host emulation checks them too)."""
+    want = knob("WGRAD_SWAP", "auto")
+    if want in ("0", "off"):
+        return False
+    x, dy, dw = r["x"], r["dy"], r["dw"]
+    xd, xs, ys, wd = dims(x), strides(x), strides(dy), dims(dw)
+    C, K = xd[1], wd[0]
+    if not (xs[1] == 1 and ys[1] == 1 and C % 8 == 0 and K % 8 == 0 and C > 1 and K > 1):
+        return False
+    if want in ("1", "on"):
+        return True
+    if core != "wgmma" or not (K <= 64 < C * math.prod(wd[2:])):
+        return False
+    probe = GemmSpec()
+    _spec_conv_bwd_filter(probe, node, r)
+    return probe.wgrad is not None and knob("WGRAD_TMA", "1") not in ("0", "off")
+
+
+def _spec_conv_bwd_filter_swapped(spec, node, r):
+    """dw^T: GEMM M = C * prod(R) ((tap, channel), channel innermost), N = K, k = N * prod(P):
+    A = x gathered per tap (M-major: channels contiguous in channels-last x), B = dy (N-major);
+    the epilogue writes dw[n, c, r] (any strides).  On the tensor-map path (``WGR_SWAP``) A is
+    the per-tap x box and B the dy box - the same boxes as the plain form, roles exchanged."""
+    x, dy, dw = r["x"], r["dy"], r["dw"]
+    xd, wd, yd = dims(x), dims(dw), dims(dy)
+    xs, ys = strides(x), strides(dy)
+    nsp = len(xd) - 2
+    p = conv_params(node, nsp)
+    N, C, K = xd[0], xd[1], wd[0]
+    P, Rk, H = yd[2:], wd[2:], xd[2:]
+    spec.M, spec.N, spec.K, spec.batch = C * math.prod(Rk), K, N * math.prod(P), 1
+    spec.ta, spec.tb = dt(x), dt(dy)
+    kdec = _kdec("k", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
+    mdec = _kdec("m", [C] + Rk[::-1] + [0], ["cc"] + [f"r{j}" for j in reversed(range(nsp))] + ["rlast"])
+    la = list(kdec) + list(mdec)
+    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    for j in range(nsp):
+        la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
+        la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
+        offs.append(f"(long long)h{j} * {xs[2 + j]}")
+    la.append("return " + " + ".join(offs) + ";")
+    spec.load_a = " ".join(la)
+    spec.load_b = " ".join(list(kdec) + ["return (long long)nn * %d + (long long)n * %d" % (ys[0], ys[1]) +
+                                         "".join(f" + (long long)p{j} * {ys[2 + j]}" for j in range(nsp)) + ";"])
+    spec.a_kcontig = spec.b_kcontig = False
+    if _al([xs[0]] + xs[2:]):
+        spec.a_mode = 2           # 8 consecutive m = 8 channels of one tap: one 16-byte chunk
+    if _al([ys[0]] + ys[2:]):
+        spec.b_mode = 2
+    coord = list(mdec) + ["const int c0 = n; const int c1 = cc;"]
+    for j in range(nsp):
+        rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
+        coord.append(f"const int c{2 + j} = {rj};")
+    spec.wgrad = _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p, swap=True)
+    return dw, coord, wd, 0, False, [x, dy]
+
+
 def _box(Q, P):
     """(bq, bp) with bq * bp = 64 positions per k tile covering the P x Q output plane with the
     least overhang (ties: the wider box, contiguous rows)."""
@@ -882,7 +973,7 @@ def _box(Q, P):
     return best[1], best[2]
 
 
-def _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p):
+def _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p, swap=False):
     """Backward filter on the tensor copy engine (``WG_WGRAD`` in gemm_wgmma.hip), or None.
 
     The reduction runs over (n, output position); a k tile is a bq x bp box of output
@@ -921,7 +1012,9 @@ def _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p):
     tm_b = (spec.tb, (C, H[1], H[0], N),
             tuple(2 * v if e > 1 else 2 * xs[0] for v, e in zip(xsp[::-1], H[::-1])) + (2 * xs[0],),
             (64, bq * st[1], bp * st[0], 1), (1, st[1], st[0], 1))
-    defs = ["#define WG_WGRAD 1", f"#define WGR_C {C}", f"#define WGR_S {Rk[1]}",
+    if swap:      # dw^T: A = the per-tap x boxes, B = the dy boxes (WGR_SWAP in gemm_wgmma.hip)
+        tm_a, tm_b = tm_b, tm_a
+    defs = ["#define WG_WGRAD 1", f"#define WGR_SWAP {int(swap)}", f"#define WGR_C {C}", f"#define WGR_S {Rk[1]}",
             f"#define WGR_NQB {nqb}", f"#define WGR_NPB {npb}", f"#define WGR_BQ {bq}",
             f"#define WGR_BP {bp}", f"#define WGR_STW {st[1]}", f"#define WGR_STH {st[0]}",
             f"#define WGR_PADW {pad[1]}", f"#define WGR_PADH {pad[0]}",
@@ -975,8 +1068,11 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
     tin = r[{"MatmulAttributes": "a", "ConvolutionFwdAttributes": "x",
              "ConvolutionBwdAttributes": "dy", "ConvolutionWrwAttributes": "x"}[node.kind]]
     if arch is not None:
-        r = layout.prepare(prog, node, r, loc, tag, choose_core(dt(tin), dt(tin), arch, use_mma, tf32),
-                           (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+        core0 = choose_core(dt(tin), dt(tin), arch, use_mma, tf32)
+        r = layout.prepare(prog, node, r, loc, tag, core0, (tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+        if node.kind == "ConvolutionFwdAttributes" and not _fwd_mvec(node, r):
+            # fp32 NCHW on the FFMA core: NHWC copies when the cost model says so (layout.py)
+            r = layout.prepare_simt(prog, node, r, loc, tag, core0, sms)
     if node.kind == "MatmulAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_matmul(spec, r)
     elif node.kind == "ConvolutionFwdAttributes":
@@ -990,6 +1086,10 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
         prog.notes.append(f"{node.kind}: strided 1x1 decomposition (dx cleared, GEMM over dy positions)")
     elif node.kind == "ConvolutionBwdAttributes":
         out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_data(spec, node, r)
+    elif _wgrad_swap_wanted(node, r, choose_core(dt(r["x"]), dt(r["dy"]), arch, use_mma, tf32)
+                            if arch is not None else "mma"):
+        out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_filter_swapped(spec, node, r)
+        prog.notes.append(f"{node.kind}: dw^T GEMM (M = C*R*S = {spec.M}, N = K = {spec.N})")
     else:
         out, coord, domain, n_dim, run_ok, first = _spec_conv_bwd_filter(spec, node, r)
     # epilogue: the fused pointwise run (or a plain store)

@@ -155,3 +155,27 @@ class HostMem:
         off = (-a.ctypes.data) % 64
         self.keep.append(a)
         return a.ctypes.data + off, a[off:off + int(nbytes)]
+
+
+def mvec_violations(prelude, headers, batch, M, K):
+    """For an A_MODE 2 GEMM prelude (the SIMT core's 16-byte m-vector loads of A): the number of
+    (b, m, k), m % 4 == 0, where a_off(b, m + i, k) != a_off(b, m, k) + i for some i < 4, or
+    the vector's offset is not a multiple of 4 elements (16 bytes of fp32), or only part of it
+    is padding."""
+    code = SHIM + ARG + _inline_header(prelude, headers) + f"""
+extern "C" long long hdn_emu_mvec() {{
+  long long bad = 0;
+  for (int b = 0; b < {batch}; ++b) for (int m = 0; m < {M}; m += 4) for (int k = 0; k < {K}; ++k) {{
+    const long long o = a_off(b, m, k);
+    if (o >= 0 && (o % 4) != 0) {{ ++bad; continue; }}
+    for (int i = 1; i < 4; ++i) {{
+      const long long oi = m + i < {M} ? a_off(b, m + i, k) : -2;
+      if (o < 0 ? oi != -1 : oi != o + i) {{ ++bad; break; }}
+    }}
+  }}
+  return bad;
+}}
+"""
+    lib = _build(code, "mvec")
+    lib.hdn_emu_mvec.restype = ctypes.c_longlong
+    return int(lib.hdn_emu_mvec())

@@ -182,3 +182,71 @@ def test_simt_fp32_matmul_vectors(R, shape):
     av, bv = rnd(a.dims, "FLOAT"), rnd(b.dims, "FLOAT")
     out = R.run(graph_bytes([a, b, c], [matmul(1, 2, 3)]), {a: av, b: bv}, [c])[3]
     check(out, kmm.matmul(av, bv, compute_dtype=np.float64), "FLOAT", f"simt matmul {shape}")
+
+
+# ------------------------------------------- branch s20b: dw^T backward filter, fp32 NCHW on SIMT
+WGRAD_SWAP = [  # N, C, H, W, K, R, S, pad, stride, dil, mode: K <= 64 < C*R*S -> dw^T (auto)
+    (32, 64, 56, 56, 64, 3, 3, 1, 1, 1, "CROSS_CORRELATION"),   # ResNet conv2 3 x 3
+    (2, 128, 14, 14, 64, 3, 3, 1, 1, 1, "CONVOLUTION"),         # M = 1152, flipped taps
+    (3, 64, 9, 11, 32, 3, 3, 1, 1, 1, "CROSS_CORRELATION"),     # K = 32: dy box half past K
+    (2, 192, 10, 10, 40, 3, 3, 1, 2, 1, "CROSS_CORRELATION"),   # K = 40 tail, stride 2, C = 192
+    (2, 64, 11, 11, 24, 3, 3, 2, 2, 2, "CROSS_CORRELATION"),    # stride 2, dilation 2, pad 2
+    (2, 128, 15, 13, 16, 1, 1, 0, 2, 1, "CROSS_CORRELATION"),   # 1 x 1 stride 2, M = 128
+]
+
+
+@pytest.mark.parametrize("dtype", ["HALF", "BFLOAT16"])
+@pytest.mark.parametrize("case", range(len(WGRAD_SWAP)))
+def test_wgrad_swapped_tensor_maps(R, dtype, case):
+    if case == 0 and dtype != "HALF":
+        pytest.skip("the ResNet shape once (fp16)")
+    x, w, y, pad, st, dil, mode = _shapes(WGRAD_SWAP[case], dtype)
+    g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
+    ns = notes(g)
+    assert any("4-D tensor maps" in n for n in ns) and any("dw^T GEMM" in n for n in ns), ns
+    xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
+    out = R.run(g, {x: xv, y: dyv}, [w])[2]
+    ref = kconv.conv_bwd_filter(xv, dyv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, f"wgrad dw^T {WGRAD_SWAP[case]}")
+
+
+def test_wgrad_swapped_1d(R):
+    dtype = "HALF"
+    x = T(1, [3, 128, 30], dtype, strides=[30 * 128, 1, 128])
+    y = T(3, [3, 64, 30], dtype, strides=[30 * 64, 1, 64])
+    w = T(2, [64, 128, 5], dtype, strides=[5 * 128, 1, 128])
+    g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, [2], [1], [1])])
+    assert any("dw^T GEMM" in n for n in notes(g)), notes(g)
+    xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
+    out = R.run(g, {x: xv, y: dyv}, [w])[2]
+    ref = kconv.conv_bwd_filter(xv, dyv, w.dims, [2], [2], [1], [1], "CROSS_CORRELATION",
+                                compute_dtype=np.float64)
+    check(out, quantize(ref, dtype), dtype, "wgrad dw^T 1-D")
+
+
+SIMT_NCHW = [  # fp32 NCHW forward, TF32 off: N, C, H, K, R, pad, stride, forced SIMT_NHWC, expected path
+    (32, 64, 56, 64, 3, 1, 1, None, "nhwc"),       # ResNet conv2 3 x 3 (auto: NHWC copies)
+    (32, 128, 28, 128, 3, 1, 1, None, "nhwc"),     # ResNet conv3
+    (32, 64, 56, 256, 1, 0, 1, None, "mvec"),      # ResNet conv2 1 x 1 expand (m-vectors)
+    (3, 5, 13, 24, 3, 1, 2, "1", "nhwc"),          # C = 5, stride 2, odd sizes (forced)
+    (2, 72, 17, 40, 3, 1, 1, "1", "nhwc"),         # tails in m and n (forced)
+    (3, 24, 6, 40, 1, 0, 1, None, "mvec"),         # 36 positions, M = 108 (tail in the tile)
+    (2, 48, 10, 64, 1, 0, 1, "1", "mvec"),         # m-vectors win over the forced copies
+]
+
+
+@pytest.mark.parametrize("case", range(len(SIMT_NCHW)))
+def test_simt_fp32_nchw_paths(R, case, monkeypatch):
+    from gpu_testlib import conv_fwd
+    N, C, H, K, Rr, pad, st, force, path = SIMT_NCHW[case]
+    monkeypatch.setenv("HIPDNN_CABI_HIP_TF32", "0")
+    if force:
+        monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_NHWC", force)
+    x, w, y, padv, stv, dil, mode = _shapes((N, C, H, H, K, Rr, Rr, pad, st, 1, "CROSS_CORRELATION"), "FLOAT", "nchw")
+    g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, padv, stv, dil, mode)])
+    ns = notes(g)
+    assert any("SIMT core on NHWC copies" in n for n in ns) == (path == "nhwc"), ns
+    xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT", (C * Rr * Rr) ** -0.5)
+    out = R.run(g, {x: xv, w: wv}, [y])[3]
+    ref = kconv.conv_fwd(xv, wv, padv, padv, stv, dil, compute_dtype=np.float64)
+    check(out, ref, "FLOAT", f"simt fp32 NCHW {SIMT_NCHW[case]}")

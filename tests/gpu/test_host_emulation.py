@@ -29,8 +29,10 @@ def _defs(src):
     return {k: int(v) for k, v in re.findall(r"#define (G\w+|C_VEC) (\d+)", src)}
 
 
-def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
-    prog = build_program(parse_graph(gbytes), use_mma=True, sms=sms)
+def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=None, prog_out=None):
+    prog = build_program(parse_graph(gbytes), use_mma=True, sms=sms, arch=arch)
+    if prog_out is not None:
+        prog_out.append(prog)
     mem = host_emu.HostMem()
     ptr, host = {}, {}
     for t, v in list(inputs.items()) + [(t, None) for t in outputs]:
@@ -63,6 +65,8 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
             d = _defs(prelude)
             host_emu.run_gemm_prelude(prelude, vals, HDR, vec8 and d["C_VEC"] and d["GSPLIT"] == 1,
                                       d["GBATCH"], d["GM"], d["GN"], d["GK"], d["GSPLIT"])
+        elif name == "hdn_transpose":
+            _transpose_numpy(src, vals)
         elif name == "hdn_bn_bwd_sums":
             _bn_bwd_sums_numpy(gbytes, ptr, host, vals)
         elif name.startswith("hdn_reduce_part") or name == "hdn_bn_stats":
@@ -74,6 +78,23 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True):
         raw, dtp, _ = host[t.uid]
         res[t.uid] = from_storage(t, raw.view(dtp).copy())
     return res, names
+
+
+def _transpose_numpy(src, vals):
+    """transpose.hip's contract (it uses shared memory + a barrier): Y[b][c][r] = X[b][r][c],
+    X rows at TR_SR, batches at TR_SB, Y packed."""
+    import ctypes
+    d = {}
+    for k, v in re.findall(r"#define (TR_\w+) (\d+)", src):
+        d.setdefault(k, int(v))          # the generated prelude, not the body's defaults
+    es = {"unsigned": 4, "hdn_u16": 2, "unsigned char": 1}[re.search(r"typedef (.+) TR_T;", src).group(1)]
+    B, R_, C, SR, SB = d["TR_B"], d["TR_R"], d["TR_C"], d["TR_SR"], d["TR_SB"]
+    span = (B - 1) * SB + (R_ - 1) * SR + C
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * (span * es)).from_address(vals[0]))
+    dt_ = {4: np.uint32, 2: np.uint16, 1: np.uint8}[es]
+    x = np.lib.stride_tricks.as_strided(raw.view(dt_), (B, R_, C), (SB * es, SR * es, es))
+    out = np.ctypeslib.as_array((ctypes.c_uint8 * (B * R_ * C * es)).from_address(vals[1])).view(dt_)
+    out[:] = np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(-1)
 
 
 def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
@@ -220,3 +241,123 @@ def test_conv_epilogue_runtime_scalar():
     out = run_host(g, {x: xv, w: wv, b: bvv}, [y], scalars={7: 0.5})[0][6]
     ref = (kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv) * 0.5
     assert relerr(out, quantize(ref, "HALF")) < TOL["HALF"]
+
+
+# ------------------------------------- fp32 NCHW forward on the SIMT core: NHWC copies, m-vectors
+SIMT_NCHW = [  # N, C, H, W, K, R, pad, stride, dil, mode
+    (2, 16, 9, 9, 24, 3, 1, 1, 1, "CROSS_CORRELATION"),
+    (2, 5, 10, 7, 12, 3, 1, 2, 1, "CONVOLUTION"),        # C = 5 (no vector multiple), stride 2
+    (1, 8, 11, 11, 8, 3, 2, 2, 2, "CROSS_CORRELATION"),  # dilation 2, pad 2
+    (3, 12, 6, 6, 20, 1, 0, 1, 1, "CROSS_CORRELATION"),  # 1 x 1: m-vectors (36 positions)
+]
+
+
+def _simt_case(case):
+    N, C, H, W, K, R, pad, st, dil, mode = case
+    P = (H + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    Q = (W + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    return (T(1, [N, C, H, W], "FLOAT"), T(2, [K, C, R, R], "FLOAT"), T(3, [N, K, P, Q], "FLOAT"),
+            [pad, pad], [st, st], [dil, dil], mode)
+
+
+@pytest.mark.parametrize("case", range(len(SIMT_NCHW)))
+@pytest.mark.parametrize("fused", [False, True])
+def test_simt_nchw_on_nhwc_copies(case, fused, monkeypatch):
+    """HIPDNN_CABI_HIP_SIMT_NHWC=1 (arch sm_90, TF32 off): x and w are transposed into the
+    workspace (the transpose's contract in numpy), the channels-last SIMT GEMM writes the NCHW
+    y (or the fused bias + relu output) in place."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_NHWC", "1")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_MVEC", "0")
+    x, w, y, pad, st, dil, mode = _simt_case(SIMT_NCHW[case])
+    xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT")
+    ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    progs = []
+    if fused:
+        K = y.dims[1]
+        cv = T(4, y.dims, "FLOAT", virtual=True)
+        b = T(5, [1, K, 1, 1], "FLOAT")
+        bv = T(6, y.dims, "FLOAT", virtual=True)
+        g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 4, pad, st, dil, mode),
+                                               pw("ADD", 4, 6, 5), pw("RELU_FWD", 6, 3)])
+        bvv = rnd(b.dims, "FLOAT")
+        out = run_host(g, {x: xv, w: wv, b: bvv}, [y], arch="sm_90", prog_out=progs)[0][3]
+        ref = np.maximum(ref + bvv, 0)
+    else:
+        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
+        out = run_host(g, {x: xv, w: wv}, [y], arch="sm_90", prog_out=progs)[0][3]
+    prog = progs[0]
+    assert any("SIMT core on NHWC copies" in n for n in prog.notes), prog.notes
+    assert prog.layout_transforms == (1 if w.dims[2] == 1 else 2), prog.notes
+    gemm = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0]
+    assert "#define A_K_CONTIG 1" in gemm[1]
+    assert relerr(out, ref) < TOL["FLOAT"]
+
+
+@pytest.mark.parametrize("split", ["1", "3"])
+def test_simt_nchw_1x1_mvec(split, monkeypatch):
+    """fp32 NCHW 1 x 1 (unit stride, no padding, positions % 4 == 0): A_MODE 2 (16-byte
+    m-vectors) with no workspace copy; every vector's four a_off are contiguous and aligned, and
+    the result matches the reference (with a forced split-K too)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SPLITK", split)
+    x, w, y, pad, st, dil, mode = _simt_case(SIMT_NCHW[3])
+    g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
+    xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT")
+    progs = []
+    out = run_host(g, {x: xv, w: wv}, [y], arch="sm_90", prog_out=progs)[0][3]
+    prog = progs[0]
+    assert prog.ws_size == 0 or split != "1"
+    assert not getattr(prog, "layout_transforms", 0)
+    src = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0][1]
+    assert "#define A_MODE 2" in src and "#define A_ROWS" not in src.split("gemm_simt.hip")[0]
+    prelude = src[:src.index(codegen.read_kernel("gemm_simt.hip"))]
+    d = _defs(prelude)
+    assert host_emu.mvec_violations(prelude, HDR, d["GBATCH"], d["GM"], d["GK"]) == 0
+    ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    assert relerr(out, ref) < TOL["FLOAT"]
+
+
+def test_simt_nchw_mvec_rejects_unaligned():
+    """Positions per image not a multiple of 4 (9 x 9), padding, or stride 2: no m-vectors."""
+    for case in ((2, 8, 9, 9, 16, 1, 0, 1, 1, "CROSS_CORRELATION"),
+                 (2, 8, 8, 8, 16, 1, 1, 1, 1, "CROSS_CORRELATION"),
+                 (2, 8, 8, 8, 16, 1, 0, 2, 1, "CROSS_CORRELATION")):
+        x, w, y, pad, st, dil, mode = _simt_case(case)
+        prog = build_program(parse_graph(graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])),
+                             use_mma=True, arch="sm_90")
+        src = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0][1]
+        assert "#define A_MODE 2" not in src, case
+
+
+# ------------------------------------------------------ backward filter as dw^T (WGRAD_SWAP)
+WGRAD_SWAP = [  # N, C, H, W, K, R, pad, stride, dil, mode (channels-last)
+    (2, 64, 7, 7, 64, 3, 1, 1, 1, "CROSS_CORRELATION"),
+    (2, 16, 9, 8, 8, 3, 1, 2, 1, "CONVOLUTION"),          # flipped taps, stride 2, K = 8
+    (1, 24, 10, 10, 40, 3, 2, 1, 2, "CROSS_CORRELATION"), # C, K not multiples of 64, dilation 2
+    (2, 32, 6, 6, 16, 1, 0, 2, 1, "CROSS_CORRELATION"),   # 1 x 1 stride 2
+]
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
+@pytest.mark.parametrize("case", range(len(WGRAD_SWAP)))
+def test_wgrad_swapped_gemm(dtp, case, monkeypatch):
+    """HIPDNN_CABI_HIP_WGRAD_SWAP=1: the backward filter GEMM computed as dw^T (M = C*R*S,
+    N = K: x is the M-major A, dy the N-major B, dw written through its strides) - gathers and
+    epilogue on the host against the reference, with and without split-K."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_WGRAD_SWAP", "1")
+    N, C, H, W, K, R, pad, st, dil, mode = WGRAD_SWAP[case]
+    P = (H + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    Q = (W + 2 * pad - (dil * (R - 1) + 1)) // st + 1
+    x, w, y = T(1, [N, C, H, W], dtp, "nhwc"), T(2, [K, C, R, R], dtp, "nhwc"), T(3, [N, K, P, Q], dtp, "nhwc")
+    padv, stv, dilv = [pad, pad], [st, st], [dil, dil]
+    g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, padv, stv, dilv, mode)])
+    xv, yv = rnd(x.dims, dtp), rnd(y.dims, dtp)
+    ref = quantize(kconv.conv_bwd_filter(xv, yv, w.dims, padv, padv, stv, dilv, mode,
+                                         compute_dtype=np.float64), dtp)
+    for sms in (132, 1):          # 1 SM: no split-K
+        progs = []
+        out = run_host(g, {x: xv, y: yv}, [w], sms=sms, prog_out=progs)[0][2]
+        assert any("dw^T GEMM" in n for n in progs[0].notes), progs[0].notes
+        gemm = [s for s in progs[0].steps if s[0] == "launch" and s[2].startswith("hdn_gemm_")][0][1]
+        assert f"#define GM {C * R * R}" in gemm and f"#define GN {K}" in gemm
+        e = relerr(out, ref)
+        assert np.all(np.isfinite(out)) and e < TOL[dtp], (sms, e)

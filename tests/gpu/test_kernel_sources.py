@@ -398,3 +398,40 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
             del os.environ["HIPDNN_CABI_HIP_TMA_STORE"]
         else:
             os.environ["HIPDNN_CABI_HIP_TMA_STORE"] = old
+
+
+# ------------------------------------------- issue 20 (branch s20b): SIMT NCHW paths, dw^T wgrad
+def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
+    """The ResNet-50 sources of the new paths compile for sm_90a with no spills: fp32 NCHW
+    forward on NHWC copies (conv2 3x3, conv3) and on m-vectors (1x1 expand, <= 128 registers:
+    two CTAs per SM, as the NHWC kernel), and the fp16 backward filter as dw^T on tensor maps
+    (conv2 3x3: HGMMA + UTMALDG in SASS, no serialised wgmma pipeline)."""
+    import re
+    import subprocess
+    from test_tile_model import _resnet_prog
+    c = _compiler()
+    hdr = codegen.headers()
+    for name in ("conv2_3x3", "conv3_3x3", "conv2_1x1_expand"):
+        prog = _resnet_prog(name, "FLOAT", "nchw")
+        for st in prog.steps:
+            if st[0] != "launch":
+                continue
+            c.compile(st[1], f"{name}_{st[2]}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
+            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+            if st[2] == "hdn_gemm_simt" and name == "conv2_1x1_expand":
+                regs = int(re.search(r"Used (\d+) registers", c.last_log).group(1))
+                assert regs <= 128, (name, regs)
+    prog = _resnet_prog("conv2_3x3", "HALF", "nhwc", op="wgrad")
+    assert any("dw^T GEMM" in n for n in prog.notes), prog.notes
+    st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
+    assert "#define WGR_SWAP 1" in st[1]
+    img = c.compile(st[1], "wgrad_swap.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
+    assert " 0 bytes spill stores" in c.last_log and "C7514" not in c.last_log, c.last_log
+    exe, env = _cuobjdump()
+    if exe is None:
+        pytest.skip("cuobjdump/nvdisasm not installed: SASS not inspected")
+    cub = tmp_path / "wgrad_swap.cubin"
+    cub.write_bytes(img)
+    sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                          check=True).stdout
+    assert "HGMMA" in sass and "UTMALDG" in sass

@@ -60,3 +60,85 @@ def test_tma_store_epilogue_only_for_epilogue_bound_shapes(monkeypatch):
     for bn in (256, 128, 64):
         st = gc._stages(bn, True)
         assert st >= 3 and gc.smem_bytes(bn, st, True) <= gc.SMEM_LIMIT
+
+
+# ---------------------------------------------------------------- plan choices (no GPU)
+RESNET = [  # name, C, K, H, R, stride, pad (bench/gpu_bench.py RESNET)
+    ("conv2_3x3", 64, 64, 56, 3, 1, 1), ("conv2_1x1_expand", 64, 256, 56, 1, 1, 0),
+    ("conv3_3x3", 128, 128, 28, 3, 1, 1), ("conv4_3x3", 256, 256, 14, 3, 1, 1),
+    ("conv5_3x3", 512, 512, 7, 3, 1, 1), ("conv4_1x1_s2", 512, 1024, 28, 1, 2, 0)]
+
+
+def _resnet_prog(name, dtype, lay, op="fwd", batch=32):
+    from gpu_testlib import T, conv_bwd_filter, conv_fwd, graph_bytes
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    _, C, K, H, R, st, pad = [r for r in RESNET if r[0] == name][0]
+    P = (H + 2 * pad - R) // st + 1
+    x, w, y = T(1, [batch, C, H, H], dtype, lay), T(2, [K, C, R, R], dtype, lay), T(3, [batch, K, P, P], dtype, lay)
+    if op == "fwd":
+        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, [pad] * 2, [st] * 2, [1, 1])])
+    else:
+        g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, [pad] * 2, [st] * 2, [1, 1])])
+    return build_program(parse_graph(g), use_mma=True, sms=132, arch="sm_90")
+
+
+def _simt_src(prog):
+    return [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0][1]
+
+
+@pytest.mark.parametrize("name", [r[0] for r in RESNET])
+def test_fp32_nchw_resnet_plan_choice(name, monkeypatch):
+    """fp32 NCHW forward, TF32 off (SIMT core): conv2 3x3 and conv3 run on NHWC workspace copies
+    (the cost model), the 1x1 expand on 16-byte m-vectors without copies, the rest as before
+    (split-K grids, 1x1 stride 2: the NCHW gather, no copy)."""
+    monkeypatch.delenv("HIPDNN_CABI_HIP_SIMT_NHWC", raising=False)
+    monkeypatch.delenv("HIPDNN_CABI_HIP_SIMT_MVEC", raising=False)
+    prog = _resnet_prog(name, "FLOAT", "nchw")
+    nhwc = any("SIMT core on NHWC copies" in n for n in prog.notes)
+    assert nhwc == (name in ("conv2_3x3", "conv3_3x3")), (name, prog.notes)
+    assert bool(getattr(prog, "layout_transforms", 0)) == nhwc
+    src = _simt_src(prog).split("gemm_simt.hip")[0]
+    if nhwc:
+        assert "#define A_MODE 1" in src and "#define B_MODE 1" in src
+        C, K, H = [r for r in RESNET if r[0] == name][0][1:4]
+        assert prog.ws_size >= 32 * C * H * H * 4            # the x copy is in the workspace size
+    assert ("#define A_MODE 2" in src) == (name == "conv2_1x1_expand")
+    # the knobs switch each path off (one default to change after a failed device run)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_NHWC", "0")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_MVEC", "0")
+    prog = _resnet_prog(name, "FLOAT", "nchw")
+    assert not getattr(prog, "layout_transforms", 0) and "#define A_MODE 2" not in _simt_src(prog)
+
+
+def test_fp32_nchw_nhwc_knob_forces():
+    import os
+    os.environ["HIPDNN_CABI_HIP_SIMT_NHWC"] = "1"
+    try:
+        prog = _resnet_prog("conv5_3x3", "FLOAT", "nchw")
+    finally:
+        del os.environ["HIPDNN_CABI_HIP_SIMT_NHWC"]
+    assert any("SIMT core on NHWC copies" in n for n in prog.notes)
+
+
+def test_fp32_nhwc_and_tf32_unchanged():
+    """Channels-last fp32 and 16-bit NCHW never take the SIMT copies."""
+    for name in ("conv2_3x3", "conv3_3x3"):
+        prog = _resnet_prog(name, "FLOAT", "nhwc")
+        assert not getattr(prog, "layout_transforms", 0), prog.notes
+        prog = _resnet_prog(name, "HALF", "nchw")
+        assert not any("SIMT core" in n for n in prog.notes)
+
+
+@pytest.mark.parametrize("name", [r[0] for r in RESNET])
+def test_fp16_wgrad_swap_choice(name, monkeypatch):
+    """fp16 NHWC backward filter: only conv2 3x3 (K = 64 < C*R*S = 576) runs as dw^T (a 128 x 64
+    tile over M = 576 instead of half-empty 128-row tiles); every layer stays on the tensor maps;
+    WGRAD_SWAP=0 turns it off."""
+    monkeypatch.delenv("HIPDNN_CABI_HIP_WGRAD_SWAP", raising=False)
+    prog = _resnet_prog(name, "HALF", "nhwc", op="wgrad")
+    assert any("4-D tensor maps" in n for n in prog.notes), prog.notes
+    assert any("dw^T GEMM" in n for n in prog.notes) == (name == "conv2_3x3"), prog.notes
+    monkeypatch.setenv("HIPDNN_CABI_HIP_WGRAD_SWAP", "0")
+    prog = _resnet_prog(name, "HALF", "nhwc", op="wgrad")
+    assert not any("dw^T GEMM" in n for n in prog.notes)

@@ -101,6 +101,9 @@ typedef hdn_u16 wg_raw_t;
 #ifndef WG_WGRAD
 #define WG_WGRAD 0         // 1: backward filter on 4-D tensor maps (program._wgrad_tma)
 #endif
+#ifndef WGR_SWAP
+#define WGR_SWAP 0         // 1 (with WG_WGRAD): dw^T - A = per-tap x boxes, B = dy boxes
+#endif
 #if WG_WGRAD && !(A_TMA && B_TMA && A_MODE == 2 && B_MODE == 2 && WG_ES == 2)
 #error "WG_WGRAD: both operands M/N-major 16-bit tensor-map boxes"
 #endif
@@ -421,6 +424,21 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                     wg_bar_expect_tx(full, WG_TMA_BYTES);
                     const int kt = k0 / WG_BK;
                     const int qb = kt % WGR_NQB, rq = kt / WGR_NQB, pb = rq % WGR_NPB, nb = rq / WGR_NPB;
+#if WGR_SWAP
+                    // dw^T (program._spec_conv_bwd_filter_swapped): the same boxes, roles
+                    // exchanged - A = per tap the x box (m = (tap, channel)), B = the dy box
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const int m = m0 + 64 * j;
+                        const int tap = m / WGR_C, c0 = m < GM ? m % WGR_C : WGR_C;
+                        const int rr = tap / WGR_S, ss = tap % WGR_S;
+                        wg_tma4(sa + 8192 * j, &tmA, c0, qb * WGR_BQ * WGR_STW - WGR_PADW + ss * WGR_DILW,
+                                pb * WGR_BP * WGR_STH - WGR_PADH + rr * WGR_DILH, nb, full);
+                    }
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 64; ++j)
+                        wg_tma4(sb + 8192 * j, &tmB, n0 + 64 * j, qb * WGR_BQ, pb * WGR_BP, nb, full);
+#else
                     wg_tma4(sa, &tmA, m0, qb * WGR_BQ, pb * WGR_BP, nb, full);
                     wg_tma4(sa + 8192, &tmA, m0 + 64, qb * WGR_BQ, pb * WGR_BP, nb, full);
 #pragma unroll
@@ -431,6 +449,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         wg_tma4(sb + 8192 * j, &tmB, c0, qb * WGR_BQ * WGR_STW - WGR_PADW + ss * WGR_DILW,
                                 pb * WGR_BP * WGR_STH - WGR_PADH + rr * WGR_DILH, nb, full);
                     }
+#endif
                 }
 #elif WG_ANY_TMA
                 if (t == 0) {
