@@ -49,7 +49,7 @@ static const char* k_names[K_COUNT] = {"c_floor", "tensor_set_get", "tensor_crea
                                        "vp_create_destroy"};
 static const int k_calls[K_COUNT] = {1, 2, 2, 2, 2}; /* API calls per loop iteration */
 /* each thread's argument block on cache lines of its own */
-typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } __attribute__((aligned(64))) targ;
+typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;

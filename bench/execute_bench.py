@@ -130,7 +130,7 @@ static int steps_once(int mode, void* h, void* p, const int64_t* uids, void* con
  * aggregate calls/s.  Each thread's argument block is on cache lines of its own. */
 typedef struct { void* h; void* p; const int64_t* uids; void* const* ptrs; int nb; long n; int mode; int st;
                  uint64_t fn; void* ph; void* ctx; void* vp; pthread_barrier_t* bar; double t0, t1; }
-    __attribute__((aligned(64))) targ;
+    __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
@@ -358,11 +358,12 @@ def main():
     # ---- threads: T C threads, each on its own handle, plan and output buffer
     T_MAX = int(os.environ.get("EXECUTE_BENCH_THREADS", "8"))
     hs = [create_handle() for _ in range(T_MAX)]
-    # each thread's output on cache lines of its own (64-byte aligned, 64 bytes apart): adjacent
-    # 16-byte outputs would make the threads' plugin writes share lines (false sharing)
-    ybuf = ffi.new("float[]", 16 * (T_MAX + 1))
-    y0 = (addr(ybuf) + 63) & ~63
-    ys = [ffi.cast("float*", y0 + 64 * t) for t in range(T_MAX)]
+    # each thread's output on cache lines of its own (128-byte aligned, 128 bytes apart: the
+    # adjacent-line prefetcher pairs 64-byte lines): adjacent 16-byte outputs would make the
+    # threads' plugin writes share lines (false sharing)
+    ybuf = ffi.new("float[]", 32 * (T_MAX + 1))
+    y0 = (addr(ybuf) + 127) & ~127
+    ys = [ffi.cast("float*", y0 + 128 * t) for t in range(T_MAX)]
     ptrs_t = ffi.new("void*[]", [q for t in range(T_MAX) for q in (x, b, ys[t])])
     ps, phs, ctxs, vps = [], [], [], []
     for t, hh in enumerate(hs):  # the first execute of each handle registers it (Python path)

@@ -204,7 +204,7 @@ static int as_create(int dtype, hipdnnBackendDescriptor_t* out)
     sl->obj = (struct vp_state*)(void*)r;
     uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_asf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_asf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     *out = (hipdnnBackendDescriptor_t)(intptr_t)(AS_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
@@ -234,7 +234,7 @@ static int as_destroy(int64_t id)
     thread_cache* tc = tc_get();
     as_free(tc, r);
     ass_give(tc, slot);
-    __atomic_sub_fetch(&g_asf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&g_asf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     return st;
 }
 

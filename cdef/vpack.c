@@ -70,7 +70,7 @@ struct vp_state {
 typedef struct {
     uint64_t w; /* generation << 32 | LIVE | calls in flight */
     struct vp_state* obj;
-    char pad[64 - sizeof(uint64_t) - sizeof(void*)]; /* one cache line per slot */
+    char pad[CL_PAIR - sizeof(uint64_t) - sizeof(void*)]; /* one cache-line pair per slot */
 } vp_slot;
 
 typedef struct {
@@ -79,7 +79,7 @@ typedef struct {
     uint32_t n, cap;
     long live; /* packs created minus destroyed by this shard's threads (atomic) */
     char pad[64];
-} __attribute__((aligned(64))) vp_freelist;
+} __attribute__((aligned(CL_PAIR))) vp_freelist;
 
 static vp_slot* g_vps[VPS_CHUNKS];
 static uint32_t g_vps_next = 0;  /* next fresh slot (atomic) */
@@ -170,8 +170,8 @@ static int64_t slots_take_shared(vp_freelist* fl, vp_slot** tab, uint32_t* next,
     if (__atomic_load_n(&tab[c], __ATOMIC_ACQUIRE) == NULL) {
         pthread_mutex_lock(grow);
         if (tab[c] == NULL) {
-            void* mem = NULL; /* one cache line per slot: 64-byte aligned */
-            vp_slot* chunk = posix_memalign(&mem, 64, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
+            void* mem = NULL; /* one cache-line pair per slot: 128-byte aligned */
+            vp_slot* chunk = posix_memalign(&mem, CL_PAIR, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
             if (chunk == NULL) {
                 pthread_mutex_unlock(grow);
                 return -1; /* this slot is lost; others may still come */
@@ -220,6 +220,7 @@ typedef struct {
 } slot_cache;
 typedef struct {
     int state; /* 0: unused, 1: exit hook registered, 2: no hook (caches off), 3: exiting */
+    int br;    /* the thread's shard (br_index()) */
     slot_cache vp, as;
     uint32_t n_vobj, n_aobj;
     struct vp_state* vobj[TC_OBJS];
@@ -244,6 +245,7 @@ static inline thread_cache* tc_get(void)
         return NULL;
     pthread_once(&g_tc_once, tc_key_init);
     if (g_tc_key_ok && pthread_setspecific(g_tc_key, c) == 0) {
+        c->br = br_index();
         c->state = 1;
         return c;
     }
@@ -440,7 +442,7 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
     sl->obj = b;
     uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_vpf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     *out = (hipdnnBackendDescriptor_t)(intptr_t)(VP_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
@@ -476,7 +478,7 @@ static int vp_destroy(int64_t id)
         vp_free(s);
     }
     vps_give(tc, slot);
-    __atomic_sub_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&g_vpf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     return HIPDNN_STATUS_SUCCESS;
 }
 
