@@ -1,6 +1,6 @@
 /* Per-call cost of the backend's hot attribute paths vs. an empty C function (the C floor), and
  * the same calls from 1/2/4/8 C threads (aggregate calls per second).
- * Usage: api_bench <iterations>. Prints one JSON object. */
+ * Usage: api_bench <iterations> [max threads: 8, at most 64]. Prints one JSON object. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -48,7 +48,8 @@ enum { K_FLOOR, K_TENSOR_SET_GET, K_TENSOR_CREATE_DESTROY, K_VP_SET_GET, K_VP_CR
 static const char* k_names[K_COUNT] = {"c_floor", "tensor_set_get", "tensor_create_destroy", "vp_set_get",
                                        "vp_create_destroy"};
 static const int k_calls[K_COUNT] = {1, 2, 2, 2, 2}; /* API calls per loop iteration */
-typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } targ;
+/* each thread's argument block on cache lines of its own */
+typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
@@ -117,8 +118,8 @@ static void* tmain(void* a_)
 
 static double threads_rate(int T, int kind, long n)
 {
-    pthread_t th[16];
-    targ a[16];
+    pthread_t th[64];
+    static targ a[64];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)T);
     for (int t = 0; t < T; ++t) {
@@ -138,6 +139,9 @@ static double threads_rate(int T, int kind, long n)
 int main(int argc, char** argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 20000;
+    int tmax = argc > 2 ? atoi(argv[2]) : 8;
+    if (tmax < 1 || tmax > 64)
+        tmax = 8;
     g_only = getenv("API_BENCH_ONLY");
     int first = 1;
     hipdnnBackendDescriptor_t t = NULL;
@@ -221,7 +225,7 @@ int main(int argc, char** argv)
             nt = (long)(0.02 * r1 / k_calls[k]);
             if (nt < 2000) nt = 2000;
             printf("%s\"%s_calls_per_s\": {", k ? ", " : "", k_names[k]);
-            for (int T = 1; T <= 8; T *= 2) {
+            for (int T = 1; T <= tmax; T *= 2) {
                 double best = 0;
                 for (int r = 0; r < 3; ++r) {
                     double x = threads_rate(T, k, nt);

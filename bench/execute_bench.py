@@ -107,30 +107,57 @@ double loop_frontend_floor(uint64_t fn, void* ph, void* ctx, const int64_t* uids
     *st = s;
     return (now() - t0) / n;
 }
-/* T threads, thread t on handle hs[t] with its own plan ps[t] (plugin handle phs[t], context ctxs[t]) and
- * buffers ptrs[3t..3t+2]; they start together (a barrier): aggregate calls/s. */
+/* The steps of frontend_once alone, to see which one stops scaling (mode 2: create + destroy;
+ * mode 3: create, 3 sets, finalize, destroy - no execute; mode 4: execute of a reused pack). */
+static int steps_once(int mode, void* h, void* p, const int64_t* uids, void* const* ptrs, int nb, void* vp)
+{
+    if (mode == 4)
+        return hipdnnBackendExecute((hipdnnHandle_t)h, (hipdnnBackendDescriptor_t)p, (hipdnnBackendDescriptor_t)vp);
+    hipdnnBackendDescriptor_t d = NULL;
+    void* ws = NULL;
+    int s = hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d);
+    if (mode == 3) {
+        s |= hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_DATA_POINTERS, HIPDNN_TYPE_VOID_PTR, nb, ptrs);
+        s |= hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, nb, uids);
+        s |= hipdnnBackendSetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_WORKSPACE, HIPDNN_TYPE_VOID_PTR, 1, &ws);
+        s |= hipdnnBackendFinalize(d);
+    }
+    s |= hipdnnBackendDestroyDescriptor(d);
+    return s;
+}
+/* T threads, thread t on handle hs[t] with its own plan ps[t] (plugin handle phs[t], context ctxs[t]),
+ * buffers ptrs[3t..3t+2] and (mode 4) finalized pack vps[t]; they start together (a barrier):
+ * aggregate calls/s.  Each thread's argument block is on cache lines of its own. */
 typedef struct { void* h; void* p; const int64_t* uids; void* const* ptrs; int nb; long n; int mode; int st;
-                 uint64_t fn; void* ph; void* ctx; pthread_barrier_t* bar; double t0, t1; } targ;
+                 uint64_t fn; void* ph; void* ctx; void* vp; pthread_barrier_t* bar; double t0, t1; }
+    __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
     pthread_barrier_wait(a->bar);
-    a->t0 = now();
-    if (a->mode == 0)
+    double t0 = now();
+    if (a->mode == 0) {
         loop_frontend(a->h, a->p, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
-    else
+    } else if (a->mode == 1) {
         loop_frontend_floor(a->fn, a->ph, a->ctx, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
+    } else {
+        int s = 0;
+        for (long i = 0; i < a->n; ++i) s |= steps_once(a->mode, a->h, a->p, a->uids, a->ptrs, a->nb, a->vp);
+        a->st = s;
+    }
     a->t1 = now();
+    a->t0 = t0;
     return NULL;
 }
 double threads_run(int T, void** hs, void** ps, const int64_t* uids, void* const* ptrs, int nb, long n, int mode,
-                   uint64_t fn, void** phs, void** ctxs, int* st)
+                   uint64_t fn, void** phs, void** ctxs, void** vps, int* st)
 {
-    pthread_t th[64]; targ a[64];
+    pthread_t th[64];
+    static targ a[64];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)T);
     for (int t = 0; t < T; ++t) {
-        a[t] = (targ){hs[t], ps[t], uids, ptrs + 3 * t, nb, n, mode, 0, fn, phs[t], ctxs[t], &bar, 0, 0};
+        a[t] = (targ){hs[t], ps[t], uids, ptrs + 3 * t, nb, n, mode, 0, fn, phs[t], ctxs[t], vps[t], &bar, 0, 0};
         pthread_create(&th[t], NULL, tmain, &a[t]);
     }
     int s = 0;
@@ -231,7 +258,7 @@ def main():
                                            void* const* ptrs, int nb, void* ws, long n, int* st);
                 double threads_run(int T, void** hs, void** ps, const int64_t* uids, void* const* ptrs,
                                    int nb, long n, int mode, uint64_t fn, void** phs, void** ctxs,
-                                   int* st);""")
+                                   void** vps, int* st);""")
     loops = ffi.dlopen(loops_so)
     n, reps = args.n, args.reps
     h = create_handle()
@@ -331,13 +358,14 @@ def main():
     # ---- threads: T C threads, each on its own handle, plan and output buffer
     T_MAX = int(os.environ.get("EXECUTE_BENCH_THREADS", "8"))
     hs = [create_handle() for _ in range(T_MAX)]
-    # each thread's output on cache lines of its own (64-byte aligned, 64 bytes apart): adjacent
-    # 16-byte outputs would make the threads' plugin writes share lines (false sharing)
-    ybuf = ffi.new("float[]", 16 * (T_MAX + 1))
-    y0 = (addr(ybuf) + 63) & ~63
-    ys = [ffi.cast("float*", y0 + 64 * t) for t in range(T_MAX)]
+    # each thread's output on cache lines of its own (128-byte aligned, 128 bytes apart: the
+    # adjacent-line prefetcher pairs 64-byte lines): adjacent 16-byte outputs would make the
+    # threads' plugin writes share lines (false sharing)
+    ybuf = ffi.new("float[]", 32 * (T_MAX + 1))
+    y0 = (addr(ybuf) + 127) & ~127
+    ys = [ffi.cast("float*", y0 + 128 * t) for t in range(T_MAX)]
     ptrs_t = ffi.new("void*[]", [q for t in range(T_MAX) for q in (x, b, ys[t])])
-    ps, phs, ctxs = [], [], []
+    ps, phs, ctxs, vps = [], [], [], []
     for t, hh in enumerate(hs):  # the first execute of each handle registers it (Python path)
         gt = standin_graph(hh)
         st, cf = heuristic_configs(gt)
@@ -353,30 +381,39 @@ def main():
         ctxs.append(ffi.cast("void*", int(runtime.ffi.cast("uintptr_t", po.context))))
         v = variant_pack([1, 2, 3], [addr(x), addr(b), addr(ys[t])])
         assert lib.hipdnnBackendExecute(hh, pt, v) == 0
-        lib.hipdnnBackendDestroyDescriptor(v)
-    hs_c, ps_c = ffi.new("void*[]", hs), ffi.new("void*[]", ps)
+        vps.append(v)  # kept: the reused-pack rows (steps)
+    hs_c, ps_c, vps_c = ffi.new("void*[]", hs), ffi.new("void*[]", ps), ffi.new("void*[]", vps)
     phs_c, ctxs_c = ffi.new("void*[]", phs), ffi.new("void*[]", ctxs)
-    nt = max(n // 4, 1000)
+    # each thread runs ~40 ms a sample (sized from the one-thread time), best of max(reps, 7)
+    nt = max(int(0.04 / max(t_fe, 1e-8)), 1000)
+    treps = max(reps, 7)
+    kinds = (("frontend_style", 0), ("c_floor", 1), ("step_create_destroy", 2),
+             ("step_pack_cycle", 3), ("step_execute_reused_pack", 4))
     thr = {}
     Ts = [T for T in (1, 2, 4, 8, 16) if T <= T_MAX]
     for T in Ts:
         row = {}
-        for label, mode in (("frontend_style", 0), ("c_floor", 1)):
-            r = max(loops.threads_run(T, hs_c, ps_c, uids_c, ptrs_t, 3, nt, mode, fnp, phs_c, ctxs_c, ist)
-                    for _ in range(reps))
-            assert ist[0] == 0
+        for label, mode in kinds:
+            k = nt if mode < 2 else 2 * nt
+            r = max(loops.threads_run(T, hs_c, ps_c, uids_c, ptrs_t, 3, k, mode, fnp, phs_c, ctxs_c, vps_c, ist)
+                    for _ in range(treps))
+            assert ist[0] == 0, (label, T, ist[0])
             row[label + "_calls_per_s"] = round(r)
         thr[str(T)] = row
-    one, fone = thr["1"]["frontend_style_calls_per_s"], thr["1"]["c_floor_calls_per_s"]
+    base = {label: thr["1"][label + "_calls_per_s"] for label, _ in kinds}
     for T, row in thr.items():
-        row["frontend_style_speedup"] = round(row["frontend_style_calls_per_s"] / one, 2)
-        row["c_floor_speedup"] = round(row["c_floor_calls_per_s"] / fone, 2)
+        for label, _ in kinds:
+            row[label + "_speedup"] = round(row[label + "_calls_per_s"] / base[label], 2)
     thr["goal"] = "8 threads >= 1.7x one thread on 2 cores (>= 6x on 16 cores)"
     thr["note"] = ("each thread its own handle, plan (C sample plugin context) and output buffer; "
                    "c_floor = the same work in plain C on the same plugin; both scale with what the "
-                   "machine gives (2 shared cores here)")
+                   "machine gives (2 shared cores here); step_* = parts of frontend_style alone: "
+                   "create+destroy of a pack, create+3 sets+finalize+destroy, execute of a reused pack; "
+                   "best of %d samples of ~40 ms per thread" % treps)
     thr["cpus"] = os.cpu_count()
     so["threads"] = thr
+    for v in vps:
+        lib.hipdnnBackendDestroyDescriptor(v)
     for hh in hs:
         lib.hipdnnDestroy(hh)
     res["so_plugin"] = so

@@ -58,6 +58,7 @@ typedef struct {
     int dtype;
     uint32_t slot;
     int nf;
+    int cap;     /* room for `cap` fields (a record reused from the thread cache may have more) */
     const as_field* f;
     as_val val[]; /* nf of them */
 } as_rec;
@@ -65,7 +66,7 @@ typedef struct {
 static vp_slot* g_ass[VPS_CHUNKS];
 static uint32_t g_as_next = 0;
 static pthread_mutex_t g_as_grow = PTHREAD_MUTEX_INITIALIZER;
-static vp_freelist g_asf[BR_SHARDS];
+/* g_asf (the shard free lists) and the per-thread caches: vpack.c */
 static volatile int g_as_enabled = 1;
 
 __attribute__((constructor)) static void as_init(void)
@@ -123,63 +124,8 @@ static as_rec* as_acquire(int64_t id)
 
 static void as_release(as_rec* r) { __atomic_sub_fetch(&ass_at(r->slot)->w, 1, __ATOMIC_RELEASE); }
 
-static int64_t ass_take(void)
-{
-    int me = br_index();
-    for (int k = 0; k < BR_SHARDS; ++k) {
-        vp_freelist* f = &g_asf[(me + k) % BR_SHARDS];
-        if (__atomic_load_n(&f->n, __ATOMIC_RELAXED) == 0)
-            continue;
-        pthread_mutex_lock(&f->mu);
-        if (f->n) {
-            uint32_t s = f->v[f->n - 1];
-            __atomic_store_n(&f->n, f->n - 1, __ATOMIC_RELAXED);
-            pthread_mutex_unlock(&f->mu);
-            return s;
-        }
-        pthread_mutex_unlock(&f->mu);
-    }
-    uint32_t s = __atomic_fetch_add(&g_as_next, 1, __ATOMIC_RELAXED);
-    if (s >= VPS_CHUNKS * VPS_CHUNK) {
-        __atomic_sub_fetch(&g_as_next, 1, __ATOMIC_RELAXED);
-        return -1;
-    }
-    uint32_t c = s >> VPS_CHUNK_BITS;
-    if (__atomic_load_n(&g_ass[c], __ATOMIC_ACQUIRE) == NULL) {
-        pthread_mutex_lock(&g_as_grow);
-        if (g_ass[c] == NULL) {
-            void* mem = NULL;
-            vp_slot* chunk = posix_memalign(&mem, 64, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
-            if (chunk == NULL) {
-                pthread_mutex_unlock(&g_as_grow);
-                return -1;
-            }
-            memset(chunk, 0, VPS_CHUNK * sizeof(vp_slot));
-            __atomic_store_n(&g_ass[c], chunk, __ATOMIC_RELEASE);
-        }
-        pthread_mutex_unlock(&g_as_grow);
-    }
-    return s;
-}
-
-static void ass_give(uint32_t s)
-{
-    vp_freelist* f = &g_asf[br_index()];
-    pthread_mutex_lock(&f->mu);
-    if (f->n == f->cap) {
-        uint32_t cap = f->cap ? 2 * f->cap : 64;
-        uint32_t* v = (uint32_t*)realloc(f->v, cap * sizeof *v);
-        if (v == NULL) {
-            pthread_mutex_unlock(&f->mu);
-            return;
-        }
-        f->v = v;
-        f->cap = cap;
-    }
-    f->v[f->n] = s;
-    __atomic_store_n(&f->n, f->n + 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&f->mu);
-}
+static int64_t ass_take(thread_cache* c) { return tc_take(c ? &c->as : NULL, g_asf, g_ass, &g_as_next, &g_as_grow); }
+static void ass_give(thread_cache* c, uint32_t s) { tc_give(c ? &c->as : NULL, g_asf, s); }
 
 static inline void as_lock(as_rec* r)
 {
@@ -189,12 +135,41 @@ static inline void as_lock(as_rec* r)
 }
 static inline void as_unlock(as_rec* r) { __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE); }
 
-static void as_free(as_rec* r)
+static void as_rec_free_mem(void* r) { free(r); }
+
+/* Free a record's vectors; keep the record for this thread's next create when its cache has room. */
+static void as_free(thread_cache* tc, as_rec* r)
 {
     for (int i = 0; i < r->nf; ++i)
         if (r->val[i].v != r->val[i].inl)
             free(r->val[i].v);
+    if (tc != NULL && tc->n_aobj < TC_OBJS) {
+        tc->aobj[tc->n_aobj++] = r;
+        return;
+    }
     free(r);
+}
+
+/* A record with room for nf fields: one this thread freed (the smallest that fits), else malloc. */
+static as_rec* as_rec_alloc(thread_cache* tc, int nf)
+{
+    if (tc != NULL && tc->n_aobj) {
+        int best = -1;
+        for (uint32_t i = 0; i < tc->n_aobj; ++i) {
+            int cap = ((as_rec*)tc->aobj[i])->cap;
+            if (cap >= nf && (best < 0 || cap < ((as_rec*)tc->aobj[best])->cap))
+                best = (int)i;
+        }
+        if (best >= 0) {
+            as_rec* r = (as_rec*)tc->aobj[best];
+            tc->aobj[best] = tc->aobj[--tc->n_aobj];
+            return r;
+        }
+    }
+    as_rec* r = (as_rec*)malloc(sizeof(as_rec) + (size_t)nf * sizeof(as_val));
+    if (r != NULL)
+        r->cap = nf;
+    return r;
 }
 
 /* ------------------------------------------------------------------ create / destroy */
@@ -205,8 +180,9 @@ static int as_create(int dtype, hipdnnBackendDescriptor_t* out)
     const as_field* f = as_fields_of(dtype, &nf);
     if (f == NULL || !g_as_enabled || nf > AS_MAX_FIELDS)
         return -1;
-    as_rec* r = (as_rec*)malloc(sizeof *r + (size_t)nf * sizeof(as_val));
-    int64_t slot = r ? ass_take() : -1;
+    thread_cache* tc = tc_get();
+    as_rec* r = as_rec_alloc(tc, nf);
+    int64_t slot = r ? ass_take(tc) : -1;
     if (slot < 0) {
         free(r);
         return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
@@ -228,7 +204,7 @@ static int as_create(int dtype, hipdnnBackendDescriptor_t* out)
     sl->obj = (struct vp_state*)(void*)r;
     uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_asf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_asf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     *out = (hipdnnBackendDescriptor_t)(intptr_t)(AS_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
@@ -255,9 +231,10 @@ static int as_destroy(int64_t id)
         st = hpy_destroy_descriptor(id);
     sl->obj = NULL;
     uint32_t slot = r->slot;
-    as_free(r);
-    ass_give(slot);
-    __atomic_sub_fetch(&g_asf[br_index()].live, 1, __ATOMIC_RELAXED);
+    thread_cache* tc = tc_get();
+    as_free(tc, r);
+    ass_give(tc, slot);
+    __atomic_sub_fetch(&g_asf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     return st;
 }
 

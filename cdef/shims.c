@@ -458,10 +458,14 @@ typedef struct {
  * writers (registration and removal of plans and handles — rare) raise a flag and wait until every
  * shard has no reader.  The per-thread hit/miss counters live in the shards too. */
 #define BR_SHARDS 64
+/* Per-thread data written on every call sits on a 128-byte pair of cache lines of its own: x86's
+ * adjacent-line prefetcher fetches 64-byte lines in pairs, so two threads writing neighbouring
+ * 64-byte lines still move them between their cores. */
+#define CL_PAIR 128
 typedef struct {
     long readers;
     uint64_t hits, misses; /* the execute registry's counters (unused by other locks) */
-    char pad[64 - sizeof(long) - 2 * sizeof(uint64_t)];
+    char pad[CL_PAIR - sizeof(long) - 2 * sizeof(uint64_t)];
 } br_shard;
 typedef struct {
     br_shard s[BR_SHARDS];
@@ -469,7 +473,7 @@ typedef struct {
     pthread_mutex_t wmu;
 } brlock;
 #define BRLOCK_INIT {.wmu = PTHREAD_MUTEX_INITIALIZER}
-static brlock g_fxl __attribute__((aligned(64))) = BRLOCK_INIT; /* the execute registry's lock */
+static brlock g_fxl __attribute__((aligned(CL_PAIR))) = BRLOCK_INIT; /* the execute registry's lock */
 static __thread int t_br = -1;
 static int g_br_next = 0;
 
@@ -480,9 +484,10 @@ static inline int br_index(void)
     return t_br;
 }
 
-static inline void br_rdlock(brlock* L)
+/* The reader lock on shard `i` (the caller's br_index(): one TLS lookup per call site). */
+static inline void br_rdlock_at(brlock* L, int i)
 {
-    br_shard* s = &L->s[br_index()];
+    br_shard* s = &L->s[i];
     for (;;) {
         __atomic_add_fetch(&s->readers, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&L->writer, __ATOMIC_SEQ_CST))
@@ -493,7 +498,9 @@ static inline void br_rdlock(brlock* L)
     }
 }
 
-static inline void br_rdunlock(brlock* L) { __atomic_sub_fetch(&L->s[t_br].readers, 1, __ATOMIC_RELEASE); }
+static inline void br_rdunlock_at(brlock* L, int i) { __atomic_sub_fetch(&L->s[i].readers, 1, __ATOMIC_RELEASE); }
+static inline void br_rdlock(brlock* L) { br_rdlock_at(L, br_index()); }
+static inline void br_rdunlock(brlock* L) { br_rdunlock_at(L, t_br); }
 
 static void br_wrlock(brlock* L)
 {
@@ -596,13 +603,13 @@ static fx_obj* fx_unlink(int64_t id) /* write lock held; backward-shift deletion
     return o;
 }
 
-/* One entry per cache line (or more): executes of different threads bump the `refs` of their own
+/* One entry per cache-line pair (or more): executes of different threads bump the `refs` of their own
  * plan and handle entries, which the registering thread allocated one after another. */
 static fx_obj* fx_alloc(void)
 {
     void* m = NULL;
-    size_t size = (sizeof(fx_obj) + 63) & ~(size_t)63;
-    if (posix_memalign(&m, 64, size))
+    size_t size = (sizeof(fx_obj) + CL_PAIR - 1) & ~(size_t)(CL_PAIR - 1);
+    if (posix_memalign(&m, CL_PAIR, size))
         return NULL;
     memset(m, 0, size);
     return (fx_obj*)m;
@@ -812,8 +819,9 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     if (!g_fx_enabled)
         return -1;
     struct vp_state* cv = vp_acquire(v);
-    br_shard* me = &g_fxl.s[br_index()];
-    br_rdlock(&g_fxl);
+    int bi = br_index();
+    br_shard* me = &g_fxl.s[bi];
+    br_rdlock_at(&g_fxl, bi);
     fx_obj* P = fx_find(p);
     fx_obj* H = fx_find(h);
     fx_obj* V = NULL;
@@ -877,7 +885,7 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
     if (V != NULL)
         __atomic_add_fetch(&V->refs, 1, __ATOMIC_RELAXED);
-    br_rdunlock(&g_fxl);
+    br_rdunlock_at(&g_fxl, bi);
 
     int st = (int)exec(ph, ctx, ws, bufs, n);
     int rc = HIPDNN_STATUS_SUCCESS;
@@ -899,7 +907,7 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     __atomic_add_fetch(&me->hits, 1, __ATOMIC_RELAXED);
     return rc;
 miss:
-    br_rdunlock(&g_fxl);
+    br_rdunlock_at(&g_fxl, bi);
     if (cv != NULL)
         vp_release(cv);
     __atomic_add_fetch(&me->misses, 1, __ATOMIC_RELAXED);

@@ -70,7 +70,7 @@ struct vp_state {
 typedef struct {
     uint64_t w; /* generation << 32 | LIVE | calls in flight */
     struct vp_state* obj;
-    char pad[64 - sizeof(uint64_t) - sizeof(void*)]; /* one cache line per slot */
+    char pad[CL_PAIR - sizeof(uint64_t) - sizeof(void*)]; /* one cache-line pair per slot */
 } vp_slot;
 
 typedef struct {
@@ -79,7 +79,7 @@ typedef struct {
     uint32_t n, cap;
     long live; /* packs created minus destroyed by this shard's threads (atomic) */
     char pad[64];
-} __attribute__((aligned(64))) vp_freelist;
+} __attribute__((aligned(CL_PAIR))) vp_freelist;
 
 static vp_slot* g_vps[VPS_CHUNKS];
 static uint32_t g_vps_next = 0;  /* next fresh slot (atomic) */
@@ -143,13 +143,13 @@ static struct vp_state* vp_acquire(int64_t id)
 
 static void vp_release(struct vp_state* s) { __atomic_sub_fetch(&vps_at(s->slot)->w, 1, __ATOMIC_RELEASE); }
 
-/* A free slot (-1: none left).  The thread's own free list first (a create after a destroy on one
- * thread touches only that shard's cache line), then the others' (stolen), then a fresh slot. */
-static int64_t vps_take(void)
+/* A free slot (-1: none left) from the shard free lists: the thread's own first, then the others'
+ * (stolen), then a fresh slot. */
+static int64_t slots_take_shared(vp_freelist* fl, vp_slot** tab, uint32_t* next, pthread_mutex_t* grow)
 {
     int me = br_index();
     for (int k = 0; k < BR_SHARDS; ++k) {
-        vp_freelist* f = &g_vpf[(me + k) % BR_SHARDS];
+        vp_freelist* f = &fl[(me + k) % BR_SHARDS];
         if (__atomic_load_n(&f->n, __ATOMIC_RELAXED) == 0)
             continue;
         pthread_mutex_lock(&f->mu);
@@ -161,48 +161,140 @@ static int64_t vps_take(void)
         }
         pthread_mutex_unlock(&f->mu);
     }
-    uint32_t s = __atomic_fetch_add(&g_vps_next, 1, __ATOMIC_RELAXED);
+    uint32_t s = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
     if (s >= VPS_CHUNKS * VPS_CHUNK) {
-        __atomic_sub_fetch(&g_vps_next, 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(next, 1, __ATOMIC_RELAXED);
         return -1;
     }
     uint32_t c = s >> VPS_CHUNK_BITS;
-    if (__atomic_load_n(&g_vps[c], __ATOMIC_ACQUIRE) == NULL) {
-        pthread_mutex_lock(&g_vps_grow);
-        if (g_vps[c] == NULL) {
-            void* mem = NULL; /* one cache line per slot: 64-byte aligned */
-            vp_slot* chunk = posix_memalign(&mem, 64, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
-            if (chunk != NULL)
-                memset(chunk, 0, VPS_CHUNK * sizeof(vp_slot));
+    if (__atomic_load_n(&tab[c], __ATOMIC_ACQUIRE) == NULL) {
+        pthread_mutex_lock(grow);
+        if (tab[c] == NULL) {
+            void* mem = NULL; /* one cache-line pair per slot: 128-byte aligned */
+            vp_slot* chunk = posix_memalign(&mem, CL_PAIR, VPS_CHUNK * sizeof(vp_slot)) ? NULL : (vp_slot*)mem;
             if (chunk == NULL) {
-                pthread_mutex_unlock(&g_vps_grow);
+                pthread_mutex_unlock(grow);
                 return -1; /* this slot is lost; others may still come */
             }
-            __atomic_store_n(&g_vps[c], chunk, __ATOMIC_RELEASE);
+            memset(chunk, 0, VPS_CHUNK * sizeof(vp_slot));
+            __atomic_store_n(&tab[c], chunk, __ATOMIC_RELEASE);
         }
-        pthread_mutex_unlock(&g_vps_grow);
+        pthread_mutex_unlock(grow);
     }
     return s;
 }
 
-static void vps_give(uint32_t s)
+/* Give `n` free slots to this thread's shard free list (a slot that finds no room is lost: its
+ * generation moved on, so no id finds it). */
+static void slots_give_shared(vp_freelist* fl, const uint32_t* s, uint32_t n)
 {
-    vp_freelist* f = &g_vpf[br_index()];
+    vp_freelist* f = &fl[br_index()];
     pthread_mutex_lock(&f->mu);
-    if (f->n == f->cap) {
+    if (f->n + n > f->cap) {
         uint32_t cap = f->cap ? 2 * f->cap : 64;
+        while (cap < f->n + n)
+            cap *= 2;
         uint32_t* v = (uint32_t*)realloc(f->v, cap * sizeof *v);
-        if (v == NULL) { /* the slot is lost (its generation moved on: no id finds it) */
+        if (v == NULL) {
             pthread_mutex_unlock(&f->mu);
             return;
         }
         f->v = v;
         f->cap = cap;
     }
-    __atomic_store_n(&f->n, f->n + 1, __ATOMIC_RELAXED);
-    f->v[f->n - 1] = s;
+    memcpy(f->v + f->n, s, n * sizeof *s);
+    __atomic_store_n(&f->n, f->n + n, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&f->mu);
 }
+
+/* ---- per-thread caches (no atomic, no lock): free slots of both tables (this file's packs,
+ * astore.c's records) and freed pack / record objects.  A create after a destroy on one thread
+ * touches nothing another thread writes (and no malloc).  The shard free lists are the fallback
+ * (a cache refills from them when empty, spills half to them when full) and receive everything a
+ * thread still holds when it exits (a pthread key's destructor). */
+#define TC_SLOTS 64
+#define TC_OBJS 8
+typedef struct {
+    uint32_t n;
+    uint32_t s[TC_SLOTS];
+} slot_cache;
+typedef struct {
+    int state; /* 0: unused, 1: exit hook registered, 2: no hook (caches off), 3: exiting */
+    int br;    /* the thread's shard (br_index()) */
+    slot_cache vp, as;
+    uint32_t n_vobj, n_aobj;
+    struct vp_state* vobj[TC_OBJS];
+    void* aobj[TC_OBJS]; /* astore.c's as_rec, each with room for `cap` fields */
+} thread_cache;
+static __thread thread_cache t_tc;
+static pthread_key_t g_tc_key;
+static pthread_once_t g_tc_once = PTHREAD_ONCE_INIT;
+static int g_tc_key_ok = 0;
+static vp_freelist g_asf[BR_SHARDS]; /* astore.c's shard free lists */
+
+static void tc_exit(void* p);
+static void tc_key_init(void) { g_tc_key_ok = pthread_key_create(&g_tc_key, tc_exit) == 0; }
+
+/* The thread's cache, or NULL (no exit hook could be registered: the shared lists only). */
+static inline thread_cache* tc_get(void)
+{
+    thread_cache* c = &t_tc;
+    if (__builtin_expect(c->state == 1, 1))
+        return c;
+    if (c->state != 0)
+        return NULL;
+    pthread_once(&g_tc_once, tc_key_init);
+    if (g_tc_key_ok && pthread_setspecific(g_tc_key, c) == 0) {
+        c->br = br_index();
+        c->state = 1;
+        return c;
+    }
+    c->state = 2;
+    return NULL;
+}
+
+static void vp_free(struct vp_state* s);
+static void as_rec_free_mem(void* r);
+static void tc_exit(void* p)
+{
+    thread_cache* c = (thread_cache*)p;
+    c->state = 3; /* a create/destroy in a later key destructor uses the shared lists */
+    if (c->vp.n)
+        slots_give_shared(g_vpf, c->vp.s, c->vp.n);
+    if (c->as.n)
+        slots_give_shared(g_asf, c->as.s, c->as.n);
+    c->vp.n = c->as.n = 0;
+    for (uint32_t i = 0; i < c->n_vobj; ++i)
+        free(c->vobj[i]);
+    for (uint32_t i = 0; i < c->n_aobj; ++i)
+        as_rec_free_mem(c->aobj[i]);
+    c->n_vobj = c->n_aobj = 0;
+}
+
+static inline int64_t tc_take(slot_cache* sc, vp_freelist* fl, vp_slot** tab, uint32_t* next,
+                              pthread_mutex_t* grow)
+{
+    if (sc != NULL && sc->n)
+        return sc->s[--sc->n];
+    return slots_take_shared(fl, tab, next, grow);
+}
+
+static inline void tc_give(slot_cache* sc, vp_freelist* fl, uint32_t s)
+{
+    if (sc == NULL) {
+        slots_give_shared(fl, &s, 1);
+        return;
+    }
+    if (sc->n == TC_SLOTS) { /* spill the older half */
+        slots_give_shared(fl, sc->s, TC_SLOTS / 2);
+        memmove(sc->s, sc->s + TC_SLOTS / 2, (TC_SLOTS / 2) * sizeof sc->s[0]);
+        sc->n = TC_SLOTS / 2;
+    }
+    sc->s[sc->n++] = s;
+}
+
+static int64_t vps_take(thread_cache* c) { return tc_take(c ? &c->vp : NULL, g_vpf, g_vps, &g_vps_next, &g_vps_grow); }
+static void vps_give(thread_cache* c, uint32_t s) { tc_give(c ? &c->vp : NULL, g_vpf, s); }
 
 /* fork(): only the forking thread lives on in the child — no call is in flight there. */
 static void vp_atfork_child(void)
@@ -322,8 +414,21 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
 {
     if (!g_vp_resident)
         return -1;
-    struct vp_state* b = (struct vp_state*)calloc(1, sizeof *b);
-    int64_t slot = b ? vps_take() : -1;
+    thread_cache* tc = tc_get();
+    struct vp_state* b;
+    if (tc != NULL && tc->n_vobj) { /* a pack this thread destroyed: clear what calloc would */
+        b = tc->vobj[--tc->n_vobj];
+        b->lock = b->finalized = b->has_ovr = 0;
+        b->ws = 0;
+        for (int i = 0; i < VPV_COUNT; ++i)
+            b->vec[i] = (vp_vec){0, NULL, NULL, 0};
+        b->n = 0;
+        b->checked = 0;
+        b->dev2 = 0;
+    } else {
+        b = (struct vp_state*)calloc(1, sizeof *b);
+    }
+    int64_t slot = b ? vps_take(tc) : -1;
     if (slot < 0) {
         free(b);
         return cfail("hipdnnBackendCreateDescriptor", HIPDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
@@ -337,7 +442,7 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
     sl->obj = b;
     uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
     __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_vpf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     *out = (hipdnnBackendDescriptor_t)(intptr_t)(VP_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
     return HIPDNN_STATUS_SUCCESS;
 }
@@ -361,9 +466,19 @@ static int vp_destroy(int64_t id)
     struct vp_state* s = sl->obj;
     sl->obj = NULL;
     uint32_t slot = s->slot;
-    vp_free(s);
-    vps_give(slot);
-    __atomic_sub_fetch(&g_vpf[br_index()].live, 1, __ATOMIC_RELAXED);
+    thread_cache* tc = tc_get();
+    if (tc != NULL && tc->n_vobj < TC_OBJS) { /* keep the object for this thread's next create */
+        for (int i = 0; i < VPV_COUNT; ++i)
+            if (s->vec[i].v != s->vec[i].inl)
+                free(s->vec[i].v);
+        if (s->bufs != s->inl_bufs)
+            free((void*)s->bufs);
+        tc->vobj[tc->n_vobj++] = s;
+    } else {
+        vp_free(s);
+    }
+    vps_give(tc, slot);
+    __atomic_sub_fetch(&g_vpf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
     return HIPDNN_STATUS_SUCCESS;
 }
 

@@ -191,12 +191,15 @@ typedef struct cs_reg_entry
    executions on different threads never contend; writers (create/destroy: rare) take g_reg_wmu, raise
    g_reg_writer and wait until no reader is inside. */
 #define CS_RD_SHARDS 64
+/* 128 bytes: x86's adjacent-line prefetcher moves 64-byte lines in pairs, so neighbouring 64-byte
+   lines written by two threads would still travel between their cores. */
+#define CS_CL_PAIR 128
 typedef struct
 {
     long readers;
-    char pad[64 - sizeof(long)];
+    char pad[CS_CL_PAIR - sizeof(long)];
 } cs_rd_shard;
-static cs_rd_shard g_reg_rd[CS_RD_SHARDS] __attribute__((aligned(64)));
+static cs_rd_shard g_reg_rd[CS_RD_SHARDS] __attribute__((aligned(CS_CL_PAIR)));
 static int g_reg_writer = 0;
 static int g_reg_next_shard = 0;
 static _Thread_local int t_reg_shard = -1;
@@ -340,8 +343,8 @@ static void cs_obj_free(cs_obj* o)
 /* A zeroed object on cache lines of its own (executions on other threads bump their objects' refs). */
 static void* cs_obj_alloc(size_t size)
 {
-    size = (size + 63) & ~(size_t)63;
-    void* p = aligned_alloc(64, size);
+    size = (size + CS_CL_PAIR - 1) & ~(size_t)(CS_CL_PAIR - 1);
+    void* p = aligned_alloc(CS_CL_PAIR, size);
     if(p != NULL)
         memset(p, 0, size);
     return p;

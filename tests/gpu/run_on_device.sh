@@ -4,6 +4,9 @@
 # ONLY=tests|bench|all (default all); PYTEST_K: a -k expression for the GPU tests.
 # ONLY=multigpu (a machine with >= 2 GPUs, issue 18): the device-binding GPU tests and
 # bench/multi_gpu_bench.py (-> $OUT/multi_gpu.json).
+# ONLY=cpubench (issue 15): the C sample plugin and the CPU thread benchmarks on this machine's cores:
+# bench/run.py --only api,execute --threads 16 --out-suffix _h200_16cores (-> $OUT/api_h200_16cores.json,
+# $OUT/execute_h200_16cores.json; copy them to bench/results/).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG="$OUT/run.log"
 ONLY=${ONLY:-all}
@@ -30,6 +33,20 @@ if [ "$ONLY" = multigpu ]; then
   grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest_devices.log" | tail -40
   echo "== multi-GPU bench"
   timeout ${BENCH_TIMEOUT:-240} python3 bench/multi_gpu_bench.py --out "$OUT/multi_gpu.json"
+  echo "== done"; ONLY=none
+fi
+if [ "$ONLY" = cpubench ]; then
+  nproc; lscpu 2>/dev/null | grep -E "^(Model name|Thread|Core|Socket|NUMA node\(s\))"
+  echo "== CPU thread benchmarks (api, execute)"
+  timeout ${BENCH_TIMEOUT:-400} python3 bench/run.py --only api,execute --threads ${THREADS:-16} \
+     --out-suffix ${SUFFIX:-_h200_16cores} --results-dir "$OUT"
+  python3 - "$OUT/execute${SUFFIX:-_h200_16cores}.json" <<'PYEOF'
+import json, sys
+thr = json.load(open(sys.argv[1]))["so_plugin"]["threads"]
+for t, row in thr.items():
+    if isinstance(row, dict):
+        print(t, {k: v for k, v in row.items() if k.endswith("speedup")})
+PYEOF
   echo "== done"; ONLY=none
 fi
 if [ "$ONLY" != bench ] && [ "$ONLY" != none ]; then

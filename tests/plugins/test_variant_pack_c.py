@@ -292,3 +292,61 @@ def test_threads_create_execute_destroy_and_racing_destroys(c_sample):
     # a pack the racer destroyed answers "invalid or destroyed" (3) afterwards, never crashes
     assert {s for _, s in r["racer"]} <= {0, 3}, r["racer"]
     assert r["live"][1] == r["live"][0]
+
+
+THREAD_CACHES = r"""
+import threading
+from hipdnn_cabi.backend import runtime
+VP, TN = D.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR
+iid = lambda d: int(ffi.cast("intptr_t", d))
+vslot = lambda d: ((iid(d) - 0x7AC000000000) >> 4) >> 32
+aslot = lambda d: ((iid(d) - 0x0800000000000000) >> 4) >> 32
+lib.hipdnnBackendDestroyDescriptor(desc(VP))  # starts the library (runtime.lib)
+live0 = [runtime.lib.hipdnn_cabi_vp_live(), runtime.lib.hipdnn_cabi_as_count()]
+left, dead, bad, slots = [], [], [], []
+uids = ffi.new("int64_t[]", [1, 2, 3]); ptrs = ffi.new("void*[]", [ffi.cast("void*", 64 * k) for k in (1, 2, 3)])
+def worker(keep):
+    mine = []
+    for k in range(150):  # more than a thread cache holds: spills to the shared lists
+        mine.append((desc(VP), desc(TN)))
+    for k, (v, t) in enumerate(mine):
+        slots.append((vslot(v), aslot(t)))
+        if k < keep:
+            left.append(v); left.append(t)  # destroyed by the main thread
+        else:
+            s = [lib.hipdnnBackendSetAttribute(v, A.HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.HIPDNN_TYPE_INT64, 3, uids),
+                 lib.hipdnnBackendDestroyDescriptor(v), lib.hipdnnBackendDestroyDescriptor(t)]
+            if any(s):
+                bad.append(s)
+            dead.append(v); dead.append(t)
+    # a pack / record this thread destroyed comes back cleared
+    v = desc(VP)
+    fst = lib.hipdnnBackendFinalize(v)  # (not "0 data pointers but 3 unique ids")
+    if fst == 0 or "empty variant pack" not in err():
+        bad.append(("reused pack not cleared", fst, err()))
+    lib.hipdnnBackendDestroyDescriptor(v)
+for rnd in range(6):  # short-lived threads: what each holds at exit goes back to the shared lists
+    ts = [threading.Thread(target=worker, args=(10 * i,)) for i in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+for d in left:
+    if lib.hipdnnBackendDestroyDescriptor(d) != 0:
+        bad.append(("left", err()))
+dead_st = sorted({lib.hipdnnBackendDestroyDescriptor(d) for d in dead[:200]})
+print(json.dumps({"bad": bad[:5], "live": [live0, [runtime.lib.hipdnn_cabi_vp_live(),
+                  runtime.lib.hipdnn_cabi_as_count()]], "dead": dead_st,
+                  "max_slot": [max(s for s, _ in slots), max(s for _, s in slots)]}))
+"""
+
+
+def test_thread_caches_flush_at_exit_and_slots_are_reused(c_sample):
+    # per-thread caches of free slots and objects (cdef/vpack.c): 24 short-lived threads each
+    # create 150 packs and 150 TENSOR descriptors; nothing leaks, a destroyed id stays destroyed,
+    # slots come back (a thread's cache at exit included), a reused pack starts empty
+    r = py(THREAD_CACHES, {"HIPDNN_PLUGIN_DIR": c_sample}, timeout=300)
+    assert r["bad"] == [], r["bad"]
+    assert r["live"][1] == r["live"][0]
+    assert r["dead"] == [3], r["dead"]  # invalid or destroyed
+    # 4 threads at a time hold <= 150 each (+ the main thread's); without the exit flush and
+    # reuse the tables would grow by 24 * 150
+    assert max(r["max_slot"]) < 4 * 151 + 200, r["max_slot"]
