@@ -347,6 +347,7 @@ def test_thread_caches_flush_at_exit_and_slots_are_reused(c_sample):
     assert r["bad"] == [], r["bad"]
     assert r["live"][1] == r["live"][0]
     assert r["dead"] == [3], r["dead"]  # invalid or destroyed
-    # 4 threads at a time hold <= 150 each (+ the main thread's); without the exit flush and
-    # reuse the tables would grow by 24 * 150
-    assert max(r["max_slot"]) < 4 * 151 + 200, r["max_slot"]
+    # 4 threads at a time hold <= 150 each (+ the main thread's, + up to 64 cached free slots per
+    # thread and what sits on other shards' lists when a new thread starts); without the exit
+    # flush and reuse the tables would grow by 24 * 150 = 3600
+    assert max(r["max_slot"]) < 3600 // 2, r["max_slot"]
