@@ -154,11 +154,10 @@ def test_wgmma_forward_chosen_and_hgmma_sm90a(tmp_path):
     """With an sm_90 device the forward of every non-dropout graph runs on the wgmma kernel
     (dropout graphs stay on mma.sync); its sources compile for sm_90a without spills and their
     SASS holds HGMMA and the tensor copy engine's loads (UTMALDG), no mma.sync (HMMA)."""
-    import subprocess
     from engine_plugins.hip_kernels import codegen
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
-    from test_kernel_sources import _cuobjdump
+    from test_kernel_sources import _cuobjdump, _sass
     c = _compiler()
     hdr = codegen.headers()
     exe, env = _cuobjdump()
@@ -180,10 +179,7 @@ def test_wgmma_forward_chosen_and_hgmma_sm90a(tmp_path):
         seen += 1
         if exe is None:
             continue
-        cub = tmp_path / f"attn{i}.cubin"
-        cub.write_bytes(img)
-        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                              check=True).stdout
+        sass = _sass(exe, env, tmp_path, f"attn{i}", img)
         assert "HGMMA" in sass and "UTMALDG" in sass, i
         assert "HMMA" not in sass.replace("HGMMA", ""), i
     assert seen == 4

@@ -77,6 +77,15 @@ def _cuobjdump():
     return exe, dict(os.environ, PATH=path)
 
 
+
+def _sass(exe, env, tmp_path, name, img):
+    """The SASS text of a compiled cubin image (cuobjdump ``exe`` from :func:`_cuobjdump`)."""
+    import subprocess
+    cub = tmp_path / f"{name}.cubin"
+    cub.write_bytes(img)
+    return subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
+                          check=True).stdout
+
 def _wgmma_steps():
     from engine_plugins.hip_kernels.gemm_core import choose_core
     assert choose_core("HALF", "HALF", "sm_90") == "wgmma"
@@ -109,7 +118,6 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
     sample graphs (each GEMM family x layout); their SASS holds HGMMA (the wgmma tensor
     core instructions), the matmul ones the tensor copy engine (UTMALDG), and none spills - so
     no change can fall back to a slower path unnoticed."""
-    import subprocess
     c = _compiler()
     hdr = codegen.headers()
     for f in sorted(glob.glob(os.path.join(codegen.KDIR, "*.hip"))):
@@ -130,10 +138,7 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
         assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
         if exe is None:
             continue
-        cub = tmp_path / f"{name}.cubin"
-        cub.write_bytes(img)
-        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                              check=True).stdout
+        sass = _sass(exe, env, tmp_path, name, img)
         assert "HGMMA" in sass, f"{name}: the GEMM core compiled without wgmma"
         assert "HMMA" not in sass.replace("HGMMA", ""), name
         if name.startswith(("matmul", "tf32_matmul")):
@@ -164,7 +169,6 @@ def test_moe_on_the_wgmma_core_is_hgmma_and_tma(tmp_path):
     """MoE grouped matmul (forward, every routing mode) and its weight gradient on Hopper run
     on the wgmma core with the grouped tile scheduler: the sources compile for sm_90a without
     spills, HGMMA in SASS, and the forward's dense operands on the tensor copy engine."""
-    import subprocess
     from ext_samples import moe, moe_bwd
     c = _compiler()
     hdr = codegen.headers()
@@ -183,10 +187,7 @@ def test_moe_on_the_wgmma_core_is_hgmma_and_tma(tmp_path):
         assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
         if exe is None:
             continue
-        cub = tmp_path / f"{name}.cubin"
-        cub.write_bytes(img)
-        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                              check=True).stdout
+        sass = _sass(exe, env, tmp_path, name, img)
         assert "HGMMA" in sass, name
         if "bwd" not in name:
             assert "UTMALDG" in sass, f"{name}: dense operands not on the tensor copy engine"
@@ -264,7 +265,6 @@ def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
     """Backward filter on 4-D tensor maps (ResNet conv3 3 x 3 and a stride-2 1 x 1, fp16 NHWC)
     and the strided 1 x 1 backward-data decomposition: planned as such (notes), compiled for
     sm_90a without spills, HGMMA + UTMALDG (both operands on the copy engine) in the SASS."""
-    import subprocess
     from gpu_testlib import T, conv_bwd_data, conv_bwd_filter, graph_bytes
 
     def nhwc(d):
@@ -291,10 +291,7 @@ def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
         assert "C7514" not in c.last_log, (name, "wgmma serialised", c.last_log)
         if exe is None:
             continue
-        cub = tmp_path / f"{name}.cubin"
-        cub.write_bytes(img)
-        sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                              check=True).stdout
+        sass = _sass(exe, env, tmp_path, name, img)
         assert "HGMMA" in sass and "UTMALDG" in sass, name
         if "TMA AB" in " ".join(prog.notes):
             assert "LDGSTS" not in sass, f"{name}: an operand is still gathered by the producer"
@@ -344,7 +341,6 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
     gathers (LDGSTS) or plain global stores in the SASS.  The 3 x 3 layers keep the register
     epilogue; the knob 0 turns it off."""
     import re
-    import subprocess
     from gpu_testlib import T, conv_fwd, graph_bytes, pw
 
     def nhwc(d):
@@ -379,10 +375,7 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
             assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, c.last_log)
             if exe is None:
                 continue
-            cub = tmp_path / f"{name}.cubin"
-            cub.write_bytes(img)
-            sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                                  check=True).stdout
+            sass = _sass(exe, env, tmp_path, name, img)
             assert "HGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass, name
             assert "LDGSTS" not in sass and not re.search(r"\bSTG\.", sass), name
     for C, K, H in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (512, 512, 7)):
@@ -407,7 +400,6 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
     two CTAs per SM, as the NHWC kernel), and the fp16 backward filter as dw^T on tensor maps
     (conv2 3x3: HGMMA + UTMALDG in SASS, no serialised wgmma pipeline)."""
     import re
-    import subprocess
     from test_tile_model import _resnet_prog
     c = _compiler()
     hdr = codegen.headers()
@@ -430,8 +422,5 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
     exe, env = _cuobjdump()
     if exe is None:
         pytest.skip("cuobjdump/nvdisasm not installed: SASS not inspected")
-    cub = tmp_path / "wgrad_swap.cubin"
-    cub.write_bytes(img)
-    sass = subprocess.run([exe, "-sass", str(cub)], capture_output=True, text=True, env=env,
-                          check=True).stdout
+    sass = _sass(exe, env, tmp_path, "wgrad_swap", img)
     assert "HGMMA" in sass and "UTMALDG" in sass
