@@ -86,41 +86,8 @@ static long hipdnn_cabi_as_count(void)
     return n;
 }
 
-static inline vp_slot* ass_at(uint32_t slot)
-{
-    vp_slot* c = __atomic_load_n(&g_ass[slot >> VPS_CHUNK_BITS], __ATOMIC_ACQUIRE);
-    return c ? &c[slot & (VPS_CHUNK - 1)] : NULL;
-}
-
-static inline vp_slot* ass_of(int64_t id, uint32_t* gen)
-{
-    if (id < AS_ID_BASE)
-        return NULL;
-    uint64_t x = (uint64_t)id - (uint64_t)AS_ID_BASE;
-    if (x & 15)
-        return NULL;
-    x >>= 4;
-    uint64_t slot = x >> 32;
-    if (slot >= (uint64_t)VPS_CHUNKS * VPS_CHUNK)
-        return NULL;
-    *gen = (uint32_t)x;
-    return ass_at((uint32_t)slot);
-}
-
-static as_rec* as_acquire(int64_t id)
-{
-    uint32_t gen;
-    vp_slot* sl = ass_of(id, &gen);
-    if (sl == NULL)
-        return NULL;
-    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
-            return NULL;
-        if (__atomic_compare_exchange_n(&sl->w, &w, w + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return (as_rec*)sl->obj;
-    }
-}
+static inline vp_slot* ass_at(uint32_t slot) { return slot_at(g_ass, slot); }
+static as_rec* as_acquire(int64_t id) { return (as_rec*)slot_acquire(g_ass, AS_ID_BASE, id); }
 
 static void as_release(as_rec* r) { __atomic_sub_fetch(&ass_at(r->slot)->w, 1, __ATOMIC_RELEASE); }
 
@@ -200,36 +167,21 @@ static int as_create(int dtype, hipdnnBackendDescriptor_t* out)
         r->val[i].inl[0] = 0;
         r->val[i].n = f[i].kind >= 3 ? -1 : (f[i].kind == 1 ? 0 : 1);
     }
-    vp_slot* sl = ass_at((uint32_t)slot);
-    sl->obj = (struct vp_state*)(void*)r;
-    uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
-    __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
+    int64_t id = slot_publish(g_ass, AS_ID_BASE, (uint32_t)slot, r);
     __atomic_add_fetch(&g_asf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
-    *out = (hipdnnBackendDescriptor_t)(intptr_t)(AS_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
+    *out = (hipdnnBackendDescriptor_t)(intptr_t)id;
     return HIPDNN_STATUS_SUCCESS;
 }
 
 /* -1: not a live record.  Waits for calls using it; destroys the Python object first when one exists. */
 static int as_destroy(int64_t id)
 {
-    uint32_t gen;
-    vp_slot* sl = ass_of(id, &gen);
-    if (sl == NULL)
+    as_rec* r = (as_rec*)slot_retire(g_ass, AS_ID_BASE, id);
+    if (r == NULL)
         return -1;
-    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
-            return -1;
-        if (__atomic_compare_exchange_n(&sl->w, &w, w & ~VPS_LIVE, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            break;
-    }
-    while (__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE) & VPS_REFS)
-        sched_yield();
-    as_rec* r = (as_rec*)(void*)sl->obj;
     int st = HIPDNN_STATUS_SUCCESS;
     if (__atomic_load_n(&r->py, __ATOMIC_ACQUIRE))
         st = hpy_destroy_descriptor(id);
-    sl->obj = NULL;
     uint32_t slot = r->slot;
     thread_cache* tc = tc_get();
     as_free(tc, r);

@@ -104,18 +104,21 @@ static long vp_live_count(void)
 }
 static long hipdnn_cabi_vp_live(void) { return vp_live_count(); }
 
-static inline vp_slot* vps_at(uint32_t slot)
+/* Slot tables (this file's packs, astore.c's records): chunks of slots, ids
+ * base + ((slot << 32 | generation) << 4).  A slot's word holds its generation, LIVE and the
+ * calls in flight; acquire adds a call, retire clears LIVE and waits for the calls to end. */
+static inline vp_slot* slot_at(vp_slot* const* tab, uint32_t slot)
 {
-    vp_slot* c = __atomic_load_n(&g_vps[slot >> VPS_CHUNK_BITS], __ATOMIC_ACQUIRE);
+    vp_slot* c = __atomic_load_n(&tab[slot >> VPS_CHUNK_BITS], __ATOMIC_ACQUIRE);
     return c ? &c[slot & (VPS_CHUNK - 1)] : NULL;
 }
 
-/* The slot and generation an id names, or NULL (not a C-resident pack id). */
-static inline vp_slot* vps_of(int64_t id, uint32_t* gen)
+/* The slot and generation an id names, or NULL (not an id of this table). */
+static inline vp_slot* slot_of(vp_slot* const* tab, int64_t base, int64_t id, uint32_t* gen)
 {
-    if (id < VP_ID_BASE)
+    if (id < base)
         return NULL;
-    uint64_t x = (uint64_t)id - (uint64_t)VP_ID_BASE;
+    uint64_t x = (uint64_t)id - (uint64_t)base;
     if (x & 15)
         return NULL;
     x >>= 4;
@@ -123,13 +126,14 @@ static inline vp_slot* vps_of(int64_t id, uint32_t* gen)
     if (slot >= (uint64_t)VPS_CHUNKS * VPS_CHUNK)
         return NULL;
     *gen = (uint32_t)x;
-    return vps_at((uint32_t)slot);
+    return slot_at(tab, (uint32_t)slot);
 }
 
-static struct vp_state* vp_acquire(int64_t id)
+/* The live object an id names with one more call in flight, or NULL. */
+static inline void* slot_acquire(vp_slot* const* tab, int64_t base, int64_t id)
 {
     uint32_t gen;
-    vp_slot* sl = vps_of(id, &gen);
+    vp_slot* sl = slot_of(tab, base, id, &gen);
     if (sl == NULL)
         return NULL;
     uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
@@ -141,6 +145,40 @@ static struct vp_state* vp_acquire(int64_t id)
     }
 }
 
+/* Publish obj in a free slot under the next generation; returns its id. */
+static inline int64_t slot_publish(vp_slot* const* tab, int64_t base, uint32_t slot, void* obj)
+{
+    vp_slot* sl = slot_at(tab, slot);
+    sl->obj = obj;
+    uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
+    __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
+    return base + (int64_t)((((uint64_t)slot << 32) | gen) << 4);
+}
+
+/* Retire the live object an id names: no new calls, waits for those in flight; NULL when the id
+ * is not live.  The caller frees the object and gives the slot back. */
+static inline void* slot_retire(vp_slot* const* tab, int64_t base, int64_t id)
+{
+    uint32_t gen;
+    vp_slot* sl = slot_of(tab, base, id, &gen);
+    if (sl == NULL)
+        return NULL;
+    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
+            return NULL;
+        if (__atomic_compare_exchange_n(&sl->w, &w, w & ~VPS_LIVE, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break;
+    }
+    while (__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE) & VPS_REFS)
+        sched_yield();
+    void* obj = sl->obj;
+    sl->obj = NULL;
+    return obj;
+}
+
+static inline vp_slot* vps_at(uint32_t slot) { return slot_at(g_vps, slot); }
+static struct vp_state* vp_acquire(int64_t id) { return slot_acquire(g_vps, VP_ID_BASE, id); }
 static void vp_release(struct vp_state* s) { __atomic_sub_fetch(&vps_at(s->slot)->w, 1, __ATOMIC_RELEASE); }
 
 /* A free slot (-1: none left) from the shard free lists: the thread's own first, then the others'
@@ -438,33 +476,18 @@ static int vp_create(hipdnnBackendDescriptor_t* out)
     b->vec[VPV_UIDS].v = b->vec[VPV_UIDS].inl = b->inl_uids;
     b->vec[VPV_PTRS].v = b->vec[VPV_PTRS].inl = b->inl_ptrs;
     b->bufs = b->inl_bufs;
-    vp_slot* sl = vps_at((uint32_t)slot);
-    sl->obj = b;
-    uint32_t gen = (uint32_t)(__atomic_load_n(&sl->w, __ATOMIC_RELAXED) >> 32) + 1;
-    __atomic_store_n(&sl->w, ((uint64_t)gen << 32) | VPS_LIVE, __ATOMIC_RELEASE);
+    int64_t id = slot_publish(g_vps, VP_ID_BASE, (uint32_t)slot, b);
     __atomic_add_fetch(&g_vpf[tc ? tc->br : br_index()].live, 1, __ATOMIC_RELAXED);
-    *out = (hipdnnBackendDescriptor_t)(intptr_t)(VP_ID_BASE + (int64_t)((((uint64_t)slot << 32) | gen) << 4));
+    *out = (hipdnnBackendDescriptor_t)(intptr_t)id;
     return HIPDNN_STATUS_SUCCESS;
 }
 
 /* -1: not a live C-resident pack.  Waits for calls (fast executes) using the pack. */
 static int vp_destroy(int64_t id)
 {
-    uint32_t gen;
-    vp_slot* sl = vps_of(id, &gen);
-    if (sl == NULL)
+    struct vp_state* s = slot_retire(g_vps, VP_ID_BASE, id);
+    if (s == NULL)
         return -1;
-    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
-            return -1;
-        if (__atomic_compare_exchange_n(&sl->w, &w, w & ~VPS_LIVE, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            break;
-    }
-    while (__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE) & VPS_REFS)
-        sched_yield();
-    struct vp_state* s = sl->obj;
-    sl->obj = NULL;
     uint32_t slot = s->slot;
     thread_cache* tc = tc_get();
     if (tc != NULL && tc->n_vobj < TC_OBJS) { /* keep the object for this thread's next create */
