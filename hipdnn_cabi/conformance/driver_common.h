@@ -109,4 +109,46 @@ static inline void* slurp(const char* p, size_t* n)
     return b;
 }
 
+#ifdef DRV_PLUGIN_IDENTITY
+/* Plugin drivers (define DRV_PLUGIN_IDENTITY, SYMBOLS and the symbol table P first): the records
+ * of a plugin's identity - {"t":"sym"} per symbol, {"t":"string"} for name / version /
+ * api_version (each asked twice: a static string keeps its pointer; a value only when the call
+ * succeeded), {"t":"type"}. */
+static inline void drv_str2(const char* tag, const char* fn, hipdnnPluginStatus_t (*f)(const char**))
+{
+    if (!f)
+        return;
+    char t1[48], t2[48];
+    snprintf(t1, sizeof t1, "%s_1", tag);
+    snprintf(t2, sizeof t2, "%s_2", tag);
+    const char *s1 = NULL, *s2 = NULL;
+    pre(t1, fn, "&str");
+    int a = (int)f(&s1);
+    post(t1, fn, "&str", a);
+    pre(t2, fn, "&str");
+    int b = (int)f(&s2);
+    post(t2, fn, "&str", b);
+    printf("{\"t\":\"string\",\"tag\":\"%s\",\"st1\":%d,\"st2\":%d,\"same_ptr\":%d,\"value\":", tag, a, b,
+           s1 == s2 && s1 != NULL);
+    jstr(a ? NULL : s1);
+    printf(",\"value2\":");
+    jstr(b ? NULL : s2);
+    printf("}\n");
+}
+static inline void drv_probe_identity(void)
+{
+#define DRV_X_SYM(n, T) printf("{\"t\":\"sym\",\"fn\":\"%s\",\"found\":%d}\n", #n, P.n != NULL);
+    SYMBOLS(DRV_X_SYM)
+#undef DRV_X_SYM
+    drv_str2("name", "hipdnnPluginGetName", P.hipdnnPluginGetName);
+    drv_str2("version", "hipdnnPluginGetVersion", P.hipdnnPluginGetVersion);
+    drv_str2("api_version", "hipdnnPluginGetApiVersion", P.hipdnnPluginGetApiVersion);
+    if (P.hipdnnPluginGetType) {
+        hipdnnPluginType_t t = (hipdnnPluginType_t)99;
+        int st = DRV_CALL(P, "type", hipdnnPluginGetType, "&type", (&t));
+        printf("{\"t\":\"type\",\"st\":%d,\"value\":%d}\n", st, (int)t);
+    }
+}
+#endif
+
 #endif

@@ -64,6 +64,7 @@ static const char* drv_last_error(void)
     if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
     return e;
 }
+#define DRV_PLUGIN_IDENTITY 1
 #include "driver_common.h"
 #define NEED(n) need((const void*)P.n, #n)
 /* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
@@ -143,29 +144,7 @@ static int m_type(void)
 
 static int m_probe(int64_t unknown)
 {
-#define X_SYM(n, T) printf("{\"t\":\"sym\",\"fn\":\"%s\",\"found\":%d}\n", #n, P.n != NULL);
-    SYMBOLS(X_SYM)
-    const char *s1 = NULL, *s2 = NULL;
-#define STR2(tag, fn)                                                                               \
-    if (P.fn) {                                                                                     \
-        s1 = s2 = NULL;                                                                             \
-        St a = CALL(tag "_1", fn, "&str", (&s1));                                                   \
-        St b = CALL(tag "_2", fn, "&str", (&s2));                                                   \
-        printf("{\"t\":\"string\",\"tag\":\"%s\",\"st1\":%d,\"st2\":%d,\"same_ptr\":%d,\"value\":", tag, a, b, \
-               s1 == s2 && s1 != NULL);                                                             \
-        jstr(a ? NULL : s1);                                                                        \
-        printf(",\"value2\":");                                                                     \
-        jstr(b ? NULL : s2);                                                                        \
-        printf("}\n");                                                                              \
-    }
-    STR2("name", hipdnnPluginGetName)
-    STR2("version", hipdnnPluginGetVersion)
-    STR2("api_version", hipdnnPluginGetApiVersion)
-    if (P.hipdnnPluginGetType) {
-        hipdnnPluginType_t t = (hipdnnPluginType_t)99;
-        St st = CALL("type", hipdnnPluginGetType, "&type", (&t));
-        printf("{\"t\":\"type\",\"st\":%d,\"value\":%d}\n", st, (int)t);
-    }
+    drv_probe_identity();
     if (P.hipdnnHeuristicPluginGetAllPolicyIds) {
         uint32_t n = 0xdeadbeef, m = 0xdeadbeef;
         St st = CALL("count", hipdnnHeuristicPluginGetAllPolicyIds, "NULL, 0, &num", (NULL, 0, &n));
