@@ -129,20 +129,26 @@ static inline vp_slot* slot_of(vp_slot* const* tab, int64_t base, int64_t id, ui
     return slot_at(tab, (uint32_t)slot);
 }
 
+/* One atomic step on a slot of generation gen that is live: one more call in flight (retire 0)
+ * or no longer live (retire 1); 0 when the slot is not that live generation. */
+static inline int slot_claim(vp_slot* sl, uint32_t gen, int retire)
+{
+    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
+            return 0;
+        if (__atomic_compare_exchange_n(&sl->w, &w, retire ? w & ~VPS_LIVE : w + 1, 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return 1;
+    }
+}
+
 /* The live object an id names with one more call in flight, or NULL. */
 static inline void* slot_acquire(vp_slot* const* tab, int64_t base, int64_t id)
 {
     uint32_t gen;
     vp_slot* sl = slot_of(tab, base, id, &gen);
-    if (sl == NULL)
-        return NULL;
-    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
-            return NULL;
-        if (__atomic_compare_exchange_n(&sl->w, &w, w + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return sl->obj;
-    }
+    return sl != NULL && slot_claim(sl, gen, 0) ? sl->obj : NULL;
 }
 
 /* Publish obj in a free slot under the next generation; returns its id. */
@@ -161,15 +167,8 @@ static inline void* slot_retire(vp_slot* const* tab, int64_t base, int64_t id)
 {
     uint32_t gen;
     vp_slot* sl = slot_of(tab, base, id, &gen);
-    if (sl == NULL)
+    if (sl == NULL || !slot_claim(sl, gen, 1))
         return NULL;
-    uint64_t w = __atomic_load_n(&sl->w, __ATOMIC_ACQUIRE);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != gen || !(w & VPS_LIVE))
-            return NULL;
-        if (__atomic_compare_exchange_n(&sl->w, &w, w & ~VPS_LIVE, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            break;
-    }
     while (__atomic_load_n(&sl->w, __ATOMIC_ACQUIRE) & VPS_REFS)
         sched_yield();
     void* obj = sl->obj;
