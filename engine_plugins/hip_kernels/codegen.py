@@ -326,6 +326,10 @@ class GemmSpec:
         # output, element (b, m, n) at b * sb + m * sm + n, 16-byte rows: {"uid", "dtype", "sm",
         # "sb", "value": C body of epi_v (float v at b, m, n -> the output value)} or None
         self.c_tma = None
+        # convolution forward on an im2col tensor map (program._fwd_im2col): {"k": virtual GEMM
+        # k, "A": im2col map, "B": (dtype, dims, strides) of the 4-D weight view, "defs",
+        # "taps", "cb"} or None
+        self.im2col = None
 
 
 TILE = 128
@@ -366,9 +370,13 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             gc.knob("WGRAD_TMA", "1") not in ("0", "off") else None
         if wgrad:
             GK = wgrad["k"]        # virtual k: (image, position box) x 64
+        i2c = spec.im2col if not wgrad and gc.im2col_wanted(spec) else None
+        if i2c:
+            GK = i2c["k"]          # virtual k: filter taps x channel blocks x 64
         probe = {}
-        _wgmma_defs(spec, 128, 4, probe, wgrad)          # which operands the copy engine loads
-        rows_a = spec.a_rows is not None and spec.a_mode == 1 and gc.knob("ROWS", "1") not in ("0", "off")
+        _wgmma_defs(spec, 128, 4, probe, wgrad, i2c)     # which operands the copy engine loads
+        rows_a = spec.a_rows is not None and spec.a_mode == 1 and gc.knob("ROWS", "1") not in ("0", "off") \
+            and not i2c
 
         def gcost(op, mode, rows):
             if op in probe:
@@ -387,10 +395,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             (bn, stages), S, per = tstore, 1, GK
     elif core == "simt":
         from . import gemm_core as gc
-        wgrad = None
+        wgrad = i2c = None
         simt_bn, S, per = gc.simt_config(spec.M, spec.N, spec.K, spec.batch, sms)
     else:
-        wgrad = None
+        wgrad = i2c = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', PRELUDE_MATH,
          f"typedef {ta} TA;", f"typedef {tb} TB;",
@@ -425,7 +433,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
               spec.store8, "}"]
     opts, tmaps = {}, {}
     if core == "wgmma":
-        L += _wgmma_defs(spec, bn, stages, tmaps, wgrad)
+        L += _wgmma_defs(spec, bn, stages, tmaps, wgrad, i2c)
         if tstore:
             c = spec.c_tma
             L += ["#define WG_TMA_STORE 1", f"typedef {CTYPE[c['dtype']]} TC;",
@@ -436,7 +444,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         if spec.grouped:
             L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
-            and gc.knob("ROWS", "1") not in ("0", "off") else None
+            and gc.knob("ROWS", "1") not in ("0", "off") and not i2c else None
         if rows:
             L.append(rows)
     if core == "simt" and spec.simt_rows is not None and \
@@ -466,7 +474,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         block = (256, 1, 1)
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
-           "core": core, "wgrad": bool(wgrad)}
+           "core": core, "wgrad": bool(wgrad), "im2col": bool(i2c)}
     if S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
@@ -488,9 +496,10 @@ def _simt_vec_ok():
     return os.environ.get("HIPDNN_CABI_HIP_SIMT_VEC", "1") not in ("0", "off")
 
 
-def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):
+def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
     """Prelude lines of the wgmma core; fills ``tmaps`` with the tensor maps it reads
-    ("A"/"B": (dtype, dims, byte strides, box[, traversal steps]), innermost first)."""
+    ("A"/"B": (dtype, dims, byte strides, box[, traversal steps[, im2col]]), innermost first;
+    im2col = (lower corner, upper corner, channels per pixel, pixels per column))."""
     from . import gemm_core as gc
     tf32 = spec.ta == "FLOAT"
     kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
@@ -503,6 +512,10 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None):
     if wgrad:                                 # both operands: 4-D boxes (program._wgrad_tma)
         tmaps.update(wgrad["tmaps"])
         return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(wgrad["defs"])
+    if i2c:                                   # A: im2col map, B: (C, S, R, K) weight boxes
+        tmaps["A"] = i2c["A"]
+        tmaps["B"] = tuple(i2c["B"]) + ((64, 1, 1, bn),)
+        return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(i2c["defs"])
     btap = spec.b_tap if spec.b_tap and spec.b_mode == 2 and not kmajor and \
         gc.knob("TMA", "1") not in ("0", "off") else None
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),

@@ -52,7 +52,8 @@ def gemm_knobs():
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
                   "FP8_CVT", "ATTN", "ATTN_STAGES", "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS",
-                  "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP"))
+                  "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
+                  "CONV_IM2COL"))
 
 
 class Analysis:
@@ -217,12 +218,12 @@ class GpuPlan(PlanBase):
         def val(a):
             if a[0] in base:        # ("ws" | "sc", offset): workspace / plan-owned scratch
                 return base[a[0]] + a[1]
-            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box[, steps])
+            if a[0] == "tmap":      # ("tmap", base arg, dtype, dims, byte strides, box[, steps[, im2col]])
                 addr = val(a[1])
                 if addr % 16:
                     raise PluginError(INVALID_VALUE, f"buffer 0x{addr:x} is not 16-byte aligned "
                                                      f"(the tensor copy engine needs 16-byte alignment)")
-                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5], *a[6:7])
+                return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5], *a[6:8])
             return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":

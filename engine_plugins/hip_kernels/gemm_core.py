@@ -47,6 +47,13 @@ Knobs (environment; the tile table below is the default):
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
 * ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (program.py);
+* ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: 16-bit channels-last convolution forward
+  with more than one filter tap) | ``1`` (every forward conv :func:`program._fwd_im2col`
+  describes, 1 x 1 included) | ``0`` (off) - the activations on an im2col tensor map
+  (``WG_IM2COL``: the copy engine loads 128 output pixels x 64 channels per filter tap, the
+  padding zero-filled; the producer gathers nothing) instead of the cp.async gathers with
+  precomputed addressing (implicit.py), which stay the fallback for what a tensor map cannot
+  describe (strides > 8, 16-byte misaligned strides, C % 8 != 0, 3-D convolutions, fp32 / fp8);
 """
 from __future__ import annotations
 
@@ -303,6 +310,16 @@ def tma_ok(dense, dtype):
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
         all(s > 0 and (es * s) % 16 == 0 for s in rest)
+
+
+def im2col_wanted(spec):
+    """Knob ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: convolutions with more than one
+    filter tap; the 1 x 1 layers keep their dense-matrix / gathered A) | ``1`` (wherever
+    :func:`program._fwd_im2col` applies) | ``0`` (off: the producer's cp.async gathers)."""
+    want = knob("CONV_IM2COL", "auto")
+    if spec.im2col is None or want in ("0", "off"):
+        return False
+    return want in ("1", "on") or spec.im2col["taps"] > 1
 
 
 SIMT_BM, SIMT_BK = 128, 8

@@ -707,9 +707,66 @@ def _spec_conv_fwd(spec, node, r):
         sm = _linear([N] + list(P), [xs[0]] + list(xs[2:]))
         if sm is not None:                        # unit-stride 1 x 1: x is a dense [N*H*W, C] matrix
             spec.a_dense = (sm, 1, 0, 1)
+    if spec.a_mode == 1 and spec.b_mode == 1:
+        spec.im2col = _fwd_im2col(spec, xd, xs, wd, ws_, P, Rk, H, p)
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j};" for j in range(nsp)]
     return y, coord, yd, 1, True, [x, w]
+
+
+def _fwd_im2col(spec, xd, xs, wd, ws_, P, Rk, H, p):
+    """Convolution forward with the activations on an im2col tensor map (``WG_IM2COL`` in
+    gemm_wgmma.hip), or None where the copy engine cannot describe the operands.
+
+    GEMM m = (image, output row, output column) as usual; a k tile is one filter tap (r, s) x 64
+    input channels (channel block inner), so GEMM k is virtual: taps x ceil(C / 64) x 64.  A:
+    per k tile one im2col-mode load of the unit's 128 consecutive output pixels (the copy
+    engine walks the bounding box of the output pixels' input positions - lower corner -pad,
+    upper corner (P - 1) * stride + 1 - H - pad per spatial dim, traversal step = the conv
+    stride - shifted by the tap's offset (s * dil, r * dil); pixels outside the tensor, images
+    past the last and channels >= C read zeros).  B: the tap's 64 channels x BN output
+    channels as a 4-D (C, S, R, K) box of the weights (flipped taps for CONVOLUTION mode).
+    Needs 16-bit channels-last operands with 16-byte strides, C % 8 == 0, 1 or 2 spatial dims,
+    strides <= 8 and bounding-box corners in [-128, 127] (4-D im2col maps)."""
+    nsp = len(P)
+    N, C, K = xd[0], xd[1], wd[0]
+    if nsp not in (1, 2) or spec.ta not in ("HALF", "BFLOAT16") or spec.tb != spec.ta:
+        return None
+    if xs[1] != 1 or ws_[1] != 1 or C % 8:
+        return None
+    if nsp == 1:      # a 1-D conv is a 2-D one with a unit H
+        P, Rk, H = [1] + list(P), [1] + list(Rk), [1] + list(H)
+        xsp, wsp = [xs[0]] + list(xs[2:]), [ws_[0]] + list(ws_[2:])
+        st, pad, dil = [1] + list(p["stride"]), [0] + list(p["pre_padding"]), [1] + list(p["dilation"])
+    else:
+        xsp, wsp = list(xs[2:]), list(ws_[2:])
+        st, pad, dil = list(p["stride"]), list(p["pre_padding"]), list(p["dilation"])
+    if any(v < 1 or v > 8 for v in st) or any(d < 1 for d in dil):
+        return None
+    lower = [-pad[1], -pad[0]]                                        # (W, H)
+    upper = [(P[1] - 1) * st[1] + 1 - H[1] - pad[1], (P[0] - 1) * st[0] + 1 - H[0] - pad[0]]
+    if any(v < -128 or v > 127 for v in lower + upper):
+        return None
+    if any((Rk[j] - 1) * dil[j] > 32767 for j in range(2)):
+        return None
+    # byte strides of dims 1.. (innermost first); a unit dim takes the batch stride
+    xst = [2 * (xsp[1] if H[1] > 1 else xs[0]), 2 * (xsp[0] if H[0] > 1 else xs[0]), 2 * xs[0]]
+    wst = [2 * (wsp[1] if Rk[1] > 1 else ws_[0]), 2 * (wsp[0] if Rk[0] > 1 else ws_[0]), 2 * ws_[0]]
+    if any(v <= 0 or v % 16 for v in xst + wst):
+        return None
+    cb = -(-C // 64)
+    taps = Rk[0] * Rk[1]
+    tm_a = (spec.ta, (C, H[1], H[0], N), tuple(xst), None, (1, st[1], st[0], 1),
+            (tuple(lower), tuple(upper), 64, 128))
+    tm_b = (spec.tb, (C, Rk[1], Rk[0], K), tuple(wst))
+    defs = ["#define WG_IM2COL 1", f"#define I2C_P {P[0]}", f"#define I2C_Q {P[1]}",
+            f"#define I2C_R {Rk[0]}", f"#define I2C_S {Rk[1]}", f"#define I2C_CB {cb}",
+            f"#define I2C_STH {st[0]}", f"#define I2C_STW {st[1]}",
+            f"#define I2C_PADH {pad[0]}", f"#define I2C_PADW {pad[1]}",
+            f"#define I2C_DILH {dil[0]}", f"#define I2C_DILW {dil[1]}",
+            f"#define I2C_FLIP {int(bool(p['flip']))}"]
+    return {"k": taps * cb * 64, "A": tm_a, "B": tm_b, "defs": defs, "taps": taps, "cb": cb}
+
 
 
 def _nchw_mvec(ta, tb, xd, xs, P, Rk, p):
@@ -1161,6 +1218,9 @@ def _emit_gemm(prog, graph, node, r, epi_members, nodes, IOs, loc, consumers, no
                           f"TMA {''.join(sorted(k for k in g['tmaps'] if k in ('A', 'B'))) or 'none'}")
         if opts.get("tstore"):
             prog.notes.append(f"{node.kind}: TMA-store epilogue")
+        if g.get("im2col"):
+            prog.notes.append(f"{node.kind}: activations on an im2col tensor map "
+                              f"({spec.im2col['taps']} taps x {spec.im2col['cb']} channel blocks)")
         if g.get("wgrad"):
             prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
                               f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")

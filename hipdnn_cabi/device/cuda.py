@@ -381,17 +381,22 @@ class CudaRuntime:
         _check(self.driver.cuFuncSetAttribute(
             fn, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes)), "cuFuncSetAttribute")
 
-    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box, elem_strides=None):
+    def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box, elem_strides=None, im2col=None):
         """A CUtensorMap (128 bytes, ctypes array: a by-value kernel argument) for a tiled,
         128-byte-swizzled view of ``ptr``; ``dims``/``box`` innermost first, ``strides_bytes``
         for dims 1.. (cuTensorMapEncodeTiled's conventions); out-of-range elements read 0.
         ``elem_strides``: traversal step per dim (default 1; the box then spans
-        box[i] elements and loads ceil(box[i] / step) of them)."""
+        box[i] elements and loads ceil(box[i] / step) of them).  ``im2col`` = (lower corner,
+        upper corner (spatial dims innermost first), channels per pixel, pixels per column):
+        an im2col-mode map instead (cuTensorMapEncodeIm2col; ``box`` unused)."""
         import ctypes
         d = self.driver
         T = d.CUtensorMapDataType
         with Bound(self):
-            tm = self._encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box, elem_strides)
+            if im2col is not None:
+                tm = self._encode_im2col(d, T, dtype, ptr, dims, strides_bytes, elem_strides, *im2col)
+            else:
+                tm = self._encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box, elem_strides)
         buf = (ctypes.c_ubyte * 128)()
         ctypes.memmove(buf, int(tm.getPtr()), 128)
         return buf
@@ -408,6 +413,17 @@ class CudaRuntime:
             d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
             d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+
+    @staticmethod
+    def _encode_im2col(d, T, dtype, ptr, dims, strides_bytes, elem_strides, lower, upper, channels, pixels):
+        dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}[dtype]
+        return _check(d.cuTensorMapEncodeIm2col(
+            dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
+            [d.cuuint64_t(int(x)) for x in strides_bytes], [int(x) for x in lower], [int(x) for x in upper],
+            int(channels), int(pixels), [d.cuuint32_t(int(x)) for x in (elem_strides or [1] * len(dims))],
+            d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeIm2col")
 
     def pack(self, args) -> PackedArgs:
         return PackedArgs(args)

@@ -21,8 +21,11 @@
 // Split-K (GSPLIT > 1): each part writes fp32 partials HDN_PART[b * GSPLIT + s][m][n] and
 // gemm_splitk.hip sums them and runs the epilogue.
 // Convolution operands on 4-D / 3-D tensor maps: WG_WGRAD (backward filter: k tiles are boxes
-// of output positions, dy and per-tap x boxes; program._wgrad_tma) and B_TAP_K (backward data:
-// KRSC weights as (C, K, tap) boxes).
+// of output positions, dy and per-tap x boxes; program._wgrad_tma), B_TAP_K (backward data:
+// KRSC weights as (C, K, tap) boxes) and WG_IM2COL (forward: per k tile = filter tap x 64
+// input channels one im2col-mode load of the 128 consecutive output pixels of the unit -
+// the copy engine walks rows and images and zero-fills the padding - and one (C, S, R, K)
+// weight box; program._fwd_im2col).  The producer gathers nothing.
 // WG_TMA_STORE 1 (epilogue-bound shapes, e.g. 1 x 1 convolutions with 64 input channels: one k
 // step per tile; gemm_core.tma_store_config): the epilogue applies the fused ops in registers
 // (epi_v: the value of the one 16-bit output TC at (b, m, n)), stages each consumer
@@ -109,6 +112,12 @@ typedef hdn_u16 wg_raw_t;
 #endif
 #ifndef B_TMA
 #define B_TMA 0
+#endif
+#ifndef WG_IM2COL
+#define WG_IM2COL 0        // 1: convolution forward with A on an im2col tensor map (program._fwd_im2col)
+#endif
+#if WG_IM2COL && !(A_TMA && B_TMA && A_MODE == 1 && B_MODE == 1 && WG_ES == 2 && !WG_WGRAD)
+#error "WG_IM2COL: both operands K-major 16-bit tensor-map loads"
 #endif
 #ifndef WG_TMA_STORE
 #define WG_TMA_STORE 0
@@ -408,6 +417,12 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
             wg_arow rows[WG_BM / 16];
             wg_rows_init(rows, b, m0, t);
 #endif
+#if WG_IM2COL
+            // the unit's first output pixel (image, row, column) -> its input pixel at tap (0, 0)
+            const int i2c_q = m0 % I2C_Q, i2c_pn = m0 / I2C_Q;
+            const int i2c_w = i2c_q * I2C_STW - I2C_PADW, i2c_h = (i2c_pn % I2C_P) * I2C_STH - I2C_PADH;
+            const int i2c_n = i2c_pn / I2C_P;
+#endif
 #pragma unroll 1
             for (int k0 = kb; k0 < ke; k0 += WG_BK, ++it) {
                 const int st = it % WG_STAGES;
@@ -450,6 +465,20 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                                 pb * WGR_BP * WGR_STH - WGR_PADH + rr * WGR_DILH, nb, full);
                     }
 #endif
+                }
+#elif WG_IM2COL
+                // convolution forward (channels-last x, KRSC-like w): k tile = filter tap x 64
+                // input channels (channel block inner); A = one im2col load of the unit's 128
+                // consecutive output pixels at this tap (zeros where the tap reads padding, past
+                // the last image or channels >= C), B = the tap's (64 channels x WG_BN output
+                // channels) weight box
+                if (t == 0) {
+                    wg_bar_expect_tx(full, WG_TMA_BYTES);
+                    const int kt = k0 / WG_BK, tap = kt / I2C_CB, cb = kt - tap * I2C_CB;
+                    const int rr = tap / I2C_S, ss = tap - rr * I2C_S;
+                    wg_tma4_im2col(sa, &tmA, cb * 64, i2c_w, i2c_h, i2c_n, (unsigned short)(ss * I2C_DILW),
+                                   (unsigned short)(rr * I2C_DILH), full);
+                    wg_tma4(sb, &tmB, cb * 64, I2C_FLIP ? I2C_S - 1 - ss : ss, I2C_FLIP ? I2C_R - 1 - rr : rr, n0, full);
                 }
 #elif WG_ANY_TMA
                 if (t == 0) {

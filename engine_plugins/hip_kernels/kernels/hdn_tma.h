@@ -2,7 +2,7 @@
 // gemm_wgmma.hip, flash attention attention_fwd_wgmma.hip): shared-memory addresses, mbarriers
 // (init / try-wait on a phase parity / arrive / arrive with an expected transaction count),
 // 16-byte cp.async completing on an mbarrier, the async-proxy fence, tensor-copy-engine loads
-// (cp.async.bulk.tensor 3-d / 4-d, 128-byte swizzle as the tensor map says) and stores (bulk
+// (cp.async.bulk.tensor 3-d / 4-d tiled and 4-d im2col, 128-byte swizzle as the tensor map says) and stores (bulk
 // async-groups), named barriers and the wgmma
 // shared-memory matrix descriptor (128-byte swizzle mode).
 #pragma once
@@ -54,6 +54,19 @@ __device__ __forceinline__ void wg_tma4(unsigned dst, const hdn_tmap* map, int c
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3, %4, %5}], [%6];"
                  :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+// im2col mode (a tensor map made by cuTensorMapEncodeIm2col over an NHWC tensor): the map's
+// pixelsPerColumn consecutive output pixels x channelsPerPixel channels, starting at the
+// input pixel (w, h, n) of the first one and walking the map's bounding box (W, then H, then
+// the next image) with its traversal steps; (ow, oh) is the filter tap's offset; pixels
+// outside the tensor (padding, past the last image) read zeros
+__device__ __forceinline__ void wg_tma4_im2col(unsigned dst, const hdn_tmap* map, int c, int w, int h, int n,
+                                               unsigned short ow, unsigned short oh, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c), "r"(w), "r"(h), "r"(n),
+                    "r"(bar), "h"(ow), "h"(oh)
                  : "memory");
 }
 // tensor-copy-engine store (shared -> global, 3-d box; the tensor map clips out-of-range
