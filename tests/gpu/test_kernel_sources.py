@@ -424,3 +424,64 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
         pytest.skip("cuobjdump/nvdisasm not installed: SASS not inspected")
     sass = _sass(exe, env, tmp_path, "wgrad_swap", img)
     assert "HGMMA" in sass and "UTMALDG" in sass
+
+
+# ------------------------------------------- issue 20 (branch s20d): conv forward on im2col maps
+def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
+    """fp16 / bf16 NHWC convolution forward with more than one filter tap plans the activations
+    on an im2col tensor map (the ResNet-50 3 x 3 layers; a stride-2, C = 96 case; a 1 x 1
+    stride-2 conv with the knob 1); the kernels compile for sm_90a with no spills and no
+    serialised wgmma (C7514), HGMMA + UTMALDG (im2col mode for A) and no producer gathers
+    (LDGSTS) in the SASS.  The 1 x 1 layers keep their plans by default; the knob 0 restores
+    the gathers."""
+    from gpu_testlib import T, conv_fwd, graph_bytes
+
+    def nhwc(d):
+        return [d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]]
+
+    def graph(N, C, K, H, R, st, pad, dtype="HALF"):
+        P = (H + 2 * pad - R) // st + 1
+        x = T(1, [N, C, H, H], dtype, strides=nhwc([N, C, H, H]))
+        w = T(2, [K, C, R, R], dtype, strides=nhwc([K, C, R, R]))
+        y = T(3, [N, K, P, P], dtype, strides=nhwc([N, K, P, P]))
+        return graph_bytes([x, w, y], [conv_fwd(1, 2, 3, [pad, pad], [st, st], [1, 1])])
+    cases = [("i2c_conv2", graph(32, 64, 64, 56, 3, 1, 1), "auto"),
+             ("i2c_conv2_bf16", graph(32, 64, 64, 56, 3, 1, 1, "BFLOAT16"), "auto"),
+             ("i2c_conv3", graph(32, 128, 128, 28, 3, 1, 1), "auto"),
+             ("i2c_conv4", graph(32, 256, 256, 14, 3, 1, 1), "auto"),
+             ("i2c_conv5", graph(32, 512, 512, 7, 3, 1, 1), "auto"),
+             ("i2c_s2_c96", graph(2, 96, 64, 11, 3, 2, 2), "auto"),
+             ("i2c_1x1_s2", graph(32, 512, 1024, 28, 1, 2, 0), "1")]
+    c = _compiler()
+    hdr = codegen.headers()
+    exe, env = _cuobjdump()
+    old = os.environ.get("HIPDNN_CABI_HIP_CONV_IM2COL")
+    try:
+        for name, g, knob in cases:
+            os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = knob
+            prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
+            assert any("im2col tensor map" in n for n in prog.notes), (name, prog.notes)
+            assert any("TMA AB" in n for n in prog.notes), (name, prog.notes)
+            st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
+            tm = [a for a in st[5] if a[0] == "tmap"]
+            assert len(tm[0]) == 8 and tm[0][7][2:] == (64, 128), tm[0]     # im2col: 64 channels x 128 pixels
+            img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
+            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+            assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, c.last_log)
+            if exe is None:
+                continue
+            sass = _sass(exe, env, tmp_path, name, img)
+            assert "HGMMA" in sass and "UTMALDG.4D.IM2COL" in sass, name
+            assert "LDGSTS" not in sass, f"{name}: the producer still gathers"
+        os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = "auto"
+        for g in (graph(32, 64, 256, 56, 1, 1, 0), graph(32, 512, 1024, 28, 1, 2, 0)):
+            prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
+            assert not any("im2col" in n for n in prog.notes), prog.notes
+        os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = "0"
+        prog = build_program(parse_graph(cases[0][1]), use_mma=True, arch="sm_90")
+        assert not any("im2col" in n for n in prog.notes) and any("TMA B" in n for n in prog.notes), prog.notes
+    finally:
+        if old is None:
+            os.environ.pop("HIPDNN_CABI_HIP_CONV_IM2COL", None)
+        else:
+            os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = old
