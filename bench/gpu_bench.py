@@ -347,6 +347,87 @@ def bench_conv_bwd(torch, E, res):
     res["conv2d_bwd_nhwc_b32"] = {"cases": out, "target": "0.6 (fp16)"}
 
 
+FWD16_VARIANTS = [  # name, knobs (HIPDNN_CABI_HIP_*): the fp16 forward paths side by side
+    ("gather", {"CONV_IM2COL": "0"}),                   # producer cp.async gathers (the old path)
+    ("im2col", {"CONV_IM2COL": "1"}),                   # im2col tensor map wherever it applies
+    ("im2col_tstore", {"CONV_IM2COL": "1", "TMA_STORE": "1"}),
+    ("im2col_128x64", {"CONV_IM2COL": "1", "TILE": "128x64"}),
+    ("im2col_128x128", {"CONV_IM2COL": "1", "TILE": "128x128"}),
+    ("im2col_128x256", {"CONV_IM2COL": "1", "TILE": "128x256"}),
+    ("im2col_nosplit", {"CONV_IM2COL": "1", "SPLITK": "0"}),
+    ("im2col_split3", {"CONV_IM2COL": "1", "SPLITK": "3"}),
+    ("im2col_split5", {"CONV_IM2COL": "1", "SPLITK": "5"}),
+]
+
+
+def bench_conv_fwd16(torch, E, res):
+    """Issue 20's open rows: fp16 NHWC forward, the six ResNet-50 layers at batch 32, cuDNN side
+    by side; the default plan (``ours_ms``: the im2col tensor map for the 3 x 3 layers) and the
+    FWD16_VARIANTS (the gather path, tiles, splits, the TMA-store epilogue), each with its
+    relative error against an fp32 cuDNN reference; conv2 / conv3 also through the C API."""
+    import torch.nn.functional as F
+    from gpu_testlib import T, conv_fwd, graph_bytes
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    N, tdt, cl = 32, torch.float16, torch.channels_last
+    out = {}
+    for name, C, K, H, R, st, pad in RESNET:
+        x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
+        w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
+        P = (H + 2 * pad - R) // st + 1
+        y = torch.empty(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
+        g = graph_bytes([T(1, [N, C, H, H], "HALF", strides=tstrides(x)),
+                         T(2, [K, C, R, R], "HALF", strides=tstrides(w)),
+                         T(3, [N, K, P, P], "HALF", strides=tstrides(y))],
+                        [conv_fwd(1, 2, 3, [pad, pad], [st, st], [1, 1])])
+        ref = F.conv2d(x.float(), w.float(), stride=st, padding=pad)
+        fl = 2 * N * K * P * P * C * R * R
+        theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
+
+        def one(knobs):
+            saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
+            os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
+            try:
+                from engine_plugins.hip_kernels.engine import analyse
+                from hipdnn_cabi.plugin_sdk import parse_graph
+                notes = list(analyse(parse_graph(g)).program.notes)
+                run, _ = E.prepare(g, {1: x, 2: w, 3: y})
+                y.fill_(float("nan"))
+                run()
+                torch.cuda.synchronize()
+                err = float((y.float() - ref).norm() / ref.norm())
+                t = median_ms(torch, run)
+                return t[0], err, notes
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
+                    else:
+                        os.environ["HIPDNN_CABI_HIP_" + k] = v
+        ours, err, notes = one({})
+        row = {"ours_ms": ours, "torch_ms": theirs[0], "ratio": theirs[0] / ours,
+               "ours_tflops": fl / ours / 1e9, "torch_tflops": fl / theirs[0] / 1e9, "rel_err": err,
+               "plan": notes, "variants": {}}
+        print(f"fwd16 {name}: ours {ours * 1e3:.1f} us ({fl / ours / 1e9:.0f} TF/s) cuDNN {theirs[0] * 1e3:.1f} us"
+              f" -> {theirs[0] / ours:.2f}x err {err:.1e} | {'; '.join(notes)}", flush=True)
+        for vname, knobs in FWD16_VARIANTS:
+            try:
+                t, e, vn = one(knobs)
+                row["variants"][vname] = {"ms": t, "ratio": theirs[0] / t, "rel_err": e, "plan": vn}
+                print(f"   {vname}: {t * 1e3:.1f} us {theirs[0] / t:.2f}x err {e:.1e} | {'; '.join(vn)}", flush=True)
+            except Exception as ex:  # noqa: BLE001 - recorded in the row
+                row["variants"][vname] = f"{type(ex).__name__}: {ex}"
+                print(f"   {vname}: {type(ex).__name__}: {ex}", flush=True)
+        if name in ("conv2_3x3", "conv3_3x3"):
+            capi_row(torch, row,
+                     lambda g_, T_: g_.conv_fprop(T_("x"), T_("w"), padding=[pad, pad], stride=[st, st],
+                                                  dilation=[1, 1]),
+                     {"x": x, "w": w, "y": y}, ("y",), theirs[0], check=lambda: _rel(torch, y, ref))
+        out[f"half_{name}"] = row
+        del x, w, y
+    res["conv2d_fwd_fp16_nhwc_b32"] = {"cases": out, "target": "0.9"}
+
+
 SWEEP = [("", ""), ("128x64", ""), ("128x128", ""), ("128x256", ""), ("", "0"), ("", "2"),
          ("", "3"), ("", "4"), ("", "6")]
 
@@ -770,7 +851,8 @@ def main():
     only = a.only.split(",")
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("convsweep", bench_conv_sweep)]
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("convsweep", bench_conv_sweep),
+             ("convfwd16", bench_conv_fwd16)]
     # "overhead" and "frontend" run last (below), after the loop
     from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
     steps += EXT_STEPS
