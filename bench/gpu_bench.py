@@ -350,13 +350,10 @@ def bench_conv_bwd(torch, E, res):
 FWD16_VARIANTS = [  # name, knobs (HIPDNN_CABI_HIP_*): the fp16 forward paths side by side
     ("gather", {"CONV_IM2COL": "0"}),                   # producer cp.async gathers (the old path)
     ("im2col", {"CONV_IM2COL": "1"}),                   # im2col tensor map wherever it applies
-    ("im2col_tstore", {"CONV_IM2COL": "1", "TMA_STORE": "1"}),
+    ("im2col_regepi", {"CONV_IM2COL": "1", "TMA_STORE": "0"}),   # ... with the register epilogue
     ("im2col_128x64", {"CONV_IM2COL": "1", "TILE": "128x64"}),
     ("im2col_128x128", {"CONV_IM2COL": "1", "TILE": "128x128"}),
-    ("im2col_128x256", {"CONV_IM2COL": "1", "TILE": "128x256"}),
-    ("im2col_nosplit", {"CONV_IM2COL": "1", "SPLITK": "0"}),
-    ("im2col_split3", {"CONV_IM2COL": "1", "SPLITK": "3"}),
-    ("im2col_split5", {"CONV_IM2COL": "1", "SPLITK": "5"}),
+    ("im2col_split3", {"CONV_IM2COL": "1", "SPLITK": "3", "TMA_STORE": "0"}),
 ]
 
 

@@ -390,7 +390,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             S, per = 1, spec.K
         tstore = None
         if _c_tma_ok(spec) and not spec.grouped and not wgrad:
-            tstore = gc.tma_store_config(spec.M, spec.N, GK, spec.batch, sms, es, gather, bn, S)
+            tstore = gc.tma_store_config(spec.M, spec.N, GK, spec.batch, sms, es, gather, bn, S, bool(i2c))
         if tstore:
             (bn, stages), S, per = tstore, 1, GK
     elif core == "simt":

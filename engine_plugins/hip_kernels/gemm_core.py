@@ -48,12 +48,14 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
 * ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (program.py);
 * ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: 16-bit channels-last convolution forward
-  with more than one filter tap) | ``1`` (every forward conv :func:`program._fwd_im2col`
-  describes, 1 x 1 included) | ``0`` (off) - the activations on an im2col tensor map
-  (``WG_IM2COL``: the copy engine loads 128 output pixels x 64 channels per filter tap, the
-  padding zero-filled; the producer gathers nothing) instead of the cp.async gathers with
-  precomputed addressing (implicit.py), which stay the fallback for what a tensor map cannot
-  describe (strides > 8, 16-byte misaligned strides, C % 8 != 0, 3-D convolutions, fp32 / fp8);
+  except unit-stride unpadded 1 x 1, whose x is a dense matrix on the copy engine already) |
+  ``1`` (every forward conv :func:`program._fwd_im2col` describes) | ``0`` (off) - the
+  activations on an im2col tensor map (``WG_IM2COL``: the copy engine loads 128 output pixels
+  x 64 channels per filter tap, the padding zero-filled; the producer gathers nothing) instead
+  of the cp.async gathers with precomputed addressing (implicit.py), which stay the fallback
+  for what a tensor map cannot describe (conv strides > 8, 16-byte misaligned strides,
+  C % 8 != 0, 3-D convolutions, fp32 / fp8).  Plans on the im2col map take the TMA-store
+  epilogue where the output allows it (:func:`tma_store_config`);
 """
 from __future__ import annotations
 
@@ -238,12 +240,16 @@ def tile_cost_tstore(tiles, ksteps, bn, sms, gather):
     return waves * max(ksteps * t_k + T_UNIT_TS, 128 * bn * 2 / PART_BPU)
 
 
-def tma_store_config(M, N, K, batch, sms, es, gather, bn, S):
+def tma_store_config(M, N, K, batch, sms, es, gather, bn, S, im2col=False):
     """(BN, stages) of the TMA-store epilogue for a GEMM whose output allows it (dense 16-bit
     rows, no split-K), or None: ``HIPDNN_CABI_HIP_TMA_STORE`` = 0 -> None, 1 -> the best BN under
     :func:`tile_cost_tstore`; auto -> that only when it beats the register epilogue's plan
     (``bn``, ``S`` from :func:`tile_config`) by the margin TSTORE_GAIN: epilogue-bound shapes
-    (few k steps per output tile, e.g. 1 x 1 convolutions with C = 64)."""
+    (few k steps per output tile, e.g. 1 x 1 convolutions with C = 64) - and always for
+    convolutions on the im2col tensor map (``im2col``): measured faster on every ResNet-50
+    layer there (bench/results/gpu_issue20_s5.json: 9-23 % against the register epilogue,
+    split-K plans included; with both operands on the copy engine the consumers' epilogue is
+    what the next unit's mainloop waits for)."""
     mode = knob("TMA_STORE", "auto")
     if mode in ("0", "off") or gather is None or sms <= 0:
         return None
@@ -257,7 +263,7 @@ def tma_store_config(M, N, K, batch, sms, es, gather, bn, S):
         c = tile_cost_tstore(tm * -(-N // b) * batch, ksteps, b, sms, gather)
         if best is None or c < best[0]:
             best = (c, b)
-    if mode not in ("1", "on"):
+    if mode not in ("1", "on") and not im2col:
         tiles = tm * -(-N // bn) * batch
         base = tile_cost(tiles, ksteps, bn, M * N * batch, sms, S, gather)
         if best[0] >= TSTORE_GAIN * base:
@@ -313,13 +319,14 @@ def tma_ok(dense, dtype):
 
 
 def im2col_wanted(spec):
-    """Knob ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: convolutions with more than one
-    filter tap; the 1 x 1 layers keep their dense-matrix / gathered A) | ``1`` (wherever
-    :func:`program._fwd_im2col` applies) | ``0`` (off: the producer's cp.async gathers)."""
+    """Knob ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: every convolution
+    :func:`program._fwd_im2col` describes except unit-stride unpadded 1 x 1 ones, whose x is a
+    dense matrix on the copy engine already) | ``1`` (wherever it applies) | ``0`` (off: the
+    producer's cp.async gathers with precomputed addressing)."""
     want = knob("CONV_IM2COL", "auto")
     if spec.im2col is None or want in ("0", "off"):
         return False
-    return want in ("1", "on") or spec.im2col["taps"] > 1
+    return want in ("1", "on") or spec.im2col["taps"] > 1 or spec.a_dense is None
 
 
 SIMT_BM, SIMT_BK = 128, 8

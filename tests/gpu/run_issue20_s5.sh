@@ -21,7 +21,7 @@ timeout ${T2:-150} python3 -m pytest -q -m '' tests/gpu/test_gpu_ops.py tests/gp
    -k "${K2:-(conv or matmul) and not bwd}" --tb=short --durations=5 > "$OUT/pytest_paths.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_paths.log" | tail -30
 echo "== bench"
-timeout ${T3:-200} python3 bench/gpu_bench.py --out "$OUT/gpu_issue20_s5.json" --only ${BENCH_ONLY:-convfwd16}
+timeout ${T3:-200} python3 bench/gpu_bench.py --out "$OUT/gpu_issue20_s5.json" --only ${BENCH_ONLY:-convfwd16,convnchw}
 echo "== done"
 } > "$OUT/run.log" 2>&1
 tail -c 11000 "$OUT/run.log"

@@ -95,6 +95,23 @@ def test_conv_fwd_im2col(R, dtype, case, monkeypatch):
     assert e < TOL[dtype], f"{c}: rel err {e:.3g}"
 
 
+@pytest.mark.parametrize("case", [0, 2, 4])
+def test_conv_fwd_im2col_register_epilogue(R, case, monkeypatch):
+    """The same shapes with the register epilogue (TMA store off): tails / image boundaries /
+    channel blocks past C through store_c8."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", "0")
+    c = CASES[case]
+    x, w, y = _shapes(c, "HALF")
+    g = graph_bytes([x, w, y], [conv(1, 2, 3, c[5], c[6], c[7], c[8], c[9])])
+    ns = notes(g)
+    assert any("im2col tensor map" in n for n in ns) and not any("TMA-store" in n for n in ns), ns
+    xv, wv = rnd(x.dims, "HALF"), rnd(w.dims, "HALF", (x.dims[1] * w.dims[2] * w.dims[3]) ** -0.5)
+    out = R.run(g, {x: xv, w: wv}, [y])[3]
+    ref = kconv.conv_fwd(xv, wv, list(c[5]), list(c[6]), list(c[7]), list(c[8]), c[9], compute_dtype=np.float64)
+    assert np.all(np.isfinite(out))
+    assert relerr(out, quantize(ref, "HALF")) < TOL["HALF"]
+
+
 def test_conv_fwd_im2col_1d(R):
     dtype = "HALF"
     x = T(1, [3, 64, 30], dtype, strides=[30 * 64, 1, 64])
@@ -109,10 +126,11 @@ def test_conv_fwd_im2col_1d(R):
     assert relerr(out, quantize(ref, dtype)) < TOL[dtype]
 
 
-@pytest.mark.parametrize("tstore", ["auto", "1"])
+@pytest.mark.parametrize("tstore", ["0", "auto"])
 def test_conv_fwd_im2col_fused_epilogue(R, tstore, monkeypatch):
-    """bias + ReLU fused into the im2col conv, with the register epilogue and with the TMA-store
-    epilogue (M = 3 x 99 = 297: a tail tile, images crossing tiles)."""
+    """bias + ReLU fused into the im2col conv, with the register epilogue (knob 0) and with the
+    TMA-store epilogue (auto: chosen for im2col plans; M = 3 x 99 = 297: a tail tile, images
+    crossing tiles)."""
     monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", tstore)
     dtype, N, C, H, W, K = "HALF", 3, 64, 9, 11, 64
     x = T(1, [N, C, H, W], dtype, "nhwc")
@@ -125,8 +143,7 @@ def test_conv_fwd_im2col_fused_epilogue(R, tstore, monkeypatch):
                                            pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
     ns = notes(g)
     assert any("im2col tensor map" in n for n in ns), ns
-    if tstore == "1":
-        assert any("TMA-store epilogue" in n for n in ns), ns
+    assert any("TMA-store epilogue" in n for n in ns) == (tstore == "auto"), ns
     xv, wv, bvv = rnd(x.dims, dtype), rnd(w.dims, dtype, (C * 9) ** -0.5), rnd(b.dims, dtype)
     out = R.run(g, {x: xv, w: wv, b: bvv}, [y])[6]
     ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)

@@ -339,7 +339,8 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
     TMA-store epilogue with both operands on the copy engine; its kernel compiles for sm_90a with
     no spills and no serialised wgmma (C7514), HGMMA + UTMALDG + UTMASTG and no producer
     gathers (LDGSTS) or plain global stores in the SASS.  The 3 x 3 layers keep the register
-    epilogue; the knob 0 turns it off."""
+    epilogue when gathered (``CONV_IM2COL=0``; on the im2col map they take the TMA store too:
+    test_conv_fwd_im2col_planned_and_compiled_sm90a); the knob 0 turns it off."""
     import re
     from gpu_testlib import T, conv_fwd, graph_bytes, pw
 
@@ -378,9 +379,17 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
             sass = _sass(exe, env, tmp_path, name, img)
             assert "HGMMA" in sass and "UTMALDG" in sass and "UTMASTG" in sass, name
             assert "LDGSTS" not in sass and not re.search(r"\bSTG\.", sass), name
-    for C, K, H in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (512, 512, 7)):
-        prog = build_program(parse_graph(graph(C, K, H, 3, "HALF", False)), use_mma=True, arch="sm_90")
-        assert not any("TMA-store" in n for n in prog.notes), (C, prog.notes)
+    old_i2c = os.environ.get("HIPDNN_CABI_HIP_CONV_IM2COL")
+    os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = "0"     # the gathered 3 x 3 layers: register epilogue
+    try:
+        for C, K, H in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (512, 512, 7)):
+            prog = build_program(parse_graph(graph(C, K, H, 3, "HALF", False)), use_mma=True, arch="sm_90")
+            assert not any("TMA-store" in n for n in prog.notes), (C, prog.notes)
+    finally:
+        if old_i2c is None:
+            del os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"]
+        else:
+            os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = old_i2c
     old = os.environ.get("HIPDNN_CABI_HIP_TMA_STORE")
     os.environ["HIPDNN_CABI_HIP_TMA_STORE"] = "0"
     try:
@@ -428,12 +437,12 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
 
 # ------------------------------------------- issue 20 (branch s20d): conv forward on im2col maps
 def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
-    """fp16 / bf16 NHWC convolution forward with more than one filter tap plans the activations
-    on an im2col tensor map (the ResNet-50 3 x 3 layers; a stride-2, C = 96 case; a 1 x 1
-    stride-2 conv with the knob 1); the kernels compile for sm_90a with no spills and no
-    serialised wgmma (C7514), HGMMA + UTMALDG (im2col mode for A) and no producer gathers
-    (LDGSTS) in the SASS.  The 1 x 1 layers keep their plans by default; the knob 0 restores
-    the gathers."""
+    """fp16 / bf16 NHWC convolution forward plans the activations on an im2col tensor map with
+    the TMA-store epilogue (the ResNet-50 3 x 3 layers and the 1 x 1 stride-2 one; a stride-2,
+    C = 96 case); the kernels compile for sm_90a with no spills and no serialised wgmma (C7514),
+    HGMMA + UTMALDG (im2col mode for A) + UTMASTG and no producer gathers (LDGSTS) in the SASS.
+    The unit-stride 1 x 1 expand keeps its dense-matrix A by default; the knob 0 restores the
+    gathers and the register epilogue."""
     from gpu_testlib import T, conv_fwd, graph_bytes
 
     def nhwc(d):
@@ -451,7 +460,8 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
              ("i2c_conv4", graph(32, 256, 256, 14, 3, 1, 1), "auto"),
              ("i2c_conv5", graph(32, 512, 512, 7, 3, 1, 1), "auto"),
              ("i2c_s2_c96", graph(2, 96, 64, 11, 3, 2, 2), "auto"),
-             ("i2c_1x1_s2", graph(32, 512, 1024, 28, 1, 2, 0), "1")]
+             ("i2c_1x1_s2", graph(32, 512, 1024, 28, 1, 2, 0), "auto"),
+             ("i2c_1x1_expand_knob1", graph(32, 64, 256, 56, 1, 1, 0), "1")]
     c = _compiler()
     hdr = codegen.headers()
     exe, env = _cuobjdump()
@@ -462,6 +472,7 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
             prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
             assert any("im2col tensor map" in n for n in prog.notes), (name, prog.notes)
             assert any("TMA AB" in n for n in prog.notes), (name, prog.notes)
+            assert any("TMA-store epilogue" in n for n in prog.notes), (name, prog.notes)
             st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
             tm = [a for a in st[5] if a[0] == "tmap"]
             assert len(tm[0]) == 8 and tm[0][7][2:] == (64, 128), tm[0]     # im2col: 64 channels x 128 pixels
@@ -471,15 +482,15 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
             if exe is None:
                 continue
             sass = _sass(exe, env, tmp_path, name, img)
-            assert "HGMMA" in sass and "UTMALDG.4D.IM2COL" in sass, name
+            assert "HGMMA" in sass and "UTMALDG.4D.IM2COL" in sass and "UTMASTG" in sass, name
             assert "LDGSTS" not in sass, f"{name}: the producer still gathers"
         os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = "auto"
-        for g in (graph(32, 64, 256, 56, 1, 1, 0), graph(32, 512, 1024, 28, 1, 2, 0)):
-            prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
-            assert not any("im2col" in n for n in prog.notes), prog.notes
+        prog = build_program(parse_graph(graph(32, 64, 256, 56, 1, 1, 0)), use_mma=True, arch="sm_90")
+        assert not any("im2col" in n for n in prog.notes), prog.notes
         os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = "0"
         prog = build_program(parse_graph(cases[0][1]), use_mma=True, arch="sm_90")
         assert not any("im2col" in n for n in prog.notes) and any("TMA B" in n for n in prog.notes), prog.notes
+        assert not any("TMA-store" in n for n in prog.notes), prog.notes
     finally:
         if old is None:
             os.environ.pop("HIPDNN_CABI_HIP_CONV_IM2COL", None)
