@@ -247,7 +247,7 @@ def tma_store_config(M, N, K, batch, sms, es, gather, bn, S, im2col=False):
     (``bn``, ``S`` from :func:`tile_config`) by the margin TSTORE_GAIN: epilogue-bound shapes
     (few k steps per output tile, e.g. 1 x 1 convolutions with C = 64) - and always for
     convolutions on the im2col tensor map (``im2col``): measured faster on every ResNet-50
-    layer there (bench/results/gpu_issue20_s5.json: 9-23 % against the register epilogue,
+    layer there (bench/results/gpu_issue20_s5.json: 7-25 % against the register epilogue,
     split-K plans included; with both operands on the copy engine the consumers' epilogue is
     what the next unit's mainloop waits for)."""
     mode = knob("TMA_STORE", "auto")
