@@ -35,13 +35,7 @@ typedef hipdnnPluginDeviceBuffer_t DB;
 
 /* ------------------------------------------------------------------ the symbol table */
 #define SYMBOLS(X)                                                                                  \
-    X(hipdnnPluginGetName, St (*)(const char**))                                                    \
-    X(hipdnnPluginGetVersion, St (*)(const char**))                                                 \
-    X(hipdnnPluginGetApiVersion, St (*)(const char**))                                              \
-    X(hipdnnPluginGetType, St (*)(hipdnnPluginType_t*))                                             \
-    X(hipdnnPluginGetLastErrorString, void (*)(const char**))                                       \
-    X(hipdnnPluginSetLoggingCallback, St (*)(hipdnnCallback_t))                                     \
-    X(hipdnnPluginSetLogLevel, St (*)(hipdnnSeverity_t))                                            \
+    DRV_PLUGIN_SYMBOLS(X)                                                                           \
     X(hipdnnEnginePluginGetAllEngineIds, St (*)(int64_t*, uint32_t, uint32_t*))                     \
     X(hipdnnEnginePluginCreate, St (*)(H*))                                                         \
     X(hipdnnEnginePluginDestroy, St (*)(H))                                                         \
@@ -63,21 +57,9 @@ typedef hipdnnPluginDeviceBuffer_t DB;
     X(hipdnnEnginePluginDestroySerializedExecutionContext, St (*)(H, CD*))                          \
     X(hipdnnEnginePluginCreateExecutionContextFromSerialized, St (*)(H, const CD*, Ctx*))
 
-#define X_FIELD(n, T) __typeof__(&n) n;
-static struct { SYMBOLS(X_FIELD) } P;
 static void* g_lib;
-
-static const char* drv_last_error(void)
-{
-    const char* e = NULL;
-    if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
-    return e;
-}
 #define DRV_PLUGIN_IDENTITY 1
 #include "driver_common.h"
-#define NEED(n) need((const void*)P.n, #n)
-/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
-#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
 #define QCALL(fn, expr) __extension__({ NEED(fn); P.fn expr; }) /* quiet: no records */
 
 #define MAXBUF 16
