@@ -10,6 +10,7 @@ When the axis is unit-stride and the block spans whole 16-byte vectors, loads ar
 """
 from __future__ import annotations
 
+import math
 import os
 
 from . import codegen as cg
@@ -170,9 +171,7 @@ def _quant(prog, r, loc, tag, ax, bs):
     sd = _d(s)
     n = len(sd)
     xs, ys, ss = _s(x), _s(y), _s(s)
-    total = 1
-    for d in sd:
-        total *= d
+    total = math.prod(sd)
     order = cg.dense_order(sd, ss)
     name = f"hdn_bsq_{tag}"
     Tx, Ty, Ts = _ctype(xt), _ctype(yt), _ctype(st)
@@ -366,9 +365,7 @@ def _dequant(prog, node, r, loc, tag, full):
     xd = _d(x)
     n = len(xd)
     xs, ss, ys = _s(x), _s(s), _s(y)
-    total = 1
-    for d in xd:
-        total *= d
+    total = math.prod(xd)
     order = cg.dense_order(xd, ys)
     neg = bool(node.attrs.get("is_negative_scale"))
     name = f"hdn_bsdq_{tag}"

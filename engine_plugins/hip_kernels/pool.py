@@ -5,6 +5,7 @@ sums, strict '>' for the maximum (first maximum wins), float32 lowest as the sta
 from __future__ import annotations
 
 import itertools
+import math
 
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
@@ -94,9 +95,7 @@ def _fwd(prog, r, loc, tag, p):
     if idx is not None:
         params_.append(f"{cg.CTYPE[cg.dtype_name(idx.dtype)]}* __restrict__ pidx")
         args.append(loc[idx.uid])
-    total = 1
-    for d in yd:
-        total *= d
+    total = math.prod(yd)
     order = cg.dense_order(yd, _s(y))
     name = f"hdn_pool_fwd_{tag}"
     L = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {name}({", ".join(params_)}) {{',
@@ -160,9 +159,7 @@ def _bwd(prog, r, loc, tag, p):
     if mx:
         params_.append(f"const {cg.CTYPE[cg.dtype_name(idx.dtype)]}* __restrict__ pidx")
         args.append(loc[idx.uid])
-    total = 1
-    for d in xd:
-        total *= d
+    total = math.prod(xd)
     order = cg.dense_order(xd, _s(dx))
     name = f"hdn_pool_bwd_{tag}"
     ys = _s(dy)

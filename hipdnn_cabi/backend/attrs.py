@@ -294,19 +294,29 @@ def get_string(ctx, atype, req, count_ptr, arr, value):
         count_ptr[0] = min(len(data) + 1, req)
 
 
+def _fetch_count(ctx, req, count_ptr, arr, n, require_full,
+                 short="requestedElementCount is smaller than the element count"):
+    """A vector get's element count: None after answering a size query (null array or
+    req == 0), else min(req, n); a negative req, or a short one with ``require_full``, is
+    BAD_PARAM."""
+    if not arr or req == 0:
+        _size_query(ctx, count_ptr, n)
+        return None
+    if req < 0:
+        raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
+    if require_full and req < n:
+        raise BadParamError(f"{ctx}: {short}")
+    return min(req, n)
+
+
 def get_int64_vector(ctx, atype, req, count_ptr, arr, values, *, require_full=False):
     """INT64 vector: size query → n; fetch copies min(req, n); count = number copied."""
     if atype != _INT64:
         _type(ctx, atype, _INT64)
     n = len(values)
-    if not arr or req == 0:
-        _size_query(ctx, count_ptr, n)
+    k = _fetch_count(ctx, req, count_ptr, arr, n, require_full)
+    if k is None:
         return
-    if req < 0:
-        raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
-    if require_full and req < n:
-        raise BadParamError(f"{ctx}: requestedElementCount is smaller than the element count")
-    k = min(req, n)
     _ffi_memmove(arr, _vec(k).pack(*values[:k]) if k < n else _vec(n).pack(*values), k * 8)
     if count_ptr:
         count_ptr[0] = k
@@ -317,14 +327,9 @@ def get_packed_vector(ctx, atype, want, req, count_ptr, arr, items: list, fmt: s
     """Vector of fixed-size elements packed with ``fmt`` (e.g. 'i' for enums)."""
     _type(ctx, atype, want)
     n = len(items)
-    if not arr or req == 0:
-        _size_query(ctx, count_ptr, n)
+    k = _fetch_count(ctx, req, count_ptr, arr, n, require_full)
+    if k is None:
         return
-    if req < 0:
-        raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
-    if require_full and req < n:
-        raise BadParamError(f"{ctx}: requestedElementCount is smaller than the element count")
-    k = min(req, n)
     _write(arr, struct.pack(f"<{k}{fmt}", *items[:k]))
     if count_ptr:
         count_ptr[0] = k
@@ -334,14 +339,10 @@ def get_descriptor_array(ctx, atype, req, count_ptr, arr, impls: list, *, requir
     """Descriptor array: writes min(req, n) NEW wrappers (caller destroys); count = full n."""
     _type(ctx, atype, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
     n = len(impls)
-    if not arr or req == 0:
-        _size_query(ctx, count_ptr, n)
+    k = _fetch_count(ctx, req, count_ptr, arr, n, require_full,
+                     "requestedElementCount < operation count")
+    if k is None:
         return
-    if req < 0:
-        raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
-    if require_full and req < n:
-        raise BadParamError(f"{ctx}: requestedElementCount < operation count")
-    k = min(req, n)
     ids = [registry.register(x) for x in impls[:k]]
     _write(arr, struct.pack(f"<{k}Q", *ids))
     if count_ptr:

@@ -35,13 +35,7 @@ typedef hipdnnPluginDeviceBuffer_t DB;
 
 /* ------------------------------------------------------------------ the symbol table */
 #define SYMBOLS(X)                                                                                  \
-    X(hipdnnPluginGetName, St (*)(const char**))                                                    \
-    X(hipdnnPluginGetVersion, St (*)(const char**))                                                 \
-    X(hipdnnPluginGetApiVersion, St (*)(const char**))                                              \
-    X(hipdnnPluginGetType, St (*)(hipdnnPluginType_t*))                                             \
-    X(hipdnnPluginGetLastErrorString, void (*)(const char**))                                       \
-    X(hipdnnPluginSetLoggingCallback, St (*)(hipdnnCallback_t))                                     \
-    X(hipdnnPluginSetLogLevel, St (*)(hipdnnSeverity_t))                                            \
+    DRV_PLUGIN_SYMBOLS(X)                                                                           \
     X(hipdnnEnginePluginGetAllEngineIds, St (*)(int64_t*, uint32_t, uint32_t*))                     \
     X(hipdnnEnginePluginCreate, St (*)(H*))                                                         \
     X(hipdnnEnginePluginDestroy, St (*)(H))                                                         \
@@ -63,21 +57,9 @@ typedef hipdnnPluginDeviceBuffer_t DB;
     X(hipdnnEnginePluginDestroySerializedExecutionContext, St (*)(H, CD*))                          \
     X(hipdnnEnginePluginCreateExecutionContextFromSerialized, St (*)(H, const CD*, Ctx*))
 
-#define X_FIELD(n, T) __typeof__(&n) n;
-static struct { SYMBOLS(X_FIELD) } P;
 static void* g_lib;
-
-static const char* drv_last_error(void)
-{
-    const char* e = NULL;
-    if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
-    return e;
-}
 #define DRV_PLUGIN_IDENTITY 1
 #include "driver_common.h"
-#define NEED(n) need((const void*)P.n, #n)
-/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
-#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
 #define QCALL(fn, expr) __extension__({ NEED(fn); P.fn expr; }) /* quiet: no records */
 
 #define MAXBUF 16
@@ -414,33 +396,58 @@ static Ctx make_ctx(H h, size_t* ws)
     return ctx;
 }
 
+/* One execution set-up of the case: a handle, its context, the workspace and the buffers. */
+typedef struct {
+    H h;
+    size_t ws;
+    Ctx ctx;
+    void* w;
+    Bufs B;
+} Run;
+
+static void run_open(Run* r)
+{
+    r->h = make_handle();
+    r->ctx = make_ctx(r->h, &r->ws);
+    r->w = ws_alloc(r->ws);
+    bufs_alloc(&r->B);
+}
+
+/* destroys the context (unless already destroyed: ctx NULL) and the handle, frees the rest */
+static void run_close(Run* r)
+{
+    if (r->ctx) CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (r->h, r->ctx));
+    CALL("destroy", hipdnnEnginePluginDestroy, "handle", (r->h));
+    bufs_free(&r->B);
+    free(r->w);
+}
+
+/* the {"t":"exec"} record of one execute (guards and inputs checked) and its outputs */
+static void exec_record(int run, St st, Bufs* B)
+{
+    int mod, g = bufs_check(B, &mod);
+    printf("{\"t\":\"exec\",\"run\":%d,\"st\":%d,\"guard_broken\":%d,\"input_modified\":%d}\n", run, st, g, mod);
+    print_outputs(run == 1 ? "run1" : "run2", B);
+}
+
 static int m_execute(void)
 {
-    H h = make_handle();
-    size_t ws;
-    Ctx ctx = make_ctx(h, &ws);
-    void* w = ws_alloc(ws);
-    Bufs B;
-    bufs_alloc(&B);
+    Run r;
+    run_open(&r);
     for (int run = 1; run <= 2; run++) {
         if (run == 2) {
-            bufs_reset_outputs(&B);
+            bufs_reset_outputs(&r.B);
             for (int i = 0; i < C.nbuf; i++) /* rebind: new input contents in the same buffers */
                 if (C.in2[i]) {
-                    memcpy(B.mem[i], C.in2[i], C.b[i].n);
+                    memcpy(r.B.mem[i], C.in2[i], C.b[i].n);
                     C.b[i].init = C.in2[i];
                 }
         }
         St st = CALL(run == 1 ? "execute_1" : "execute_2", hipdnnEnginePluginExecuteOpGraph,
-                     "handle, ctx, workspace, buffers, n", (h, ctx, w, B.db, (uint32_t)C.nbuf));
-        int mod, g = bufs_check(&B, &mod);
-        printf("{\"t\":\"exec\",\"run\":%d,\"st\":%d,\"guard_broken\":%d,\"input_modified\":%d}\n", run, st, g, mod);
-        print_outputs(run == 1 ? "run1" : "run2", &B);
+                     "handle, ctx, workspace, buffers, n", (r.h, r.ctx, r.w, r.B.db, (uint32_t)C.nbuf));
+        exec_record(run, st, &r.B);
     }
-    CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (h, ctx));
-    CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
-    bufs_free(&B);
-    free(w);
+    run_close(&r);
     done();
     return 0;
 }
@@ -448,12 +455,8 @@ static int m_execute(void)
 /* execute_ovr: one ExecuteOpGraphWithOverrides with the case's `ovr` lines (none: num_overrides 0) */
 static int m_execute_ovr(void)
 {
-    H h = make_handle();
-    size_t ws;
-    Ctx ctx = make_ctx(h, &ws);
-    void* w = ws_alloc(ws);
-    Bufs B;
-    bufs_alloc(&B);
+    Run r;
+    run_open(&r);
     int64_t uids[MAXBUF];
     uint32_t lens[MAXBUF];
     const int64_t* shapes[MAXBUF];
@@ -472,15 +475,10 @@ static int m_execute_ovr(void)
         k += snprintf(args + k, sizeof args - (size_t)k, "]");
     }
     St st = CALL("execute_ovr", hipdnnEnginePluginExecuteOpGraphWithOverrides, args,
-                 (h, ctx, w, B.db, (uint32_t)C.nbuf, (uint32_t)C.novr, C.novr ? uids : NULL, C.novr ? lens : NULL,
+                 (r.h, r.ctx, r.w, r.B.db, (uint32_t)C.nbuf, (uint32_t)C.novr, C.novr ? uids : NULL, C.novr ? lens : NULL,
                   C.novr ? shapes : NULL, C.novr ? strides : NULL));
-    int mod, g = bufs_check(&B, &mod);
-    printf("{\"t\":\"exec\",\"run\":1,\"st\":%d,\"guard_broken\":%d,\"input_modified\":%d}\n", st, g, mod);
-    print_outputs("run1", &B);
-    CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (h, ctx));
-    CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
-    bufs_free(&B);
-    free(w);
+    exec_record(1, st, &r.B);
+    run_close(&r);
     done();
     return 0;
 }
@@ -905,21 +903,18 @@ static void* th_body(void* arg)
 
 static int m_threads(int nthreads, int iters, int separate)
 {
-    H h = make_handle();
-    size_t ws;
-    Ctx ctx = make_ctx(h, &ws);
-    void* w = ws_alloc(ws);
-    Bufs B;
-    bufs_alloc(&B);
-    CALL("execute_1", hipdnnEnginePluginExecuteOpGraph, "handle, ctx, ws, buffers, n", (h, ctx, w, B.db, (uint32_t)C.nbuf));
-    CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (h, ctx));
+    Run r;
+    run_open(&r);
+    CALL("execute_1", hipdnnEnginePluginExecuteOpGraph, "handle, ctx, ws, buffers, n", (r.h, r.ctx, r.w, r.B.db, (uint32_t)C.nbuf));
+    CALL("destroy_ctx", hipdnnEnginePluginDestroyExecutionContext, "handle, ctx", (r.h, r.ctx));
+    r.ctx = NULL;
     unsigned char* expect[MAXBUF];
-    for (int i = 0; i < C.nbuf; i++) expect[i] = B.mem[i];
+    for (int i = 0; i < C.nbuf; i++) expect[i] = r.B.mem[i];
     ThJob* jobs = calloc((size_t)nthreads, sizeof *jobs);
     pthread_t* ts = calloc((size_t)nthreads, sizeof *ts);
     pre("threads", "threads", separate ? "separate handles" : "one shared handle");
     for (int t = 0; t < nthreads; t++) {
-        jobs[t] = (ThJob){h, separate, iters, 0, 0, expect, ""};
+        jobs[t] = (ThJob){r.h, separate, iters, 0, 0, expect, ""};
         pthread_create(&ts[t], NULL, th_body, &jobs[t]);
     }
     int fails = 0, mism = 0;
@@ -933,9 +928,7 @@ static int m_threads(int nthreads, int iters, int separate)
     printf("{\"t\":\"threads\",\"threads\":%d,\"iters\":%d,\"failures\":%d,\"mismatches\":%d,\"msg\":", nthreads, iters, fails, mism);
     jstr(msg);
     printf("}\n");
-    CALL("destroy", hipdnnEnginePluginDestroy, "handle", (h));
-    bufs_free(&B);
-    free(w);
+    run_close(&r);
     free(jobs);
     free(ts);
     done();

@@ -2,8 +2,9 @@
  * (driver.c, heuristic_driver.c, backend_driver.c).  Every record is one JSON object per line on
  * stdout, flushed at once, so the output up to a crash survives.
  *
- * Include after defining `static const char* drv_last_error(void)`: the callee's last error
- * string, read on the calling thread after a failed call (NULL when there is none).  Then
+ * The including driver defines `static const char* drv_last_error(void)` (plugin drivers get it
+ * from this header, see DRV_PLUGIN_IDENTITY): the callee's last error string, read on the
+ * calling thread after a failed call (NULL when there is none).  Then
  * `DRV_CALL(TABLE, tag, fn, args, expr)` checks that TABLE.fn was found, prints {"t":"pre",...},
  * runs TABLE.fn expr, prints {"t":"call",...,"st":N,"err":...} and yields the status as int.
  */
@@ -110,7 +111,33 @@ static inline void* slurp(const char* p, size_t* n)
 }
 
 #ifdef DRV_PLUGIN_IDENTITY
-/* Plugin drivers (define DRV_PLUGIN_IDENTITY, SYMBOLS and the symbol table P first): the records
+/* Plugin drivers define DRV_PLUGIN_IDENTITY, the typedef St (the plugin status) and SYMBOLS(X) -
+ * DRV_PLUGIN_SYMBOLS(X) (the symbols every plugin kind exports) followed by their own kind's -
+ * before including this header, which then gives them the symbol table P (one function pointer
+ * per symbol, NULL when not exported), drv_last_error(), NEED(fn) and CALL(tag, fn, args, expr). */
+#define DRV_PLUGIN_SYMBOLS(X)                                                                       \
+    X(hipdnnPluginGetName, St (*)(const char**))                                                    \
+    X(hipdnnPluginGetVersion, St (*)(const char**))                                                 \
+    X(hipdnnPluginGetApiVersion, St (*)(const char**))                                              \
+    X(hipdnnPluginGetType, St (*)(hipdnnPluginType_t*))                                             \
+    X(hipdnnPluginGetLastErrorString, void (*)(const char**))                                       \
+    X(hipdnnPluginSetLoggingCallback, St (*)(hipdnnCallback_t))                                     \
+    X(hipdnnPluginSetLogLevel, St (*)(hipdnnSeverity_t))
+
+#define X_FIELD(n, T) __typeof__(&n) n;
+static struct { SYMBOLS(X_FIELD) } P;
+
+static const char* drv_last_error(void)
+{
+    const char* e = NULL;
+    if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
+    return e;
+}
+#define NEED(n) need((const void*)P.n, #n)
+/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
+#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
+
+/* The records
  * of a plugin's identity - {"t":"sym"} per symbol, {"t":"string"} for name / version /
  * api_version (each asked twice: a static string keeps its pointer; a value only when the call
  * succeeded), {"t":"type"}. */

@@ -33,13 +33,7 @@ typedef hipdnnPluginConstData_t CD;
 typedef hipdnnHeuristicHostCallbacks_t Host;
 
 #define SYMBOLS(X)                                                                                  \
-    X(hipdnnPluginGetName, St (*)(const char**))                                                    \
-    X(hipdnnPluginGetVersion, St (*)(const char**))                                                 \
-    X(hipdnnPluginGetApiVersion, St (*)(const char**))                                              \
-    X(hipdnnPluginGetType, St (*)(hipdnnPluginType_t*))                                             \
-    X(hipdnnPluginGetLastErrorString, void (*)(const char**))                                       \
-    X(hipdnnPluginSetLoggingCallback, St (*)(hipdnnCallback_t))                                     \
-    X(hipdnnPluginSetLogLevel, St (*)(hipdnnSeverity_t))                                            \
+    DRV_PLUGIN_SYMBOLS(X)                                                                           \
     X(hipdnnHeuristicPluginGetAllPolicyIds, St (*)(int64_t*, uint32_t, uint32_t*))                  \
     X(hipdnnHeuristicPluginGetPolicyName, St (*)(int64_t, const char**))                            \
     X(hipdnnHeuristicHandleCreate, St (*)(H*))                                                      \
@@ -55,20 +49,9 @@ typedef hipdnnHeuristicHostCallbacks_t Host;
     X(hipdnnHeuristicPolicyGetSortedEngineIds, St (*)(Pd, int64_t*, size_t*))                       \
     X(hipdnnHeuristicPolicyGetTrace, St (*)(Pd, int64_t, const char**))
 
-#define X_FIELD(n, T) __typeof__(&n) n;
-static struct { SYMBOLS(X_FIELD) } P;
 
-static const char* drv_last_error(void)
-{
-    const char* e = NULL;
-    if (P.hipdnnPluginGetLastErrorString) P.hipdnnPluginGetLastErrorString(&e);
-    return e;
-}
 #define DRV_PLUGIN_IDENTITY 1
 #include "driver_common.h"
-#define NEED(n) need((const void*)P.n, #n)
-/* CALL(tag, fn, "args", expr): print "pre", run P.fn expr (a status), print "call"; yields it. */
-#define CALL(tag, fn, args, expr) ((St)DRV_CALL(P, tag, fn, args, expr))
 #define QCALL(fn, expr) __extension__({ NEED(fn); P.fn expr; }) /* quiet: no records */
 
 #define MAXIDS 256

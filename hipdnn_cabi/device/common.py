@@ -12,6 +12,84 @@ class DeviceError(RuntimeError):
     """A runtime / compiler call failed (message names the call and the error)."""
 
 
+def check(res, what):
+    """A binding call (cuda-bindings, hip-python) returns ``(err, *values)`` or a bare ``err``:
+    raise :class:`DeviceError` naming the call on a non-zero error, else return the values
+    (None, the one value, or a tuple)."""
+    if isinstance(res, tuple):
+        err, vals = res[0], res[1:]
+    else:
+        err, vals = res, ()
+    code = int(getattr(err, "value", err))
+    if code != 0:
+        raise DeviceError(f"{what} failed: {getattr(err, 'name', err)} ({code})")
+    if not vals:
+        return None
+    return vals[0] if len(vals) == 1 else vals
+
+
+class RtcCompiler:
+    """The run-time compilers' one compile sequence (create the program with its in-memory
+    headers, compile, read the log, read the code, destroy), over the API of the subclass:
+    ``rtc`` is the binding module, ``prefix`` its function prefix (``nvrtc`` / ``hiprtc``),
+    ``code_call`` the name of its code getter (``CUBIN`` / ``Code``), ``label`` its name in
+    messages.  The last compile's log is kept in ``last_log`` (warnings, register and spill
+    counts)."""
+    rtc = None
+    prefix = label = code_call = default_arch = ""
+    last_log = ""
+    _buffer = staticmethod(lambda n: b" " * n)   # what the binding's getters write into
+
+    def default_options(self, arch: str) -> list:
+        raise NotImplementedError
+
+    def _destroy(self, prog):
+        getattr(self.rtc, self.prefix + "DestroyProgram")(prog)
+
+    def compile(self, source: str, name: str = "kernel.hip", options=(), arch: str = "",
+                headers: dict | None = None) -> bytes:
+        arch = arch or self.default_arch
+        api = lambda fn: getattr(self.rtc, self.prefix + fn)  # noqa: E731
+        headers = headers or {}
+        prog = check(api("CreateProgram")(source.encode(), name.encode(), len(headers),
+                                          [v.encode() for v in headers.values()],
+                                          [k.encode() for k in headers]),
+                     self.prefix + "CreateProgram")
+        try:
+            opts = [o.encode() for o in list(self.default_options(arch)) + list(options)]
+            err = api("CompileProgram")(prog, len(opts), opts)[0]
+            n = check(api("GetProgramLogSize")(prog), self.prefix + "GetProgramLogSize")
+            log = self._buffer(n)
+            api("GetProgramLog")(prog, log)
+            self.last_log = bytes(log).decode("utf-8", "replace").rstrip("\0")
+            if int(getattr(err, "value", err)) != 0:
+                raise DeviceError(f"{self.label} failed to compile {name} for {arch}:\n"
+                                  + self.last_log)
+            size = check(api(f"Get{self.code_call}Size")(prog),
+                         f"{self.prefix}Get{self.code_call}Size")
+            out = self._buffer(size)
+            check(api(f"Get{self.code_call}")(prog, out), f"{self.prefix}Get{self.code_call}")
+            return bytes(out)
+        finally:
+            self._destroy(prog)
+
+
+class Module:
+    """A loaded code object; ``function(name)`` looks a kernel up once (``get`` is the runtime's
+    module-function call, e.g. ``cuModuleGetFunction``)."""
+    __slots__ = ("handle", "_get", "_what", "_fns")
+
+    def __init__(self, handle, get, what: str):
+        self.handle, self._get, self._what, self._fns = handle, get, what, {}
+
+    def function(self, name: str):
+        f = self._fns.get(name)
+        if f is None:
+            f = self._fns[name] = check(self._get(self.handle, name.encode()),
+                                        f"{self._what}({name})")
+        return f
+
+
 def _default_cache_dir() -> str:
     d = os.environ.get("HIPDNN_CABI_KERNEL_CACHE")
     if d:

@@ -20,81 +20,29 @@ from __future__ import annotations
 import os
 import threading
 
-from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, PackedArgs, address_mapped,
-                     is_bound)
+from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, Module, PackedArgs,
+                     RtcCompiler, address_mapped, check, is_bound)
 
 CUDA_INCLUDE_DIRS = [d for d in (os.environ.get("CUDA_HOME", "") and
                                  os.path.join(os.environ["CUDA_HOME"], "include"),
                                  "/usr/local/cuda/include") if d and os.path.isdir(d)]
 
 
-def _check(res, what):
-    """cuda-bindings calls return (err, *values): raise on error, return the values."""
-    if isinstance(res, tuple):
-        err, vals = res[0], res[1:]
-    else:
-        err, vals = res, ()
-    if int(err) != 0:
-        raise DeviceError(f"{what} failed: {getattr(err, 'name', err)} ({int(err)})")
-    if not vals:
-        return None
-    return vals[0] if len(vals) == 1 else vals
-
-
-class NvrtcCompiler:
+class NvrtcCompiler(RtcCompiler):
     """NVRTC only: needs no GPU and no driver (CI compiles every kernel source with it)."""
     kind = "cuda"
+    prefix, code_call, label, default_arch = "nvrtc", "CUBIN", "NVRTC", "sm_90"
 
     def __init__(self):
         from cuda.bindings import nvrtc
-        self.nvrtc = nvrtc
-        major, minor = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+        self.nvrtc = self.rtc = nvrtc
+        major, minor = check(nvrtc.nvrtcVersion(), "nvrtcVersion")
         self.version = f"nvrtc-{major}.{minor}"
 
     def default_options(self, arch: str):
         opts = [f"--gpu-architecture={arch}", "-std=c++17", "-DHDN_PLATFORM_CUDA=1"]
         opts += [f"-I{d}" for d in CUDA_INCLUDE_DIRS]
         return opts
-
-    def compile(self, source: str, name: str = "kernel.hip", options=(), arch: str = "sm_90",
-                headers: dict | None = None) -> bytes:
-        nv = self.nvrtc
-        headers = headers or {}
-        hnames = [k.encode() for k in headers]
-        hsrcs = [v.encode() for v in headers.values()]
-        prog = _check(nv.nvrtcCreateProgram(source.encode(), name.encode(), len(hnames),
-                                            hsrcs, hnames), "nvrtcCreateProgram")
-        try:
-            opts = [o.encode() for o in list(self.default_options(arch)) + list(options)]
-            err = nv.nvrtcCompileProgram(prog, len(opts), opts)[0]
-            n = _check(nv.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-            log = b" " * n
-            nv.nvrtcGetProgramLog(prog, log)
-            self.last_log = log.decode("utf-8", "replace").rstrip("\0")
-            if int(err) != 0:
-                raise DeviceError(f"NVRTC failed to compile {name} for {arch}:\n"
-                                  + log.decode("utf-8", "replace").rstrip("\0"))
-            size = _check(nv.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-            out = b" " * size
-            _check(nv.nvrtcGetCUBIN(prog, out), "nvrtcGetCUBIN")
-            return out
-        finally:
-            nv.nvrtcDestroyProgram(prog)
-
-
-class Module:
-    __slots__ = ("rt", "handle", "_fns")
-
-    def __init__(self, rt, handle):
-        self.rt, self.handle, self._fns = rt, handle, {}
-
-    def function(self, name: str):
-        f = self._fns.get(name)
-        if f is None:
-            d = self.rt.driver
-            f = _check(d.cuModuleGetFunction(self.handle, name.encode()), f"cuModuleGetFunction({name})")
-            self._fns[name] = f
-        return f
 
 
 class CudaPlatform:
@@ -106,8 +54,8 @@ class CudaPlatform:
     def __init__(self):
         from cuda.bindings import driver, runtime
         self.driver, self.rt = driver, runtime
-        _check(driver.cuInit(0), "cuInit")
-        self._count = int(_check(driver.cuDeviceGetCount(), "cuDeviceGetCount"))
+        check(driver.cuInit(0), "cuInit")
+        self._count = int(check(driver.cuDeviceGetCount(), "cuDeviceGetCount"))
         self._runtimes: dict[int, CudaRuntime] = {}
         self._lock = threading.Lock()
         self.compiler = None
@@ -124,10 +72,10 @@ class CudaPlatform:
         thread (what ``cudaSetDevice`` makes current, in any copy of the runtime library: C
         programs, PyTorch), else the runtime's current device (0 unless set)."""
         d = self.driver
-        ctx = _check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        ctx = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if ctx is not None and int(ctx):
-            return int(_check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
-        return int(_check(self.rt.cudaGetDevice(), "cudaGetDevice"))
+            return int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
+        return int(check(self.rt.cudaGetDevice(), "cudaGetDevice"))
 
     def stream_device(self, stream: int):
         """The device ``stream`` belongs to; None for the special streams (null, legacy,
@@ -141,15 +89,15 @@ class CudaPlatform:
         fn = getattr(self.rt, "cudaStreamGetDevice", None)          # CUDA >= 12.8
         if fn is not None:
             try:
-                return int(_check(fn(stream), "cudaStreamGetDevice"))
+                return int(check(fn(stream), "cudaStreamGetDevice"))
             except DeviceError:
                 self.rt.cudaGetLastError()
                 raise
         d = self.driver                                              # older: the stream's context
-        ctx = _check(d.cuStreamGetCtx(stream), "cuStreamGetCtx")
-        _check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        ctx = check(d.cuStreamGetCtx(stream), "cuStreamGetCtx")
+        check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
         try:
-            return int(_check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
+            return int(check(d.cuCtxGetDevice(), "cuCtxGetDevice"))
         finally:
             d.cuCtxPopCurrent()
 
@@ -190,18 +138,18 @@ class CudaRuntime:
         if self._count == 0:
             return
         self.device = int(device)
-        self.cu_device = _check(driver.cuDeviceGet(self.device), "cuDeviceGet")
-        self.ctx = _check(driver.cuDevicePrimaryCtxRetain(self.cu_device), "cuDevicePrimaryCtxRetain")
+        self.cu_device = check(driver.cuDeviceGet(self.device), "cuDeviceGet")
+        self.ctx = check(driver.cuDevicePrimaryCtxRetain(self.cu_device), "cuDevicePrimaryCtxRetain")
         self._ctx_int = int(self.ctx)
         A = driver.CUdevice_attribute
-        ga = lambda a: int(_check(driver.cuDeviceGetAttribute(a, self.cu_device), str(a)))  # noqa: E731
+        ga = lambda a: int(check(driver.cuDeviceGetAttribute(a, self.cu_device), str(a)))  # noqa: E731
         self.cc = (ga(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                    ga(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
         self.arch = f"sm_{self.cc[0]}{self.cc[1]}"
         self.sm_count = ga(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         self.max_smem_optin = ga(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         self.pageable_access = bool(ga(A.CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS))
-        name = _check(driver.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName")
+        name = check(driver.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName")
         self.name = bytes(name).split(b"\0")[0].decode("utf-8", "replace")
         if platform.compiler is None:
             platform.compiler = NvrtcCompiler()
@@ -228,7 +176,7 @@ class CudaRuntime:
         cur = d.cuCtxGetCurrent()[1]
         if cur is not None and int(cur) == self._ctx_int:
             return False
-        _check(d.cuCtxPushCurrent(self.ctx), "cuCtxPushCurrent")
+        check(d.cuCtxPushCurrent(self.ctx), "cuCtxPushCurrent")
         return True
 
     def _restore(self, pushed):
@@ -238,37 +186,37 @@ class CudaRuntime:
     # ------------------------------------------------------------------ memory
     def malloc(self, nbytes: int) -> int:
         with Bound(self):
-            return int(_check(self.rt.cudaMalloc(max(1, int(nbytes))), "cudaMalloc"))
+            return int(check(self.rt.cudaMalloc(max(1, int(nbytes))), "cudaMalloc"))
 
     def free(self, ptr: int):
         if ptr:
             with Bound(self):
-                _check(self.rt.cudaFree(int(ptr)), "cudaFree")
+                check(self.rt.cudaFree(int(ptr)), "cudaFree")
 
     def malloc_host(self, nbytes: int) -> int:
         with Bound(self):
-            return int(_check(self.rt.cudaMallocHost(max(1, int(nbytes))), "cudaMallocHost"))
+            return int(check(self.rt.cudaMallocHost(max(1, int(nbytes))), "cudaMallocHost"))
 
     def free_host(self, ptr: int):
         if ptr:
             with Bound(self):
-                _check(self.rt.cudaFreeHost(int(ptr)), "cudaFreeHost")
+                check(self.rt.cudaFreeHost(int(ptr)), "cudaFreeHost")
 
     def memcpy_htod(self, dst: int, src_host: int, nbytes: int):
         with Bound(self):
-            _check(self.rt.cudaMemcpy(int(dst), int(src_host), int(nbytes),
+            check(self.rt.cudaMemcpy(int(dst), int(src_host), int(nbytes),
                                       self.rt.cudaMemcpyKind.cudaMemcpyHostToDevice), "cudaMemcpy H2D")
 
     def memcpy_dtoh(self, dst_host: int, src: int, nbytes: int):
         with Bound(self):
-            _check(self.rt.cudaMemcpy(int(dst_host), int(src), int(nbytes),
+            check(self.rt.cudaMemcpy(int(dst_host), int(src), int(nbytes),
                                       self.rt.cudaMemcpyKind.cudaMemcpyDeviceToHost), "cudaMemcpy D2H")
 
     def memset(self, ptr: int, value: int, nbytes: int, stream: int = 0):
         if not is_bound(self):
             with Bound(self):
                 return self.memset(ptr, value, nbytes, stream)
-        _check(self.rt.cudaMemsetAsync(int(ptr), int(value), int(nbytes), int(stream)),
+        check(self.rt.cudaMemsetAsync(int(ptr), int(value), int(nbytes), int(stream)),
                "cudaMemsetAsync")
 
     def pointer_kind(self, ptr: int):
@@ -295,51 +243,51 @@ class CudaRuntime:
     # ------------------------------------------------------------------ streams / sync
     def stream_create(self) -> int:
         with Bound(self):
-            s = _check(self.rt.cudaStreamCreateWithFlags(self.rt.cudaStreamNonBlocking),
+            s = check(self.rt.cudaStreamCreateWithFlags(self.rt.cudaStreamNonBlocking),
                        "cudaStreamCreate")
         return int(s)
 
     def stream_destroy(self, s: int):
         with Bound(self):
-            _check(self.rt.cudaStreamDestroy(int(s)), "cudaStreamDestroy")
+            check(self.rt.cudaStreamDestroy(int(s)), "cudaStreamDestroy")
 
     def stream_synchronize(self, s: int = 0):
         with Bound(self):
-            _check(self.rt.cudaStreamSynchronize(int(s)), "cudaStreamSynchronize")
+            check(self.rt.cudaStreamSynchronize(int(s)), "cudaStreamSynchronize")
 
     def synchronize(self):
         with Bound(self):
-            _check(self.rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+            check(self.rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
 
     def last_error(self):
         return int(self.rt.cudaGetLastError()[0])
 
     def event_create(self):
         with Bound(self):
-            return _check(self.rt.cudaEventCreate(), "cudaEventCreate")
+            return check(self.rt.cudaEventCreate(), "cudaEventCreate")
 
     def event_record(self, ev, stream: int = 0):
         with Bound(self):
-            _check(self.rt.cudaEventRecord(ev, int(stream)), "cudaEventRecord")
+            check(self.rt.cudaEventRecord(ev, int(stream)), "cudaEventRecord")
 
     def event_elapsed_ms(self, a, b) -> float:
-        _check(self.rt.cudaEventSynchronize(b), "cudaEventSynchronize")
-        return float(_check(self.rt.cudaEventElapsedTime(a, b), "cudaEventElapsedTime"))
+        check(self.rt.cudaEventSynchronize(b), "cudaEventSynchronize")
+        return float(check(self.rt.cudaEventElapsedTime(a, b), "cudaEventElapsedTime"))
 
     # graph capture (tests)
     def graph_capture_begin(self, stream: int):
-        _check(self.rt.cudaStreamBeginCapture(
+        check(self.rt.cudaStreamBeginCapture(
             int(stream), self.rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal),
             "cudaStreamBeginCapture")
 
     def graph_capture_end(self, stream: int):
-        g = _check(self.rt.cudaStreamEndCapture(int(stream)), "cudaStreamEndCapture")
-        ge = _check(self.rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
+        g = check(self.rt.cudaStreamEndCapture(int(stream)), "cudaStreamEndCapture")
+        ge = check(self.rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
         return g, ge
 
     def graph_launch(self, graph_exec, stream: int):
         with Bound(self):
-            _check(self.rt.cudaGraphLaunch(graph_exec, int(stream)), "cudaGraphLaunch")
+            check(self.rt.cudaGraphLaunch(graph_exec, int(stream)), "cudaGraphLaunch")
 
     def graph_destroy(self, g, ge):
         self.rt.cudaGraphExecDestroy(ge)
@@ -361,8 +309,8 @@ class CudaRuntime:
     def load(self, image: bytes) -> Module:
         """Load into this device's context (``module`` loads each image once per device)."""
         with Bound(self):
-            h = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
-        return Module(self, h)
+            h = check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
+        return Module(h, self.driver.cuModuleGetFunction, "cuModuleGetFunction")
 
     def module(self, source: str, name: str = "kernel.hip", options=(), headers=None,
                arch: str | None = None) -> Module:
@@ -378,7 +326,7 @@ class CudaRuntime:
 
     def set_max_dynamic_smem(self, fn, nbytes: int):
         A = self.driver.CUfunction_attribute
-        _check(self.driver.cuFuncSetAttribute(
+        check(self.driver.cuFuncSetAttribute(
             fn, A.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes)), "cuFuncSetAttribute")
 
     def tensor_map(self, ptr: int, dtype: str, dims, strides_bytes, box, elem_strides=None, im2col=None):
@@ -406,7 +354,7 @@ class CudaRuntime:
         dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
               "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, "FP8_E4M3": T.CU_TENSOR_MAP_DATA_TYPE_UINT8,
               "FP8_E5M2": T.CU_TENSOR_MAP_DATA_TYPE_UINT8}[dtype]
-        return _check(d.cuTensorMapEncodeTiled(
+        return check(d.cuTensorMapEncodeTiled(
             dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
             [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],
             [d.cuuint32_t(int(x)) for x in (elem_strides or [1] * len(dims))], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -14,70 +14,26 @@ from __future__ import annotations
 
 import threading
 
-from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, PackedArgs, address_mapped,
-                     is_bound)
+from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, Module, PackedArgs,
+                     RtcCompiler, address_mapped, check, is_bound)
 
 
-def _check(res, what):
-    if isinstance(res, tuple):
-        err, vals = res[0], res[1:]
-    else:
-        err, vals = res, ()
-    if int(getattr(err, "value", err)) != 0:
-        raise DeviceError(f"{what} failed: {getattr(err, 'name', err)}")
-    if not vals:
-        return None
-    return vals[0] if len(vals) == 1 else vals
-
-
-class HiprtcCompiler:
+class HiprtcCompiler(RtcCompiler):
     kind = "hip"
+    prefix, code_call, label, default_arch = "hiprtc", "Code", "hiprtc", "gfx942"
+    _buffer = staticmethod(bytearray)
 
     def __init__(self):
         from hip import hiprtc
-        self.hiprtc = hiprtc
-        major, minor = _check(hiprtc.hiprtcVersion(), "hiprtcVersion")
+        self.hiprtc = self.rtc = hiprtc
+        major, minor = check(hiprtc.hiprtcVersion(), "hiprtcVersion")
         self.version = f"hiprtc-{major}.{minor}"
 
     def default_options(self, arch: str):
         return [f"--offload-arch={arch}", "-std=c++17", "-DHDN_PLATFORM_HIP=1", "-O3"]
 
-    def compile(self, source: str, name: str = "kernel.hip", options=(), arch: str = "gfx942",
-                headers: dict | None = None) -> bytes:
-        rtc = self.hiprtc
-        headers = headers or {}
-        prog = _check(rtc.hiprtcCreateProgram(source.encode(), name.encode(), len(headers),
-                                              [v.encode() for v in headers.values()],
-                                              [k.encode() for k in headers]), "hiprtcCreateProgram")
-        try:
-            opts = [o.encode() for o in list(self.default_options(arch)) + list(options)]
-            err = rtc.hiprtcCompileProgram(prog, len(opts), opts)[0]
-            n = _check(rtc.hiprtcGetProgramLogSize(prog), "hiprtcGetProgramLogSize")
-            log = bytearray(n)
-            rtc.hiprtcGetProgramLog(prog, log)
-            if int(getattr(err, "value", err)) != 0:
-                raise DeviceError(f"hiprtc failed to compile {name} for {arch}:\n"
-                                  + bytes(log).decode("utf-8", "replace"))
-            size = _check(rtc.hiprtcGetCodeSize(prog), "hiprtcGetCodeSize")
-            out = bytearray(size)
-            _check(rtc.hiprtcGetCode(prog, out), "hiprtcGetCode")
-            return bytes(out)
-        finally:
-            rtc.hiprtcDestroyProgram(prog.createRef())
-
-
-class Module:
-    __slots__ = ("rt", "handle", "_fns")
-
-    def __init__(self, rt, handle):
-        self.rt, self.handle, self._fns = rt, handle, {}
-
-    def function(self, name: str):
-        f = self._fns.get(name)
-        if f is None:
-            f = self._fns[name] = _check(self.rt.hip.hipModuleGetFunction(self.handle, name.encode()),
-                                         f"hipModuleGetFunction({name})")
-        return f
+    def _destroy(self, prog):
+        self.rtc.hiprtcDestroyProgram(prog.createRef())
 
 
 class HipPlatform:
@@ -86,7 +42,7 @@ class HipPlatform:
     def __init__(self):
         from hip import hip
         self.hip = hip
-        self._count = int(_check(hip.hipGetDeviceCount(), "hipGetDeviceCount"))
+        self._count = int(check(hip.hipGetDeviceCount(), "hipGetDeviceCount"))
         self._runtimes: dict[int, HipRuntime] = {}
         self._lock = threading.Lock()
         self.compiler = None
@@ -96,7 +52,7 @@ class HipPlatform:
         return self._count
 
     def current_device(self) -> int:
-        return int(_check(self.hip.hipGetDevice(), "hipGetDevice"))
+        return int(check(self.hip.hipGetDevice(), "hipGetDevice"))
 
     def stream_device(self, stream: int):
         stream = int(stream)
@@ -107,7 +63,7 @@ class HipPlatform:
         fn = getattr(self.hip, "hipStreamGetDevice", None)
         if fn is None:
             raise DeviceError("hipStreamGetDevice is not available in this HIP")
-        return int(_check(fn(stream), "hipStreamGetDevice"))
+        return int(check(fn(stream), "hipStreamGetDevice"))
 
     def pointer_info(self, ptr: int):
         res = self.hip.hipPointerGetAttributes(int(ptr))
@@ -151,7 +107,7 @@ class HipRuntime:
             return
         self.device = int(device)
         props = hip.hipDeviceProp_t()
-        _check(hip.hipGetDeviceProperties(props, self.device), "hipGetDeviceProperties")
+        check(hip.hipGetDeviceProperties(props, self.device), "hipGetDeviceProperties")
         self.arch = props.gcnArchName.decode().split(":")[0]
         self.name = props.name.decode()
         self.sm_count = int(props.multiProcessorCount)
@@ -167,10 +123,10 @@ class HipRuntime:
         return Bound(self)
 
     def _switch(self):
-        cur = int(_check(self.hip.hipGetDevice(), "hipGetDevice"))
+        cur = int(check(self.hip.hipGetDevice(), "hipGetDevice"))
         if cur == self.device:
             return None
-        _check(self.hip.hipSetDevice(self.device), "hipSetDevice")
+        check(self.hip.hipSetDevice(self.device), "hipSetDevice")
         return cur
 
     def _restore(self, prev):
@@ -185,24 +141,24 @@ class HipRuntime:
 
     def malloc(self, n):
         with Bound(self):
-            return int(_check(self.hip.hipMalloc(max(1, int(n))), "hipMalloc"))
+            return int(check(self.hip.hipMalloc(max(1, int(n))), "hipMalloc"))
 
     def free(self, p):
         if p:
             with Bound(self):
-                _check(self.hip.hipFree(int(p)), "hipFree")
+                check(self.hip.hipFree(int(p)), "hipFree")
 
     def memcpy_htod(self, dst, src, n):
-        _check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
+        check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
 
     def memcpy_dtoh(self, dst, src, n):
-        _check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
+        check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
 
     def memset(self, p, v, n, stream=0):
         if not is_bound(self):
             with Bound(self):
                 return self.memset(p, v, n, stream)
-        _check(self.hip.hipMemsetAsync(int(p), int(v), int(n), int(stream)), "hipMemsetAsync")
+        check(self.hip.hipMemsetAsync(int(p), int(v), int(n), int(stream)), "hipMemsetAsync")
 
     def pointer_kind(self, ptr):
         return self.platform.pointer_info(ptr)[0]
@@ -218,11 +174,11 @@ class HipRuntime:
 
     def stream_synchronize(self, s=0):
         with Bound(self):
-            _check(self.hip.hipStreamSynchronize(int(s)), "hipStreamSynchronize")
+            check(self.hip.hipStreamSynchronize(int(s)), "hipStreamSynchronize")
 
     def synchronize(self):
         with Bound(self):
-            _check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+            check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     def compile(self, source, name="kernel.hip", options=(), headers=None):
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
@@ -241,8 +197,8 @@ class HipRuntime:
             m = self._modules.get(k)
             if m is None:
                 with Bound(self):
-                    h = _check(self.hip.hipModuleLoadData(img), "hipModuleLoadData")
-                m = self._modules[k] = Module(self, h)
+                    h = check(self.hip.hipModuleLoadData(img), "hipModuleLoadData")
+                m = self._modules[k] = Module(h, self.hip.hipModuleGetFunction, "hipModuleGetFunction")
         return m
 
     def set_max_dynamic_smem(self, fn, nbytes):
@@ -257,5 +213,5 @@ class HipRuntime:
         if not is_bound(self):
             with Bound(self):
                 return self.launch(fn, grid, block, args, shmem, stream)
-        _check(self.hip.hipModuleLaunchKernel(fn, *grid, *block, shmem, int(stream),
+        check(self.hip.hipModuleLaunchKernel(fn, *grid, *block, shmem, int(stream),
                                               args.address, None), "hipModuleLaunchKernel")

@@ -13,7 +13,7 @@ from ...plugins.heuristics import BASE_OPTIONAL, BASE_REQUIRED, HEUR_OPTIONAL, H
 from ...plugins.loader import fnv1a64, parse_version
 from ..core import Fail, Skip, build_driver, check, fmt_call, run_child
 from .elf import dynamic_symbols
-from .plugin_info import _valid_string
+from .plugin_info import identity_checks
 
 REQUIRED = BASE_REQUIRED + HEUR_REQUIRED
 OPTIONAL = BASE_OPTIONAL + HEUR_OPTIONAL
@@ -79,47 +79,7 @@ def default_visibility(s):
     return "plugin API symbols are default-visibility functions"
 
 
-@heuristic("name_valid")
-def name_valid(s):
-    """hipdnnPluginGetName succeeds with a non-empty printable string."""
-    return repr(_valid_string(s, "name", "hipdnnPluginGetName"))
-
-
-@heuristic("version_valid")
-def version_valid(s):
-    """hipdnnPluginGetVersion succeeds with a non-empty printable string."""
-    return repr(_valid_string(s, "version", "hipdnnPluginGetVersion"))
-
-
-@heuristic("strings_static")
-def strings_static(s):
-    """Name, version and API version strings are static: the same pointer and text on repeat calls."""
-    run = _probe(s)
-    bad = []
-    for tag, fn in (("name", "hipdnnPluginGetName"), ("version", "hipdnnPluginGetVersion"),
-                    ("api_version", "hipdnnPluginGetApiVersion")):
-        rec = run.one("string", tag)
-        if rec is None or rec["st1"] or rec["st2"]:
-            continue
-        if not rec["same_ptr"] or rec["value"] != rec["value2"]:
-            bad.append(f"{fn}(&str) returned different pointers/text on two calls ({rec['value']!r}, {rec['value2']!r})")
-    if bad:
-        raise Fail("; ".join(bad))
-    return "same pointer on repeat"
-
-
-@heuristic("type_heuristic")
-def type_heuristic(s):
-    """hipdnnPluginGetType reports HIPDNN_PLUGIN_TYPE_HEURISTIC (2)."""
-    run = _probe(s)
-    rec = run.one("type")
-    if rec is None:
-        raise Fail("hipdnnPluginGetType is not exported")
-    if rec["st"] != 0:
-        raise Fail(fmt_call(run.one("call", "type")))
-    if rec["value"] != 2:
-        raise Fail(f"hipdnnPluginGetType(&type) -> type {rec['value']}, expected HIPDNN_PLUGIN_TYPE_HEURISTIC (2)")
-    return "HIPDNN_PLUGIN_TYPE_HEURISTIC"
+identity_checks(heuristic, 2, "heuristic")
 
 
 @heuristic("api_version_major")

@@ -21,12 +21,6 @@ def _null(s, group, needs_case=False):
                                                " (no runnable corpus graph: context cases omitted)")
 
 
-@check("conform.null_args.plugin_info")
-def plugin_info(s):
-    """GetName/GetVersion/GetType/GetApiVersion/GetEngineName with a NULL out pointer."""
-    return _null(s, "plugin_info")
-
-
 @check("conform.null_args.last_error")
 def last_error(s):
     """hipdnnPluginGetLastErrorString(NULL) returns without crashing."""
@@ -36,52 +30,38 @@ def last_error(s):
     return "ok"
 
 
-@check("conform.null_args.get_all_engine_ids")
-def get_all_engine_ids(s):
-    """GetAllEngineIds with num_engines NULL, or ids NULL with max_engines > 0."""
-    return _null(s, "get_all_engine_ids")
+# The groups whose check is only "every call of the group is rejected": (group, needs a
+# runnable corpus case, what the group calls).  Each is the check conform.null_args.<group>.
+_NULL_GROUPS = (
+    ("plugin_info", False,
+     "GetName/GetVersion/GetType/GetApiVersion/GetEngineName with a NULL out pointer."),
+    ("get_all_engine_ids", False,
+     "GetAllEngineIds with num_engines NULL, or ids NULL with max_engines > 0."),
+    ("create_destroy", False, "Create(NULL) and Destroy(NULL)."),
+    ("set_stream", False, "SetStream(NULL handle, stream)."),
+    ("get_applicable_engine_ids", True,
+     "GetApplicableEngineIds: NULL handle/graph/ids/num, empty, junk and truncated graph bytes."),
+    ("get_engine_details", True,
+     "GetEngineDetails / DestroyEngineDetails: NULL arguments, junk graph, wrong engine id."),
+    ("get_workspace_size", True,
+     "GetWorkspaceSize: NULL arguments, junk config/graph, a config naming another engine."),
+    ("execution_context", True,
+     "Create/Destroy/GetWorkspaceSizeFrom ExecutionContext: NULL arguments, junk, wrong engine id."),
+    ("execute_op_graph", True,
+     "ExecuteOpGraph: NULL handle/context/buffers, no buffers, a missing device buffer, a NULL pointer."),
+)
 
 
-@check("conform.null_args.create_destroy")
-def create_destroy(s):
-    """Create(NULL) and Destroy(NULL)."""
-    return _null(s, "create_destroy")
+def _register(group, needs_case, doc):
+    def run(s):
+        return _null(s, group, needs_case)
+    run.__name__ = run.__qualname__ = group
+    run.__doc__ = doc
+    check(f"conform.null_args.{group}")(run)
 
 
-@check("conform.null_args.set_stream")
-def set_stream(s):
-    """SetStream(NULL handle, stream)."""
-    return _null(s, "set_stream")
-
-
-@check("conform.null_args.get_applicable_engine_ids")
-def get_applicable_engine_ids(s):
-    """GetApplicableEngineIds: NULL handle/graph/ids/num, empty, junk and truncated graph bytes."""
-    return _null(s, "get_applicable_engine_ids", True)
-
-
-@check("conform.null_args.get_engine_details")
-def get_engine_details(s):
-    """GetEngineDetails / DestroyEngineDetails: NULL arguments, junk graph, wrong engine id."""
-    return _null(s, "get_engine_details", True)
-
-
-@check("conform.null_args.get_workspace_size")
-def get_workspace_size(s):
-    """GetWorkspaceSize: NULL arguments, junk config/graph, a config naming another engine."""
-    return _null(s, "get_workspace_size", True)
-
-
-@check("conform.null_args.execution_context")
-def execution_context(s):
-    """Create/Destroy/GetWorkspaceSizeFrom ExecutionContext: NULL arguments, junk, wrong engine id."""
-    return _null(s, "execution_context", True)
-
-
-@check("conform.null_args.execute_op_graph")
-def execute_op_graph(s):
-    """ExecuteOpGraph: NULL handle/context/buffers, no buffers, a missing device buffer, a NULL pointer."""
-    return _null(s, "execute_op_graph", True)
+for _g in _NULL_GROUPS:
+    _register(*_g)
 
 
 @check("conform.null_args.serialization")

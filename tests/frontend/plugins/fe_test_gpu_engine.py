@@ -22,8 +22,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from engine_plugins.py_sample import RELU_FWD, BINARY, _program  # noqa: E402
-from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase  # noqa: E402
+from engine_plugins.py_sample import PointwisePlan, PointwisePlanBuilder, _program  # noqa: E402
+from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase  # noqa: E402
 from hipdnn_cabi.schemas._generated import (FloatConstraint, FloatValue, IntConstraint,  # noqa: E402
                                             IntValue, Knob, StringConstraint, StringValue)
 
@@ -38,38 +38,22 @@ def _value(v):
     return v
 
 
-class Plan(PlanBase):
+class Plan(PointwisePlan):
     def __init__(self, graph, mode, ins, out, offset):
-        self.mode, self.offset = mode, np.float32(offset)
-        self.ins = [graph.tensors[u] for u in ins]
-        self.out = graph.tensors[out]
-
-    def get_workspace_size(self, handle) -> int:
-        return 0
+        super().__init__(graph, mode, ins, out)
+        self.offset = np.float32(offset)
 
     def execute(self, handle, buffers, workspace):
-        xs = [buffers.view(t, np.float32) for t in self.ins]
-        y = buffers.view(self.out, np.float32)
-        if self.mode == RELU_FWD:
-            np.maximum(xs[0], np.float32(0), out=y)
-        else:
-            BINARY[self.mode](xs[0], xs[1], out=y)
+        super().execute(handle, buffers, workspace)
         if self.offset:
-            y += self.offset
+            buffers.view(self.out, np.float32)[...] += self.offset
 
 
-class Builder(PlanBuilderBase):
-    def is_applicable(self, handle, graph) -> bool:
-        return _program(graph) is not None
-
-    def get_max_workspace_size(self, handle, graph, config) -> int:
-        return 0
-
+class Builder(PointwisePlanBuilder):
     def build_plan(self, handle, graph, config):
-        mode, ins, out = _program(graph)
         knobs = getattr(config, "knobs", None) or {}
         off = _value(knobs.get("FE_TEST_OFFSET", 0.0)) or 0.0
-        return Plan(graph, mode, ins, out, float(off))
+        return Plan(graph, *_program(graph), float(off))
 
 
 def _knob(b, kid, desc, kind, default, constraint=None):

@@ -17,37 +17,14 @@ the split.  The descriptor factory finds the classes by walking the Descriptor s
 importing this package.
 
 Adding an operation = one small module (its ``SPEC`` and its class) plus its line in
-:data:`_MODULES` below (and the import of its class), plus tests.
+:data:`_MODULE_NAMES` below (and the import of its class), plus tests.
 """
 from __future__ import annotations
 
+import importlib
+
 from ._base import *  # noqa: F401,F403  (the public names of the former single module)
 from ._base import OpSpec, OperationDescriptor
-from . import (  # the op modules, in table order
-    convolution_forward,
-    convolution_backward_data,
-    convolution_backward_filter,
-    batchnorm_inference,
-    batchnorm_inference_variance,
-    batchnorm,
-    batchnorm_backward,
-    pointwise,
-    matmul,
-    reduction,
-    resample_forward,
-    resample_backward,
-    layernorm,
-    layernorm_backward,
-    rmsnorm,
-    rmsnorm_backward,
-    sdpa_forward,
-    sdpa_backward,
-    block_scale_quantize,
-    block_scale_dequantize,
-    custom_op,
-    moe_grouped_matmul,
-    moe_grouped_matmul_backward,
-)
 from .convolution_forward import ConvolutionFwdOperationDescriptor
 from .convolution_backward_data import ConvolutionBwdOperationDescriptor
 from .convolution_backward_filter import ConvolutionWrwOperationDescriptor
@@ -73,31 +50,32 @@ from .moe_grouped_matmul import MoeGroupedMatmulOperationDescriptor
 from .moe_grouped_matmul_backward import MoeGroupedMatmulBwdOperationDescriptor
 
 # The op modules, in the table's order (the order of OPS).
-_MODULES = (
-    convolution_forward,
-    convolution_backward_data,
-    convolution_backward_filter,
-    batchnorm_inference,
-    batchnorm_inference_variance,
-    batchnorm,
-    batchnorm_backward,
-    pointwise,
-    matmul,
-    reduction,
-    resample_forward,
-    resample_backward,
-    layernorm,
-    layernorm_backward,
-    rmsnorm,
-    rmsnorm_backward,
-    sdpa_forward,
-    sdpa_backward,
-    block_scale_quantize,
-    block_scale_dequantize,
-    custom_op,
-    moe_grouped_matmul,
-    moe_grouped_matmul_backward,
+_MODULE_NAMES = (
+    "convolution_forward",
+    "convolution_backward_data",
+    "convolution_backward_filter",
+    "batchnorm_inference",
+    "batchnorm_inference_variance",
+    "batchnorm",
+    "batchnorm_backward",
+    "pointwise",
+    "matmul",
+    "reduction",
+    "resample_forward",
+    "resample_backward",
+    "layernorm",
+    "layernorm_backward",
+    "rmsnorm",
+    "rmsnorm_backward",
+    "sdpa_forward",
+    "sdpa_backward",
+    "block_scale_quantize",
+    "block_scale_dequantize",
+    "custom_op",
+    "moe_grouped_matmul",
+    "moe_grouped_matmul_backward",
 )
+_MODULES = tuple(importlib.import_module(f".{n}", __name__) for n in _MODULE_NAMES)
 
 OPS: list[OpSpec] = [m.SPEC for m in _MODULES]
 BY_DESCRIPTOR: dict[int, type] = {}
