@@ -365,7 +365,7 @@ class CudaRuntime:
     @staticmethod
     def _encode_im2col(d, T, dtype, ptr, dims, strides_bytes, elem_strides, lower, upper, channels, pixels):
         dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}[dtype]
-        return _check(d.cuTensorMapEncodeIm2col(
+        return check(d.cuTensorMapEncodeIm2col(
             dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
             [d.cuuint64_t(int(x)) for x in strides_bytes], [int(x) for x in lower], [int(x) for x in upper],
             int(channels), int(pixels), [d.cuuint32_t(int(x)) for x in (elem_strides or [1] * len(dims))],

@@ -496,3 +496,49 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
             os.environ.pop("HIPDNN_CABI_HIP_CONV_IM2COL", None)
         else:
             os.environ["HIPDNN_CABI_HIP_CONV_IM2COL"] = old
+
+
+def test_im2col_tensor_map_encode_arguments():
+    """CudaRuntime._encode_im2col hands cuTensorMapEncodeIm2col the plan's im2col map (the
+    program._fwd_im2col tuple of the ResNet conv3 layer) in the driver's order: rank 4, dims and
+    byte strides innermost first, the (W, H) corners, 64 channels per pixel, 128 pixels per
+    column, the traversal steps, 128-byte swizzle, zero fill - checked against a recording
+    stand-in for the driver module (no GPU, no libcuda)."""
+    import types
+    from engine_plugins.hip_kernels.codegen import GemmSpec
+    from engine_plugins.hip_kernels.program import _fwd_im2col
+    from hipdnn_cabi.device.cuda import CudaRuntime
+    seen = {}
+
+    class E:           # enum namespace: attribute name -> itself
+        def __getattr__(self, k):
+            return k
+
+    class Res:
+        CUDA_SUCCESS = 0
+
+    def enc(*a):
+        seen["args"] = a
+        return (0, "map")
+    d = types.SimpleNamespace(CUtensorMapDataType=E(), CUtensorMapInterleave=E(), CUtensorMapSwizzle=E(),
+                              CUtensorMapL2promotion=E(), CUtensorMapFloatOOBfill=E(), CUresult=Res,
+                              cuuint64_t=int, cuuint32_t=int, cuTensorMapEncodeIm2col=enc)
+    spec = GemmSpec()
+    spec.ta = spec.tb = "HALF"
+    N, C, H, K = 32, 128, 28, 128
+    xs = [H * H * C, 1, H * C, C]
+    ws = [9 * C, 1, 3 * C, C]
+    p = {"stride": [1, 2], "pre_padding": [1, 0], "dilation": [1, 1], "flip": False}
+    P = [(H + 2 - 3) // 1 + 1, (H - 3) // 2 + 1]
+    i2c = _fwd_im2col(spec, [N, C, H, H], xs, [K, C, 3, 3], ws, P, [3, 3], [H, H], p)
+    dtype, dims, strides, _, steps, (lower, upper, cpp, ppc) = i2c["A"]
+    CudaRuntime._encode_im2col(d, d.CUtensorMapDataType, dtype, 4096, dims, strides, steps, lower, upper, cpp, ppc)
+    a = seen["args"]
+    assert a[0] == "CU_TENSOR_MAP_DATA_TYPE_FLOAT16" and a[1] == 4 and a[2] == 4096
+    assert list(a[3]) == [C, H, H, N] and list(a[4]) == [2 * C, 2 * H * C, 2 * H * H * C]
+    # corners (W, H): W unpadded with stride 2, H padded by 1 with stride 1
+    assert list(a[5]) == [0, -1] and list(a[6]) == [(P[1] - 1) * 2 + 1 - H, (P[0] - 1) + 1 - H - 1]
+    assert a[7:9] == (64, 128) and list(a[9]) == [1, 2, 1, 1]
+    assert a[10:] == ("CU_TENSOR_MAP_INTERLEAVE_NONE", "CU_TENSOR_MAP_SWIZZLE_128B",
+                      "CU_TENSOR_MAP_L2_PROMOTION_L2_256B", "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE")
+    assert i2c["B"] == ("HALF", (C, 3, 3, K), (2 * C, 2 * 3 * C, 2 * 9 * C))
