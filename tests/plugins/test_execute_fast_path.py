@@ -307,3 +307,55 @@ print(json.dumps({"bad": bad[:5], "ys": [list(y) for y in ys],
     assert r["bad"] == []
     assert all(y == [2.0, 3.0, 4.0, 5.0] for y in r["ys"])
     assert r["fast"] > 1000
+
+
+def test_destroy_cached_plan_and_handle_while_threads_execute(c_sample):
+    # the thread records' cached (handle, plan) path (cdef/shims.c, fx_thread): threads keep
+    # executing the current (handle, plan) while another thread replaces and destroys them; an
+    # execute racing a destroy either runs (0) or is refused as a destroyed id on the Python path,
+    # never reaches the plugin with a freed execution context or plugin handle (the C sample
+    # plugin would answer PLUGIN_ERROR "unknown or destroyed ..."), never crashes
+    r = py(SETUP + """
+import threading, time
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [1, 1, 1, 1])
+ys = [ffi.new("float[4]") for _ in range(4)]
+cur = [h, p]
+seen = {}
+ok = [0] * 4
+stop = threading.Event()
+def worker(i):
+    vp = variant_pack([1, 2, 3], [addr(x), addr(b), addr(ys[i])])
+    while not stop.is_set():
+        hh, pp = cur[0], cur[1]
+        for _ in range(50):
+            st = lib.hipdnnBackendExecute(hh, pp, vp)
+            if st:
+                seen.setdefault((st, err()[:60]), 0)
+                break
+            ok[i] += 1
+    lib.hipdnnBackendDestroyDescriptor(vp)
+def churn():
+    for r in range(60):
+        h2 = create_handle()
+        st, q = plan_for(cfgs[0])
+        old = cur[:]
+        cur[0], cur[1] = h2, q
+        time.sleep(0.001)
+        if old[1] is not p:
+            lib.hipdnnBackendDestroyDescriptor(old[1])
+        if old[0] is not h:
+            lib.hipdnnDestroy(old[0])
+    stop.set()
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+c = threading.Thread(target=churn)
+for t in ts: t.start()
+c.start(); c.join()
+for t in ts: t.join()
+print(json.dumps({"seen": sorted([list(k) for k in seen]), "ok": ok, "ys": [list(y) for y in ys],
+                  "fast": bexec.fast_path_stats()["fast"],
+                  "after": lib.hipdnnBackendExecute(h, p, variant_pack([1, 2, 3], [addr(x), addr(b), addr(ys[0])]))}))
+""", {"HIPDNN_PLUGIN_DIR": c_sample})
+    plugin_error = 14  # HIPDNN_STATUS_PLUGIN_ERROR: the plugin saw a freed object
+    assert all(st != plugin_error and "unknown or destroyed" not in msg for st, msg in r["seen"]), r["seen"]
+    assert all(y == [2.0, 3.0, 4.0, 5.0] for y in r["ys"])
+    assert min(r["ok"]) > 0 and r["fast"] > 1000 and r["after"] == 0, r
