@@ -666,6 +666,14 @@ static void fxt_exit(void* p)
     __atomic_store_n(&r->in_use, 0, __ATOMIC_RELEASE);
 }
 static void fxt_key_init(void) { g_fxt_key_ok = pthread_key_create(&g_fxt_key, fxt_exit) == 0; }
+/* dlclose of the library: no exiting thread may call fxt_exit after its code is gone */
+__attribute__((destructor)) static void fxt_unload(void)
+{
+    if (g_fxt_key_ok) {
+        g_fxt_key_ok = 0;
+        pthread_key_delete(g_fxt_key);
+    }
+}
 
 /* The calling thread's record, or NULL (none could be made: the locked path only). */
 static fx_thread* fxt_self_slow(void)
