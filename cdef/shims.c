@@ -719,7 +719,7 @@ static void fxt_wait_unused(const fx_obj* o)
 {
     for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next)
         while (__atomic_load_n(&x->busy, __ATOMIC_SEQ_CST)
-               && (__atomic_load_n(&x->cP, __ATOMIC_RELAXED) == o || __atomic_load_n(&x->cH, __ATOMIC_RELAXED) == o))
+               && (__atomic_load_n(&x->cP, __ATOMIC_ACQUIRE) == o || __atomic_load_n(&x->cH, __ATOMIC_ACQUIRE) == o))
             sched_yield();
 }
 
