@@ -406,6 +406,7 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
  */
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 
 typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
@@ -854,9 +855,25 @@ static void vp_atfork_child(void); /* vpack.c */
 static void as_atfork_prepare(void); /* astore.c */
 static void as_atfork_parent(void);
 static void as_atfork_child(void);
+/* The write lock also turns the records' cached path away (it checks `writer` after publishing
+ * busy), so no new execute starts; the ones in flight get a bounded wait to leave the plugin (a
+ * plugin execute that waits for the forking thread, e.g. for the GIL, must not hang fork). */
+static void fxt_quiesce_for_fork(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next)
+        while (x != t_fxt && __atomic_load_n(&x->busy, __ATOMIC_SEQ_CST)) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 20000000L)
+                return; /* 20 ms: fork as before this wait existed */
+            sched_yield();
+        }
+}
 static void fx_atfork_prepare(void)
 {
     br_wrlock(&g_fxl);
+    fxt_quiesce_for_fork();
     as_atfork_prepare();
 }
 static void fx_atfork_parent(void)
@@ -1064,7 +1081,9 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
         T = fxt_self_slow();
     if (cv != NULL && T != NULL && T->cp == p && T->ch == h && !T->busy) {
         __atomic_exchange_n(&T->busy, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&g_fx_epoch, __ATOMIC_SEQ_CST) == T->cepoch) {
+        /* a writer (registration, removal, fork) holds the registry: the locked path waits */
+        if (__atomic_load_n(&g_fx_epoch, __ATOMIC_SEQ_CST) == T->cepoch
+            && !__atomic_load_n(&g_fxl.writer, __ATOMIC_SEQ_CST)) {
             /* cP / cH are held: a removal waits for busy to drop */
             const hipdnnPluginDeviceBuffer_t* bufs;
             uint32_t n;

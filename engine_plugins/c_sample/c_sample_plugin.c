@@ -242,6 +242,27 @@ static void cs_wrunlock(void)
     pthread_mutex_unlock(&g_reg_wmu);
 }
 
+/* fork(): only the forking thread lives on in the child, so no reader is inside the registry there
+   (a thread that was inside an execute at the fork left its shard counted); the child starts with
+   empty shards and a fresh writer mutex.  pthread_atfork ties the handler to this library (glibc
+   drops it at dlclose). */
+static void cs_atfork_child(void)
+{
+    for(int i = 0; i < CS_RD_SHARDS; i++)
+        g_reg_rd[i].readers = 0;
+    g_reg_writer = 0;
+    pthread_mutex_init(&g_reg_wmu, NULL);
+    pthread_mutex_init(&g_log_lock, NULL);
+}
+
+#if defined(__GNUC__)
+__attribute__((constructor))
+#endif
+static void cs_registry_load(void)
+{
+    pthread_atfork(NULL, NULL, cs_atfork_child);
+}
+
 /* Release the registry's array when the library is unloaded (dlclose). Objects a host leaked stay leaked. */
 #if defined(__GNUC__)
 __attribute__((destructor))

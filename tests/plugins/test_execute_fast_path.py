@@ -359,3 +359,68 @@ print(json.dumps({"seen": sorted([list(k) for k in seen]), "ok": ok, "ys": [list
     assert all(st != plugin_error and "unknown or destroyed" not in msg for st, msg in r["seen"]), r["seen"]
     assert all(y == [2.0, 3.0, 4.0, 5.0] for y in r["ys"])
     assert min(r["ok"]) > 0 and r["fast"] > 1000 and r["after"] == 0, r
+
+
+def test_fork_while_a_thread_executes_on_its_record(c_sample, tmp_path):
+    # fork() while another thread is inside a cached execute (its record busy; a C loop, so it is
+    # in an execute most of the time): the child has no such thread, so destroying the plan and
+    # handle there must not wait for it (fx_atfork_child clears the other threads' records); the
+    # child's own executes still take the fast path
+    src = tmp_path / "spin.c"
+    src.write_text("""
+#include <stdint.h>
+typedef int (*exec_fn)(void*, void*, void*);
+static volatile int g_stop;
+long spin(uint64_t fn, void* h, void* p, void* vp)
+{
+    exec_fn f = (exec_fn)(uintptr_t)fn; long n = 0;
+    while (!g_stop) { f(h, p, vp); ++n; }
+    return n;
+}
+void spin_stop(void) { g_stop = 1; }
+""")
+    so = tmp_path / "libspin.so"
+    import subprocess
+    r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(so)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip("no C compiler: " + r.stderr[-200:])
+    r = py(SETUP + """
+import os, threading, time
+ffi.cdef("long spin(uint64_t fn, void* h, void* p, void* vp); void spin_stop(void);")
+spinlib = ffi.dlopen(%r)
+ex = int(ffi.cast("uintptr_t", ffi.addressof(lib, "hipdnnBackendExecute")))
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [1, 1, 1, 1]); y = ffi.new("float[4]")
+y2 = ffi.new("float[4]")
+vp = variant_pack([1, 2, 3], [addr(x), addr(b), addr(y)])
+vp2 = variant_pack([1, 2, 3], [addr(x), addr(b), addr(y2)])
+assert lib.hipdnnBackendExecute(h, p, vp2) == 0  # registered: the spinning thread's executes are C
+n = []
+t = threading.Thread(target=lambda: n.append(spinlib.spin(ex, h, p, vp2))); t.start()
+time.sleep(0.05)
+codes = []
+for k in range(8):
+    assert lib.hipdnnBackendExecute(h, p, vp) == 0
+    pid = os.fork()
+    if pid == 0:
+        s0 = bexec.fast_path_stats()["fast"]
+        ok = lib.hipdnnBackendExecute(h, p, vp) == 0 and lib.hipdnnBackendExecute(h, p, vp) == 0
+        fast = bexec.fast_path_stats()["fast"] - s0
+        st, q = plan_for(cfgs[0])
+        ok = ok and lib.hipdnnBackendExecute(h, q, vp) == 0 and lib.hipdnnBackendExecute(h, q, vp) == 0
+        ok = ok and lib.hipdnnBackendDestroyDescriptor(q) == 0 and lib.hipdnnBackendDestroyDescriptor(p) == 0
+        ok = ok and lib.hipdnnDestroy(h) == 0 and fast >= 1
+        os._exit(0 if ok else 3)
+    for _ in range(100):  # at most 10 s: a child waiting for a thread it does not have never ends
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            codes.append(os.waitstatus_to_exitcode(status))
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9); os.waitpid(pid, 0); codes.append("hung")
+        break
+spinlib.spin_stop(); t.join()
+print(json.dumps({"codes": codes, "y": list(y2), "spun": n[0]}))
+""" % str(so), {"HIPDNN_PLUGIN_DIR": c_sample})
+    assert r["codes"] == [0] * 8, r
+    assert r["y"] == [2.0, 3.0, 4.0, 5.0] and r["spun"] > 1000
