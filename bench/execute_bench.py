@@ -108,7 +108,8 @@ double loop_frontend_floor(uint64_t fn, void* ph, void* ctx, const int64_t* uids
     return (now() - t0) / n;
 }
 /* The steps of frontend_once alone, to see which one stops scaling (mode 2: create + destroy;
- * mode 3: create, 3 sets, finalize, destroy - no execute; mode 4: execute of a reused pack). */
+ * mode 3: create, 3 sets, finalize, destroy - no execute; mode 4: execute of a reused pack;
+ * mode 5 (in tmain): the plugin's ExecuteOpGraph alone). */
 static int steps_once(int mode, void* h, void* p, const int64_t* uids, void* const* ptrs, int nb, void* vp)
 {
     if (mode == 4)
@@ -140,6 +141,11 @@ static void* tmain(void* a_)
         loop_frontend(a->h, a->p, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
     } else if (a->mode == 1) {
         loop_frontend_floor(a->fn, a->ph, a->ctx, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
+    } else if (a->mode == 5) { /* the plugin's own ExecuteOpGraph, the thread's buffers (no pack) */
+        dbuf b[16];
+        for (int k = 0; k < a->nb; ++k) { b[k].uid = a->uids[k]; b[k].ptr = a->ptrs[k]; }
+        a->st = 0;
+        loop_plugin(a->fn, a->ph, a->ctx, NULL, b, (uint32_t)a->nb, a->n, &a->st);
     } else {
         int s = 0;
         for (long i = 0; i < a->n; ++i) s |= steps_once(a->mode, a->h, a->p, a->uids, a->ptrs, a->nb, a->vp);
@@ -388,7 +394,7 @@ def main():
     nt = max(int(0.04 / max(t_fe, 1e-8)), 1000)
     treps = max(reps, 7)
     kinds = (("frontend_style", 0), ("c_floor", 1), ("step_create_destroy", 2),
-             ("step_pack_cycle", 3), ("step_execute_reused_pack", 4))
+             ("step_pack_cycle", 3), ("step_execute_reused_pack", 4), ("step_plugin_execute", 5))
     thr = {}
     Ts = [T for T in (1, 2, 4, 8, 16) if T <= T_MAX]
     for T in Ts:
@@ -408,7 +414,8 @@ def main():
     thr["note"] = ("each thread its own handle, plan (C sample plugin context) and output buffer; "
                    "c_floor = the same work in plain C on the same plugin; both scale with what the "
                    "machine gives (2 shared cores here); step_* = parts of frontend_style alone: "
-                   "create+destroy of a pack, create+3 sets+finalize+destroy, execute of a reused pack; "
+                   "create+destroy of a pack, create+3 sets+finalize+destroy, execute of a reused pack, "
+                   "the plugin's own ExecuteOpGraph on the thread's buffers (no backend call); "
                    "best of %d samples of ~40 ms per thread" % treps)
     thr["cpus"] = os.cpu_count()
     so["threads"] = thr

@@ -406,6 +406,7 @@ HX hipdnnStatus_t hipdnnBackendGetAttribute(hipdnnBackendDescriptor_t descriptor
  */
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 
 typedef hipdnnPluginStatus_t (*fx_exec_fn)(hipdnnEnginePluginHandle_t, hipdnnEnginePluginExecutionContext_t,
@@ -623,15 +624,116 @@ static void fx_free(fx_obj* o)
     free(o);
 }
 
+/* ---- per-thread execute records (the cached path of fx_execute)
+ * A thread that executes (h, p) again finds what the registry said last time in its own record:
+ * the plan and handle entries, the plugin handle, its functions and the execution context.  No
+ * registry lock, no table lookup and no reference count on the shared entries: the record's
+ * `busy` word (on the record's own cache-line pair, written by its thread only) says "an execute
+ * of this thread is using cP / cH now".  The cache is valid while the registry's removal epoch is
+ * the one it was filled under; an execute publishes busy (a seq_cst exchange), then reads the
+ * epoch (seq_cst), so a removal (unlink, epoch + 1, then a seq_cst scan of every record) either
+ * makes the execute see the new epoch (it takes the locked path) or sees busy with cP / cH equal
+ * to the removed entry and waits for that execute to end, exactly as it waits for `refs`.
+ * Records are never freed: a thread's exit (a pthread key) hands its record to the next new
+ * thread; the list only grows to the most threads that executed at one time. */
+typedef struct fx_thread {
+    int busy;                /* 1 while an execute of this thread uses cP / cH (seq_cst) */
+    int in_use;              /* 1 while a thread owns the record */
+    int64_t ch, cp;          /* the cached (handle id, plan id); 0: none */
+    uint64_t cepoch;         /* g_fx_epoch the cache was filled under */
+    const fx_obj* cP;
+    const fx_obj* cH;
+    hipdnnEnginePluginHandle_t ph;
+    fx_exec_fn exec;
+    fx_lasterr_fn lasterr;
+    hipdnnEnginePluginExecutionContext_t ctx;
+    uint64_t hits;           /* fast executes that took the cached path (this record's threads) */
+    struct fx_thread* next;  /* the list of all records (push only) */
+} __attribute__((aligned(CL_PAIR))) fx_thread;
+
+static fx_thread* g_fxt_head = NULL; /* atomic; push only */
+static __thread fx_thread* t_fxt = NULL;
+static __thread int t_fxt_state = 0; /* 0: not tried, 1: t_fxt is ours, 2: none (no exit hook) */
+static pthread_key_t g_fxt_key;
+static pthread_once_t g_fxt_once = PTHREAD_ONCE_INIT;
+static int g_fxt_key_ok = 0;
+
+static void fxt_exit(void* p)
+{
+    fx_thread* r = (fx_thread*)p;
+    r->ch = r->cp = 0;
+    r->cP = r->cH = NULL;
+    __atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->in_use, 0, __ATOMIC_RELEASE);
+}
+static void fxt_key_init(void) { g_fxt_key_ok = pthread_key_create(&g_fxt_key, fxt_exit) == 0; }
+/* dlclose of the library: no exiting thread may call fxt_exit after its code is gone */
+__attribute__((destructor)) static void fxt_unload(void)
+{
+    if (g_fxt_key_ok) {
+        g_fxt_key_ok = 0;
+        pthread_key_delete(g_fxt_key);
+    }
+}
+
+/* The calling thread's record, or NULL (none could be made: the locked path only). */
+static fx_thread* fxt_self_slow(void)
+{
+    if (t_fxt_state != 0)
+        return t_fxt_state == 1 ? t_fxt : NULL;
+    t_fxt_state = 2;
+    pthread_once(&g_fxt_once, fxt_key_init);
+    if (!g_fxt_key_ok)
+        return NULL;
+    fx_thread* r = NULL;
+    for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next) {
+        int z = 0;
+        if (__atomic_load_n(&x->in_use, __ATOMIC_RELAXED) == 0
+            && __atomic_compare_exchange_n(&x->in_use, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            r = x;
+            break;
+        }
+    }
+    if (r == NULL) {
+        void* m = NULL;
+        if (posix_memalign(&m, CL_PAIR, sizeof(fx_thread)))
+            return NULL;
+        r = (fx_thread*)m;
+        memset(r, 0, sizeof *r);
+        r->in_use = 1;
+        fx_thread* head = __atomic_load_n(&g_fxt_head, __ATOMIC_RELAXED);
+        do
+            r->next = head;
+        while (!__atomic_compare_exchange_n(&g_fxt_head, &head, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    }
+    if (pthread_setspecific(g_fxt_key, r) != 0) {
+        fxt_exit(r);
+        return NULL;
+    }
+    t_fxt = r;
+    t_fxt_state = 1;
+    return r;
+}
+
+/* Wait until no record's execute uses entry o (after o was unlinked and the epoch moved on). */
+static void fxt_wait_unused(const fx_obj* o)
+{
+    for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next)
+        while (__atomic_load_n(&x->busy, __ATOMIC_SEQ_CST)
+               && (__atomic_load_n(&x->cP, __ATOMIC_ACQUIRE) == o || __atomic_load_n(&x->cH, __ATOMIC_ACQUIRE) == o))
+            sched_yield();
+}
+
 /* Unregister `id` (any kind; unknown ids are fine) and wait for fast executes using it. */
 static void hipdnn_cabi_fx_remove(int64_t id)
 {
     br_wrlock(&g_fxl);
     fx_obj* o = fx_unlink(id);
-    g_fx_epoch++;
+    __atomic_add_fetch(&g_fx_epoch, 1, __ATOMIC_SEQ_CST); /* every cached (h, p) is stale now */
     br_wrunlock(&g_fxl);
     if (o == NULL)
         return;
+    fxt_wait_unused(o);
     while (__atomic_load_n(&o->refs, __ATOMIC_ACQUIRE) != 0)
         sched_yield();
     fx_free(o);
@@ -753,9 +855,25 @@ static void vp_atfork_child(void); /* vpack.c */
 static void as_atfork_prepare(void); /* astore.c */
 static void as_atfork_parent(void);
 static void as_atfork_child(void);
+/* The write lock also turns the records' cached path away (it checks `writer` after publishing
+ * busy), so no new execute starts; the ones in flight get a bounded wait to leave the plugin (a
+ * plugin execute that waits for the forking thread, e.g. for the GIL, must not hang fork). */
+static void fxt_quiesce_for_fork(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next)
+        while (x != t_fxt && __atomic_load_n(&x->busy, __ATOMIC_SEQ_CST)) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 20000000L)
+                return; /* 20 ms: fork as before this wait existed */
+            sched_yield();
+        }
+}
 static void fx_atfork_prepare(void)
 {
     br_wrlock(&g_fxl);
+    fxt_quiesce_for_fork();
     as_atfork_prepare();
 }
 static void fx_atfork_parent(void)
@@ -768,6 +886,15 @@ static void fx_atfork_child(void)
     for (size_t i = 0; i < g_fx_cap; ++i)
         if (g_fx_tab[i] != NULL)
             g_fx_tab[i]->refs = 0;
+    /* the other threads' records: their threads do not exist here */
+    for (fx_thread* x = g_fxt_head; x != NULL; x = x->next) {
+        x->busy = 0;
+        if (x != t_fxt) {
+            x->ch = x->cp = 0;
+            x->cP = x->cH = NULL;
+            x->in_use = 0;
+        }
+    }
     br_atfork_child(&g_fxl);
     vp_atfork_child();
     as_atfork_child();
@@ -789,6 +916,8 @@ static void hipdnn_cabi_fx_stats(uint64_t* out)
         hits += __atomic_load_n(&g_fxl.s[i].hits, __ATOMIC_RELAXED);
         misses += __atomic_load_n(&g_fxl.s[i].misses, __ATOMIC_RELAXED);
     }
+    for (fx_thread* x = __atomic_load_n(&g_fxt_head, __ATOMIC_ACQUIRE); x != NULL; x = x->next)
+        hits += __atomic_load_n(&x->hits, __ATOMIC_RELAXED);
     br_rdlock(&g_fxl);
     out[0] = hits;
     out[1] = misses;
@@ -811,14 +940,65 @@ static const char* fx_plugin_status_name(int st)
     }
 }
 
-/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status.
- * The pack is a C-resident one (vpack.c, held by a slot reference for the call) or one Python
- * registered here (HIPDNN_CABI_PY_VARIANT_PACK=1). */
-static int fx_execute(int64_t h, int64_t p, int64_t v)
+/* The plugin's failure as the Python path reports it (§3.9 message, same text as EnginePlugin.fail). */
+static int fx_plugin_failed(int st, fx_lasterr_fn lasterr)
 {
-    if (!g_fx_enabled)
-        return -1;
-    struct vp_state* cv = vp_acquire(v);
+    const char* err = NULL;
+    if (lasterr != NULL && lasterr(&err) != 0)
+        err = NULL;
+    char msg[HIPDNN_ERROR_STRING_MAX_LENGTH];
+    snprintf(msg, sizeof msg, "Failed to execute op graph. Status: %s(%d), Error: %s",
+             fx_plugin_status_name(st), st, err ? err : "");
+    return cfail("hipdnnBackendExecute", HIPDNN_STATUS_PLUGIN_ERROR, msg);
+}
+
+/* What a registered (plan, handle, pack) lets execute: 1 with the buffers, count, workspace of the
+ * pack, 0 when the Python path must answer (another device's memory, not finalized / overrides,
+ * a misaligned pointer: its checks and messages).  P and H are held (a lock, a reference or the
+ * thread record's busy word). */
+static int fx_exec_args(const fx_obj* P, const fx_obj* H, struct vp_state* cv, fx_obj* V,
+                        const hipdnnPluginDeviceBuffer_t** bufs, uint32_t* n, void** ws)
+{
+    uint64_t* checked;
+    /* With several GPUs in the process a C-resident pack runs here only once the Python path has
+     * found where its buffers live (vp_device) and they are on the handle's device. */
+    if (cv != NULL) {
+        if (H->dev >= 0 && __atomic_load_n(&g_fx_multi_device, __ATOMIC_RELAXED)) {
+            int64_t d = vp_device(cv);
+            if (d == -2 || (d >= 0 && d != H->dev))
+                return 0;
+        }
+        if (!vp_exec_view(cv, bufs, n, ws, &checked))
+            return 0; /* the Python path reports "not finalized" / runs the override checks */
+    } else {
+        if (V->dev >= 0 && V->dev != H->dev) /* another device's memory: the Python path says so */
+            return 0;
+        *bufs = V->bufs;
+        *n = V->n;
+        *ws = V->ws;
+        checked = &V->checked;
+    }
+    if (P->n_align && __atomic_load_n(checked, __ATOMIC_RELAXED) != P->serial) {
+        for (uint32_t i = 0; i < *n; ++i) {
+            uintptr_t ptr = (uintptr_t)(*bufs)[i].ptr;
+            if (ptr == 0)
+                continue;
+            for (uint32_t k = 0; k < P->n_align; ++k)
+                if (P->align[2 * k] == (*bufs)[i].uid) {
+                    if (ptr % (uint64_t)P->align[2 * k + 1])
+                        return 0; /* the Python path reports it */
+                    break;
+                }
+        }
+        __atomic_store_n(checked, P->serial, __ATOMIC_RELAXED);
+    }
+    return 1;
+}
+
+/* The locked path: the registry under its reader lock, references on the entries for the call.
+ * A success with a C-resident pack fills the thread's record (T, when not busy) for next time. */
+static int fx_execute_locked(int64_t h, int64_t p, int64_t v, struct vp_state* cv, fx_thread* T)
+{
     int bi = br_index();
     br_shard* me = &g_fxl.s[bi];
     br_rdlock_at(&g_fxl, bi);
@@ -830,13 +1010,6 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     /* a plan of another device: the Python path answers BAD_PARAM naming the devices */
     if (P->dev >= 0 && P->dev != H->dev)
         goto miss;
-    /* With several GPUs in the process a C-resident pack runs here only once the Python path has
-     * found where its buffers live (vp_device) and they are on the handle's device. */
-    if (cv != NULL && H->dev >= 0 && __atomic_load_n(&g_fx_multi_device, __ATOMIC_RELAXED)) {
-        int64_t d = vp_device(cv);
-        if (d == -2 || (d >= 0 && d != H->dev))
-            goto miss;
-    }
     const fx_engine* e = NULL;
     for (uint32_t i = 0; i < H->n_eng; ++i)
         if (H->eng[i].eid == P->eid) {
@@ -845,42 +1018,31 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
         }
     if (e == NULL)
         goto miss;
-    const hipdnnPluginDeviceBuffer_t* bufs;
-    uint32_t n;
-    void* ws;
-    uint64_t* checked;
-    if (cv != NULL) {
-        if (!vp_exec_view(cv, &bufs, &n, &ws, &checked))
-            goto miss; /* the Python path reports "not finalized" / runs the override checks */
-    } else {
+    if (cv == NULL) {
         V = fx_find(v);
         if (V == NULL || V->kind != FX_VP)
             goto miss;
-        if (V->dev >= 0 && V->dev != H->dev) /* another device's memory: the Python path says so */
-            goto miss;
-        bufs = V->bufs;
-        n = V->n;
-        ws = V->ws;
-        checked = &V->checked;
     }
-    if (P->n_align && __atomic_load_n(checked, __ATOMIC_RELAXED) != P->serial) {
-        for (uint32_t i = 0; i < n; ++i) {
-            uintptr_t ptr = (uintptr_t)bufs[i].ptr;
-            if (ptr == 0)
-                continue;
-            for (uint32_t k = 0; k < P->n_align; ++k)
-                if (P->align[2 * k] == bufs[i].uid) {
-                    if (ptr % (uint64_t)P->align[2 * k + 1])
-                        goto miss; /* the Python path reports it */
-                    break;
-                }
-        }
-        __atomic_store_n(checked, P->serial, __ATOMIC_RELAXED);
-    }
+    const hipdnnPluginDeviceBuffer_t* bufs;
+    uint32_t n;
+    void* ws;
+    if (!fx_exec_args(P, H, cv, V, &bufs, &n, &ws))
+        goto miss;
     hipdnnEnginePluginHandle_t ph = e->ph;
     fx_exec_fn exec = e->exec;
     fx_lasterr_fn lasterr = e->lasterr;
     hipdnnEnginePluginExecutionContext_t ctx = P->ctx;
+    if (cv != NULL && T != NULL && !T->busy) { /* entries and epoch as this lock sees them */
+        T->ch = h;
+        T->cp = p;
+        T->cepoch = __atomic_load_n(&g_fx_epoch, __ATOMIC_RELAXED);
+        T->ph = ph;
+        T->exec = exec;
+        T->lasterr = lasterr;
+        T->ctx = ctx;
+        __atomic_store_n(&T->cP, P, __ATOMIC_RELEASE);
+        __atomic_store_n(&T->cH, H, __ATOMIC_RELEASE);
+    }
     __atomic_add_fetch(&P->refs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&H->refs, 1, __ATOMIC_RELAXED);
     if (V != NULL)
@@ -888,16 +1050,7 @@ static int fx_execute(int64_t h, int64_t p, int64_t v)
     br_rdunlock_at(&g_fxl, bi);
 
     int st = (int)exec(ph, ctx, ws, bufs, n);
-    int rc = HIPDNN_STATUS_SUCCESS;
-    if (st != 0) {
-        const char* err = NULL;
-        if (lasterr != NULL && lasterr(&err) != 0)
-            err = NULL;
-        char msg[HIPDNN_ERROR_STRING_MAX_LENGTH];
-        snprintf(msg, sizeof msg, "Failed to execute op graph. Status: %s(%d), Error: %s",
-                 fx_plugin_status_name(st), st, err ? err : "");
-        rc = cfail("hipdnnBackendExecute", HIPDNN_STATUS_PLUGIN_ERROR, msg);
-    }
+    int rc = st != 0 ? fx_plugin_failed(st, lasterr) : HIPDNN_STATUS_SUCCESS;
     if (V != NULL)
         __atomic_sub_fetch(&V->refs, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&H->refs, 1, __ATOMIC_RELEASE);
@@ -912,6 +1065,45 @@ miss:
         vp_release(cv);
     __atomic_add_fetch(&me->misses, 1, __ATOMIC_RELAXED);
     return -1;
+}
+
+/* Returns -1 when (h, plan, vp) is not fully registered (→ the Python path), else the status.
+ * The pack is a C-resident one (vpack.c, held by a slot reference for the call) or one Python
+ * registered here (HIPDNN_CABI_PY_VARIANT_PACK=1).  The thread's record answers a repeated (h, p)
+ * with a C-resident pack without the registry (see fx_thread); anything else takes the lock. */
+static int fx_execute(int64_t h, int64_t p, int64_t v)
+{
+    if (!g_fx_enabled)
+        return -1;
+    struct vp_state* cv = vp_acquire(v);
+    fx_thread* T = t_fxt;
+    if (__builtin_expect(T == NULL, 0))
+        T = fxt_self_slow();
+    if (cv != NULL && T != NULL && T->cp == p && T->ch == h && !T->busy) {
+        __atomic_exchange_n(&T->busy, 1, __ATOMIC_SEQ_CST);
+        /* a writer (registration, removal, fork) holds the registry: the locked path waits */
+        if (__atomic_load_n(&g_fx_epoch, __ATOMIC_SEQ_CST) == T->cepoch
+            && !__atomic_load_n(&g_fxl.writer, __ATOMIC_SEQ_CST)) {
+            /* cP / cH are held: a removal waits for busy to drop */
+            const hipdnnPluginDeviceBuffer_t* bufs;
+            uint32_t n;
+            void* ws;
+            if (!fx_exec_args(T->cP, T->cH, cv, NULL, &bufs, &n, &ws)) {
+                __atomic_store_n(&T->busy, 0, __ATOMIC_RELEASE);
+                vp_release(cv);
+                return -1;
+            }
+            int st = (int)T->exec(T->ph, T->ctx, ws, bufs, n);
+            /* the plugin's message while the handle entry is still held (its plugin loaded) */
+            int rc = st != 0 ? fx_plugin_failed(st, T->lasterr) : HIPDNN_STATUS_SUCCESS;
+            __atomic_store_n(&T->busy, 0, __ATOMIC_RELEASE);
+            vp_release(cv);
+            __atomic_store_n(&T->hits, T->hits + 1, __ATOMIC_RELAXED);
+            return rc;
+        }
+        __atomic_store_n(&T->busy, 0, __ATOMIC_RELEASE);
+    }
+    return fx_execute_locked(h, p, v, cv, T);
 }
 
 HX hipdnnStatus_t hipdnnBackendExecute(hipdnnHandle_t handle, hipdnnBackendDescriptor_t executionPlan,

@@ -178,7 +178,8 @@ struct HipdnnEnginePluginExecutionContext
     uint8_t* graph; /* copy of the Graph FlatBuffer, for serialization */
     size_t graph_size;
     float** scratch; /* per tensor: plugin-owned storage of virtual intermediates */
-    pthread_mutex_t run_lock; /* serializes use of scratch */
+    int has_scratch; /* some used tensor is virtual: executes without overrides share scratch */
+    pthread_mutex_t run_lock; /* serializes use of scratch (only taken when has_scratch) */
 };
 
 typedef struct cs_reg_entry
@@ -239,6 +240,27 @@ static void cs_wrunlock(void)
 {
     __atomic_store_n(&g_reg_writer, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&g_reg_wmu);
+}
+
+/* fork(): only the forking thread lives on in the child, so no reader is inside the registry there
+   (a thread that was inside an execute at the fork left its shard counted); the child starts with
+   empty shards and a fresh writer mutex.  pthread_atfork ties the handler to this library (glibc
+   drops it at dlclose). */
+static void cs_atfork_child(void)
+{
+    for(int i = 0; i < CS_RD_SHARDS; i++)
+        g_reg_rd[i].readers = 0;
+    g_reg_writer = 0;
+    pthread_mutex_init(&g_reg_wmu, NULL);
+    pthread_mutex_init(&g_log_lock, NULL);
+}
+
+#if defined(__GNUC__)
+__attribute__((constructor))
+#endif
+static void cs_registry_load(void)
+{
+    pthread_atfork(NULL, NULL, cs_atfork_child);
 }
 
 /* Release the registry's array when the library is unloaded (dlclose). Objects a host leaked stay leaked. */
@@ -793,6 +815,7 @@ static hipdnnPluginStatus_t cs_context_new(const char* func, const hipdnnPluginC
         int64_t n = cs_elements(t);
         int64_t uid = t->uid;
         ctx->scratch[i] = malloc((size_t)n * sizeof(float));
+        ctx->has_scratch = 1;
         if(ctx->scratch[i] == NULL)
         {
             cs_context_free(ctx); /* t points into ctx: use the copies below */
@@ -971,6 +994,8 @@ static hipdnnPluginStatus_t cs_apply_overrides(const char* func, const cs_progra
     return st;
 }
 
+#define CS_SMALL_TENSORS 16 /* graphs with at most this many tensors bind their pointers on the stack */
+
 static hipdnnPluginStatus_t cs_execute(const char* func, hipdnnEnginePluginHandle_t handle,
                                        hipdnnEnginePluginExecutionContext_t execution_context,
                                        const hipdnnPluginDeviceBuffer_t* device_buffers, uint32_t num_device_buffers,
@@ -978,28 +1003,49 @@ static hipdnnPluginStatus_t cs_execute(const char* func, hipdnnEnginePluginHandl
                                        const uint32_t* override_lengths, const int64_t* const* override_shapes,
                                        const int64_t* const* override_strides)
 {
-    hipdnnPluginStatus_t st = cs_check_handle(func, handle);
+    hipdnnPluginStatus_t st = HIPDNN_PLUGIN_STATUS_SUCCESS;
+    if(handle == NULL)
+        return cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "engine plugin handle is NULL");
+    /* One reader section for both lookups (the handle, then the context with a reference); the
+       checks below still answer in the order of the messages: handle, context NULL, buffers,
+       overrides, context unknown. */
+    cs_obj* o = NULL;
+    cs_rd_shard* rs = cs_rdlock();
+    int handle_ok = cs_reg_find_locked(handle, CS_KIND_HANDLE) >= 0;
+    if(handle_ok && execution_context != NULL && cs_reg_find_locked(execution_context, CS_KIND_CONTEXT) >= 0)
+    {
+        o = (cs_obj*)(void*)execution_context;
+        __atomic_add_fetch(&o->refs, 1u, __ATOMIC_ACQ_REL);
+    }
+    cs_rdunlock(rs);
+    if(!handle_ok)
+        st = cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "unknown or destroyed engine plugin handle %p",
+                     (void*)handle);
+    else if(execution_context == NULL)
+        st = cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "execution_context is NULL");
+    else if(device_buffers == NULL && num_device_buffers > 0)
+        st = cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "device_buffers is NULL but num_device_buffers is %u",
+                     (unsigned)num_device_buffers);
+    else if(num_overrides > 0 && (override_unique_ids == NULL || override_lengths == NULL || override_shapes == NULL))
+        st = cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "override arrays are NULL but num_overrides is %u",
+                     (unsigned)num_overrides);
+    else if(o == NULL)
+        st = cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "unknown or destroyed execution context %p",
+                     (void*)execution_context);
     if(st != HIPDNN_PLUGIN_STATUS_SUCCESS)
+    {
+        if(o != NULL)
+            cs_release(o);
         return st;
-    if(execution_context == NULL)
-        return cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "execution_context is NULL");
-    if(device_buffers == NULL && num_device_buffers > 0)
-        return cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "device_buffers is NULL but num_device_buffers is %u",
-                       (unsigned)num_device_buffers);
-    if(num_overrides > 0 && (override_unique_ids == NULL || override_lengths == NULL || override_shapes == NULL))
-        return cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "override arrays are NULL but num_overrides is %u",
-                       (unsigned)num_overrides);
-    cs_obj* o = cs_acquire(execution_context, CS_KIND_CONTEXT);
-    if(o == NULL)
-        return cs_fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, func, "unknown or destroyed execution context %p",
-                       (void*)execution_context);
+    }
     struct HipdnnEnginePluginExecutionContext* ctx = (struct HipdnnEnginePluginExecutionContext*)o;
     const cs_program* prog = &ctx->prog;
     int32_t nt = prog->n_tensors;
 
     cs_tensor* own_tensors = NULL;
     float** own_scratch = NULL;
-    float** ptrs = calloc((size_t)nt, sizeof *ptrs);
+    float* ptrs_small[CS_SMALL_TENSORS] = {0}; /* small graphs: no allocation per execute */
+    float** ptrs = nt <= CS_SMALL_TENSORS ? ptrs_small : calloc((size_t)nt, sizeof *ptrs);
     const cs_tensor* tensors = prog->tensors;
     int locked = 0;
     if(ptrs == NULL)
@@ -1075,7 +1121,7 @@ static hipdnnPluginStatus_t cs_execute(const char* func, hipdnnEnginePluginHandl
         ptrs[i] = (float*)found->ptr;
     }
 
-    if(own_scratch == NULL)
+    if(own_scratch == NULL && ctx->has_scratch)
     {
         pthread_mutex_lock(&ctx->run_lock); /* the context's scratch is shared by concurrent executions */
         locked = 1;
@@ -1090,7 +1136,8 @@ done:
             free(own_scratch[i]);
     free(own_scratch);
     free(own_tensors);
-    free(ptrs);
+    if(ptrs != ptrs_small)
+        free(ptrs);
     cs_release(o);
     return st;
 }

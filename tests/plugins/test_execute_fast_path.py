@@ -307,3 +307,120 @@ print(json.dumps({"bad": bad[:5], "ys": [list(y) for y in ys],
     assert r["bad"] == []
     assert all(y == [2.0, 3.0, 4.0, 5.0] for y in r["ys"])
     assert r["fast"] > 1000
+
+
+def test_destroy_cached_plan_and_handle_while_threads_execute(c_sample):
+    # the thread records' cached (handle, plan) path (cdef/shims.c, fx_thread): threads keep
+    # executing the current (handle, plan) while another thread replaces and destroys them; an
+    # execute racing a destroy either runs (0) or is refused as a destroyed id on the Python path,
+    # never reaches the plugin with a freed execution context or plugin handle (the C sample
+    # plugin would answer PLUGIN_ERROR "unknown or destroyed ..."), never crashes
+    r = py(SETUP + """
+import threading, time
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [1, 1, 1, 1])
+ys = [ffi.new("float[4]") for _ in range(4)]
+cur = [h, p]
+seen = {}
+ok = [0] * 4
+stop = threading.Event()
+def worker(i):
+    vp = variant_pack([1, 2, 3], [addr(x), addr(b), addr(ys[i])])
+    while not stop.is_set():
+        hh, pp = cur[0], cur[1]
+        for _ in range(50):
+            st = lib.hipdnnBackendExecute(hh, pp, vp)
+            if st:
+                seen.setdefault((st, err()[:60]), 0)
+                break
+            ok[i] += 1
+    lib.hipdnnBackendDestroyDescriptor(vp)
+def churn():
+    for r in range(60):
+        h2 = create_handle()
+        st, q = plan_for(cfgs[0])
+        old = cur[:]
+        cur[0], cur[1] = h2, q
+        time.sleep(0.001)
+        if old[1] is not p:
+            lib.hipdnnBackendDestroyDescriptor(old[1])
+        if old[0] is not h:
+            lib.hipdnnDestroy(old[0])
+    stop.set()
+ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+c = threading.Thread(target=churn)
+for t in ts: t.start()
+c.start(); c.join()
+for t in ts: t.join()
+print(json.dumps({"seen": sorted([list(k) for k in seen]), "ok": ok, "ys": [list(y) for y in ys],
+                  "fast": bexec.fast_path_stats()["fast"],
+                  "after": lib.hipdnnBackendExecute(h, p, variant_pack([1, 2, 3], [addr(x), addr(b), addr(ys[0])]))}))
+""", {"HIPDNN_PLUGIN_DIR": c_sample})
+    plugin_error = 14  # HIPDNN_STATUS_PLUGIN_ERROR: the plugin saw a freed object
+    assert all(st != plugin_error and "unknown or destroyed" not in msg for st, msg in r["seen"]), r["seen"]
+    assert all(y == [2.0, 3.0, 4.0, 5.0] for y in r["ys"])
+    assert min(r["ok"]) > 0 and r["fast"] > 1000 and r["after"] == 0, r
+
+
+def test_fork_while_a_thread_executes_on_its_record(c_sample, tmp_path):
+    # fork() while another thread is inside a cached execute (its record busy; a C loop, so it is
+    # in an execute most of the time): the child has no such thread, so destroying the plan and
+    # handle there must not wait for it (fx_atfork_child clears the other threads' records); the
+    # child's own executes still take the fast path
+    src = tmp_path / "spin.c"
+    src.write_text("""
+#include <stdint.h>
+typedef int (*exec_fn)(void*, void*, void*);
+static volatile int g_stop;
+long spin(uint64_t fn, void* h, void* p, void* vp)
+{
+    exec_fn f = (exec_fn)(uintptr_t)fn; long n = 0;
+    while (!g_stop) { f(h, p, vp); ++n; }
+    return n;
+}
+void spin_stop(void) { g_stop = 1; }
+""")
+    so = tmp_path / "libspin.so"
+    import subprocess
+    r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(so)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip("no C compiler: " + r.stderr[-200:])
+    r = py(SETUP + """
+import os, threading, time
+ffi.cdef("long spin(uint64_t fn, void* h, void* p, void* vp); void spin_stop(void);")
+spinlib = ffi.dlopen(%r)
+ex = int(ffi.cast("uintptr_t", ffi.addressof(lib, "hipdnnBackendExecute")))
+x = ffi.new("float[4]", [1, 2, 3, 4]); b = ffi.new("float[4]", [1, 1, 1, 1]); y = ffi.new("float[4]")
+y2 = ffi.new("float[4]")
+vp = variant_pack([1, 2, 3], [addr(x), addr(b), addr(y)])
+vp2 = variant_pack([1, 2, 3], [addr(x), addr(b), addr(y2)])
+assert lib.hipdnnBackendExecute(h, p, vp2) == 0  # registered: the spinning thread's executes are C
+n = []
+t = threading.Thread(target=lambda: n.append(spinlib.spin(ex, h, p, vp2))); t.start()
+time.sleep(0.05)
+codes = []
+for k in range(8):
+    assert lib.hipdnnBackendExecute(h, p, vp) == 0
+    pid = os.fork()
+    if pid == 0:
+        s0 = bexec.fast_path_stats()["fast"]
+        ok = lib.hipdnnBackendExecute(h, p, vp) == 0 and lib.hipdnnBackendExecute(h, p, vp) == 0
+        fast = bexec.fast_path_stats()["fast"] - s0
+        st, q = plan_for(cfgs[0])
+        ok = ok and lib.hipdnnBackendExecute(h, q, vp) == 0 and lib.hipdnnBackendExecute(h, q, vp) == 0
+        ok = ok and lib.hipdnnBackendDestroyDescriptor(q) == 0 and lib.hipdnnBackendDestroyDescriptor(p) == 0
+        ok = ok and lib.hipdnnDestroy(h) == 0 and fast >= 1
+        os._exit(0 if ok else 3)
+    for _ in range(100):  # at most 10 s: a child waiting for a thread it does not have never ends
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            codes.append(os.waitstatus_to_exitcode(status))
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9); os.waitpid(pid, 0); codes.append("hung")
+        break
+spinlib.spin_stop(); t.join()
+print(json.dumps({"codes": codes, "y": list(y2), "spun": n[0]}))
+""" % str(so), {"HIPDNN_PLUGIN_DIR": c_sample})
+    assert r["codes"] == [0] * 8, r
+    assert r["y"] == [2.0, 3.0, 4.0, 5.0] and r["spun"] > 1000
