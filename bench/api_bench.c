@@ -1,7 +1,7 @@
 /* Per-call cost of the backend's hot attribute paths vs. an empty C function (the C floor), and
  * the same calls from 1/2/4/8 C threads (aggregate calls per second).
  * Usage: api_bench <iterations> [max threads: 8, at most 64]. Prints one JSON object. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "hipdnn_backend.h"
+#include "bench_threads.h"
 
 __attribute__((noinline)) hipdnnStatus_t empty_fn(hipdnnBackendDescriptor_t d, int64_t* x)
 {
@@ -40,16 +41,16 @@ static const char* g_only; /* API_BENCH_ONLY=<label>: run just that loop once (f
         first = 0;                                                            \
     } while (0)
 
-/* ---- threads: each thread its own descriptors; aggregate calls/s.  The threads start together
- * (a barrier) and each runs its loop `n` times; the C floor (an empty call through a function
- * pointer, plus the same loop) is measured the same way in the same run, so its scaling shows what
- * the machine itself allows (2 shared cores here). */
+/* ---- threads: each thread its own descriptors; aggregate calls/s over one window
+ * (bench_threads.h: pinned threads, a barrier, chunks until the stop flag).  The C floor (an
+ * empty call through a function pointer) is measured the same way in the same run, so its
+ * scaling shows what the machine itself allows (2 shared cores here). */
 enum { K_FLOOR, K_TENSOR_SET_GET, K_TENSOR_CREATE_DESTROY, K_VP_SET_GET, K_VP_CREATE_DESTROY, K_COUNT };
 static const char* k_names[K_COUNT] = {"c_floor", "tensor_set_get", "tensor_create_destroy", "vp_set_get",
                                        "vp_create_destroy"};
 static const int k_calls[K_COUNT] = {1, 2, 2, 2, 2}; /* API calls per loop iteration */
 /* each thread's argument block on cache lines of its own */
-typedef struct { int kind; long n; pthread_barrier_t* bar; double t0, t1; } __attribute__((aligned(128))) targ;
+typedef struct { int kind; bt_clock clk; } __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
@@ -74,41 +75,40 @@ static void* tmain(void* a_)
         hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t2);
     else if (a->kind == K_VP_SET_GET)
         hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &t2);
-    pthread_barrier_wait(a->bar);
-    a->t0 = now();
-    switch (a->kind) {
+    const long n = a->clk.chunk;
+    bt_begin(&a->clk);
+    do switch (a->kind) {
     case K_FLOOR:
-        for (long i = 0; i < a->n; ++i)
+        for (long i = 0; i < n; ++i)
             g_empty(d, &v);
         break;
     case K_TENSOR_SET_GET:
-        for (long i = 0; i < a->n; ++i) {
+        for (long i = 0; i < n; ++i) {
             hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &v);
             hipdnnBackendGetAttribute(d, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 3, &cnt, out);
         }
         break;
     case K_TENSOR_CREATE_DESTROY:
-        for (long i = 0; i < a->n; ++i) {
+        for (long i = 0; i < n; ++i) {
             hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &d);
             hipdnnBackendDestroyDescriptor(d);
         }
         d = NULL;
         break;
     case K_VP_SET_GET:
-        for (long i = 0; i < a->n; ++i) {
+        for (long i = 0; i < n; ++i) {
             hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, uids);
             hipdnnBackendGetAttribute(d, HIPDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, HIPDNN_TYPE_INT64, 3, &cnt, out);
         }
         break;
     case K_VP_CREATE_DESTROY:
-        for (long i = 0; i < a->n; ++i) {
+        for (long i = 0; i < n; ++i) {
             hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &d);
             hipdnnBackendDestroyDescriptor(d);
         }
         d = NULL;
         break;
-    }
-    a->t1 = now();
+    } while (bt_more(&a->clk));
     if (d != NULL && a->kind != K_FLOOR)
         hipdnnBackendDestroyDescriptor(d);
     if (t2 != NULL)
@@ -116,24 +116,13 @@ static void* tmain(void* a_)
     return NULL;
 }
 
-static double threads_rate(int T, int kind, long n)
+/* calls/s of T threads running `kind` for `window` seconds, in chunks of `chunk` iterations */
+static double threads_rate(int T, int kind, long chunk, double window)
 {
-    pthread_t th[64];
     static targ a[64];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, (unsigned)T);
-    for (int t = 0; t < T; ++t) {
-        a[t] = (targ){kind, n, &bar, 0, 0};
-        pthread_create(&th[t], NULL, tmain, &a[t]);
-    }
-    double t0 = 1e300, t1 = 0;
-    for (int t = 0; t < T; ++t) {
-        pthread_join(th[t], NULL);
-        if (a[t].t0 < t0) t0 = a[t].t0;
-        if (a[t].t1 > t1) t1 = a[t].t1;
-    }
-    pthread_barrier_destroy(&bar);
-    return (double)T * n * k_calls[kind] / (t1 - t0);
+    for (int t = 0; t < T; ++t)
+        a[t] = (targ){.kind = kind, .clk = {.chunk = chunk}};
+    return bt_window(T, tmain, a, sizeof a[0], offsetof(targ, clk), window) * k_calls[kind];
 }
 
 int main(int argc, char** argv)
@@ -217,18 +206,17 @@ int main(int argc, char** argv)
         hipdnnBackendDestroyDescriptor(vp);
     });
     if (!g_only) {
-        /* each thread runs ~20 ms alone: n_t iterations sized from the 1-thread time */
+        /* windows of 50 ms, chunks of ~0.1 ms (sized from a one-thread window), best of 5 */
         printf(", \"threads\": {");
         for (int k = 0; k < K_COUNT; ++k) {
-            long nt = 20000;
-            double r1 = threads_rate(1, k, nt);
-            nt = (long)(0.02 * r1 / k_calls[k]);
-            if (nt < 2000) nt = 2000;
+            double r1 = threads_rate(1, k, 256, 0.02);
+            long chunk = (long)(1e-4 * r1 / k_calls[k]);
+            if (chunk < 16) chunk = 16;
             printf("%s\"%s_calls_per_s\": {", k ? ", " : "", k_names[k]);
             for (int T = 1; T <= tmax; T *= 2) {
                 double best = 0;
-                for (int r = 0; r < 3; ++r) {
-                    double x = threads_rate(T, k, nt);
+                for (int r = 0; r < 5; ++r) {
+                    double x = threads_rate(T, k, chunk, 0.05);
                     if (x > best) best = x;
                 }
                 printf("%s\"%d\": %.0f", T > 1 ? ", " : "", T, best);

@@ -37,12 +37,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LOOP_C = r"""
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <time.h>
 #include "hipdnn_backend.h"
+#include "bench_threads.h"
 typedef int (*exec_fn)(void*, void*, void*);
 typedef int (*plugin_fn)(void*, void*, void*, const void*, uint32_t);
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
@@ -127,55 +129,47 @@ static int steps_once(int mode, void* h, void* p, const int64_t* uids, void* con
     return s;
 }
 /* T threads, thread t on handle hs[t] with its own plan ps[t] (plugin handle phs[t], context ctxs[t]),
- * buffers ptrs[3t..3t+2] and (mode 4) finalized pack vps[t]; they start together (a barrier):
- * aggregate calls/s.  Each thread's argument block is on cache lines of its own. */
-typedef struct { void* h; void* p; const int64_t* uids; void* const* ptrs; int nb; long n; int mode; int st;
-                 uint64_t fn; void* ph; void* ctx; void* vp; pthread_barrier_t* bar; double t0, t1; }
+ * buffers ptrs[3t..3t+2] and (mode 4) finalized pack vps[t]: aggregate calls/s over one window of
+ * `window` seconds (bench_threads.h: pinned threads, a barrier, chunks of n calls until the stop
+ * flag).  Each thread's argument block is on cache lines of its own. */
+typedef struct { void* h; void* p; const int64_t* uids; void* const* ptrs; int nb; int mode; int st;
+                 uint64_t fn; void* ph; void* ctx; void* vp; bt_clock clk; }
     __attribute__((aligned(128))) targ;
 static void* tmain(void* a_)
 {
     targ* a = (targ*)a_;
-    pthread_barrier_wait(a->bar);
-    double t0 = now();
-    if (a->mode == 0) {
-        loop_frontend(a->h, a->p, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
-    } else if (a->mode == 1) {
-        loop_frontend_floor(a->fn, a->ph, a->ctx, a->uids, a->ptrs, a->nb, NULL, a->n, &a->st);
-    } else if (a->mode == 5) { /* the plugin's own ExecuteOpGraph, the thread's buffers (no pack) */
-        dbuf b[16];
-        for (int k = 0; k < a->nb; ++k) { b[k].uid = a->uids[k]; b[k].ptr = a->ptrs[k]; }
-        a->st = 0;
-        loop_plugin(a->fn, a->ph, a->ctx, NULL, b, (uint32_t)a->nb, a->n, &a->st);
-    } else {
-        int s = 0;
-        for (long i = 0; i < a->n; ++i) s |= steps_once(a->mode, a->h, a->p, a->uids, a->ptrs, a->nb, a->vp);
-        a->st = s;
-    }
-    a->t1 = now();
-    a->t0 = t0;
+    const long n = a->clk.chunk;
+    dbuf b[16];
+    for (int k = 0; k < a->nb && k < 16; ++k) { b[k].uid = a->uids[k]; b[k].ptr = a->ptrs[k]; }
+    int s = 0;
+    bt_begin(&a->clk);
+    do {
+        int st = 0;
+        if (a->mode == 0) {
+            loop_frontend(a->h, a->p, a->uids, a->ptrs, a->nb, NULL, n, &st);
+        } else if (a->mode == 1) {
+            loop_frontend_floor(a->fn, a->ph, a->ctx, a->uids, a->ptrs, a->nb, NULL, n, &st);
+        } else if (a->mode == 5) { /* the plugin's own ExecuteOpGraph, the thread's buffers (no pack) */
+            loop_plugin(a->fn, a->ph, a->ctx, NULL, b, (uint32_t)a->nb, n, &st);
+        } else {
+            for (long i = 0; i < n; ++i) st |= steps_once(a->mode, a->h, a->p, a->uids, a->ptrs, a->nb, a->vp);
+        }
+        s |= st;
+    } while (bt_more(&a->clk));
+    a->st = s;
     return NULL;
 }
 double threads_run(int T, void** hs, void** ps, const int64_t* uids, void* const* ptrs, int nb, long n, int mode,
-                   uint64_t fn, void** phs, void** ctxs, void** vps, int* st)
+                   uint64_t fn, void** phs, void** ctxs, void** vps, double window, int* st)
 {
-    pthread_t th[64];
     static targ a[64];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, (unsigned)T);
-    for (int t = 0; t < T; ++t) {
-        a[t] = (targ){hs[t], ps[t], uids, ptrs + 3 * t, nb, n, mode, 0, fn, phs[t], ctxs[t], vps[t], &bar, 0, 0};
-        pthread_create(&th[t], NULL, tmain, &a[t]);
-    }
+    for (int t = 0; t < T; ++t)
+        a[t] = (targ){hs[t], ps[t], uids, ptrs + 3 * t, nb, mode, 0, fn, phs[t], ctxs[t], vps[t], {.chunk = n}};
+    double r = bt_window(T, tmain, a, sizeof a[0], offsetof(targ, clk), window);
     int s = 0;
-    double t0 = 1e300, t1 = 0;
-    for (int t = 0; t < T; ++t) {
-        pthread_join(th[t], NULL); s |= a[t].st;
-        if (a[t].t0 < t0) t0 = a[t].t0;
-        if (a[t].t1 > t1) t1 = a[t].t1;
-    }
-    pthread_barrier_destroy(&bar);
+    for (int t = 0; t < T; ++t) s |= a[t].st;
     *st = s;
-    return (double)T * n / (t1 - t0);
+    return r;
 }
 """
 
@@ -221,7 +215,8 @@ def build(tmp):
         f.write(LOOP_C)
     so = os.path.join(tmp, "libbench_loops.so")
     libdir = os.path.join(ROOT, "hipdnn_cabi", "lib")
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-I", os.path.join(ROOT, "include"), src, "-o", so,
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-I", os.path.join(ROOT, "include"),
+                    "-I", os.path.join(ROOT, "bench"), src, "-o", so,
                     "-L", libdir, "-lhipdnn_backend", f"-Wl,-rpath,{libdir}", "-pthread"], check=True)
     return so
 
@@ -264,7 +259,7 @@ def main():
                                            void* const* ptrs, int nb, void* ws, long n, int* st);
                 double threads_run(int T, void** hs, void** ps, const int64_t* uids, void* const* ptrs,
                                    int nb, long n, int mode, uint64_t fn, void** phs, void** ctxs,
-                                   void** vps, int* st);""")
+                                   void** vps, double window, int* st);""")
     loops = ffi.dlopen(loops_so)
     n, reps = args.n, args.reps
     h = create_handle()
@@ -390,8 +385,8 @@ def main():
         vps.append(v)  # kept: the reused-pack rows (steps)
     hs_c, ps_c, vps_c = ffi.new("void*[]", hs), ffi.new("void*[]", ps), ffi.new("void*[]", vps)
     phs_c, ctxs_c = ffi.new("void*[]", phs), ffi.new("void*[]", ctxs)
-    # each thread runs ~40 ms a sample (sized from the one-thread time), best of max(reps, 7)
-    nt = max(int(0.04 / max(t_fe, 1e-8)), 1000)
+    # windows of 50 ms, chunks of ~0.1 ms of one thread's work, best of max(reps, 7)
+    nt = max(int(1e-4 / max(t_fe, 1e-8)), 16)
     treps = max(reps, 7)
     kinds = (("frontend_style", 0), ("c_floor", 1), ("step_create_destroy", 2),
              ("step_pack_cycle", 3), ("step_execute_reused_pack", 4), ("step_plugin_execute", 5))
@@ -401,8 +396,8 @@ def main():
         row = {}
         for label, mode in kinds:
             k = nt if mode < 2 else 2 * nt
-            r = max(loops.threads_run(T, hs_c, ps_c, uids_c, ptrs_t, 3, k, mode, fnp, phs_c, ctxs_c, vps_c, ist)
-                    for _ in range(treps))
+            r = max(loops.threads_run(T, hs_c, ps_c, uids_c, ptrs_t, 3, k, mode, fnp, phs_c, ctxs_c, vps_c,
+                                      0.05, ist) for _ in range(treps))
             assert ist[0] == 0, (label, T, ist[0])
             row[label + "_calls_per_s"] = round(r)
         thr[str(T)] = row
@@ -416,7 +411,8 @@ def main():
                    "machine gives (2 shared cores here); step_* = parts of frontend_style alone: "
                    "create+destroy of a pack, create+3 sets+finalize+destroy, execute of a reused pack, "
                    "the plugin's own ExecuteOpGraph on the thread's buffers (no backend call); "
-                   "best of %d samples of ~40 ms per thread" % treps)
+                   "aggregate calls over the wall time of one 50 ms window, threads pinned one per CPU "
+                   "while they fit (bench/bench_threads.h); best of %d windows" % treps)
     thr["cpus"] = os.cpu_count()
     so["threads"] = thr
     for v in vps:
