@@ -195,3 +195,38 @@ def test_torch_like_tensors_are_cached_and_storage_moves_are_seen(handle, resolv
     assert resolves[0] == n0 + 2
     close(other, np.maximum(xa, 0))
     g.close()
+
+
+def test_new_torch_like_objects_on_the_same_memory_reuse_the_pack(handle, resolves):
+    """torch buffers are kept by value: a NEW tensor object with the same fingerprint (what the
+    caching allocator gives `torch.empty_like(x)` in a loop) is one execute on the kept pack; a
+    new object elsewhere, or of another shape / dtype, takes the full path with its checks; the
+    entry keeps no buffer alive."""
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(8), (4, 8)), np.empty((4, 8), np.float32)
+    g.execute({x: Tensor(xa), y: Tensor(ya)})
+    n0 = resolves[0]
+    assert n0 == 2 and len(g._fcache) == 1 and not g._xcache
+    for i in range(3):
+        xa[:] = rand(rng(20 + i), (4, 8))
+        yt = Tensor(ya)
+        ref = weakref.ref(yt)
+        g.execute({x: Tensor(xa), y: yt})       # new objects, same memory: no resolution
+        close(ya, np.maximum(xa, 0))
+        del yt
+        gc.collect()
+        assert ref() is None                    # not kept alive by the cache
+    assert resolves[0] == n0
+    other = np.empty((4, 8), np.float32)
+    g.execute({x: Tensor(xa), y: Tensor(other)})  # new memory: full path, a second entry
+    assert resolves[0] == n0 + 2 and len(g._fcache) == 2
+    close(other, np.maximum(xa, 0))
+    with pytest.raises(BadParamError):           # a wrong dtype at the same address: checked
+        g.execute({x: Tensor(xa), y: Tensor(ya.view(np.int32))})
+    with pytest.raises(BadParamError):           # too small (same address, other shape)
+        g.execute({x: Tensor(xa), y: Tensor(ya[:2])})
+    for _ in range(3 * g._XCACHE_MAX):           # bounded
+        g.execute({x: Tensor(xa), y: Tensor(np.empty((4, 8), np.float32))})
+    assert len(g._fcache) <= g._XCACHE_MAX
+    g.close()
+    assert not g._fcache

@@ -135,17 +135,25 @@ class ExecutionMixin:
         the plan of an engine that can is built (once, cached per memory kind) and run
         instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`."""
         cache = self.__dict__.get("_xcache")
-        key = _xkey(variant_pack, workspace, handle)
         if cache:
-            e = cache.get(key)
+            e = cache.get(_xkey(variant_pack, workspace, handle))
             if e is not None and e.valid(self, variant_pack, workspace, handle):
                 st = e.execute(e.h_raw, e.plan, e.vp)
                 if st:
                     self.api.check(st, "hipdnnBackendExecute")
                 return self
-        return self._execute_slow(variant_pack, workspace, handle, key)
+        cache = self.__dict__.get("_fcache")
+        if cache:
+            fkey = _fkey(variant_pack, workspace, handle)
+            e = cache.get(fkey) if fkey is not None else None
+            if e is not None and e.valid(self, variant_pack, workspace, handle):
+                st = e.execute(e.h_raw, e.plan, e.vp)
+                if st:
+                    self.api.check(st, "hipdnnBackendExecute")
+                return self
+        return self._execute_slow(variant_pack, workspace, handle)
 
-    def _execute_slow(self, variant_pack, workspace, handle, xkey):
+    def _execute_slow(self, variant_pack, workspace, handle):
         """Every check, a new variant pack; then (all buffers cacheable) the pack is kept for the
         next executes with the same objects (see :class:`_XEntry`)."""
         self._need_plan()
@@ -211,7 +219,7 @@ class ExecutionMixin:
             a.finalize(vp, "finalize variant pack")
             h_raw = h.raw
             a.check(a.lib.hipdnnBackendExecute(h_raw, plan, vp), "hipdnnBackendExecute")
-            cached = self._xcache_put(xkey, vp, h_raw, variant_pack, workspace, handle, keep)
+            cached = self._xcache_put(vp, h_raw, variant_pack, workspace, handle, keep)
         finally:
             if not cached:
                 a.destroy(vp)
@@ -227,19 +235,32 @@ class ExecutionMixin:
     # was made.  Entries hold weak references to the user's buffers (a dead buffer drops its
     # entries), strong ones to what the pack points into that the frontend made (scalar arrays,
     # workspaces).  Not thread-safe for concurrent executes of one Graph (neither is the rest).
+    #
+    # A call whose buffers are all torch tensors or numbers is kept by value instead (_fcache,
+    # key: _fkey): the handle's identity, the keys and each buffer's fingerprint (data pointer,
+    # dtype, shape, strides, device, requires_grad) or number.  Every check of the slow path is a
+    # function of exactly these, so a NEW tensor object with the same fingerprint (what torch's
+    # caching allocator hands out for `torch.empty_like(x)` in a loop) passes the same checks and
+    # points where the kept pack points: one hipdnnBackendExecute.  Such entries hold no
+    # reference to the buffers (the memory they point at is the caller's next tensors'), strong
+    # ones to the keys (so their identities stay unique) and the frontend's own holders.
     _XCACHE_MAX = 8
 
     def _xstate(self):
         return (self._active_plan(), self.select_engine_by_memory, self._dev_ws)
 
-    def _xcache_put(self, key, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
+    def _xcache_put(self, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
         if self._XCACHE_MAX <= 0:  # cache off (benchmarks compare)
             return False
-        cache = self.__dict__.get("_xcache")
-        if cache is None:
-            cache = self._xcache = {}
+        if self.__dict__.get("_xcache") is None:
+            self._xcache, self._fcache = {}, {}
             self._xdead = []
         self._xflush()
+        fkey = _fkey(variant_pack, workspace, handle)
+        if fkey is not None:
+            return self._fcache_put(fkey, vp, h_raw, variant_pack, workspace, handle, keep)
+        key = _xkey(variant_pack, workspace, handle)
+        cache = self._xcache
         fns = [fingerprint_fn(v) for v in variant_pack.values()]
         fns.append(fingerprint_fn(workspace) if workspace is not None else None)
         if any(f is None for f in fns[:-1]) or (workspace is not None and fns[-1] is None):
@@ -270,11 +291,27 @@ class ExecutionMixin:
         e.keep = [k for k in strong if id(k) not in ids and
                   not (type(k) is tuple and k and id(k[0]) in ids)]
         e.refs = refs
+        self._cache_insert(cache, key, e)
+        return True
+
+    def _fcache_put(self, fkey, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
+        e = _XEntry()
+        e.vp, e.h_raw, e.plan, e.execute = vp, h_raw, self._need_plan(), self.api.lib.hipdnnBackendExecute
+        e.state, e.fps, e.wfp, e.refs = self._xstate(), [], None, []
+        bufs = {id(v) for v in variant_pack.values()}
+        # the frontend's holders (scalar arrays, a workspace it made) and the keys stay; the
+        # buffers (a holder that is the buffer, or a (buffer, capsule) pair) are not kept
+        e.keep = [k for k in keep if id(k) not in bufs and
+                  not (type(k) is tuple and k and id(k[0]) in bufs)]
+        e.keep += [kk for kk in variant_pack if type(kk) not in _IMM and type(kk) is not str]
+        self._cache_insert(self._fcache, fkey, e)
+        return True
+
+    def _cache_insert(self, cache, key, e):
         while len(cache) >= self._XCACHE_MAX:
             old = cache.pop(next(iter(cache)))
             self.api.destroy(old.vp)
         cache[key] = e
-        return True
 
     def _xflush(self):
         dead = self.__dict__.get("_xdead")
@@ -283,11 +320,12 @@ class ExecutionMixin:
 
     def _xcache_clear(self):
         """Destroy every kept variant pack (plans released, graph closed)."""
-        cache = self.__dict__.get("_xcache")
-        if cache:
-            for e in cache.values():
-                self.api.destroy(e.vp)
-            cache.clear()
+        for name in ("_xcache", "_fcache"):
+            cache = self.__dict__.get(name)
+            if cache:
+                for e in cache.values():
+                    self.api.destroy(e.vp)
+                cache.clear()
         self._xflush()
 
 
@@ -302,6 +340,26 @@ def _xkey(variant_pack, workspace, handle, _imm=_IMM):
     for kk, v in variant_pack.items():
         tk, tv = type(kk), type(v)
         k += (tk, kk if tk in _imm or tk is str else id(kk), tv, v if tv in _imm else id(v))
+    return tuple(k)
+
+
+def _fkey(variant_pack, workspace, handle, _imm=_IMM, _fp=_buffers._torch_fingerprint):
+    """The by-value cache key of one execute call whose buffers are all torch tensors or numbers
+    (and whose workspace is None or a number): the handle's identity, each key (identity; numbers
+    and strings by value) with its buffer's type and fingerprint; None for any other call."""
+    tw = type(workspace)
+    if workspace is not None and tw not in _imm:
+        return None
+    k = [id(handle), tw, workspace]
+    for kk, v in variant_pack.items():
+        tk, tv = type(kk), type(v)
+        if tv in _imm:
+            fp = v
+        elif tv.__module__ == "torch" and tv.__name__ in ("Tensor", "Parameter"):
+            fp = _fp(v)
+        else:
+            return None
+        k += (tk, kk if tk in _imm or tk is str else id(kk), tv, fp)
     return tuple(k)
 
 
