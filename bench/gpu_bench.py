@@ -741,9 +741,14 @@ def bench_frontend(torch, E, res):
         t_t = per_call_us(torch, lambda: relu(xt))
         t_t_out = per_call_us(torch, lambda: torch.clamp_min(xt, 0, out=yt))
         t_new = per_call_us(torch, lambda: g.execute({x: xt, y: torch.empty_like(xt)}), n=500)
+        fresh = torch.full_like(xt, -1.0)
+        g.execute({x: xt, y: fresh})
+        torch.cuda.synchronize()
+        ok = ok and bool(torch.equal(fresh, torch.relu(xt)))
         out[f"{rows}x{cols}"] = {
             "engine": g.engine_name, "correct": ok, "g_execute_us": t_g, "torch_relu_us": t_t,
             "torch_clamp_min_out_us": t_t_out, "g_execute_new_tensors_us": t_new,
+            "ratio_new_tensors_vs_torch_relu": t_new / t_t,
             "ratio_g_execute_vs_torch_relu": t_g / t_t, "target": 2.0}
         g.close()
         h.close()
