@@ -2,7 +2,8 @@
  * b broadcast over rows; the handle's stream is a cudaStream_t given to hipdnnSetStream.
  * Then a host (malloc) pointer must fail with an error naming its uid.
  * Usage: c_device_ptrs [iters]   -> prints "OK" and, with iters, "execute_us <per call>" (one
- * reused variant pack) and "frontend_execute_us <per call>" (a new pack per call). */
+ * reused variant pack) and "frontend_execute_us <per call>" (a new pack per call): the median
+ * of five rounds of iters / 5 calls. */
 #define _POSIX_C_SOURCE 200809L
 #include "../c_testlib.h"
 #include <cuda_runtime_api.h>
@@ -33,6 +34,25 @@ static D make_vp(void** ptrs, int64_t* uids, int n, void* ws)
     CHECK(hipdnnBackendSetAttribute(vp, HIPDNN_ATTR_VARIANT_PACK_WORKSPACE, HIPDNN_TYPE_VOID_PTR, 1, &ws));
     CHECK(hipdnnBackendFinalize(vp));
     return vp;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp_d(const void* a, const void* b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+static double median5(double* v)
+{
+    qsort(v, 5, sizeof v[0], cmp_d);
+    return v[2];
 }
 
 int main(int argc, char** argv)
@@ -107,26 +127,30 @@ int main(int argc, char** argv)
     }
     printf("host pointer: status %d (pageable access %d): %s\n", (int)st, pageable, msg);
     if (iters > 0) {
-        struct timespec t0, t1;
+        /* five rounds of iters / 5 calls each, the reused pack and then a new pack per call
+         * (frontend-style, as hipDNN's C++ frontend does); the median round of each, as the
+         * Python side times its bare launch (bench/gpu_bench.py per_call) */
+        enum { ROUNDS = 5 };
+        int n = iters / ROUNDS > 0 ? iters / ROUNDS : 1;
+        double reused[ROUNDS], fresh[ROUNDS];
         for (int i = 0; i < 100; i++) CHECK(hipdnnBackendExecute(h, plan, vp));
         CU(cudaStreamSynchronize(stream));
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < iters; i++) CHECK(hipdnnBackendExecute(h, plan, vp));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        CU(cudaStreamSynchronize(stream));
-        double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / iters;
-        printf("execute_us %.3f\n", us);
-        /* frontend-style (hipDNN's C++ frontend): a new variant pack per execute */
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < iters; i++) {
-            D fvp = make_vp(ptrs, uids, 3, dws);
-            CHECK(hipdnnBackendExecute(h, plan, fvp));
-            CHECK(hipdnnBackendDestroyDescriptor(fvp));
+        for (int r = 0; r < ROUNDS; r++) {
+            double t0 = now_s();
+            for (int i = 0; i < n; i++) CHECK(hipdnnBackendExecute(h, plan, vp));
+            reused[r] = (now_s() - t0) * 1e6 / n;
+            CU(cudaStreamSynchronize(stream));
+            t0 = now_s();
+            for (int i = 0; i < n; i++) {
+                D fvp = make_vp(ptrs, uids, 3, dws);
+                CHECK(hipdnnBackendExecute(h, plan, fvp));
+                CHECK(hipdnnBackendDestroyDescriptor(fvp));
+            }
+            fresh[r] = (now_s() - t0) * 1e6 / n;
+            CU(cudaStreamSynchronize(stream));
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        CU(cudaStreamSynchronize(stream));
-        us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / iters;
-        printf("frontend_execute_us %.3f\n", us);
+        printf("execute_us %.3f\n", median5(reused));
+        printf("frontend_execute_us %.3f\n", median5(fresh));
     }
     CHECK(hipdnnBackendDestroyDescriptor(vp));
     CHECK(hipdnnBackendDestroyDescriptor(vp2));
