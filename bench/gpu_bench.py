@@ -604,8 +604,86 @@ def bench_overhead(torch, E, res, c_exe=None, c_env=None):
         out["frontend_style_target"] = 1.5
     out["ratio_plugin_vs_bare"] = plug / bare
     out["target"] = 2.0
+    try:
+        out["same_process"] = _overhead_same_process(torch, rt, launch, pk, stream, x, y)
+    except Exception as e:  # noqa: BLE001 - no compiler, no frontend plan: the rows above stand
+        out["same_process_error"] = f"{type(e).__name__}: {e}"
     res["execute_overhead"] = out
     print("overhead:", json.dumps(out), flush=True)
+
+
+def _overhead_same_process(torch, rt, launch, pk, stream, x, y, rounds=7, n=2000):
+    """The C API rows and the bare launch in ONE process, interleaved round by round (the rows
+    above time the C program in a process of its own, minutes apart from the bare launch: the
+    host's state between the two moves their ratio by +-30%).  hipdnnBackendExecute of a reused
+    pack and frontend-style (a new pack per call) run in C loops (bench/execute_bench.py's
+    LOOP_C, GIL released) on the frontend's plan for the same relu on the same tensors; each
+    round times n bare launches, then n of each C row; the medians of the per-round ratios."""
+    import cffi
+    import tempfile
+    import execute_bench
+    from hipdnn_cabi import frontend as hf
+    tmp = tempfile.mkdtemp(prefix="hdn_ovh_")
+    src, so = os.path.join(tmp, "loops.c"), os.path.join(tmp, "libloops.so")
+    with open(src, "w") as f:
+        f.write(execute_bench.LOOP_C)
+    libdir = os.path.join(ROOT, "hipdnn_cabi", "lib")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-I", os.path.join(ROOT, "include"), "-I",
+                    os.path.join(ROOT, "bench"), src, "-o", so, "-L", libdir, "-lhipdnn_backend",
+                    f"-Wl,-rpath,{libdir}", "-pthread"], check=True)
+    ffi = cffi.FFI()
+    ffi.cdef("""double loop_execute(uint64_t fn, void* h, void* p, void* vp, long n, int* st);
+                double loop_frontend(void* h, void* p, const int64_t* uids, void* const* ptrs,
+                                     int nb, void* ws, long n, int* st);""")
+    loops = ffi.dlopen(so)
+    F32 = hf.DataType.HIPDNN_DATA_FLOAT
+    h = hf.Handle(stream=stream)
+    g = hf.Graph(handle=h, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+    gx = g.tensor(name="x", dim=list(x.shape))
+    gy = g.relu(gx).set_output(True)
+    g.build()
+    g.execute({gx: x, gy: y})
+    e = next(iter(g._fcache.values()))
+    a = g.api
+
+    def raw(p):
+        return ffi.cast("void*", int(a.ffi.cast("uintptr_t", p)))
+    hr, plan, vp = raw(e.h_raw), raw(e.plan), raw(e.vp)
+    fn = int(a.ffi.cast("uintptr_t", a.ffi.addressof(a.lib, "hipdnnBackendExecute")))
+    uids = ffi.new("int64_t[]", [gx.uid, gy.uid])
+    ptrs = ffi.new("void*[]", [ffi.cast("void*", x.data_ptr()), ffi.cast("void*", y.data_ptr())])
+    st = ffi.new("int*")
+    bare_l, ex_l, fe_l = [], [], []
+    for r in range(rounds + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            rt.launch(launch.fn, launch.grid, launch.block, pk, 0, stream)
+        b = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        ex = loops.loop_execute(fn, hr, plan, vp, n, st) * 1e6
+        assert st[0] == 0, st[0]
+        torch.cuda.synchronize()
+        fe = loops.loop_frontend(hr, plan, uids, ptrs, 2, ffi.NULL, n, st) * 1e6
+        assert st[0] == 0, st[0]
+        torch.cuda.synchronize()
+        if r:  # round 0 warms up
+            bare_l.append(b)
+            ex_l.append(ex)
+            fe_l.append(fe)
+    ok = bool(torch.equal(y, torch.relu(x)))
+    g.close()
+    h.close()
+    med = statistics.median
+    return {"rounds": rounds, "calls_per_round": n, "correct": ok,
+            "bare_launch_us": med(bare_l), "hipdnnBackendExecute_us": med(ex_l),
+            "frontend_style_execute_us": med(fe_l),
+            "ratio_execute_vs_bare": med([e_ / b for e_, b in zip(ex_l, bare_l)]),
+            "ratio_frontend_style_vs_bare": med([f / b for f, b in zip(fe_l, bare_l)]),
+            "ratio_range_execute": [min(e_ / b for e_, b in zip(ex_l, bare_l)),
+                                    max(e_ / b for e_, b in zip(ex_l, bare_l))],
+            "ratio_range_frontend_style": [min(f / b for f, b in zip(fe_l, bare_l)),
+                                           max(f / b for f, b in zip(fe_l, bare_l))]}
 
 
 SDPA_CASES = [  # name, dtype, B, H, Hkv, S, D, causal
