@@ -252,6 +252,15 @@ RESNET = [  # name, C, K, H, R, stride, pad
 ]
 
 
+def resnet_xw(torch, N, C, K, H, R, st, pad, tdt):
+    """One ResNet-50 layer's channels-last activations x (N, C, H, H) and weights w (K, C, R, R,
+    scaled by 1 / sqrt(C R R)), and the output size P."""
+    cl = torch.channels_last
+    x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
+    w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
+    return x, w, (H + 2 * pad - R) // st + 1
+
+
 def bench_conv(torch, E, res):
     import torch.nn.functional as F
     from gpu_testlib import T, conv_fwd, graph_bytes
@@ -261,9 +270,7 @@ def bench_conv(torch, E, res):
     out = {}
     for dt_name, tdt in (("FLOAT", torch.float32), ("HALF", torch.float16)):
         for name, C, K, H, R, st, pad in RESNET:
-            x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
-            w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=torch.channels_last)
-            P = (H + 2 * pad - R) // st + 1
+            x, w, P = resnet_xw(torch, N, C, K, H, R, st, pad, tdt)
             y = torch.empty(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
             g = graph_bytes([T(1, [N, C, H, H], dt_name, strides=tstrides(x)),
                              T(2, [K, C, R, R], dt_name, strides=tstrides(w)),
@@ -301,9 +308,7 @@ def bench_conv_bwd(torch, E, res):
     for dt_name, tdt in (("FLOAT", torch.float32), ("HALF", torch.float16)):
         for name, C, K, H, R, st, pad in (RESNET if dt_name == "HALF" else (RESNET[2], RESNET[4])):
             cl = torch.channels_last
-            x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
-            w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
-            P = (H + 2 * pad - R) // st + 1
+            x, w, P = resnet_xw(torch, N, C, K, H, R, st, pad, tdt)
             dy = torch.randn(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
             dx = torch.empty_like(x)
             dw = torch.empty_like(w)
@@ -369,9 +374,7 @@ def bench_conv_fwd16(torch, E, res):
     N, tdt, cl = 32, torch.float16, torch.channels_last
     out = {}
     for name, C, K, H, R, st, pad in RESNET:
-        x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
-        w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
-        P = (H + 2 * pad - R) // st + 1
+        x, w, P = resnet_xw(torch, N, C, K, H, R, st, pad, tdt)
         y = torch.empty(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
         g = graph_bytes([T(1, [N, C, H, H], "HALF", strides=tstrides(x)),
                          T(2, [K, C, R, R], "HALF", strides=tstrides(w)),
@@ -439,9 +442,7 @@ def bench_conv_sweep(torch, E, res):
     N, tdt, cl = 32, torch.float16, torch.channels_last
     out = {}
     for name, C, K, H, R, st, pad in RESNET:
-        x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=cl)
-        w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=cl)
-        P = (H + 2 * pad - R) // st + 1
+        x, w, P = resnet_xw(torch, N, C, K, H, R, st, pad, tdt)
         dy = torch.randn(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=cl)
         y, dx, dw = torch.empty_like(dy), torch.empty_like(x), torch.empty_like(w)
         tx = T(1, [N, C, H, H], "HALF", strides=tstrides(x))

@@ -78,6 +78,15 @@ def _cuobjdump():
 
 
 
+def _compile_v(c, src, name, arch, hdr):
+    """NVRTC with ptxas -v: the image; the kernel spills nothing and (wgmma kernels) ptxas did not
+    serialise its wgmma (warnings C7514 / C7508)."""
+    img = c.compile(src, f"{name}.hip", ("--ptxas-options=-v",), arch, hdr)
+    assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+    assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, "wgmma serialised", c.last_log)
+    return img
+
+
 def _sass(exe, env, tmp_path, name, img):
     """The SASS text of a compiled cubin image (cuobjdump ``exe`` from :func:`_cuobjdump`)."""
     import subprocess
@@ -134,8 +143,7 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
         if st[1] in seen:
             continue
         seen.add(st[1])
-        img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-        assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+        img = _compile_v(c, st[1], name, st[6]["arch"], hdr)
         if exe is None:
             continue
         sass = _sass(exe, env, tmp_path, name, img)
@@ -183,8 +191,7 @@ def test_moe_on_the_wgmma_core_is_hgmma_and_tma(tmp_path):
         assert len(st) == 1, (name, prog.notes)
         st = st[0]
         assert "#define WG_SCHED_GROUPED" in st[1], name
-        img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-        assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+        img = _compile_v(c, st[1], name, st[6]["arch"], hdr)
         if exe is None:
             continue
         sass = _sass(exe, env, tmp_path, name, img)
@@ -286,9 +293,7 @@ def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
         prog = build_program(parse_graph(g), use_mma=True, arch="sm_90")
         assert any(note in n for n in prog.notes), (name, prog.notes)
         st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
-        img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-        assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
-        assert "C7514" not in c.last_log, (name, "wgmma serialised", c.last_log)
+        img = _compile_v(c, st[1], name, st[6]["arch"], hdr)
         if exe is None:
             continue
         sass = _sass(exe, env, tmp_path, name, img)
@@ -371,9 +376,7 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
             assert st[6].get("tstore") and st[6]["shmem"] <= 227 * 1024
             assert sum(1 for a in st[5] if a[0] == "tmap") == 3
             name = f"tstore_{dtype}_{int(fused)}"
-            img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
-            assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, c.last_log)
+            img = _compile_v(c, st[1], name, st[6]["arch"], hdr)
             if exe is None:
                 continue
             sass = _sass(exe, env, tmp_path, name, img)
@@ -417,8 +420,7 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
         for st in prog.steps:
             if st[0] != "launch":
                 continue
-            c.compile(st[1], f"{name}_{st[2]}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
-            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+            _compile_v(c, st[1], f"{name}_{st[2]}", "sm_90a", hdr)
             if st[2] == "hdn_gemm_simt" and name == "conv2_1x1_expand":
                 regs = int(re.search(r"Used (\d+) registers", c.last_log).group(1))
                 assert regs <= 128, (name, regs)
@@ -426,8 +428,7 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
     assert any("dw^T GEMM" in n for n in prog.notes), prog.notes
     st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
     assert "#define WGR_SWAP 1" in st[1]
-    img = c.compile(st[1], "wgrad_swap.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-    assert " 0 bytes spill stores" in c.last_log and "C7514" not in c.last_log, c.last_log
+    img = _compile_v(c, st[1], "wgrad_swap", st[6]["arch"], hdr)
     exe, env = _cuobjdump()
     if exe is None:
         pytest.skip("cuobjdump/nvdisasm not installed: SASS not inspected")
@@ -476,9 +477,7 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
             st = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_wgmma"][0]
             tm = [a for a in st[5] if a[0] == "tmap"]
             assert len(tm[0]) == 8 and tm[0][7][2:] == (64, 128), tm[0]     # im2col: 64 channels x 128 pixels
-            img = c.compile(st[1], f"{name}.hip", ("--ptxas-options=-v",), st[6]["arch"], hdr)
-            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
-            assert "C7514" not in c.last_log and "C7508" not in c.last_log, (name, c.last_log)
+            img = _compile_v(c, st[1], name, st[6]["arch"], hdr)
             if exe is None:
                 continue
             sass = _sass(exe, env, tmp_path, name, img)
