@@ -19,3 +19,10 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("gpu") is None and "tests/gpu/" in str(item.fspath).replace(os.sep, "/"):
             item.own_markers[:] = [m for m in item.own_markers
                                    if not (m.name == "skip" and m.kwargs.get("reason") == "no GPU runtime found")]
+
+
+@pytest.fixture(scope="module")
+def R():
+    """One GPU runner per test module (gpu_run.Runner: the HIP engine's plugin object)."""
+    from gpu_run import Runner
+    return Runner()

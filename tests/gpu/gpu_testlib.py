@@ -315,3 +315,8 @@ def fp8_encode(vals, dtype):
     c = np.minimum(((E + bias) << mb) + q.astype(np.int64) - (1 << mb), maxc)
     c = np.where(np.isnan(v), 0x7F, c)
     return (sgn | c).astype(np.uint8)
+
+
+def quantized_normal(rng, dims, dtype, scale=1.0):
+    """Standard-normal values times ``scale``, rounded to ``dtype`` (the tests' random inputs)."""
+    return quantize(rng.standard_normal(dims) * scale, dtype)

@@ -130,13 +130,6 @@ def test_not_applicable_on_the_hip_engine():
             build_program(parse_graph(g))
 
 
-# ----------------------------------------------------------------------------- GPU
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
 def _params(c, D, lq=None, lkv=None, drop=None, seed=0, off=0, scale=None):
     p = ksdpa.SdpaParams(scale=scale if scale is not None else float(np.float32(1 / math.sqrt(D))))
     p.causal = bool(c.get("causal_mask"))

@@ -9,25 +9,19 @@ flipped taps, 1-D convolution, fused epilogues and the TMA-store epilogue.  Ever
 poisoned (NaN): an element no store reaches fails the finiteness check."""
 from __future__ import annotations
 
+import functools
 import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
-from gpu_testlib import FB, TOL, T, graph_bytes, node, pw, quantize, relerr
+from gpu_testlib import FB, TOL, T, graph_bytes, node, pw, quantize, quantized_normal, relerr
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2026)
 
 
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
-def rnd(dims, dtype, scale=1.0):
-    return quantize(rng.standard_normal(dims) * scale, dtype)
+rnd = functools.partial(quantized_normal, rng)
 
 
 def notes(g):

@@ -125,13 +125,6 @@ def test_fp8_sources_compile_sm90a_with_fp8_qgmma(tmp_path):
                     assert re.search(r"QGMMA\.\S*" + tag, sass), f"{dtype}: no fp8 wgmma (QGMMA) in the SASS"
 
 
-# ------------------------------------------------------------------------- on the GPU
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", FP8)
 @pytest.mark.parametrize("out", ["HALF", "FLOAT", "same"])

@@ -3,26 +3,20 @@ backward filter on 4-D tensor maps (program._wgrad_tma) and the strided 1 x 1 ba
 decomposition, against the CPU reference in float64.  Every output starts poisoned (NaN)."""
 from __future__ import annotations
 
+import functools
 import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
-from gpu_testlib import TOL, T, conv_bwd_data, conv_bwd_filter, graph_bytes, matmul, quantize, relerr
+from gpu_testlib import TOL, T, conv_bwd_data, conv_bwd_filter, graph_bytes, matmul, quantize, quantized_normal, relerr
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2020)
 
 
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
-def rnd(dims, dtype, scale=1.0):
-    return quantize(rng.standard_normal(dims) * scale, dtype)
+rnd = functools.partial(quantized_normal, rng)
 
 
 def check(out, ref, dtype, what, tol=None):

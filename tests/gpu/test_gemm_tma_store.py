@@ -7,26 +7,20 @@ multiple of 128, N = 64 / 72 / 192, input channels 40 = a k tail) force it with
 miss fails the finiteness check."""
 from __future__ import annotations
 
+import functools
 import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
-from gpu_testlib import TOL, T, conv_fwd, graph_bytes, matmul, pw, quantize, relerr
+from gpu_testlib import TOL, T, conv_fwd, graph_bytes, matmul, pw, quantize, quantized_normal, relerr
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2021)
 
 
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
-def rnd(dims, dtype, scale=1.0):
-    return quantize(rng.standard_normal(dims) * scale, dtype)
+rnd = functools.partial(quantized_normal, rng)
 
 
 def check(out, ref, dtype, what):

@@ -1,6 +1,7 @@
 """GPU: every op x dtype x layout on the HIP engine vs the CPU reference kernels."""
 from __future__ import annotations
 
+import functools
 import numpy as np
 import pytest
 
@@ -10,7 +11,7 @@ from engine_plugins.cpu_reference.kernels import matmul as kmm
 from engine_plugins.cpu_reference.kernels import pointwise as kpw
 from engine_plugins.cpu_reference.kernels import reduction as kred
 from gpu_testlib import (TOL, T, bn_bwd, bn_inf, bn_train, conv_bwd_data, conv_bwd_filter, conv_fwd,
-                         graph_bytes, matmul, pw, quantize, reduction, relerr)
+                         graph_bytes, matmul, pw, quantize, quantized_normal, reduction, relerr)
 
 pytestmark = pytest.mark.gpu
 DTYPES = ("FLOAT", "HALF", "BFLOAT16")
@@ -18,14 +19,7 @@ LAYOUTS = ("nchw", "nhwc")
 rng = np.random.default_rng(1234)
 
 
-@pytest.fixture(scope="module")
-def R():
-    from gpu_run import Runner
-    return Runner()
-
-
-def rnd(dims, dtype, scale=1.0):
-    return quantize(rng.standard_normal(dims) * scale, dtype)
+rnd = functools.partial(quantized_normal, rng)
 
 
 def check(out, ref, dtype, what, tol=None):
