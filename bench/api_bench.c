@@ -206,21 +206,23 @@ int main(int argc, char** argv)
         hipdnnBackendDestroyDescriptor(vp);
     });
     if (!g_only) {
-        /* windows of 50 ms, chunks of ~0.1 ms (sized from a one-thread window), best of 5 */
+        /* windows of 50 ms, chunks of ~0.1 ms (sized from a one-thread window); the thread counts
+         * interleaved (1, 2, 4, ... then again, 7 passes) so that the machine's drift (other
+         * tenants of a shared VM) reaches every count alike; the best window of each count */
         printf(", \"threads\": {");
         for (int k = 0; k < K_COUNT; ++k) {
             double r1 = threads_rate(1, k, 256, 0.02);
             long chunk = (long)(1e-4 * r1 / k_calls[k]);
             if (chunk < 16) chunk = 16;
-            printf("%s\"%s_calls_per_s\": {", k ? ", " : "", k_names[k]);
-            for (int T = 1; T <= tmax; T *= 2) {
-                double best = 0;
-                for (int r = 0; r < 5; ++r) {
+            double best[8] = {0};
+            for (int r = 0; r < 7; ++r)
+                for (int T = 1, i = 0; T <= tmax && i < 8; T *= 2, ++i) {
                     double x = threads_rate(T, k, chunk, 0.05);
-                    if (x > best) best = x;
+                    if (x > best[i]) best[i] = x;
                 }
-                printf("%s\"%d\": %.0f", T > 1 ? ", " : "", T, best);
-            }
+            printf("%s\"%s_calls_per_s\": {", k ? ", " : "", k_names[k]);
+            for (int T = 1, i = 0; T <= tmax && i < 8; T *= 2, ++i)
+                printf("%s\"%d\": %.0f", T > 1 ? ", " : "", T, best[i]);
             printf("}");
         }
         printf("}");
