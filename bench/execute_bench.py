@@ -396,15 +396,15 @@ def main():
     # drift (other tenants of a shared VM) reaches every count alike; the best window of each
     for label, mode in kinds:
         k = nt if mode < 2 else 2 * nt
-        best = dict.fromkeys(Ts, 0.0)
+        top = dict.fromkeys(Ts, 0.0)
         for _ in range(treps):
             for T in Ts:
                 r = loops.threads_run(T, hs_c, ps_c, uids_c, ptrs_t, 3, k, mode, fnp, phs_c, ctxs_c, vps_c,
                                       0.05, ist)
                 assert ist[0] == 0, (label, T, ist[0])
-                best[T] = max(best[T], r)
+                top[T] = max(top[T], r)
         for T in Ts:
-            thr[str(T)][label + "_calls_per_s"] = round(best[T])
+            thr[str(T)][label + "_calls_per_s"] = round(top[T])
     base = {label: thr["1"][label + "_calls_per_s"] for label, _ in kinds}
     for T, row in thr.items():
         for label, _ in kinds:
