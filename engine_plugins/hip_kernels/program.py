@@ -557,6 +557,18 @@ def _al(xs, q=8):
     return all(int(v) % q == 0 for v in xs)
 
 
+def _x_tap_address(xs, p, H, nsp):
+    """The implicit-GEMM address statements of one activation element (image nn, channel cc,
+    output position p*, filter tap r*, already decoded): the input position of each spatial dim
+    (-1, i.e. zero, in the padding) and the element offset with the strides xs."""
+    la, offs = [], [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    for j in range(nsp):
+        la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
+        la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
+        offs.append(f"(long long)h{j} * {xs[2 + j]}")
+    return la + ["return " + " + ".join(offs) + ";"]
+
+
 def _kdec(rem, sizes, names):
     """C lines splitting ``rem`` into coordinates (innermost first in ``sizes``/``names``); the
     last name takes what is left."""
@@ -667,13 +679,7 @@ def _spec_conv_fwd(spec, node, r):
     else:
         kdec = _kdec("k", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["cc"])
     la = list(mdec) + list(kdec)
-    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
-    for j in range(nsp):
-        la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
-        la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
-        offs.append(f"(long long)h{j} * {xs[2 + j]}")
-    la.append("return " + " + ".join(offs) + ";")
-    spec.load_a = " ".join(la)
+    spec.load_a = " ".join(la + _x_tap_address(xs, p, H, nsp))
     lb = list(kdec)
     boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"]
     for j in range(nsp):
@@ -996,13 +1002,7 @@ def _spec_conv_bwd_filter_swapped(spec, node, r):
     kdec = _kdec("k", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
     mdec = _kdec("m", [C] + Rk[::-1] + [0], ["cc"] + [f"r{j}" for j in reversed(range(nsp))] + ["rlast"])
     la = list(kdec) + list(mdec)
-    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
-    for j in range(nsp):
-        la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
-        la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
-        offs.append(f"(long long)h{j} * {xs[2 + j]}")
-    la.append("return " + " + ".join(offs) + ";")
-    spec.load_a = " ".join(la)
+    spec.load_a = " ".join(la + _x_tap_address(xs, p, H, nsp))
     spec.load_b = " ".join(list(kdec) + ["return (long long)nn * %d + (long long)n * %d" % (ys[0], ys[1]) +
                                          "".join(f" + (long long)p{j} * {ys[2 + j]}" for j in range(nsp)) + ";"])
     spec.a_kcontig = spec.b_kcontig = False
