@@ -44,6 +44,17 @@ _MODE = {v: n for n, v in ENUMS["MoeGroupedMatmulMode"][1]}
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
 
 
+def _write8(out_dt, To):
+    """C statements storing the epilogue's eight values vv[0..7] at the 16-byte aligned `p`
+    (store_c8): two float4 for FLOAT outputs, else one uint4 of eight converted 16-bit values."""
+    if out_dt == "FLOAT":
+        return ("float4* q = reinterpret_cast<float4*>(p);"
+                " q[0] = make_float4(vv[0], vv[1], vv[2], vv[3]);"
+                " q[1] = make_float4(vv[4], vv[5], vv[6], vv[7]);")
+    return ("unsigned w[4]; for (int j = 0; j < 4; ++j) w[j] = (unsigned)hdn_bits("
+            f"hdn_from_float<{To}>(vv[2 * j])) | ((unsigned)hdn_bits(hdn_from_float<{To}>(vv[2 * j + 1])) << 16);"
+            " *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);")
+
 def _d(t):
     return [int(v) for v in t.dims]
 
@@ -198,15 +209,7 @@ def gemm_spec(tok_src, tok_t, w, out, mode, G, E, rows_total, top_k):
                   f" moe_out[({dst}) * {so1} + (long long)n * {so2}] = hdn_from_float<{To}>(v);")
     if so2 == 1 and N % 8 == 0 and so1 % 8 == 0:
         # 8 consecutive n of one row: one range check, 16-byte stores
-        ot = _dt(out)
-        if ot == "FLOAT":
-            wr = ("float4* q = reinterpret_cast<float4*>(p);"
-                  " q[0] = make_float4(vv[0], vv[1], vv[2], vv[3]);"
-                  " q[1] = make_float4(vv[4], vv[5], vv[6], vv[7]);")
-        else:
-            wr = ("unsigned w[4]; for (int j = 0; j < 4; ++j) w[j] = (unsigned)hdn_bits("
-                  f"hdn_from_float<{To}>(vv[2 * j])) | ((unsigned)hdn_bits(hdn_from_float<{To}>(vv[2 * j + 1])) << 16);"
-                  " *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);")
+        wr = _write8(_dt(out), To)
         spec.store8 = (f"const int lo = moe_off[b]; const int hi = b + 1 < {G} ? moe_off[b + 1] : {rows_total};"
                        f" if (m < lo || m >= hi || !*moe_flag) return;"
                        f" {To}* p = moe_out + ({dst}) * {so1} + n; {wr}")
@@ -410,14 +413,7 @@ def emit_bwd(prog, graph, node, r, loc, tag, sms, use_mma=True):
         spec.store = (f"moe_dw[(long long)b * {s0} + (long long)m * {s1} + (long long)n * {s2}] = "
                       f"hdn_from_float<{To}>(v);")
         if s2 == 1 and N % 8 == 0 and s1 % 8 == 0 and s0 % 8 == 0:
-            if _dt(dw) == "FLOAT":
-                wr = ("float4* q = reinterpret_cast<float4*>(p);"
-                      " q[0] = make_float4(vv[0], vv[1], vv[2], vv[3]);"
-                      " q[1] = make_float4(vv[4], vv[5], vv[6], vv[7]);")
-            else:
-                wr = ("unsigned w[4]; for (int j = 0; j < 4; ++j) w[j] = (unsigned)hdn_bits("
-                      f"hdn_from_float<{To}>(vv[2 * j])) | ((unsigned)hdn_bits(hdn_from_float<{To}>(vv[2 * j + 1])) << 16);"
-                      " *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);")
+            wr = _write8(_dt(dw), To)
             spec.store8 = f"{To}* p = moe_dw + (long long)b * {s0} + (long long)m * {s1} + n; {wr}"
         gs = cg.gemm_source(spec, True, sms, "wgmma")
         src, name, grid, block = gs["gemm"]
