@@ -230,3 +230,22 @@ def test_new_torch_like_objects_on_the_same_memory_reuse_the_pack(handle, resolv
     assert len(g._fcache) <= g._XCACHE_MAX
     g.close()
     assert not g._fcache
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch_like"])
+def test_a_stale_entry_replaced_under_its_key_frees_its_pack(handle, kind):
+    """The same call again after the graph's state changed (here select_engine_by_memory) takes
+    the full path and is kept under the same key: the stale entry's pack is destroyed, not
+    leaked, however often that happens."""
+    g, x, y = relu_graph(handle)
+    wrap = (lambda a: a) if kind == "numpy" else Tensor
+    xa, ya = rand(rng(9), (4, 8)), np.empty((4, 8), np.float32)
+    vp = {x: wrap(xa), y: wrap(ya)}
+    g.execute(vp)
+    base = live_packs()
+    for i in range(20):
+        g.select_engine_by_memory = bool(i % 2)
+        g.execute(vp)
+    close(ya, np.maximum(xa, 0))
+    assert live_packs() <= base + 1
+    g.close()

@@ -308,6 +308,9 @@ class ExecutionMixin:
         return True
 
     def _cache_insert(self, cache, key, e):
+        old = cache.pop(key, None)    # a stale entry of the same call (the graph's state moved)
+        if old is not None:
+            self.api.destroy(old.vp)
         while len(cache) >= self._XCACHE_MAX:
             old = cache.pop(next(iter(cache)))
             self.api.destroy(old.vp)
