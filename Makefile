@@ -77,11 +77,13 @@ generate: venv
 	$(PY) tools/gen_headers.py
 	$(PY) cdef/gen_cdef.py
 	$(PY) tools/gen_astore_tables.py
+	$(PY) tools/catalog/gen_catalog.py
 
 check-generated: venv
 	$(PY) tools/gen_headers.py --check
 	$(PY) cdef/gen_cdef.py --check
 	$(PY) tools/gen_astore_tables.py --check
+	$(PY) tools/catalog/gen_catalog.py --check
 
 clean:
 	rm -rf $(BUILD) $(LIBDIR) *.egg-info
