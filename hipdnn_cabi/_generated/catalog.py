@@ -704,3 +704,9 @@ OPTIONAL_FIELDS = {'BatchnormAttributes': ('prev_running_mean_tensor_uid',
                             'left_bound',
                             'right_bound'),
  'TensorAttributes': ('ragged_offset_tensor_uid',)}
+
+# Non-zero schema defaults of plain scalars: (table, field) -> default.
+SCALAR_DEFAULTS = {('DeviceProperties', 'device_id'): -1,
+ ('IntConstraint', 'step'): 1,
+ ('TensorAttributes', 'alignment'): 16,
+ ('TensorAttributes', 'ragged_offset_multiplier'): 1}

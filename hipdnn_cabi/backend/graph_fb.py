@@ -12,8 +12,8 @@ not stored separately).  A TensorValue member (a struct) is ``{"value": x}``.
   schema, enum values by name, union ``<field>_type`` by member name, absent fields left out.
 
 Slots, kinds and enum/union tables come from ``hipdnn_cabi.schemas._generated.schema_table``
-(computed by flatc), so no layout fact is typed by hand here except the list of ``= null``
-(optional) scalar fields, taken from /work/shared/abi/hipdnn_schemas.json.
+(computed by flatc), and the ``= null`` (optional) fields and scalar defaults come from the pinned
+schema facts through :mod:`hipdnn_cabi.schemas.catalog`: no layout fact is typed by hand here.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import struct
 import flatbuffers
 
 from ..schemas._generated.schema_table import ENUMS, STRUCTS, TABLES, UNIONS
+from ..schemas.catalog import OPTIONAL_FIELDS, SCALAR_DEFAULTS
 
 # scalar type -> struct format
 FMT = {"bool": "<?", "byte": "<b", "ubyte": "<B", "short": "<h", "ushort": "<H", "int": "<i",
@@ -33,43 +34,10 @@ RANGE = {"byte": (-2 ** 7, 2 ** 7 - 1), "ubyte": (0, 2 ** 8 - 1), "short": (-2 *
          "ushort": (0, 2 ** 16 - 1), "int": (-2 ** 31, 2 ** 31 - 1), "uint": (0, 2 ** 32 - 1),
          "long": (-2 ** 63, 2 ** 63 - 1), "ulong": (0, 2 ** 64 - 1)}
 
-# Fields declared `= null` (absent = not set) in the newest schemas (hipdnn_schemas.json facts).
-OPTIONAL_SCALARS = {
-    "BatchnormAttributes": {"prev_running_mean_tensor_uid", "prev_running_variance_tensor_uid",
-                            "momentum_tensor_uid", "mean_tensor_uid", "inv_variance_tensor_uid",
-                            "next_running_mean_tensor_uid", "next_running_variance_tensor_uid"},
-    "BatchnormBackwardAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid"},
-    "BlockScaleQuantizeAttributes": {"axis"},
-    "Graph": {"preferred_engine_id"},
-    "LayernormAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid"},
-    "LayernormBackwardAttributes": {"mean_tensor_uid", "inv_variance_tensor_uid", "epsilon_tensor_uid"},
-    "MoeGroupedMatmulAttributes": {"token_index_tensor_uid", "token_ks_tensor_uid"},
-    "PointwiseAttributes": {"relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope",
-                            "axis_tensor_uid", "in_1_tensor_uid", "in_2_tensor_uid", "swish_beta",
-                            "elu_alpha", "softplus_beta"},
-    "ResampleBwdAttributes": {"index_tensor_uid"},
-    "ResampleFwdAttributes": {"index_tensor_uid", "generate_index"},
-    "RMSNormAttributes": {"bias_tensor_uid", "inv_rms_tensor_uid"},
-    "RMSNormBackwardAttributes": {"dbias_tensor_uid"},
-    "SdpaAttributes": {"attn_mask_tensor_uid", "scale_tensor_uid", "seq_len_q_tensor_uid",
-                       "seq_len_kv_tensor_uid", "seed_tensor_uid", "offset_tensor_uid",
-                       "dropout_mask_tensor_uid", "dropout_scale_tensor_uid",
-                       "page_table_k_tensor_uid", "page_table_v_tensor_uid", "block_mask_tensor_uid",
-                       "sink_token_tensor_uid", "descale_q_tensor_uid", "descale_k_tensor_uid",
-                       "descale_v_tensor_uid", "descale_s_tensor_uid", "scale_s_tensor_uid",
-                       "scale_o_tensor_uid", "stats_tensor_uid", "max_tensor_uid",
-                       "sum_exp_tensor_uid", "rng_dump_tensor_uid", "amax_s_tensor_uid",
-                       "amax_o_tensor_uid", "generate_stats", "dropout_probability",
-                       "attn_scale_value", "left_bound", "right_bound", "max_seq_len_kv"},
-    "SdpaBackwardAttributes": {"scale_tensor_uid", "attn_mask_tensor_uid", "seq_len_q_tensor_uid",
-                               "seq_len_kv_tensor_uid", "seed_tensor_uid", "offset_tensor_uid",
-                               "dropout_mask_tensor_uid", "dropout_scale_tensor_uid",
-                               "dropout_scale_inv_tensor_uid", "dbias_tensor_uid",
-                               "dropout_probability", "attn_scale_value", "left_bound", "right_bound"},
-    "TensorAttributes": {"ragged_offset_tensor_uid"},
-}
-# Non-zero schema defaults of plain scalars.
-DEFAULTS = {("TensorAttributes", "alignment"): 16, ("TensorAttributes", "ragged_offset_multiplier"): 1}
+# Fields declared `= null` (absent = not set) and the non-zero defaults of plain scalars, from
+# the pinned schema facts (the operation catalog's generated data).
+OPTIONAL_SCALARS = OPTIONAL_FIELDS
+DEFAULTS = SCALAR_DEFAULTS
 
 
 class SchemaError(ValueError):

@@ -53,6 +53,24 @@ def conv_params(node, nsp):
     return pre, post, vec("stride", 1), vec("dilation", 1)
 
 
+def lowered_attrs(node) -> dict:
+    """The node's parameters as they are lowered: a convolution's padding, stride and dilation
+    in their per-spatial-dimension form (from ``padding`` or the explicit vectors)."""
+    if not node.kind.startswith("conv_"):
+        return node.attrs
+    ref = node.inputs.get("x") or node.inputs.get("dy")
+    pre, post, st, dil = conv_params(node, len(ref.dim) - 2)
+    return {**node.attrs, "pre_padding": pre, "post_padding": post, "stride": st, "dilation": dil}
+
+
+def read_attrs(kind, attrs) -> dict:
+    """Parameters read back from descriptors, completed with the keys the builders add that
+    have no attribute of their own (a convolution's symmetric ``padding``)."""
+    if kind.startswith("conv_"):
+        attrs.setdefault("padding", None)
+    return attrs
+
+
 def _tn(t):
     return repr(t.name) if t.name else f"uid {t.uid}"
 
@@ -193,7 +211,7 @@ def infer_batchnorm(node):
     if len(x.dim) < 2:
         raise BadParamError(f"{_op(node)}: x ({_tn(x)}) needs N and C dims, has {list(x.dim)}")
     C = int(x.dim[1])
-    for role in ("scale", "bias", "mean", "inv_variance", "prev_running_mean",
+    for role in ("scale", "bias", "mean", "inv_variance", "variance", "prev_running_mean",
                  "prev_running_variance"):
         t = i.get(role)
         if _known(t) and int(np.prod(t.dim, dtype=np.int64)) != C:
@@ -259,7 +277,7 @@ def infer_sdpa(node):
             fill(o.get(g), x.dim, x)
 
 
-# ---- issue 17: norm backward, resample, block scale, MoE (one contiguous block) -------------
+# ---- norm backward, resample, block scale, MoE ---------------------------------------------
 def infer_norm_backward(node):
     i, o = node.inputs, node.outputs
     x, sc = i.get("x"), i.get("scale")
@@ -354,17 +372,15 @@ def infer_moe(node):
         fill(o["dweight"], [off.dim[0], tok.dim[2], do.dim[2]])
 
 
-INFER_ISSUE17 = {"layernorm_backward": infer_norm_backward, "rmsnorm_backward": infer_norm_backward,
-                 "resample": infer_resample, "resample_backward": infer_resample,
-                 "block_scale_quantize": infer_block_scale,
-                 "block_scale_dequantize": infer_block_scale,
-                 "moe_grouped_matmul": infer_moe, "moe_grouped_matmul_backward": infer_moe}
-# ---- end issue 17 block ----
 
 
 INFER = {"conv_fprop": infer_conv, "conv_dgrad": infer_conv, "conv_wgrad": infer_conv,
          "pointwise": infer_pointwise, "matmul": infer_matmul,
          "batchnorm": infer_batchnorm, "batchnorm_inference": infer_batchnorm,
+         "batchnorm_inference_variance": infer_batchnorm,
          "batchnorm_backward": infer_batchnorm, "layernorm": infer_norm, "rmsnorm": infer_norm,
          "reduction": lambda node: None, "sdpa": infer_sdpa, "sdpa_backward": infer_sdpa,
-         **INFER_ISSUE17}
+         "layernorm_backward": infer_norm_backward, "rmsnorm_backward": infer_norm_backward,
+         "resample": infer_resample, "resample_backward": infer_resample,
+         "block_scale_quantize": infer_block_scale, "block_scale_dequantize": infer_block_scale,
+         "moe_grouped_matmul": infer_moe, "moe_grouped_matmul_backward": infer_moe}

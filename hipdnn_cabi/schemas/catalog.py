@@ -11,7 +11,8 @@ from the pinned schema facts and ``tools/catalog/overlay.toml``); this module wr
   class) and non-tensor :class:`Attr` s (attribute, schema field, kind, mandatory, enum).
 * :data:`FB_NAMES` — FlatBuffers enum value -> name, per schema enum (map by name, never by
   number: the C and FlatBuffers enums number their members differently).
-* :data:`OPTIONAL_FIELDS` — per table, the fields declared ``= null`` (absent = not set).
+* :data:`OPTIONAL_FIELDS` — per table, the fields declared ``= null`` (absent = not set);
+  :data:`SCALAR_DEFAULTS` — the non-zero schema defaults of plain scalars.
 * :class:`NormFwdPhase` — hipdnnNormFwdPhase_t (not in the pinned ABI enums).
 
 Backend descriptors (``backend/descriptors/operations``), the FlatBuffers reader/writer
@@ -29,6 +30,7 @@ from ._generated.schema_table import ENUMS as _FB_ENUMS
 
 FAMILIES: tuple = _data.FAMILIES
 OPTIONAL_FIELDS: dict = {t: frozenset(v) for t, v in _data.OPTIONAL_FIELDS.items()}
+SCALAR_DEFAULTS: dict = dict(_data.SCALAR_DEFAULTS)
 
 # FlatBuffers enum value -> name, per schema enum.
 FB_NAMES: dict = {e: {v: n for n, v in members} for e, (_, members) in _FB_ENUMS.items()}

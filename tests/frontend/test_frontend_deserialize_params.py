@@ -53,6 +53,12 @@ def batchnorm_inference(g):
     g.batchnorm_inference(x, *ts, name="bni").set_output(True)
 
 
+def batchnorm_inference_variance(g):
+    ts = [g.tensor(name=n, dim=[1, 3, 1, 1]) for n in ("mean", "var", "scale", "bias")]
+    x = g.tensor(name="x", dim=[2, 3, 4, 4])
+    g.batchnorm_inference_variance(x, *ts, 1e-3, name="bniv").set_output(True)
+
+
 def batchnorm_backward(g):
     x, dy = g.tensor(name="x", dim=[2, 3, 4, 4]), g.tensor(name="dy", dim=[2, 3, 4, 4])
     sc, m, iv = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in ("scale", "mean", "iv"))
@@ -112,7 +118,8 @@ def runtime_scalar(g):
     g.add(g.mul(x, s, name="m"), u, name="a").set_output(True)
 
 
-FAMILIES = [conv_fprop, conv_dgrad, conv_wgrad, batchnorm, batchnorm_inference, batchnorm_backward,
+FAMILIES = [conv_fprop, conv_dgrad, conv_wgrad, batchnorm, batchnorm_inference,
+            batchnorm_inference_variance, batchnorm_backward,
             matmul, pointwise, reduction, layernorm, layernorm_inference, rmsnorm, runtime_scalar]
 
 

@@ -193,6 +193,27 @@ def test_batchnorm_inference(handle):
     close(ya, (xa - mean) * inv * sc + bi)
 
 
+@pytest.mark.parametrize("eps_kind", ["scalar", "tensor"])
+def test_batchnorm_inference_variance(handle, eps_kind):
+    xa, sc, bi = _bn_inputs(21)
+    r = rng(22)
+    mean, var = rand(r, (1, 3, 1, 1)), rand(r, (1, 3, 1, 1), 0.5, 2)
+    eps = 1e-3
+    g = graph(handle)
+    x = g.tensor(name="x", dim=xa.shape)
+    ts = [g.tensor(name=n, dim=[1, 3, 1, 1]) for n in ("mean", "var", "scale", "bias")]
+    e = eps if eps_kind == "scalar" else g.tensor(name="eps", dim=[1, 1, 1, 1])
+    y = g.batchnorm_inference_variance(x, *ts, e).set_output(True)
+    assert y.get_dim() == list(xa.shape)
+    ya = np.empty(xa.shape, np.float32)
+    feeds = {x: xa, ts[0]: mean, ts[1]: var, ts[2]: sc, ts[3]: bi, y: ya}
+    if eps_kind == "tensor":
+        feeds[e] = np.full((1, 1, 1, 1), eps, np.float32)
+    run(g, feeds)
+    x64 = xa.astype(np.float64)
+    close(ya, (x64 - mean) / np.sqrt(var.astype(np.float64) + eps) * sc + bi)
+
+
 def test_batchnorm_training_with_running_stats(handle):
     xa, sc, bi = _bn_inputs(13)
     eps, mom = 1e-5, 0.1

@@ -4,7 +4,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..._generated.enums import AttributeName as A
 from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
 from ...errors import NotSupportedError
 from .._ops import SPECS
@@ -47,14 +46,6 @@ class BuildPlanPolicy(enum.Enum):
 NO_ENGINE_MSG = "No engine configurations available for the graph."
 _SERIALIZE_PLAN_NOTE = int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION)
 _CONTENT_PLAN = 2  # HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN
-
-
-_PW_FLOATS = (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
-              ("relu_upper_clip", A.HIPDNN_ATTR_POINTWISE_RELU_UPPER_CLIP),
-              ("relu_lower_clip_slope", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE),
-              ("swish_beta", A.HIPDNN_ATTR_POINTWISE_SWISH_BETA),
-              ("elu_alpha", A.HIPDNN_ATTR_POINTWISE_ELU_ALPHA),
-              ("softplus_beta", A.HIPDNN_ATTR_POINTWISE_SOFTPLUS_BETA))
 
 
 def _enum_arg(enum, value, prefix, what):

@@ -226,7 +226,7 @@ class ExecutionMixin:
             del keep
         return self
 
-    # ================================================================== execute cache (issue 15)
+    # ================================================================== execute cache
     # A graph keeps up to _XCACHE_MAX finalized variant packs, keyed by the identities of the
     # objects of one execute call (handle, workspace, each key and buffer; numbers by value).  A
     # later execute with the same objects, the same active plan and unchanged buffer fingerprints

@@ -7,10 +7,9 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError
 from .. import _infer
-from .._ops import PARAMS, SDPA_PARAMS, SPECS, lower_params
+from .._ops import SPECS, lower_value
 from ..handle import Handle
 from ..tensor import scalar_bytes
-from ._types import _PW_FLOATS
 
 
 class LoweringMixin:
@@ -42,51 +41,14 @@ class LoweringMixin:
         return d
 
     def _op_params(self, n):
-        """(attribute, type, values) of the node's parameters, in a fixed order."""
-        at = n.attrs
-        out = []
-        if n.kind.startswith("conv_"):
-            ref = n.inputs.get("x") or n.inputs.get("dy")
-            nsp = len(ref.dim) - 2
-            pre, post, st, dil = _infer.conv_params(n, nsp)
-            out += [(A.HIPDNN_ATTR_CONVOLUTION_CONV_MODE, T.HIPDNN_TYPE_CONVOLUTION_MODE, [int(at["conv_mode"])]),
-                    (A.HIPDNN_ATTR_CONVOLUTION_DILATIONS, T.HIPDNN_TYPE_INT64, dil),
-                    (A.HIPDNN_ATTR_CONVOLUTION_FILTER_STRIDES, T.HIPDNN_TYPE_INT64, st),
-                    (A.HIPDNN_ATTR_CONVOLUTION_POST_PADDINGS, T.HIPDNN_TYPE_INT64, post),
-                    (A.HIPDNN_ATTR_CONVOLUTION_PRE_PADDINGS, T.HIPDNN_TYPE_INT64, pre)]
-        elif n.kind == "pointwise":
-            out.append((A.HIPDNN_ATTR_POINTWISE_MODE, T.HIPDNN_TYPE_POINTWISE_MODE, [int(at["mode"])]))
-            for key, attr in _PW_FLOATS:
-                if at.get(key) is not None:
-                    out.append((attr, T.HIPDNN_TYPE_FLOAT, [float(at[key])]))
-            if at.get("axis") is not None:
-                out.append((A.HIPDNN_ATTR_POINTWISE_AXIS, T.HIPDNN_TYPE_INT64, [int(at["axis"])]))
-        elif n.kind == "reduction":
-            out.append((A.HIPDNN_ATTR_REDUCTION_OPERATOR, T.HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE,
-                        [int(at["mode"])]))
-            if at.get("is_deterministic") is not None:
-                out.append((A.HIPDNN_ATTR_REDUCTION_IS_DETERMINISTIC, T.HIPDNN_TYPE_BOOLEAN,
-                            [bool(at["is_deterministic"])]))
-        elif n.kind == "layernorm":
-            out.append((A.HIPDNN_ATTR_OPERATION_LAYERNORM_FWD_PHASE_EXT, T.HIPDNN_TYPE_NORM_FWD_PHASE,
-                        [int(at["phase"])]))
-            if at.get("normalized_dim_count") is not None:
-                out.append((A.HIPDNN_ATTR_OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT,
-                            T.HIPDNN_TYPE_INT64, [int(at["normalized_dim_count"])]))
-        elif n.kind == "rmsnorm":
-            out.append((A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT, T.HIPDNN_TYPE_NORM_FWD_PHASE,
-                        [int(at["phase"])]))
-        elif n.kind in ("sdpa", "sdpa_backward"):
-            for key, fwd, bwd, tname in SDPA_PARAMS:
-                name = fwd if n.kind == "sdpa" else bwd
-                v = at.get(key)
-                if name is None or v is None:
-                    continue
-                cast = {"BOOLEAN": bool, "FLOAT": float}.get(tname, int)
-                out.append((A["HIPDNN_ATTR_" + name], T["HIPDNN_TYPE_" + tname], [cast(v)]))
-        elif n.kind in PARAMS:   # issue 17 ops: table-driven (frontend/_ops.py)
-            out += lower_params(n)
+        """(attribute, type, values) of the node's parameters, in the catalog's order."""
         spec = SPECS[n.kind]
+        at = _infer.lowered_attrs(n)
+        out = []
+        for p in spec.params:
+            v = at.get(p.key)
+            if v is not None:
+                out.append((A(p.attr), p.attr_type, lower_value(p, v)))
         if n.compute_data_type is not None and spec.comp is not None:
             out.append((spec.comp, T.HIPDNN_TYPE_DATA_TYPE, [int(n.compute_data_type)]))
         return out

@@ -2,9 +2,10 @@
 reduction, norms, pointwise and its named shortcuts)."""
 from __future__ import annotations
 
-from ..._generated.enums import ConvolutionMode, DataType, DiagonalAlignment, ReduceTensorOp
+from ..._generated.enums import (ConvolutionMode, DataType, DiagonalAlignment, MoeGroupedMatmulMode,
+                                 PaddingMode, ReduceTensorOp, ResampleMode)
 from ...errors import BadParamError
-from .._ops import NormFwdPhase
+from ...schemas.catalog import NormFwdPhase
 from ..tensor import Tensor
 from ._types import _enum_arg, _pw
 
@@ -89,6 +90,15 @@ class OpsMixin:
         n = self._add("batchnorm_inference", dict(x=input, mean=mean, inv_variance=inv_variance,
                                                   scale=scale, bias=bias), ("y",), {},
                       compute_data_type, name)
+        return n.outputs["y"]
+
+    def batchnorm_inference_variance(self, input, mean, variance, scale, bias, epsilon, *,
+                                     compute_data_type=None, name=""):
+        """Inference batchnorm from the running variance: y = scale * (x - mean) /
+        sqrt(variance + epsilon) + bias (epsilon: a tensor or a by-value scalar)."""
+        n = self._add("batchnorm_inference_variance",
+                      dict(x=input, mean=mean, variance=variance, scale=scale, bias=bias,
+                           epsilon=epsilon), ("y",), {}, compute_data_type, name)
         return n.outputs["y"]
 
     def batchnorm(self, input, scale, bias, epsilon, *, in_running_mean=None, in_running_var=None,
@@ -289,9 +299,8 @@ class OpsMixin:
                               compute_data_type=compute_data_type, name=name)
 
 
-    # ================================================================== issue 17 ops (one block)
-    # norm backward, resample (pooling), block-scale quantize / dequantize, MoE grouped matmul;
-    # parameters are lowered and read back through frontend/_ops.PARAMS, shapes in _infer.
+    # ------------------------------------------------------------------ norm backward, pooling,
+    # block-scale quantize / dequantize, MoE grouped matmul
     def layernorm_backward(self, grad, input, scale, mean=None, inv_variance=None, *,
                            epsilon=None, normalized_dim_count=None, compute_data_type=None,
                            name=""):
@@ -320,7 +329,6 @@ class OpsMixin:
         return cls(v)
 
     def _resample_attrs(self, mode, window, stride, pre_padding, post_padding, padding_mode):
-        from ..._generated.enums import PaddingMode, ResampleMode
         if window is None:
             raise BadParamError("resample: window is required")
         window = [int(w) for w in window]
@@ -344,7 +352,6 @@ class OpsMixin:
         """Pooling (``mode``: ResampleMode or "MAXPOOL" / "AVGPOOL_INCLUDE_PADDING" /
         "AVGPOOL_EXCLUDE_PADDING").  Returns ``(y, index)``; index (INT32 unless set) only with
         ``generate_index``."""
-        from ..._generated.enums import DataType
         attrs = self._resample_attrs(mode, window, stride, pre_padding, post_padding, padding_mode)
         attrs["generate_index"] = True if generate_index else None
         n = self._add("resample", {"x": input}, ("y", "index") if generate_index else ("y",),
@@ -370,7 +377,6 @@ class OpsMixin:
         e.g. HIPDNN_DATA_FP8_E4M3), scale has x's dims with ``axis`` (default: the last) divided
         by ``block_size`` (``scale_type``, e.g. HIPDNN_DATA_FP8_E8M0).  ``transpose`` makes the
         blocked axis the innermost (unit-stride) one of y and scale."""
-        from ..._generated.enums import DataType
         attrs = {"block_size": int(block_size), "axis": None if axis is None else int(axis),
                  "transpose": True if transpose else None}
         n = self._add("block_scale_quantize", {"x": input}, ("y", "scale"), attrs,
@@ -395,7 +401,6 @@ class OpsMixin:
         """Grouped GEMM per expert: token [1, T, K], weight [E, K, N], first_token_offset
         [B*E, 1, 1] INT32; ``mode`` NONE / GATHER (token_index) / SCATTER (token_index,
         token_ks, top_k).  Output [1, rows, N] is inferred."""
-        from ..._generated.enums import MoeGroupedMatmulMode
         m = self._enum(MoeGroupedMatmulMode, mode, "HIPDNN_MOE_GROUPED_MATMUL_MODE_")
         n = self._add("moe_grouped_matmul", dict(token=token, weight=weight,
                                                  first_token_offset=first_token_offset,
@@ -410,4 +415,3 @@ class OpsMixin:
                                                           first_token_offset=first_token_offset),
                       ("dweight",), {}, compute_data_type, name)
         return n.outputs["dweight"]
-    # ================================================================== end issue 17 ops

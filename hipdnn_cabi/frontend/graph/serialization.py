@@ -8,13 +8,13 @@ import numpy as np
 
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
-from ..._generated.enums import (ConvolutionMode, DataType, DiagonalAlignment, PointwiseMode,
-                                 ReduceTensorOp)
+from ..._generated.enums import DataType
 from ...errors import BadParamError, NotSupportedError
-from .._ops import BY_OPTYPE, PARAMS, SDPA_PARAMS, NormFwdPhase
+from .. import _infer
+from .._ops import BY_OPTYPE, read_value
 from ..handle import Handle
 from ..tensor import Tensor, element_size
-from ._types import _CONTENT_PLAN, _PW_FLOATS, _SERIALIZE_PLAN_NOTE, _Node
+from ._types import _CONTENT_PLAN, _SERIALIZE_PLAN_NOTE, _Node
 
 if TYPE_CHECKING:
     from .core import Graph
@@ -297,73 +297,21 @@ class SerializationMixin:
         return v[0] if v else None
 
     def _unpack_params(self, op, spec):
-        """The op's parameters through its getters (the attribute table of
-        backend/descriptors/operations/); the inverse of :meth:`_op_params`."""
-        kind = spec.kind
+        """The op's parameters through its getters (the catalog's attributes); the inverse of
+        :meth:`_op_params`."""
         attrs = {}
-        if kind.startswith("conv_"):
-            mode = self._get_one(op, A.HIPDNN_ATTR_CONVOLUTION_CONV_MODE, T.HIPDNN_TYPE_CONVOLUTION_MODE)
-            attrs["conv_mode"] = ConvolutionMode(mode) if mode is not None else \
-                ConvolutionMode.HIPDNN_CROSS_CORRELATION
-            attrs["padding"] = None
-            for key, attr in (("pre_padding", A.HIPDNN_ATTR_CONVOLUTION_PRE_PADDINGS),
-                              ("post_padding", A.HIPDNN_ATTR_CONVOLUTION_POST_PADDINGS),
-                              ("stride", A.HIPDNN_ATTR_CONVOLUTION_FILTER_STRIDES),
-                              ("dilation", A.HIPDNN_ATTR_CONVOLUTION_DILATIONS)):
-                attrs[key] = self._get_vec(op, attr)
-        elif kind == "pointwise":
-            attrs["mode"] = PointwiseMode(self._get_one(op, A.HIPDNN_ATTR_POINTWISE_MODE,
-                                                        T.HIPDNN_TYPE_POINTWISE_MODE))
-            for key, attr in _PW_FLOATS:
-                v = self._get_one(op, attr, T.HIPDNN_TYPE_FLOAT)
-                attrs[key] = float(v) if v is not None else None
-            attrs["axis"] = self._get_one(op, A.HIPDNN_ATTR_POINTWISE_AXIS, T.HIPDNN_TYPE_INT64)
-        elif kind == "reduction":
-            attrs["mode"] = ReduceTensorOp(self._get_one(op, A.HIPDNN_ATTR_REDUCTION_OPERATOR,
-                                                         T.HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE))
-            v = self._get_one(op, A.HIPDNN_ATTR_REDUCTION_IS_DETERMINISTIC, T.HIPDNN_TYPE_BOOLEAN)
-            attrs["is_deterministic"] = bool(v) if v is not None else None
-        elif kind == "layernorm":
-            ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_LAYERNORM_FWD_PHASE_EXT,
-                               T.HIPDNN_TYPE_NORM_FWD_PHASE)
-            attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
-            attrs["normalized_dim_count"] = self._get_one(
-                op, A.HIPDNN_ATTR_OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.HIPDNN_TYPE_INT64)
-        elif kind == "rmsnorm":
-            ph = self._get_one(op, A.HIPDNN_ATTR_OPERATION_RMSNORM_FWD_PHASE_EXT,
-                               T.HIPDNN_TYPE_NORM_FWD_PHASE)
-            attrs["phase"] = NormFwdPhase(ph) if ph is not None else NormFwdPhase.TRAINING
-        elif kind in ("sdpa", "sdpa_backward"):
-            for key, fwd, bwd, tname in SDPA_PARAMS:
-                name = fwd if kind == "sdpa" else bwd
-                if name is None:
-                    continue
-                v = self._get_one(op, A["HIPDNN_ATTR_" + name], T["HIPDNN_TYPE_" + tname])
-                if v is not None:
-                    v = {"BOOLEAN": bool, "FLOAT": float, "INT64": int}.get(
-                        tname, DiagonalAlignment)(v)
-                attrs[key] = v
-        elif kind in PARAMS:   # issue 17 ops: table-driven (frontend/_ops.py)
-            for key, attr, atype, vk in PARAMS[kind]:
-                if vk == "vec":
-                    v = self._get_vec(op, attr)
-                    attrs[key] = v if v else None
-                    continue
-                v = self._get_one(op, attr, atype)
-                if v is None:
-                    attrs[key] = None
-                elif vk == "int":
-                    attrs[key] = int(v)
-                elif vk == "bool":
-                    attrs[key] = bool(v)
-                else:
-                    attrs[key] = vk(v) if v in vk._value2member_map_ else int(v)
+        for p in spec.params:
+            if p.kind == "i64vec":
+                v = self._get_vec(op, p.attr)
+                attrs[p.key] = v if v else None
+            else:
+                attrs[p.key] = read_value(p, self._get_one(op, p.attr, p.attr_type))
         comp = None
         if spec.comp is not None:
             v = self._get_one(op, spec.comp, T.HIPDNN_TYPE_DATA_TYPE)
             if v is not None and v in DataType._value2member_map_:
                 comp = DataType(v)
-        return attrs, comp
+        return _infer.read_attrs(spec.kind, attrs), comp
 
     def relower(self, handle: Handle | None = None):
         """Lower a deserialized graph again from its Python nodes (ops, parameters, tensors read

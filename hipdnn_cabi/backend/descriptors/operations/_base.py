@@ -1,34 +1,30 @@
 """Operation descriptors (spec §1.13): the generic, table-driven machinery.
 
-Everything here is shared by all operations; the operations themselves are declared one per module
-in this package (``convolution_forward.py``, ``pointwise.py``, ...).  Each op module holds ONE
-declaration, ``SPEC = OpSpec(...)``: its descriptor type, its operation type (answered by
-HIPDNN_ATTR_OPERATION_TYPE_EXT), the FlatBuffers attributes table it serializes to (the
-NodeAttributes union member of the same name) and its attributes, plus its descriptor class, a
-:class:`OperationDescriptor` subclass named ``SPEC.cls_name`` carrying ``SPEC``,
-``DESCRIPTOR_TYPE`` and ``NAME``.  An attribute is ``A(name, kind, field, mandatory, ...)``:
+Every operation is a record of the operation catalog (:mod:`hipdnn_cabi.schemas.catalog`,
+generated from the schema facts); :meth:`OpSpec.from_catalog` turns one into the backend's
+declaration: its descriptor type, its operation type (answered by HIPDNN_ATTR_OPERATION_TYPE_EXT),
+the FlatBuffers attributes table it serializes to (the NodeAttributes member of the same name)
+and its attributes in declaration order.  An attribute is ``A(name, kind, field, mandatory, ...)``:
 
 * ``name``: the hipdnnBackendAttributeName_t member (without the ``HIPDNN_ATTR_`` prefix);
 * ``kind``: ``tensor`` (one finalized TENSOR descriptor), ``tensors`` (n >= 1 of them), ``i64``,
-  ``i64vec``, ``enum`` (``enum=`` the C enum class, ``atype=`` its attribute type), ``dtype``
-  (hipdnnDataType_t), ``float`` (FLOAT or DOUBLE accepted), ``bool``, ``string`` (CHAR), ``bytes``
-  (CHAR, opaque);
+  ``i64vec``, ``enum`` (``enum=`` its :class:`EnumMap`), ``dtype`` (hipdnnDataType_t), ``float``
+  (FLOAT or DOUBLE accepted), ``bool``, ``string`` (CHAR), ``bytes`` (CHAR, opaque);
 * ``field``: the schema field (``@compute`` = the Node's ``compute_data_type``);
 * ``mandatory``: finalize fails with ``"<label> not set"`` (BAD) when unset.
 
-Adding an operation = adding one small module (its ``SPEC`` and its class) and importing it, in
-order, in the package ``__init__`` (which rebuilds :data:`OPS` and the lookup tables).
+The package ``__init__`` makes one descriptor class per catalog operation.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field as dfield
 
-from ...._generated import enums as E
 from ...._generated.enums import AttributeName, AttributeType as T, DataType, DescriptorType as DT
 from ...._generated.enums import OperationType as OT
 from ....errors import BadParamError, NotInitializedError, NotSupportedError
-from ....schemas._generated.schema_table import ENUMS, TABLES, UNIONS
+from ....schemas import catalog
+from ....schemas._generated.schema_table import ENUMS, TABLES
 from ... import attrs, graph_fb
 from ...attrs import attr_name
 from ..base import Descriptor
@@ -56,10 +52,6 @@ def dtype_from_fb(fb):
     return _DT_FB2C.get(fb)
 
 
-class _NormFwdPhase:  # hipdnnNormFwdPhase_t (not in the pinned ABI facts; values from the header)
-    _value2member_map_ = {1: "HIPDNN_NORM_FWD_INFERENCE", 2: "HIPDNN_NORM_FWD_TRAINING"}
-
-
 @dataclass(frozen=True)
 class EnumMap:
     atype: int
@@ -68,19 +60,9 @@ class EnumMap:
     also_int64: bool = False
 
 
-def _enum(cls, atype, offset=0, also_int64=False):
-    return EnumMap(atype, frozenset(int(v) for v in cls._value2member_map_), offset, also_int64)
-
-
-CONV_MODE = _enum(E.ConvolutionMode, T.HIPDNN_TYPE_CONVOLUTION_MODE, 1, True)
-POINTWISE_MODE = _enum(E.PointwiseMode, T.HIPDNN_TYPE_POINTWISE_MODE)
-REDUCTION_OP = _enum(E.ReduceTensorOp, T.HIPDNN_TYPE_REDUCTION_OPERATOR_TYPE)
-RESAMPLE_MODE = _enum(E.ResampleMode, T.HIPDNN_TYPE_RESAMPLE_MODE)
-PADDING_MODE = _enum(E.PaddingMode, T.HIPDNN_TYPE_PADDING_MODE)
-NORM_PHASE = _enum(_NormFwdPhase, T.HIPDNN_TYPE_NORM_FWD_PHASE)
-MOE_MODE = _enum(E.MoeGroupedMatmulMode, T.HIPDNN_TYPE_MOE_GROUPED_MATMUL_MODE)
-DIAG_ALIGN = _enum(E.DiagonalAlignment, T.HIPDNN_TYPE_DIAGONAL_ALIGNMENT_EXT)
-ATTN_IMPL = _enum(E.AttentionImplementation, T.HIPDNN_TYPE_ATTENTION_IMPLEMENTATION_EXT)
+# schema enum name -> EnumMap (from the catalog's enum facts)
+ENUM_MAPS = {n: EnumMap(e.attr_type, frozenset(int(v) for v in e.c_enum._value2member_map_),
+                        e.offset, e.also_int64) for n, e in catalog.ENUM_INFO.items()}
 
 
 # ----------------------------------------------------------------------------- declarations
@@ -108,8 +90,17 @@ class OpSpec:
     union_index: int = 0
     by_attr: dict = dfield(default_factory=dict)
 
+    @classmethod
+    def from_catalog(cls, op) -> "OpSpec":
+        """The declaration of a catalog operation: its tensor roles, then its other attributes,
+        in the catalog's declaration order."""
+        attrs = [A(r.attr_name[len("HIPDNN_ATTR_"):], "tensors" if r.array else "tensor", r.field,
+                   not r.optional) for r in op.roles]
+        attrs += [A(a.attr_name[len("HIPDNN_ATTR_"):], a.kind, a.field, a.mandatory,
+                    ENUM_MAPS[a.enum.schema] if a.enum else None) for a in op.attrs]
+        return cls(DT(op.descriptor), OT(op.optype), op.table, attrs, union_index=op.union_index)
+
     def __post_init__(self):
-        self.union_index = next(i for i, m in UNIONS["NodeAttributes"].items() if m[2] == self.table)
         fields = {f[1]: f for f in TABLES[self.table]}
         opt = graph_fb.OPTIONAL_SCALARS.get(self.table, set())
         for a in self.attrs:
@@ -127,32 +118,6 @@ class OpSpec:
                 a.label = a.field
             self.by_attr[a.attr] = a
         self.cls_name = self.table.replace("Attributes", "") + "OperationDescriptor"
-
-
-def conv_params(prefix="CONVOLUTION_"):
-    return [A(prefix + "COMP_TYPE", "dtype", "@compute", True),
-            A(prefix + "CONV_MODE", "enum", "conv_mode", True, CONV_MODE),
-            A(prefix + "DILATIONS", "i64vec", "dilation", True),
-            A(prefix + "FILTER_STRIDES", "i64vec", "stride", True),
-            A(prefix + "POST_PADDINGS", "i64vec", "post_padding", True),
-            A(prefix + "PRE_PADDINGS", "i64vec", "pre_padding", True)]
-
-
-def resample_params(generate_index):
-    p = [A("RESAMPLE_MODE", "enum", "resample_mode", True, RESAMPLE_MODE),
-         A("RESAMPLE_PRE_PADDINGS", "i64vec", "pre_padding", True),
-         A("RESAMPLE_POST_PADDINGS", "i64vec", "post_padding", True),
-         A("RESAMPLE_STRIDES", "i64vec", "stride", True),
-         A("RESAMPLE_WINDOW_DIMS", "i64vec", "window", True),
-         A("RESAMPLE_PADDING_MODE", "enum", "padding_mode", False, PADDING_MODE),
-         A("RESAMPLE_COMP_TYPE", "dtype", "@compute")]
-    if generate_index:
-        p.append(A("RESAMPLE_GENERATE_INDEX_EXT", "bool", "generate_index"))
-    return p
-
-
-def _t(name, fld, mandatory=True):
-    return A(name, "tensor", fld + "_tensor_uid", mandatory)
 
 
 _OPNAME = int(AttributeName.HIPDNN_ATTR_OPERATION_NAME_EXT)
