@@ -13,7 +13,7 @@ from ...errors import BadParamError, NotSupportedError
 from .. import _infer
 from .._ops import BY_OPTYPE, read_value
 from ..handle import Handle
-from ..tensor import Tensor, element_size
+from ..tensor import Tensor, element_size, to_numpy_dtype
 from ._types import _CONTENT_PLAN, _SERIALIZE_PLAN_NOTE, _Node
 
 if TYPE_CHECKING:
@@ -352,7 +352,6 @@ class SerializationMixin:
                 raw = a.get(d, A.HIPDNN_ATTR_TENSOR_VALUE_EXT, T.HIPDNN_TYPE_CHAR,
                             element_size(t.data_type))
                 b = bytes(bytearray(ord(c) if isinstance(c, bytes) else c for c in raw))
-                from ..tensor import to_numpy_dtype
                 npd = to_numpy_dtype(t.data_type)
                 t._value = np.frombuffer(b, dtype=npd)[0].item() if npd is not None else b
             except Exception:

@@ -27,7 +27,8 @@ from ....schemas import catalog
 from ....schemas._generated.schema_table import ENUMS, TABLES
 from ... import attrs, graph_fb
 from ...attrs import attr_name
-from ..base import Descriptor
+from .. import cstore as C
+from ..base import Descriptor, _store
 from ..tensor import TensorDescriptor
 
 _TENSOR_KINDS = (DT.HIPDNN_BACKEND_TENSOR_DESCRIPTOR,)
@@ -329,13 +330,11 @@ _ROWS: dict = {}
 def _c_rows(cls):
     rows = _ROWS.get(cls)
     if rows is None:
-        from ..cstore import fields_of
-        rows = _ROWS[cls] = fields_of(cls)
+        rows = _ROWS[cls] = C.fields_of(cls)
     return rows
 
 
 def _c_decode(kind, v):
-    from .. import cstore as C
     if kind == C.K_OVEC:
         return tuple(v)
     x = v[0]
@@ -349,8 +348,6 @@ def _c_decode(kind, v):
 
 
 def _c_put(cls, cid, attr, v):
-    from .. import cstore as C
-    from ..base import _store
     lib, ffi = _store["lib"], _store["ffi"]
     if lib is None:
         return
