@@ -96,7 +96,7 @@ def cache_key(graph) -> str | None:
     try:
         from . import graph_fb
         gdict = _canonical_graph(graph_fb.read(graph.serialized(), "Graph"))
-        from ..plugins.heuristics import device_properties
+        from .plugins.heuristics import device_properties
         dev = device_properties(getattr(graph, "handle", None))
     except Exception as e:  # noqa: BLE001 - an unkeyable graph is an outcome, not an error
         log.log(Severity.HIPDNN_SEV_WARN, f"Autotune cache: graph cannot be keyed: {e}")
@@ -196,7 +196,7 @@ def store(key: str, ids: list[int]) -> int:
 def write_ranking_results(handle, g, ids, n, outcome) -> int:
     """hipdnnBackendWriteEngineRankingResults_ext(handle, graph, engineIdsInRankOrder, count,
     &outcome) — docs/plugins.md "Autotune cache" gives every outcome."""
-    from ..plugins import host as _host
+    from .plugins import host as _host
     from .runtime import ffi
     fn = "hipdnnBackendWriteEngineRankingResults_ext"
     if not g:

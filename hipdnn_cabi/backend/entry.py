@@ -85,7 +85,7 @@ from .execute import FAST_KINDS as _FAST_KINDS, execute as _run_execute, forget 
 def create_handle(_current_device=_current_device):
     h = Handle(_current_device())   # bound to the calling thread's current device (-1: none)
     try:
-        from ..plugins import host  # the plugin host (absent until it exists)
+        from .plugins import host  # the plugin host (absent until it exists)
     except ImportError:
         host = None
     if host is not None:
@@ -356,7 +356,7 @@ def set_global_log_level(level):
 # ------------------------------------------------------------------------ plugins and engines
 def _host():
     try:
-        from ..plugins import host
+        from .plugins import host
     except ImportError:
         return None
     return host

@@ -98,7 +98,7 @@ def _fail(plugin, plan, action, st):
     except PluginError as e:
         declines = getattr(plan, "declines", None)
         if declines:
-            from ..plugins.host import describe_declines
+            from .plugins.host import describe_declines
             raise PluginError(f"{e.message} (the plan's engine was the only one to accept the "
                               f"graph; {describe_declines(declines)})") from None
         raise

@@ -326,7 +326,7 @@ def plan_from_bytes(handle, data: bytes):
     if not plugin.has_serialization:
         raise NotSupportedError("Engine plugin does not support execution context serialization")
     ffi = runtime.ffi
-    from ..plugins.host import ConstData
+    from .plugins.host import ConstData
     cd = ConstData(env["plugin_payload"])
     out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
     plugin.call("create execution context from serialized data",

@@ -357,7 +357,7 @@ class Suite:
 
     def api_version(self):
         """Parsed (major, minor, patch) or None; (1,0,0) when the symbol is absent."""
-        from ..plugins.loader import parse_version
+        from ..backend.plugins.loader import parse_version
         if not self.has("hipdnnPluginGetApiVersion"):
             return (1, 0, 0)
         rec = self.string("api_version")
@@ -471,7 +471,7 @@ class HeuristicSuite(Suite):
         return self.hchild("probe", self.unknown_policy_id())
 
     def unknown_policy_id(self) -> int:
-        from ..plugins.loader import fnv1a64
+        from ..backend.plugins.loader import fnv1a64
         return fnv1a64(self.UNKNOWN_POLICY)
 
     def policy_ids(self) -> list:
@@ -489,7 +489,7 @@ class HeuristicSuite(Suite):
         return {int(r["id"]): r["name"] for r in run.of("policy_name") if r["st"] == 0}
 
     def candidates(self) -> list:
-        from ..plugins.loader import fnv1a64
+        from ..backend.plugins.loader import fnv1a64
         return [fnv1a64(n) for n in self.CANDIDATE_NAMES]
 
     def input_files(self) -> dict:

@@ -5,12 +5,12 @@ module name, or a ``hipdnn_cabi.engine_plugins`` entry point — whose module ex
 ``hipdnn_plugin`` (an :class:`EnginePluginBase` instance or subclass) or ``create_plugin()``.
 
 :func:`load_python_plugin` returns the same shape the host's .so loader
-(``hipdnn_cabi.plugins.loader.load_shared_object``) produces as its table:
+(``hipdnn_cabi.backend.plugins.loader.load_shared_object``) produces as its table:
 ``{C function name: function pointer as int}`` — here the addresses of static slot functions
 inside libhipdnn_backend.so — so the host runs one code path for both kinds::
 
     table = load_python_plugin(path)
-    plugin = EnginePlugin(path, table, 0)        # hipdnn_cabi.plugins.loader.EnginePlugin
+    plugin = EnginePlugin(path, table, 0)        # hipdnn_cabi.backend.plugins.loader.EnginePlugin
     plugin.initialize(cb)
     ...
     unload_python_plugin(table)                   # frees the slot (after the host is done)

@@ -91,7 +91,7 @@ class EngineDescriptor(Descriptor):
         ffi = runtime.ffi
         hp = handle_plugins(self.graph)
         plugin, ph = hp.require(self.engine_id)
-        from ...plugins.host import graph_const_data
+        from ..plugins.host import graph_const_data
         gd = graph_const_data(self.graph)
         out = ffi.new("hipdnnPluginConstData_t*")
         plugin.call("get engine details", "hipdnnEnginePluginGetEngineDetails",
@@ -171,7 +171,7 @@ class EngineDescriptor(Descriptor):
 
     @getter(A.HIPDNN_ATTR_ENGINE_NAME_EXT)
     def _get_name(self, ctx, atype, req, cnt, arr):
-        from ...plugins.host import engine_name
+        from ..plugins.host import engine_name
         r = handle_plugins(self.graph).owner(self.engine_id)
         attrs.get_string(ctx, atype, req, cnt, arr, engine_name(r[0] if r else None, self.engine_id))
 

@@ -103,7 +103,7 @@ class EngineConfigDescriptor(Descriptor):
     def _finalize(self):
         if self.engine is None:
             raise BadParamError("EngineConfigDescriptor::finalize() failed: engine not set")
-        from ...plugins.host import ConstData, graph_const_data
+        from ..plugins.host import ConstData, graph_const_data
         plugin, ph = self.engine.owner()
         cfg = ConstData(self.serialized())
         gd = graph_const_data(self.engine.graph)

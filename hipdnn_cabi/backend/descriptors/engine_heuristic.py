@@ -4,7 +4,7 @@ Finalize asks the plugins which engines apply to the graph, then orders them wit
 heuristic policy that succeeds.  Built-in policies: ``SelectionHeuristic::Config`` (the exact-match
 autotune ranking cache, :mod:`..autotune_cache`; no HIPDNN_HEUR_CONFIG_PATH rules engine, so without
 a cached ranking it declines) and ``SelectionHeuristic::StaticOrdering``; every other id names a
-policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.plugins.heuristics`).  Policy ids are the
+policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.backend.plugins.heuristics`).  Policy ids are the
 FNV-1a-64 hashes of the policy names (hipDNN's policyNameToId).
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _cached_order(graph, cands, name_of):
 
 
 def _fnv(s):
-    from ...plugins.loader import fnv1a64
+    from ..plugins.loader import fnv1a64
     return fnv1a64(s)
 
 
@@ -162,7 +162,7 @@ class EngineHeuristicDescriptor(Descriptor):
             order = [_fnv(POLICY_CONFIG), _fnv(POLICY_STATIC)]
         self.resolved_policies = order
         self.configs = {}
-        from ...plugins.host import describe_declines
+        from ..plugins.host import describe_declines
         declined = describe_declines(getattr(self.graph, "declines", ()))
         if not cands:
             self.results = []
@@ -179,7 +179,7 @@ class EngineHeuristicDescriptor(Descriptor):
         if self.find_first:
             self.results = cands
             return
-        from ...plugins.host import engine_name
+        from ..plugins.host import engine_name
 
         def name_of(eid):
             r = hp.owner(eid)
@@ -206,7 +206,7 @@ class EngineHeuristicDescriptor(Descriptor):
             elif hh is not None and hh.owner(pid) is not None:
                 pname = hh.owner(pid)[0].policies[pid]
                 if device_blob is None:
-                    from ...plugins.heuristics import device_properties_blob
+                    from ..plugins.heuristics import device_properties_blob
                     device_blob = device_properties_blob(self.graph.handle)
                 try:
                     out = hh.run_policy(pid, self.graph.serialized(), cands, device_blob,
@@ -231,7 +231,7 @@ class EngineHeuristicDescriptor(Descriptor):
 
     @staticmethod
     def _names(hp, ids):
-        from ...plugins.host import engine_name
+        from ..plugins.host import engine_name
         out = []
         for eid in ids:
             r = hp.owner(eid)

@@ -72,7 +72,7 @@ class ExecutionPlanDescriptor(Descriptor):
     def _finalize(self):
         if self.engine_config is None:
             raise BadParamError("ExecutionPlanDescriptor::finalize() failed: engine config not set")
-        from ...plugins.host import ConstData, graph_const_data
+        from ..plugins.host import ConstData, graph_const_data
         from .engine import handle_plugins
         cfg = self.engine_config
         engine = cfg.engine

@@ -271,7 +271,7 @@ def plan_serialize_two_call(s):
 def _plugin_versions(s) -> dict:
     """{engine id: (plugin path, API version)} for every plugin .so in --plugin-dir (driver.c probe)."""
     def compute():
-        from ...plugins.loader import parse_version
+        from ...backend.plugins.loader import parse_version
         drv = s.memo("plugin_driver", lambda: build_driver("driver.c", s.workdir))
         out = {}
         for fn in sorted(os.listdir(s.plugin_dir)):

@@ -9,8 +9,8 @@ import os
 import shutil
 
 from ..._generated.enums import HIPDNN_HEURISTIC_API_VERSION_MAJOR
-from ...plugins.heuristics import BASE_OPTIONAL, BASE_REQUIRED, HEUR_OPTIONAL, HEUR_REQUIRED
-from ...plugins.loader import fnv1a64, parse_version
+from ...backend.plugins.heuristics import BASE_OPTIONAL, BASE_REQUIRED, HEUR_OPTIONAL, HEUR_REQUIRED
+from ...backend.plugins.loader import fnv1a64, parse_version
 from ..core import Fail, Skip, build_driver, check, fmt_call, run_child
 from .elf import dynamic_symbols
 from .plugin_info import identity_checks

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import threading
 
-from ..backend import env, log, runtime
-from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
+from .. import env, log, runtime
+from ...errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
                       NullPointerError, PluginError)
-from ..plugin_sdk import loader as pyloader
+from ...plugin_sdk import loader as pyloader
 from . import heuristics, loader
 from .loader import EnginePlugin, fnv1a64, hex_id
 from ._logs import err as _err, info as _info, warn as _warn
@@ -682,5 +682,5 @@ def get_heuristic_policy_info(handle, idx, pid, name, name_len, plugin, plugin_l
 
 
 def write_engine_ranking_results(handle, g, ids, n, outcome):
-    from ..backend import autotune_cache
+    from .. import autotune_cache
     return autotune_cache.write_ranking_results(handle, g, ids, n, outcome)

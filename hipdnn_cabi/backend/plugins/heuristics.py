@@ -23,12 +23,12 @@ import os
 import platform
 import threading
 
-from .._generated.enums import (HIPDNN_HEURISTIC_API_VERSION_MAJOR,
+from ..._generated.enums import (HIPDNN_HEURISTIC_API_VERSION_MAJOR,
                                 HIPDNN_HEURISTIC_API_VERSION_MINOR,
                                 HIPDNN_HEURISTIC_API_VERSION_PATCH, Severity)
-from ..backend import log, runtime
-from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError, PluginError
-from ..plugin_sdk import loader as pyloader
+from .. import log, runtime
+from ...errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError, PluginError
+from ...plugin_sdk import loader as pyloader
 from .loader import PluginLibrary, fnv1a64, hex_id, parse_version, status_name
 from ._logs import err as _err, info as _info
 
@@ -69,7 +69,7 @@ _manager = None
 
 
 def _env(name: str):
-    from ..backend import env as _benv  # noqa: PLC0415 - the C environment (docs/plugins.md)
+    from .. import env as _benv  # noqa: PLC0415 - the C environment (docs/plugins.md)
     return _benv.get(name)
 
 
@@ -203,7 +203,7 @@ class HeuristicManager:
             plugin = None
             try:
                 if pyloader.is_python_plugin_path(path):
-                    from ..plugin_sdk.heuristics import load_python_heuristic_plugin
+                    from ...plugin_sdk.heuristics import load_python_heuristic_plugin
                     table = load_python_heuristic_plugin(path)
                     plugin = HeuristicPlugin(path, table, 0)
                     plugin.python_table = table
@@ -478,7 +478,7 @@ def _no_prediction():
 
 def runtime_version() -> str:
     try:
-        from .. import __version__
+        from ... import __version__
         return str(__version__)
     except Exception:  # noqa: BLE001
         return "0"
@@ -489,7 +489,7 @@ def device_properties(handle=None) -> dict:
     """The DeviceProperties table for the handle's device (the device layer's GPU when one is
     present, else a description of the host CPU with device_id -1)."""
     try:
-        from .. import device
+        from ... import device
         if device.available():
             rt = device.get_runtime()
             props = getattr(rt, "properties", None)
@@ -511,7 +511,7 @@ def device_properties(handle=None) -> dict:
 
 
 def device_properties_blob(handle=None) -> bytes:
-    from ..backend import graph_fb
+    from .. import graph_fb
     return graph_fb.build("DeviceProperties", device_properties(handle), b"HDDP")
 
 
