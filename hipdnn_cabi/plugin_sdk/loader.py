@@ -151,17 +151,18 @@ def resolve(path_or_module):
 
 def load_python_plugin(path_or_module) -> dict:
     """Bind the plugin to a free slot of libhipdnn_backend.so and return its function table
-    ``{C function name: address}``.  Must run inside the embedded backend (runtime attached)."""
-    from ..backend import runtime
+    ``{C function name: address}``.  Must run inside the embedded backend (its slots installed)."""
     from . import slots
-    if runtime.lib is None or not slots.installed():
+    backend = slots.backend()
+    if backend is None:
         raise RuntimeError("load_python_plugin needs the embedded libhipdnn_backend.so")
+    ffi, lib = backend
     plugin = resolve(path_or_module)
-    adapter = make_adapter(plugin, runtime.ffi)
+    adapter = make_adapter(plugin, ffi)
     k = slots.BACKEND.bind(adapter)
     table = {}
     for name in adapter.provided():
-        p = runtime.lib.hipdnn_cabi_plugin_slot_fn(k, name.encode())
+        p = lib.hipdnn_cabi_plugin_slot_fn(k, name.encode())
         if not p:
             slots.BACKEND.unbind(k)
             raise RuntimeError(f"no slot function for {name}")

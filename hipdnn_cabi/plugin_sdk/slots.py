@@ -82,17 +82,23 @@ def attach(ffi, table: SlotTable) -> None:
 
 # ------------------------------------------------------------------ inside libhipdnn_backend.so
 BACKEND = SlotTable(NUM_SLOTS)
-_installed = False
+_backend = None   # (ffi, lib) of libhipdnn_backend.so, handed over by install()
 
 
 def install(ffi, lib) -> None:
-    """Called by hipdnn_cabi.backend.entry.install(): attach the backend's dispatchers."""
-    global _installed
+    """Called by hipdnn_cabi.backend.entry.install(): attach the backend's dispatchers and keep
+    the library's ``ffi``/``lib``, which bind Python plugins to its slot functions."""
+    global _backend
     from .cabi import check_complete
     check_complete()
     attach(ffi, BACKEND)
-    _installed = True
+    _backend = (ffi, lib)
 
 
 def installed() -> bool:
-    return _installed
+    return _backend is not None
+
+
+def backend():
+    """(ffi, lib) of libhipdnn_backend.so once :func:`install` ran, else None."""
+    return _backend
