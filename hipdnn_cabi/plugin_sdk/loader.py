@@ -23,6 +23,11 @@ import importlib.util
 import os
 import sys
 
+from . import slots
+from .cabi import CAdapter
+from .core import EnginePluginBase
+from .heuristics import HeuristicCAdapter, HeuristicPluginBase, is_heuristic_plugin
+
 ENTRY_POINT_GROUP = "hipdnn_cabi.engine_plugins"
 _loaded: dict = {}   # id(table) -> slot
 
@@ -124,8 +129,6 @@ def import_plugin_module(spec: str):
 
 def plugin_object(obj):
     """The plugin instance behind a module / class / instance / factory."""
-    from .core import EnginePluginBase
-    from .heuristics import HeuristicPluginBase
     bases = (EnginePluginBase, HeuristicPluginBase)
     if isinstance(obj, bases):
         return obj
@@ -152,7 +155,6 @@ def resolve(path_or_module):
 def load_python_plugin(path_or_module) -> dict:
     """Bind the plugin to a free slot of libhipdnn_backend.so and return its function table
     ``{C function name: address}``.  Must run inside the embedded backend (its slots installed)."""
-    from . import slots
     backend = slots.backend()
     if backend is None:
         raise RuntimeError("load_python_plugin needs the embedded libhipdnn_backend.so")
@@ -173,15 +175,12 @@ def load_python_plugin(path_or_module) -> dict:
 
 def make_adapter(plugin, ffi):
     """The C ABI adapter for a plugin object: engine (CAdapter) or heuristic (HeuristicCAdapter)."""
-    from .cabi import CAdapter
-    from .heuristics import HeuristicCAdapter, is_heuristic_plugin
     return HeuristicCAdapter(plugin, ffi) if is_heuristic_plugin(plugin) else CAdapter(plugin, ffi)
 
 
 def unload_python_plugin(table: dict) -> None:
     """Free the slot behind a table returned by load_python_plugin (its pointers become inert:
     they return HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED)."""
-    from . import slots
     ent = _loaded.pop(id(table), None)
     if ent is not None:
         slots.BACKEND.unbind(ent[0])

@@ -203,8 +203,7 @@ class HeuristicManager:
             plugin = None
             try:
                 if pyloader.is_python_plugin_path(path):
-                    from ...plugin_sdk.heuristics import load_python_heuristic_plugin
-                    table = load_python_heuristic_plugin(path)
+                    table = pyloader.load_python_plugin(path)   # a heuristic plugin binds alike
                     plugin = HeuristicPlugin(path, table, 0)
                     plugin.python_table = table
                 else:
