@@ -18,7 +18,7 @@ from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
 from .descriptors import factory
 from .descriptors.base import Descriptor
 from .devices import current_device as _current_device
-from .handle import Handle
+from .handle import Handle, handle_of
 
 INTERNAL = int(Status.HIPDNN_STATUS_INTERNAL_ERROR)
 _BODIES: dict = {}
@@ -60,13 +60,6 @@ def not_implemented(fn: str):
 
 # ------------------------------------------------------------------------ lookups
 _objects = registry.objects
-
-
-def handle_of(h: int, fn: str) -> Handle:
-    obj = _objects.get(h)
-    if type(obj) is not Handle:
-        raise NullPointerError(f"{fn}: invalid or destroyed hipdnnHandle_t")
-    return obj
 
 
 def descriptor_of(d: int, fn: str = "", _resolve=registry.resolve) -> Descriptor:
@@ -448,6 +441,7 @@ def install(ffi, lib) -> None:
     if missing:
         raise RuntimeError(f"no Python body for: {', '.join(missing)}")
     runtime.attach(ffi, lib)
+    attrs.bind(ffi)
     global _ffi_unpack, _ffi_memmove
     _ffi_unpack, _ffi_memmove = ffi.unpack, ffi.memmove
     for name, fn in _BODIES.items():

@@ -19,7 +19,7 @@ from ..._generated.enums import AttributeName as A, AttributeType as T, DataType
 from ...errors import BadParamError, NotFinalizedError, NotSupportedError, NullPointerError
 from .. import attrs, graph_fb, registry
 from ..handle import Handle
-from .base import Descriptor, getter, handle_attribute, setter
+from .base import Descriptor, getter, setter
 from .operations import BY_UNION, OperationDescriptor, dtype_from_fb, dtype_to_fb
 from .tensor import DEFAULT_ALIGNMENT, TensorDescriptor
 
@@ -166,7 +166,7 @@ class GraphDescriptor(Descriptor):
     # ---------------------------------------------------------------- set
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        self.handle = handle_attribute(ctx, atype, count, arr, nbytes)
+        self.handle = attrs.handle_attribute(ctx, atype, count, arr, nbytes)
 
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
     def _set_ops(self, ctx, atype, count, arr, nbytes):

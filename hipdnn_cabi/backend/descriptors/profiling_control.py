@@ -15,7 +15,7 @@ from ..._generated.enums import AttributeName as A, DescriptorType
 from ...errors import BadParamError, ExecutionFailedError
 from .. import attrs
 from ..handle import Handle
-from .base import Descriptor, getter, handle_attribute, setter
+from .base import Descriptor, getter, setter
 
 
 class _HostTimer:
@@ -88,7 +88,7 @@ class ProfilingControlDescriptor(Descriptor):
 
     @setter(A.HIPDNN_ATTR_PROFILING_HANDLE_EXT)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        obj = handle_attribute(ctx, atype, count, arr, nbytes)
+        obj = attrs.handle_attribute(ctx, atype, count, arr, nbytes)
         if self.timer is not None:
             self.timer.close()
         self.handle, self.timer = obj, _timer_for(obj)
