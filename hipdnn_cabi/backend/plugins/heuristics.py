@@ -30,7 +30,8 @@ from ... import __version__, device
 from ...errors import BadParamError, HipdnnError, NotSupportedError, PluginError
 from ...plugin_sdk import loader as pyloader
 from .. import env, graph_fb, log, runtime
-from .loader import PluginLibrary, candidate_paths, fnv1a64, hex_id, parse_version, status_name
+from .discovery import candidate_paths
+from .loader import PluginLibrary, fnv1a64, hex_id, parse_version, status_name
 from ._logs import err as _err, info as _info
 
 HIPDNN_HEURISTIC_API_VERSION = (f"{HIPDNN_HEURISTIC_API_VERSION_MAJOR}."

@@ -19,7 +19,8 @@ from ...errors import (BadParamError, HipdnnError, InternalError, NotSupportedEr
 from ...plugin_sdk import loader as pyloader
 from .. import env, log, runtime
 from . import heuristics, loader
-from .loader import EnginePlugin, candidate_paths, fnv1a64, hex_id
+from .discovery import candidate_paths
+from .loader import EnginePlugin, fnv1a64, hex_id
 from ._logs import err as _err, info as _info, warn as _warn
 
 ADDITIVE, ABSOLUTE = 0, 1
