@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from ... import device
 from ..._generated.enums import AttributeName as A, DescriptorType
 from ...errors import BadParamError, ExecutionFailedError
 from .. import attrs
@@ -66,7 +67,6 @@ class _DeviceTimer:
 
 def _timer_for(handle: Handle):
     try:
-        from ... import device
         if device.available():
             return _DeviceTimer(device.get_runtime(), int(handle.stream or 0))
     except Exception:  # noqa: BLE001 - no usable device: the host timer
