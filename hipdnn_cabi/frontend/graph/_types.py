@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
-from ...errors import NotSupportedError
+from ...errors import BadParamError, NotSupportedError
 from .._ops import SPECS
 
 
@@ -60,7 +60,6 @@ _PW_FLOATS = (("relu_lower_clip", A.HIPDNN_ATTR_POINTWISE_RELU_LOWER_CLIP),
 def _enum_arg(enum, value, prefix, what):
     """``enum(value)`` from a member, an int or a (short) name; BadParamError listing the valid
     names otherwise (never a bare KeyError / ValueError)."""
-    from ...errors import BadParamError
     if isinstance(value, str):
         key = value.strip().upper()
         for cand in (key, prefix + key):
