@@ -36,8 +36,7 @@ def suite_kind(config) -> str:
         return "backend"
     kind = getattr(config, "_hipdnn_kind", None)
     if kind is None:
-        # lazy: pytest loads this plugin in every session; the suite (numpy, flatbuffers, the
-        # graph corpus, the plugin SDK) loads only when a conformance option is given
+        # lazy: pytest loads this plugin in every session, the suite (numpy) only on demand
         from .core import plugin_kind
         kind = config._hipdnn_kind = plugin_kind(config.getoption("--hipdnn-plugin"))
     return kind

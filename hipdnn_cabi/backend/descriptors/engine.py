@@ -70,9 +70,6 @@ class EngineDescriptor(Descriptor):
                                 f"reports invalid behaviour note value(s) {bad}")
 
     # ------------------------------------------------------------------ details
-    def owner(self):
-        return handle_plugins(self.graph).require(self.engine_id)
-
     def details(self):
         """(knob descriptors, behaviour notes) from the plugin's EngineDetails (fetched once)."""
         d = self._details
