@@ -184,7 +184,7 @@ def main():
     from pyapi import (ffi, lib, create_handle, engine_id_of_cfg, heuristic_configs, plan_for,
                        standin_graph, variant_pack)
     from hipdnn_cabi.backend import execute as bexec, registry, runtime
-    from hipdnn_cabi.plugins.host import graph_const_data
+    from hipdnn_cabi.backend.plugins.host import graph_const_data
     ffi.cdef("""
         double loop_applicable(uint64_t fn, void* h, const void* graph, long n, int* st, uint32_t* cnt);
         double loop_execute(uint64_t fn, void* h, void* ctx, void* ws, const void* bufs, uint32_t nb,

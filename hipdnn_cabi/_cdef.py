@@ -6,15 +6,17 @@ as ``hipdnn_cabi/_cdef_generated.py`` (written by setup.py).
 import importlib.util
 import os
 
+try:
+    from . import _cdef_generated as _INSTALLED  # only an installed package carries the copy
+except ImportError:
+    _INSTALLED = None
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load():
-    try:
-        from . import _cdef_generated as mod  # installed copy
-        return mod
-    except ImportError:
-        pass
+    if _INSTALLED is not None:
+        return _INSTALLED
     path = os.path.join(os.path.dirname(_HERE), "cdef", "generated.py")
     spec = importlib.util.spec_from_file_location("hipdnn_cabi._cdef_source", path)
     mod = importlib.util.module_from_spec(spec)

@@ -9,6 +9,13 @@ import argparse
 import os
 import sys
 
+import hipdnn_cabi as hc
+
+from .conformance.cli import main as conform_main
+from .frontend import cli_cmds
+from .plugin_sdk.custom_ops import GUIDE
+from .plugin_sdk.export import main as export_main
+
 COMMANDS = {
     "info": "library, headers, plugin directories, loaded plugins and engines, GPU runtime",
     "engines": "list the loaded engines",
@@ -21,10 +28,9 @@ COMMANDS = {
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import __version__
     p = argparse.ArgumentParser(prog="hipdnn-cabi",
                                 description="hipDNN's C API implemented in Python: tools")
-    p.add_argument("--version", action="version", version=f"hipdnn-cabi {__version__}")
+    p.add_argument("--version", action="version", version=f"hipdnn-cabi {hc.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, doc in COMMANDS.items():
         sub.add_parser(name, help=doc, description=doc, add_help=False)
@@ -32,7 +38,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def paths(argv) -> int:
-    import hipdnn_cabi as hc
     p = argparse.ArgumentParser(prog="hipdnn-cabi paths", description=COMMANDS["paths"])
     g = p.add_mutually_exclusive_group()
     for opt in ("include", "lib", "pkgconfig", "cmake"):
@@ -47,7 +52,6 @@ def paths(argv) -> int:
 
 
 def _conform(argv) -> int:
-    from .conformance.cli import main as conform_main
     targets = [x for x in argv if not x.startswith("-")]
     for t in targets[:1]:
         if t.endswith(".py") or (os.path.isdir(t) and os.path.isfile(os.path.join(t, "__init__.py"))):
@@ -79,16 +83,13 @@ def main(argv=None) -> int:
         pass
     a.command = command
     if a.command in ("info", "engines", "demo"):
-        from .frontend import cli_cmds
         return {"info": cli_cmds.info, "engines": cli_cmds.engines_cmd, "demo": cli_cmds.demo}[a.command](rest)
     if a.command == "custom-ops":
-        from .plugin_sdk.custom_ops import GUIDE
         argparse.ArgumentParser(prog="hipdnn-cabi custom-ops",
                                 description=COMMANDS["custom-ops"]).parse_args(rest)
         print(GUIDE, end="")
         return 0
     if a.command == "export-plugin":
-        from .plugin_sdk.export import main as export_main
         return export_main(rest) or 0
     if a.command == "conform":
         return _conform(rest)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import struct
 
-from .._generated.enums import AttributeName, AttributeType, DataType
+from .._generated.enums import AttributeType, DataType
 from ..errors import BadParamError, NotFinalizedError, NullPointerError
 from . import registry, runtime
+from .descriptors.base import Descriptor
+from .handle import Handle
+from .names import attr_name, type_name  # noqa: F401  (attrs.attr_name: the descriptors' spelling)
 
 T = AttributeType
 # Plain ints for the hot comparisons (IntEnum members compare slower).
@@ -42,7 +45,7 @@ DATA_TYPE_SIZE = {
 }
 
 
-# Bound once the embedded module is attached (runtime.attach → bind): the hot paths call these
+# Bound once the embedded module is attached (entry.install → bind): the hot paths call these
 # without going through runtime.ffi attribute lookups.
 _ffi_unpack = None
 _ffi_memmove = None
@@ -61,20 +64,6 @@ def _vec(n: int, code: str = "q") -> struct.Struct:
     if s is None:
         s = _VEC[key] = struct.Struct(f"<{n}{code}")
     return s
-
-
-def attr_name(name: int) -> str:
-    try:
-        return AttributeName(name).name
-    except ValueError:
-        return f"attribute {name}"
-
-
-def type_name(t: int) -> str:
-    try:
-        return AttributeType(t).name
-    except ValueError:
-        return f"type {t}"
 
 
 # ----------------------------------------------------------------------------------- set side
@@ -172,6 +161,18 @@ def set_pointer(ctx, atype, count, arr, nbytes, want=T.HIPDNN_TYPE_HANDLE) -> in
     return _u64.unpack(_raw(arr, nbytes))[0]
 
 
+def handle_attribute(ctx, atype, count, arr, nbytes):
+    """A HANDLE-typed attribute value → the live :class:`~hipdnn_cabi.backend.handle.Handle`
+    (null, destroyed or not a handle → BAD_PARAM_NULL_POINTER)."""
+    h = set_pointer(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_HANDLE)
+    if not h:
+        raise NullPointerError(f"{ctx}: handle is nullptr")
+    obj = registry.objects.get(h)
+    if not isinstance(obj, Handle):
+        raise NullPointerError(f"{ctx}: invalid or destroyed hipdnnHandle_t")
+    return obj
+
+
 def set_pointer_vector(ctx, atype, count, arr, nbytes, want=T.HIPDNN_TYPE_VOID_PTR) -> tuple:
     _check(ctx, atype, want, arr)
     if count < 0:
@@ -182,7 +183,6 @@ def set_pointer_vector(ctx, atype, count, arr, nbytes, want=T.HIPDNN_TYPE_VOID_P
 
 def resolve_descriptor(ctx, ident: int, kinds, *, null_status=NullPointerError, require_finalized=True):
     """Look up a descriptor id passed as an attribute value; check kind and finalization."""
-    from .descriptors.base import Descriptor  # local: avoid an import cycle
     if not ident:
         raise null_status(f"{ctx}: descriptor is nullptr")
     obj = registry.resolve(ident)

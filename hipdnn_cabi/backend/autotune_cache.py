@@ -26,7 +26,8 @@ import time
 
 from .._generated.enums import DescriptorType, Severity
 from ..errors import BadParamError, InternalError, NullPointerError
-from . import log, registry
+from . import env, graph_fb, log, registry, runtime
+from .plugins.heuristics import device_properties
 
 WRITTEN, DECLINED_DISABLED, DECLINED_UNKEYABLE, DECLINED_NO_ENGINES, UNCHANGED = 0, 1, 2, 3, 4
 TRUTHY = frozenset({"1", "true", "on", "yes", "enable", "enabled"})
@@ -36,8 +37,7 @@ _lock = threading.Lock()
 
 
 def _env(name):
-    from .env import get
-    return get(name)
+    return env.get(name)
 
 
 def disabled() -> bool:
@@ -94,9 +94,7 @@ def cache_key(graph) -> str | None:
     if graph is None or not getattr(graph, "finalized", False):
         return None
     try:
-        from . import graph_fb
         gdict = _canonical_graph(graph_fb.read(graph.serialized(), "Graph"))
-        from ..plugins.heuristics import device_properties
         dev = device_properties(getattr(graph, "handle", None))
     except Exception as e:  # noqa: BLE001 - an unkeyable graph is an outcome, not an error
         log.log(Severity.HIPDNN_SEV_WARN, f"Autotune cache: graph cannot be keyed: {e}")
@@ -196,8 +194,6 @@ def store(key: str, ids: list[int]) -> int:
 def write_ranking_results(handle, g, ids, n, outcome) -> int:
     """hipdnnBackendWriteEngineRankingResults_ext(handle, graph, engineIdsInRankOrder, count,
     &outcome) — docs/plugins.md "Autotune cache" gives every outcome."""
-    from ..plugins import host as _host
-    from .runtime import ffi
     fn = "hipdnnBackendWriteEngineRankingResults_ext"
     if not g:
         raise NullPointerError(f"{fn}: graphDescriptor is nullptr")
@@ -207,7 +203,8 @@ def write_ranking_results(handle, g, ids, n, outcome) -> int:
         raise NullPointerError(f"{fn}: engineIdsInRankOrder is nullptr")
     if n > 1 << 16:
         raise BadParamError(f"{fn}: engineIdCount {n} is too large")
-    graph = registry.resolve(int(g) if isinstance(g, int) else int(ffi.cast("uintptr_t", g)))
+    graph = registry.resolve(int(g) if isinstance(g, int)
+                             else int(runtime.ffi.cast("uintptr_t", g)))
     if graph is None:
         raise NullPointerError(f"{fn}: graphDescriptor is invalid or was destroyed")
     if getattr(graph, "DESCRIPTOR_TYPE", None) != DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
@@ -215,7 +212,7 @@ def write_ranking_results(handle, g, ids, n, outcome) -> int:
     rank = [int(ids[i]) for i in range(n)]
     if len(set(rank)) != len(rank):
         raise BadParamError(f"{fn}: engine ids must be unique")
-    hp = _host._plugins_of(handle)
+    hp = handle.plugins
     if hp is not None:
         unknown = [e for e in rank if hp.owner(e) is None]
         if unknown:

@@ -19,13 +19,9 @@ another device's memory is refused even where peer access is enabled.
 """
 from __future__ import annotations
 
+from .. import device as _device
 from ..errors import BadParamError, StreamMismatchError
-from . import log
-
-
-def _device():
-    from .. import device
-    return device
+from . import log, runtime
 
 
 def current_device() -> int:
@@ -33,13 +29,12 @@ def current_device() -> int:
     process with several GPUs also tells the C fast path to route executes of C-resident variant
     packs (which record no buffer devices) through the checking path."""
     try:
-        dev = _device().current_device()
+        dev = _device.current_device()
     except Exception:  # noqa: BLE001 - a broken runtime makes host-only handles
         return -1
     if dev >= 0:
         try:
-            if _device().device_count() > 1:
-                from . import runtime
+            if _device.device_count() > 1:
                 if runtime.lib is not None:
                     runtime.lib.hipdnn_cabi_fx_set_multi_device(1)
         except Exception:  # noqa: BLE001
@@ -51,9 +46,8 @@ def check_stream(handle, stream: int) -> None:
     dev = handle.device
     if dev < 0 or not stream:
         return
-    d = _device()
     try:
-        sdev = d.stream_device(stream)
+        sdev = _device.stream_device(stream)
     except Exception as e:  # noqa: BLE001 - DeviceError: not a stream the runtime knows
         if log.enabled(0):   # HIPDNN_SEV_INFO
             log.log(0, f"hipdnnSetStream: stream 0x{int(stream):x} could not be placed on a "
@@ -72,7 +66,7 @@ def pack_device(vp, dev: int, fn: str = "hipdnnBackendExecute") -> int:
     seen = getattr(vp, "device_checked", None)
     if seen is not None and seen[0] == dev:
         return seen[1]
-    pointer_info = _device().pointer_info
+    pointer_info = _device.pointer_info
     bound = -1
     items = list(zip(vp.uids, vp.pointers))
     if vp.workspace:

@@ -13,12 +13,16 @@ import struct
 
 from .._generated.enums import Severity, Status
 from ..errors import HipdnnError, NotSupportedError, NullPointerError
-from . import attrs, log, registry, runtime
+from ..plugin_sdk import slots as _plugin_slots
+from . import attrs, autotune_cache, log, registry, runtime, serialization
 from ._externs import EXTERNS, ID_RETURNING, VOID_RETURNING
 from .descriptors import factory
-from .descriptors.base import Descriptor
+from .descriptors import variant_pack as _vp  # noqa: F401  (registry.resolve sees C packs)
+from .descriptors.base import Descriptor, _store as _as_store
 from .devices import current_device as _current_device
-from .handle import Handle
+from .execute import FAST_KINDS as _FAST_KINDS, execute as _run_execute, forget as _forget
+from .handle import Handle, handle_of
+from .plugins import host
 
 INTERNAL = int(Status.HIPDNN_STATUS_INTERNAL_ERROR)
 _BODIES: dict = {}
@@ -62,13 +66,6 @@ def not_implemented(fn: str):
 _objects = registry.objects
 
 
-def handle_of(h: int, fn: str) -> Handle:
-    obj = _objects.get(h)
-    if type(obj) is not Handle:
-        raise NullPointerError(f"{fn}: invalid or destroyed hipdnnHandle_t")
-    return obj
-
-
 def descriptor_of(d: int, fn: str = "", _resolve=registry.resolve) -> Descriptor:
     obj = _resolve(d)
     if not isinstance(obj, Descriptor):
@@ -77,19 +74,11 @@ def descriptor_of(d: int, fn: str = "", _resolve=registry.resolve) -> Descriptor
     return obj
 
 
-from .execute import FAST_KINDS as _FAST_KINDS, execute as _run_execute, forget as _forget  # noqa: E402
-
-
 # ------------------------------------------------------------------------ handles
 @body("hpy_create_handle")
 def create_handle(_current_device=_current_device):
     h = Handle(_current_device())   # bound to the calling thread's current device (-1: none)
-    try:
-        from ..plugins import host  # the plugin host (absent until it exists)
-    except ImportError:
-        host = None
-    if host is not None:
-        h.plugins = host.attach_handle(h)
+    h.plugins = host.attach_handle(h)
     return registry.register(h)
 
 
@@ -261,68 +250,44 @@ def execute(h, plan, vp, _run=_run_execute):
 
 
 # ------------------------------------------------------------------------ serialization
-def _serialization():
-    try:
-        from . import serialization
-    except ImportError:
-        return None
-    return serialization
-
-
-def _delegate(fn_name, attr, *args):
-    mod = _serialization()
-    impl = getattr(mod, attr, None) if mod is not None else None
-    if impl is None:
-        not_implemented(fn_name)
-    return impl(*args)
-
-
 @body("hpy_create_and_deserialize_graph")
 def create_and_deserialize_graph(out, data, size):
-    return _delegate("hipdnnBackendCreateAndDeserializeGraph_ext", "create_and_deserialize_graph",
-                     out, data, size)
+    return serialization.create_and_deserialize_graph(out, data, size)
 
 
 @body("hpy_create_and_deserialize_json_graph")
 def create_and_deserialize_json_graph(out, data, size):
-    return _delegate("hipdnnBackendCreateAndDeserializeJsonGraph_ext",
-                     "create_and_deserialize_json_graph", out, data, size)
+    return serialization.create_and_deserialize_json_graph(out, data, size)
 
 
 @body("hpy_get_serialized_binary_graph")
 def get_serialized_binary_graph(d, req, size, buf):
-    return _delegate("hipdnnBackendGetSerializedBinaryGraph_ext", "get_serialized_binary_graph",
-                     d, req, size, buf)
+    return serialization.get_serialized_binary_graph(d, req, size, buf)
 
 
 @body("hpy_get_serialized_json_graph")
 def get_serialized_json_graph(d, req, size, buf):
-    return _delegate("hipdnnBackendGetSerializedJsonGraph_ext", "get_serialized_json_graph",
-                     d, req, size, buf)
+    return serialization.get_serialized_json_graph(d, req, size, buf)
 
 
 @body("hpy_get_serialized_execution_plan")
 def get_serialized_execution_plan(d, req, size, buf):
-    return _delegate("hipdnnBackendGetSerializedExecutionPlan_ext", "get_serialized_execution_plan",
-                     d, req, size, buf)
+    return serialization.get_serialized_execution_plan(d, req, size, buf)
 
 
 @body("hpy_create_and_deserialize_execution_plan")
 def create_and_deserialize_execution_plan(h, out, data, size):
-    return _delegate("hipdnnBackendCreateAndDeserializeExecutionPlan_ext",
-                     "create_and_deserialize_execution_plan", h, out, data, size)
+    return serialization.create_and_deserialize_execution_plan(h, out, data, size)
 
 
 @body("hpy_get_serialized_binary_graph_and_plan")
 def get_serialized_binary_graph_and_plan(g, p, req, size, buf):
-    return _delegate("hipdnnBackendGetSerializedBinaryGraphAndPlan_ext",
-                     "get_serialized_binary_graph_and_plan", g, p, req, size, buf)
+    return serialization.get_serialized_binary_graph_and_plan(g, p, req, size, buf)
 
 
 @body("hpy_get_serialized_binary_contents")
 def get_serialized_binary_contents(data, size, flags):
-    return _delegate("hipdnnBackendGetSerializedBinaryContents_ext",
-                     "get_serialized_binary_contents", data, size, flags)
+    return serialization.get_serialized_binary_contents(data, size, flags)
 
 
 # ------------------------------------------------------------------------ logging
@@ -354,91 +319,71 @@ def set_global_log_level(level):
 
 
 # ------------------------------------------------------------------------ plugins and engines
-def _host():
-    try:
-        from ..plugins import host
-    except ImportError:
-        return None
-    return host
-
-
-def _host_call(fn_name, attr, *args):
-    host = _host()
-    impl = getattr(host, attr, None) if host is not None else None
-    if impl is None:
-        not_implemented(fn_name)
-    return impl(*args)
-
-
+# The plugin host (hipdnn_cabi.backend.plugins.host) does the C-side marshalling of these calls.
 @body("hpy_set_engine_plugin_paths")
 def set_engine_plugin_paths(n, paths, mode):
-    return _host_call("hipdnnSetEnginePluginPaths_ext", "set_engine_plugin_paths", n, paths, mode)
+    return host.set_engine_plugin_paths(n, paths, mode)
 
 
 @body("hpy_set_heuristic_plugin_paths")
 def set_heuristic_plugin_paths(n, paths, mode):
-    return _host_call("hipdnnSetHeuristicPluginPaths_ext", "set_heuristic_plugin_paths", n, paths, mode)
+    return host.set_heuristic_plugin_paths(n, paths, mode)
 
 
 @body("hpy_set_plugin_unload_mode")
 def set_plugin_unload_mode(mode):
-    return _host_call("hipdnnSetPluginUnloadMode_ext", "set_plugin_unload_mode", mode)
+    return host.set_plugin_unload_mode(mode)
 
 
 @body("hpy_get_loaded_engine_plugin_paths")
 def get_loaded_engine_plugin_paths(h, n, paths, maxlen):
     handle = handle_of(h, "hipdnnGetLoadedEnginePluginPaths_ext")
-    return _host_call("hipdnnGetLoadedEnginePluginPaths_ext", "get_loaded_engine_plugin_paths",
-                      handle, n, paths, maxlen)
+    return host.get_loaded_engine_plugin_paths(handle, n, paths, maxlen)
 
 
 @body("hpy_get_engine_count")
 def get_engine_count(h, n):
     handle = handle_of(h, "hipdnnGetEngineCount_ext")
-    if _host() is None:
-        n[0] = 0  # a handle without a plugin manager has no engines (spec §6)
-        return 0
-    return _host_call("hipdnnGetEngineCount_ext", "get_engine_count", handle, n)
+    return host.get_engine_count(handle, n)
 
 
 @body("hpy_get_engine_info")
 def get_engine_info(h, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len, typ, typ_len):
     handle = handle_of(h, "hipdnnGetEngineInfo_ext")
-    return _host_call("hipdnnGetEngineInfo_ext", "get_engine_info", handle, idx, eid, name, name_len,
-                      plugin, plugin_len, ver, ver_len, typ, typ_len)
+    return host.get_engine_info(handle, idx, eid, name, name_len, plugin, plugin_len, ver, ver_len,
+                                typ, typ_len)
 
 
 @body("hpy_get_engine_id_by_name")
 def get_engine_id_by_name(h, name, eid):
     handle = handle_of(h, "hipdnnGetEngineIdByName_ext")
-    return _host_call("hipdnnGetEngineIdByName_ext", "get_engine_id_by_name", handle, name, eid)
+    return host.get_engine_id_by_name(handle, name, eid)
 
 
 @body("hpy_get_engine_name_by_id")
 def get_engine_name_by_id(h, eid, name, length):
     handle = handle_of(h, "hipdnnGetEngineNameById_ext")
-    return _host_call("hipdnnGetEngineNameById_ext", "get_engine_name_by_id", handle, eid, name, length)
+    return host.get_engine_name_by_id(handle, eid, name, length)
 
 
 @body("hpy_get_heuristic_policy_count")
 def get_heuristic_policy_count(h, n):
     handle = handle_of(h, "hipdnnGetHeuristicPolicyCount_ext")
-    return _host_call("hipdnnGetHeuristicPolicyCount_ext", "get_heuristic_policy_count", handle, n)
+    return host.get_heuristic_policy_count(handle, n)
 
 
 @body("hpy_get_heuristic_policy_info")
 def get_heuristic_policy_info(h, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len,
                               aver, aver_len):
     handle = handle_of(h, "hipdnnGetHeuristicPolicyInfo_ext")
-    return _host_call("hipdnnGetHeuristicPolicyInfo_ext", "get_heuristic_policy_info", handle, idx,
-                      pid, name, name_len, plugin, plugin_len, pver, pver_len, aver, aver_len)
+    return host.get_heuristic_policy_info(handle, idx, pid, name, name_len, plugin, plugin_len,
+                                          pver, pver_len, aver, aver_len)
 
 
 @body("hpy_write_engine_ranking_results")
 def write_engine_ranking_results(h, g, ids, n, outcome):
     handle = handle_of(h, "hipdnnBackendWriteEngineRankingResults_ext")
-    return _host_call("hipdnnBackendWriteEngineRankingResults_ext", "write_engine_ranking_results",
-                      handle, g, ids, n, outcome)
+    return autotune_cache.write_ranking_results(handle, g, ids, n, outcome)
 
 
 # ------------------------------------------------------------------------ install
@@ -448,6 +393,7 @@ def install(ffi, lib) -> None:
     if missing:
         raise RuntimeError(f"no Python body for: {', '.join(missing)}")
     runtime.attach(ffi, lib)
+    attrs.bind(ffi)
     global _ffi_unpack, _ffi_memmove
     _ffi_unpack, _ffi_memmove = ffi.unpack, ffi.memmove
     for name, fn in _BODIES.items():
@@ -457,22 +403,19 @@ def install(ffi, lib) -> None:
             ffi.def_extern(name=name, onerror=_onerror_void)(fn)
         else:
             ffi.def_extern(name=name, error=INTERNAL, onerror=_onerror)(fn)
-    from ..plugin_sdk import slots as _plugin_slots  # hpy_plugin_* dispatchers (Python plugins)
-    _plugin_slots.install(ffi, lib)
+    _plugin_slots.install(ffi, lib)   # hpy_plugin_* dispatchers (Python plugins)
     log.configure_from_env()
     # C-resident variant packs (cdef/vpack.c); HIPDNN_CABI_PY_VARIANT_PACK=1: the Python reference
-    from .descriptors import variant_pack as _vp  # noqa: F401  (registry.resolve sees C packs)
     if os.environ.get("HIPDNN_CABI_PY_VARIANT_PACK", "").strip() not in ("", "0"):
         lib.hipdnn_cabi_vp_set_resident(0)
     # the C attribute store (cdef/astore.c); HIPDNN_CABI_PY_ATTRS=1: descriptors live in Python
-    from .descriptors import base as _base
     global _vp_view
     if _vp_view is None:
         _vp_view = registry.c_lookup  # variant_pack.c_view
     if os.environ.get("HIPDNN_CABI_PY_ATTRS", "").strip() not in ("", "0"):
         lib.hipdnn_cabi_as_set_enabled(0)
     else:
-        _base._store.update(lib=lib, ffi=ffi)
+        _as_store.update(lib=lib, ffi=ffi)
         _AS_ON[0] = True
         registry.c_lookup = _c_lookup
     lib.hipdnn_cabi_mark_ready()

@@ -12,9 +12,12 @@ not know comes here.  ``HIPDNN_CABI_NO_FAST_EXECUTE=1`` (read at library start) 
 from __future__ import annotations
 
 from .._generated.enums import DescriptorType
-from ..errors import BadParamError, NotSupportedError, NullPointerError, OutOfBoundError
+from ..errors import (BadParamError, InternalError, NotSupportedError, NullPointerError,
+                      OutOfBoundError, PluginError)
 from . import env, registry, runtime
 from .descriptors.base import Descriptor
+from .devices import check_execute
+from .plugins.host import describe_declines
 
 PLAN = DescriptorType.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
 VP = DescriptorType.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
@@ -63,14 +66,12 @@ def execute(handle, plan_id, vp_id, hid=None, _resolve=registry.resolve, _D=Desc
         vp.checked_alignments = aligns  # a finalized pack and plan never change
     vdev = -1
     if handle.device >= 0:  # plan / buffers of another device -> BAD_PARAM (backend/devices.py)
-        from .devices import check_execute
         vdev = check_execute(handle, plan, vp)
         if getattr(vp, "c_resident", False) and vp_id is not None:
             runtime.lib.hipdnn_cabi_vp_set_device(vp_id, vdev)   # the C fast path's device check
     hp = handle.plugins
     r = hp.owner(plan.engine_id) if hp is not None else None
     if r is None:
-        from ..errors import InternalError
         raise InternalError(f"Invalid engine ID: {plan.engine_id}")
     plugin, ph = r
     if vp.has_overrides:
@@ -92,13 +93,11 @@ def _fail(plugin, plan, action, st):
     """The plugin's failure, naming the engines that declined the plan's graph and why: a graph
     that only a host-memory engine accepted and that fails there on device memory then shows
     the GPU engine's reason, not only the CPU engine's memory message (issue 22)."""
-    from ..errors import PluginError
     try:
         plugin.fail(action, st)
     except PluginError as e:
         declines = getattr(plan, "declines", None)
         if declines:
-            from ..plugins.host import describe_declines
             raise PluginError(f"{e.message} (the plan's engine was the only one to accept the "
                               f"graph; {describe_declines(declines)})") from None
         raise

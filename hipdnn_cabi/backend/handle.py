@@ -1,6 +1,10 @@
 """hipdnnHandle_t: a stream, the device it is bound to, and its engine-plugin handles."""
 from __future__ import annotations
 
+from ..errors import NullPointerError
+from . import registry
+from .devices import check_stream
+
 
 class Handle:
     __slots__ = ("stream", "plugins", "device", "__weakref__")
@@ -12,7 +16,6 @@ class Handle:
 
     def set_stream(self, stream: int) -> None:
         if self.device >= 0 and stream:
-            from .devices import check_stream
             check_stream(self, stream)
         self.stream = stream
         if self.plugins is not None:
@@ -22,3 +25,12 @@ class Handle:
         if self.plugins is not None:
             self.plugins.close()
             self.plugins = None
+
+
+def handle_of(h: int, fn: str) -> Handle:
+    """The live :class:`Handle` behind id ``h``; a NULL, destroyed or foreign id is
+    BAD_PARAM_NULL_POINTER naming ``fn``."""
+    obj = registry.objects.get(h)
+    if type(obj) is not Handle:
+        raise NullPointerError(f"{fn}: invalid or destroyed hipdnnHandle_t")
+    return obj

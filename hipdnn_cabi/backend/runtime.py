@@ -1,7 +1,8 @@
 """Process-wide state of the embedded backend: the cffi ``ffi``/``lib`` of libhipdnn_backend.so.
 
 Set once by :func:`hipdnn_cabi.backend.entry.install`.  Tests that import the backend core without
-the library (pure-Python unit tests) get a stand-in whose last-error slot is a thread-local.
+the library (pure-Python unit tests) get a stand-in whose last-error slot is a thread-local.  This
+module imports nothing of the backend: every other backend module may import it.
 """
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ _tls = threading.local()
 def attach(ffi_, lib_) -> None:
     global ffi, lib
     ffi, lib = ffi_, lib_
-    from . import attrs
-    attrs.bind(ffi_)
 
 
 def set_last_error(msg: str) -> None:

@@ -2,19 +2,28 @@
 
 Bodies of hipdnnBackendCreateAndDeserializeGraph_ext, …CreateAndDeserializeJsonGraph_ext,
 …GetSerializedBinaryGraph_ext, …GetSerializedJsonGraph_ext and
-…GetSerializedBinaryContents_ext (``entry._delegate`` calls them with cffi cdata).  Every failure
+…GetSerializedBinaryContents_ext (``entry``'s bodies call them with cffi cdata).  Every failure
 is a :mod:`hipdnn_cabi.errors` exception with a message naming what was wrong; untrusted bytes are
 verified before anything reads them.
 """
 from __future__ import annotations
 
+import struct
+
+import flatbuffers
+
 from .._generated.enums import SerializedContentFlags as SCF
-from ..errors import (BadParamError, HipdnnError, HostAllocationFailedError, NullPointerError,
+from ..errors import (BadParamError, HipdnnError, HostAllocationFailedError, InternalError,
+                      NotInitializedError, NotSupportedError, NullPointerError,
                       SizeInsufficientError)
+from ..schemas._generated import SerializedGraphAndPlan as C
+from ..schemas._generated.SerializedExecutionPlan import SerializedExecutionPlan
 from ..schemas.verifier import VerificationError, verify
 from . import graph_fb, registry, runtime
 from .descriptors.base import Descriptor
-from .descriptors.graph import GraphDescriptor
+from .descriptors.execution_plan import PLAN_SERIALIZATION_VERSION, ExecutionPlanDescriptor
+from .descriptors.graph import GraphDescriptor, graph_to_json
+from .handle import handle_of
 
 HDGP = b"HDGP"
 
@@ -134,10 +143,6 @@ def get_serialized_binary_graph(d, req, size, buf):
     return _copy_out("hipdnnBackendGetSerializedBinaryGraph_ext", g.serialized(), req, size, buf)
 
 
-def graph_to_json(g: GraphDescriptor) -> str:
-    return graph_fb.to_json("Graph", graph_fb.read(g.serialized(), "Graph"))
-
-
 def get_serialized_json_graph(d, req, size, buf):
     g = _graph_of(d)
     data = graph_to_json(g).encode("utf-8") + b"\x00"
@@ -175,14 +180,12 @@ def get_serialized_binary_contents(data, size, flags):
 # been verified and every required field checked.
 
 def _plan_of(d, fn):
-    from .descriptors.execution_plan import ExecutionPlanDescriptor
     obj = registry.resolve(d)
     if not isinstance(obj, Descriptor):
         raise NullPointerError(f"{fn}: execution plan descriptor is invalid or was destroyed")
     if not isinstance(obj, ExecutionPlanDescriptor):
         raise BadParamError("Unpacking HipdnnBackendDescriptor failed: Descriptor type mismatch.")
     if not obj.finalized:
-        from ..errors import NotInitializedError
         raise NotInitializedError(f"{fn}: the execution plan is not finalized")
     return obj
 
@@ -204,8 +207,6 @@ def _aligned_blob(b, data: bytes):
 
 def build_container(graph_blob: bytes, plan_blob: bytes | None) -> bytes:
     """An HDGP SerializedGraphAndPlan with 8-byte-aligned blobs (plan_blob omitted when None)."""
-    import flatbuffers
-    from ..schemas._generated import SerializedGraphAndPlan as C
     b = flatbuffers.Builder(len(graph_blob) + len(plan_blob or b"") + 64)
     pv = _aligned_blob(b, plan_blob) if plan_blob else None
     gv = _aligned_blob(b, graph_blob)
@@ -233,9 +234,6 @@ def _plan_blob(data: bytes) -> bytes:
 def read_envelope(data: bytes) -> dict:
     """Verify + check a SerializedExecutionPlan (or the plan of an HDGP container): returns
     {engine_id, workspace_size, tensor_uids, plugin_payload, is_override_shape_enabled}."""
-    from .descriptors.execution_plan import PLAN_SERIALIZATION_VERSION
-    from ..errors import NotSupportedError
-    from ..schemas._generated.SerializedExecutionPlan import SerializedExecutionPlan
     data = _plan_blob(bytes(data))
     try:
         verify(data, "SerializedExecutionPlan")
@@ -273,7 +271,6 @@ def _check_envelope_layout(data: bytes, e) -> None:
     over the payload, and would hand out payload bytes as uids.  Our writer lays out vtable, root
     table and the two vectors side by side, and so does any correct FlatBuffers builder: they
     must not overlap."""
-    import struct
     tab = e._tab
     pos = tab.Pos
     vt = pos - struct.unpack_from("<i", data, pos)[0]
@@ -309,8 +306,6 @@ def _container_graph_uids(data: bytes):
 def plan_from_bytes(handle, data: bytes):
     """A finalized, graph-less ExecutionPlanDescriptor restored through the plugin owning the
     envelope's engine id in ``handle``."""
-    from ..errors import InternalError, NotSupportedError
-    from .descriptors.execution_plan import ExecutionPlanDescriptor
     env = read_envelope(data)
     graph_uids = _container_graph_uids(bytes(data))
     if graph_uids is not None and set(graph_uids) != set(env["tensor_uids"]):
@@ -319,23 +314,14 @@ def plan_from_bytes(handle, data: bytes):
                             f"{sorted(graph_uids)}.")
     eid = env["engine_id"]
     hp = getattr(handle, "plugins", None)
-    r = hp.owner(eid) if hp is not None else None
-    if r is None:
+    if hp is None:
         raise InternalError(f"Invalid engine ID: {eid}")
-    plugin, ph = r
-    if not plugin.has_serialization:
-        raise NotSupportedError("Engine plugin does not support execution context serialization")
-    ffi = runtime.ffi
-    from ..plugins.host import ConstData
-    cd = ConstData(env["plugin_payload"])
-    out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
-    plugin.call("create execution context from serialized data",
-                "hipdnnEnginePluginCreateExecutionContextFromSerialized", ph, cd.c, out)
-    if not out[0]:
+    plugin, ph, context = hp.restore_execution_context(eid, env["plugin_payload"])
+    if not context:
         raise InternalError("hipdnnBackendCreateAndDeserializeExecutionPlan_ext: the plugin "
                             "returned a null execution context")
     p = ExecutionPlanDescriptor()
-    p.adopt_context(hp, plugin, ph, out[0], eid, env["workspace_size"], env["tensor_uids"],
+    p.adopt_context(hp, plugin, ph, context, eid, env["workspace_size"], env["tensor_uids"],
                     None, env["is_override_shape_enabled"])
     p.restored = True
     p.finalized = True
@@ -343,7 +329,6 @@ def plan_from_bytes(handle, data: bytes):
 
 
 def create_and_deserialize_execution_plan(h, out, data, size):
-    from .entry import handle_of
     fn = "hipdnnBackendCreateAndDeserializeExecutionPlan_ext"
     handle = handle_of(h, fn)
     if not out:

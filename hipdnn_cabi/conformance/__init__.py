@@ -9,15 +9,9 @@ HIPDNN_PLUGIN_TYPE_HEURISTIC) gets the heuristic-plugin checks instead.  See doc
 """
 from __future__ import annotations
 
-from .core import (Fail, HeuristicSuite, Result, Scale, Skip, Suite, load_checks,  # noqa: F401
-                   plugin_kind, registry, run_checks)
-
-
-def make_suite(path: str, kind: str, *, scale=None, workdir=None, plugin_dir=None, backend_lib=None):
-    """The Suite of one kind ("plugin", "heuristic" or "backend") for ``path``."""
-    if kind == "heuristic":
-        return HeuristicSuite(path, scale=scale, workdir=workdir, plugin_dir=plugin_dir, backend_lib=backend_lib)
-    return Suite(path, scale=scale, workdir=workdir, plugin_dir=plugin_dir)
+from .checks import load_checks, registry  # noqa: F401
+from .core import (Fail, HeuristicSuite, Result, Scale, Skip, Suite, keyword_matcher,  # noqa: F401
+                   make_suite, plugin_kind, run_checks)
 
 
 def run_plugin_suite(path: str, *, keyword=None, xfails=(), scale=None, jobs: int = 8, backend=False,
@@ -25,7 +19,6 @@ def run_plugin_suite(path: str, *, keyword=None, xfails=(), scale=None, jobs: in
     """kind: "plugin" (engine), "heuristic", or None = detect (hipdnnPluginGetType, in a child).
     For a heuristic plugin, ``plugin_dir`` names the engine plugins of the host checks (default:
     the backend's own) and ``backend_lib`` the backend they run in (default: ours)."""
-    from .core import keyword_matcher
     if backend:
         kind = "backend"
     elif kind is None:

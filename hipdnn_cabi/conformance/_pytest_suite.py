@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from hipdnn_cabi.conformance.core import Result, Scale, read_xfail_file, registry, run_checks  # noqa: F401
+from hipdnn_cabi.conformance.checks import registry
+from hipdnn_cabi.conformance.core import (Result, Scale, default_backend,  # noqa: F401
+                                          make_suite, read_xfail_file, run_checks)
 from hipdnn_cabi.conformance.pytest_plugin import suite_kind
 
 
@@ -22,11 +24,9 @@ def conform_suite(request):
     config = request.config
     backend = config.getoption("--hipdnn-backend")
     if backend is not None:
-        from hipdnn_cabi.conformance.cli import default_backend
         target = backend or default_backend()
     else:
         target = config.getoption("--hipdnn-plugin")
-    from hipdnn_cabi.conformance import make_suite
     suite = make_suite(target, suite_kind(config),
                        scale=Scale.quick() if config.getoption("--hipdnn-quick") else Scale(),
                        plugin_dir=config.getoption("--hipdnn-plugin-dir"))

@@ -18,8 +18,9 @@ import os
 import sys
 import time
 
-from .core import (Scale, Suite, keyword_matcher, plugin_kind, read_xfail_file,
-                   registry, run_checks)
+from .checks import registry
+from .core import (Scale, Suite, default_backend, keyword_matcher, make_suite,  # noqa: F401
+                   plugin_kind, read_xfail_file, run_checks)
 from .report import plugin_identity, table, to_json, verdict_line, write_json
 
 
@@ -48,12 +49,6 @@ def parser():
     p.add_argument("--workdir", help="keep the driver, graphs and cases here (default: a temp dir)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
     return p
-
-
-def default_backend() -> str:
-    from ..capi import __file__ as capi_file  # noqa: F401
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib",
-                        "libhipdnn_backend.so")
 
 
 def main(argv=None) -> int:
@@ -90,7 +85,6 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         if kind == "heuristic":
-            from . import make_suite
             suite = make_suite(target, kind, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir)
         else:
             suite = Suite(target, scale=scale, workdir=a.workdir, plugin_dir=a.plugin_dir,

@@ -20,6 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..backend.plugins.loader import fnv1a64, parse_version
+from .corpus import build_corpus, device_properties_blob, load_user_graph, write_case
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -58,18 +61,6 @@ def check(cid: str, *, mustpass: bool = True, slow: bool = False, backend: bool 
         reg[cid] = Check(cid, fn, mustpass, (fn.__doc__ or "").strip().split("\n")[0], slow)
         return fn
     return deco
-
-
-def load_checks():
-    from . import checks  # noqa: F401  (imports every group module, which registers its checks)
-    return PLUGIN_CHECKS, BACKEND_CHECKS
-
-
-def registry(kind: str) -> dict:
-    """The checks of one suite: "plugin" (engine plugins), "heuristic" or "backend"."""
-    load_checks()
-    return {"plugin": PLUGIN_CHECKS, "engine": PLUGIN_CHECKS, "heuristic": HEURISTIC_CHECKS,
-            "backend": BACKEND_CHECKS}[kind]
 
 
 @dataclass
@@ -116,6 +107,11 @@ def read_xfail_file(path: Optional[str]) -> list:
 
 
 # ---------------------------------------------------------------------------------- driver build
+def default_backend() -> str:
+    """This package's libhipdnn_backend.so."""
+    return os.path.join(os.path.dirname(HERE), "lib", "libhipdnn_backend.so")
+
+
 def include_dir() -> str:
     for cand in (os.path.join(os.path.dirname(HERE), "include"),               # installed wheel
                  os.path.join(os.path.dirname(os.path.dirname(HERE)), "include")):  # checkout
@@ -281,7 +277,6 @@ class Suite:
         self._memo: dict = {}
         self._locks: dict = {}
         self._lock = threading.Lock()
-        from .corpus import build_corpus, load_user_graph
         self.corpus = build_corpus()
         # the user's own graphs (--graph), before the degenerate ones
         user = [load_user_graph(p) for p in (user_graphs or ())]
@@ -357,7 +352,6 @@ class Suite:
 
     def api_version(self):
         """Parsed (major, minor, patch) or None; (1,0,0) when the symbol is absent."""
-        from ..plugins.loader import parse_version
         if not self.has("hipdnnPluginGetApiVersion"):
             return (1, 0, 0)
         rec = self.string("api_version")
@@ -403,7 +397,6 @@ class Suite:
         return out
 
     def case(self, g, eid) -> str:
-        from .corpus import write_case
         return self.memo(("case", g.name, eid), lambda: write_case(self.workdir, g, eid))
 
     def first_case(self, required: bool = True):
@@ -471,7 +464,6 @@ class HeuristicSuite(Suite):
         return self.hchild("probe", self.unknown_policy_id())
 
     def unknown_policy_id(self) -> int:
-        from ..plugins.loader import fnv1a64
         return fnv1a64(self.UNKNOWN_POLICY)
 
     def policy_ids(self) -> list:
@@ -489,13 +481,11 @@ class HeuristicSuite(Suite):
         return {int(r["id"]): r["name"] for r in run.of("policy_name") if r["st"] == 0}
 
     def candidates(self) -> list:
-        from ..plugins.loader import fnv1a64
         return [fnv1a64(n) for n in self.CANDIDATE_NAMES]
 
     def input_files(self) -> dict:
         """{cpu, gpu: DeviceProperties files; graph: the pw_add_f32 Graph file}."""
         def write():
-            from .corpus import device_properties_blob
             paths = {}
             for kind in ("cpu", "gpu"):
                 p = os.path.join(self.workdir, f"devprops_{kind}.bin")
@@ -521,6 +511,13 @@ class HeuristicSuite(Suite):
 
 
 # ---------------------------------------------------------------------------------- running
+def make_suite(path: str, kind: str, *, scale=None, workdir=None, plugin_dir=None, backend_lib=None):
+    """The Suite of one kind ("plugin", "heuristic" or "backend") for ``path``."""
+    if kind == "heuristic":
+        return HeuristicSuite(path, scale=scale, workdir=workdir, plugin_dir=plugin_dir, backend_lib=backend_lib)
+    return Suite(path, scale=scale, workdir=workdir, plugin_dir=plugin_dir)
+
+
 def run_checks(suite, checks: list, *, xfails=(), jobs: int = 8, on_result=None) -> list:
     """Run checks (list of Check) concurrently; returns Results in the given order."""
     from concurrent.futures import ThreadPoolExecutor

@@ -14,6 +14,9 @@ from typing import Optional
 import flatbuffers
 import numpy as np
 
+from ..backend import graph_fb
+from ..plugin_sdk import DeviceBuffers, engine_id_of, parse_engine_config, parse_graph
+from ..plugin_sdk.loader import resolve
 from ..schemas._generated import (DeviceProperties, EngineApiVersion, EngineConfig, Graph,
                                   MatmulAttributes, Node, PointwiseAttributes, TensorAttributes)
 from ..schemas.tensor_value import add_tensor_value, create_tensor_value
@@ -407,8 +410,6 @@ class UserGraph(CorpusGraph):
         return {t.uid: rng.uniform(-2.0, 2.0, size=t.span).astype(NP_DTYPE[t.dtype]) for t in ins}
 
     def reference(self, inputs: dict) -> dict:
-        from ..plugin_sdk import DeviceBuffers, engine_id_of, parse_engine_config, parse_graph
-        from ..plugin_sdk.loader import resolve
         plugin = resolve(CPU_REFERENCE_MODULE)
         c = plugin.create_container()
         g = parse_graph(self._bytes)
@@ -441,8 +442,6 @@ def _unions(o):
 
 def load_user_graph(path: str) -> UserGraph:
     """A UserGraph from a .bin (Graph FlatBuffer) or .json file; ValueError with the reason."""
-    from ..backend import graph_fb
-    from ..plugin_sdk import parse_graph
     if path.endswith(".json"):
         import json
         with open(path, encoding="utf-8") as f:

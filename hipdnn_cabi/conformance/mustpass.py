@@ -5,7 +5,7 @@ tests/conformance checks the two agree.
 """
 from __future__ import annotations
 
-from .core import registry
+from .checks import registry
 
 
 def mustpass(kind: str = "plugin") -> list:

@@ -12,6 +12,8 @@ import os
 
 import pytest
 
+from .report import plugin_identity, to_json, write_json
+
 SUITE_MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pytest_suite.py")
 
 
@@ -34,6 +36,7 @@ def suite_kind(config) -> str:
         return "backend"
     kind = getattr(config, "_hipdnn_kind", None)
     if kind is None:
+        # lazy: pytest loads this plugin in every session, the suite (numpy) only on demand
         from .core import plugin_kind
         kind = config._hipdnn_kind = plugin_kind(config.getoption("--hipdnn-plugin"))
     return kind
@@ -62,7 +65,6 @@ def pytest_sessionfinish(session):
     config = session.config
     if not _active(config) or not config.getoption("--hipdnn-report"):
         return
-    from .report import plugin_identity, to_json, write_json
     suite = getattr(config, "_hipdnn_suite", None)
     backend = config.getoption("--hipdnn-backend") is not None
     subject = {"path": suite.plugin, "kind": "backend"} if (suite and backend) else \

@@ -30,6 +30,8 @@ import os
 import threading
 
 from .common import DeviceError, KernelCache  # noqa: F401
+from .cuda import CudaPlatform, NvrtcCompiler
+from .hip import HipPlatform, HiprtcCompiler
 
 _lock = threading.Lock()
 _platform = None
@@ -48,9 +50,7 @@ def _order():
 
 def _make(name):
     if name == "cuda":
-        from .cuda import CudaPlatform
         return CudaPlatform()
-    from .hip import HipPlatform
     return HipPlatform()
 
 
@@ -159,9 +159,7 @@ def compiler(kind: str | None = None):
     for k in kinds:
         try:
             if k == "cuda":
-                from .cuda import NvrtcCompiler
                 return NvrtcCompiler()
-            from .hip import HiprtcCompiler
             return HiprtcCompiler()
         except Exception as e:  # noqa: BLE001
             err.append(f"{k}: {type(e).__name__}: {e}")

@@ -21,7 +21,10 @@ import ctypes
 
 import numpy as np
 
+from .. import device
+from .._generated.enums import DataType
 from ..errors import BadParamError
+from ._capi import api
 from .tensor import element_size, to_numpy_dtype
 
 DLPACK_CPU = 1
@@ -113,7 +116,6 @@ def _tname(t) -> str:
 
 
 def _type_ok(t, kind, bits) -> bool:
-    from .._generated.enums import DataType
     name = DataType(t.data_type).name
     want = _EXPECT.get(name)
     if want is None:  # fp8 / fp4 / fp6 / int4: only the width can be checked
@@ -192,7 +194,6 @@ def check_layout(t, desc: dict, nbytes: int | None, is_output: bool) -> None:
 
 
 def DataTypeName(dt) -> str:  # noqa: N802
-    from .._generated.enums import DataType
     return DataType(dt).name
 
 
@@ -271,8 +272,6 @@ def resolve_pointer(value, tensor, is_output=False):
     if hasattr(value, "__array_interface__"):
         return resolve_pointer(np.asarray(value), tensor, is_output)[0], value
     try:
-        import cffi  # noqa: F401
-        from ._capi import api
         ffi = api().ffi
         if isinstance(value, ffi.CData):
             return int(ffi.cast("uintptr_t", value)), value
@@ -308,7 +307,6 @@ def device_pointer_kind(ptr: int):
     pinned memory).  Without a GPU runtime (hipdnn_cabi.device) there is no device memory in the
     process, so every pointer is host memory.  Tests monkeypatch this probe."""
     try:
-        from .. import device
         if not device.available():
             return HOST
         k = device.pointer_info(int(ptr))[0]   # process-wide: creates no context

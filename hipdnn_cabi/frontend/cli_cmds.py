@@ -7,10 +7,15 @@ import os
 import subprocess
 import sys
 
+import hipdnn_cabi
+
+from .. import capi, device
+from ..backend import env as _env  # the C environment (os.environ without the library)
+from . import Handle, engines, loaded_plugin_paths, version_string
+
 
 def _gpu():
     try:
-        from .. import device
         if device.available():
             rt = device.get_runtime()
             return f"yes ({type(rt).__name__})"
@@ -24,10 +29,6 @@ def info(argv) -> int:
                                 description="library, headers, plugin dirs, loaded plugins and engines, GPU runtime")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     a = p.parse_args(argv)
-    import hipdnn_cabi
-    from .. import capi
-    from . import Handle, engines, loaded_plugin_paths, version_string
-    from ..backend import env as _env  # the C environment (os.environ without the library)
     lib = capi.backend_library_path()
     out = {
         "version": hipdnn_cabi.__version__,
@@ -74,7 +75,6 @@ def engines_cmd(argv) -> int:
     p = argparse.ArgumentParser(prog="hipdnn-cabi engines", description="list the loaded engines")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    from . import engines
     es = engines()
     if a.json:
         print(json.dumps([e.__dict__ for e in es], indent=2))

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import device
+from ..errors import BadParamError
 from ._capi import Api, api as _api
 
 
 def _current_device() -> int:
     try:
-        from .. import device
         return device.current_device()
     except Exception:  # noqa: BLE001
         return -1
@@ -37,7 +38,6 @@ class Handle:
     def raw(self):
         """The cffi ``hipdnnHandle_t``."""
         if self._h is None:
-            from ..errors import BadParamError
             raise BadParamError("the handle is closed")
         return self._h
 

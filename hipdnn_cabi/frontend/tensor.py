@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from .._generated.enums import DataType
+from ..errors import BadParamError
 
 # hipdnnDataType_t <-> numpy (types numpy has)
 _NP = {
@@ -29,7 +30,6 @@ _SIZE = {DataType.HIPDNN_DATA_BFLOAT16: 2, DataType.HIPDNN_DATA_FP8_E4M3: 1,
 
 def int_vector(what: str, v, *, minimum: int) -> list[int]:
     """``v`` as a list of ints >= ``minimum``, else BadParamError (never a bare ValueError)."""
-    from ..errors import BadParamError
     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
         raise BadParamError(f"{what} must be a sequence of integers, got {v!r}")
     out = []
@@ -47,7 +47,6 @@ def int_vector(what: str, v, *, minimum: int) -> list[int]:
 
 def data_type_of(dt):
     """DataType(dt), or BadParamError naming the valid types."""
-    from ..errors import BadParamError
     if dt is None:
         return None
     try:

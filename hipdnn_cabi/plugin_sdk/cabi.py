@@ -15,8 +15,10 @@ import threading
 
 from .errors import ALLOC_FAILED, BAD_PARAM, INTERNAL_ERROR, INVALID_VALUE, NOT_APPLICABLE, \
     PluginError
+from .core import DeviceBuffers as _DeviceBuffers
+from .core import PluginHandle as _PluginHandle
 from .graph import parse_engine_config, parse_graph
-from .signatures import signatures
+from .signatures import ENGINE_HEADERS, signatures
 
 ENGINE_TYPE = 1  # HIPDNN_PLUGIN_TYPE_ENGINE
 _ids = itertools.count(1)
@@ -439,18 +441,5 @@ class CAdapter(PluginApiAdapter):
         skip = set(self.UNSUPPORTED)
         if not getattr(self.plugin, "supports_plan_serialization", True):
             skip.update(self.SERIALIZATION)
-        from .signatures import ENGINE_HEADERS
         return [s.name for s in signatures()
                 if s.header in ENGINE_HEADERS and s.name not in skip]
-
-
-from .core import DeviceBuffers as _DeviceBuffers  # noqa: E402
-from .core import PluginHandle as _PluginHandle  # noqa: E402
-
-
-def check_complete():
-    from .heuristics import install_stubs
-    install_stubs()
-    missing = [s.name for s in signatures() if not hasattr(CAdapter, s.name)]
-    if missing:
-        raise RuntimeError(f"CAdapter lacks: {', '.join(missing)}")

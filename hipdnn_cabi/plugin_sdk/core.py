@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 
+from . import serialization as ser
 from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
-from .graph import OpGraph, build_engine_details
+from .graph import OpGraph, build_engine_details, parse_engine_config, parse_graph
+from .serialization import ScalarTable, parse_api_version
 from .spans import graph_span_problem
 
 SEV_INFO = 0   # HIPDNN_SEV_INFO
@@ -145,7 +147,6 @@ class EngineBase:
 
     # -------------------------------------------------------------- serialization (RFC 0009)
     def serialize_execution_context(self, handle, ctx: "ExecutionContext") -> bytes:
-        from . import serialization as ser
         if not self.supports_plan_serialization:
             raise PluginError(NOT_APPLICABLE, f"engine {self.name} does not serialize its "
                                               "execution contexts")
@@ -161,8 +162,6 @@ class EngineBase:
 
     def restore_execution_context(self, handle, payload) -> "ExecutionContext":
         """Rebuild a context from a checked :class:`.serialization.Payload`."""
-        from . import serialization as ser
-        from .graph import parse_engine_config, parse_graph
         if not self.supports_plan_serialization:
             raise PluginError(NOT_APPLICABLE, f"engine {self.name} does not restore serialized "
                                               "execution contexts")
@@ -204,7 +203,6 @@ def check_restored_graph(graph, plugin) -> None:
     that arrives inside a serialized execution context instead (issue 19): its stamped
     ``min_required_engine_api_version`` and the version its content needs must both be within
     the plugin's reported API version.  (Span checks follow through ``_require``.)"""
-    from .serialization import parse_api_version
     api = parse_api_version(getattr(plugin, "api_version", "1.0.0")) if plugin is not None \
         else (1, 0, 0)
     stamp = getattr(graph, "min_api_version", None)
@@ -301,7 +299,6 @@ class ExecutionContext:
     the pass-by-value scalar table (from the op graph, or restored from a serialized payload)."""
 
     def __init__(self, engine_id, plan, graph, config, scalars=None):
-        from .serialization import ScalarTable
         self.engine_id, self.plan, self.graph, self.config = engine_id, plan, graph, config
         if scalars is None:
             scalars = ScalarTable.from_graph(graph) if graph is not None else ScalarTable()
@@ -322,7 +319,6 @@ class DeviceBuffers:
         self.scalars = scalars
 
     def scalar(self, uid):
-        from .serialization import ScalarTable
         table = self.scalars if self.scalars is not None else ScalarTable()
         return table.value(uid, self._m, self._ffi)
 
@@ -424,7 +420,6 @@ class EnginePluginContainer:
 
     def create_execution_context_from_serialized(self, data: bytes,
                                                  handle=None) -> ExecutionContext:
-        from . import serialization as ser
         em = self.engine_manager
         p = ser.unpack(data, known_engine_ids=set(em.by_id),
                        api_version=ser.parse_api_version(self.plugin.api_version))

@@ -19,20 +19,23 @@ import sys
 import sysconfig
 import tempfile
 
+import cffi
+
+from .. import include_dir
+from .._cdef import load
+from .heuristics import is_heuristic_plugin
+from .loader import make_adapter, resolve
+from .signatures import (ENGINE_HEADERS, HEURISTIC_HEADERS, dispatcher_externs, dispatcher_name,
+                         signatures)
+from .slots import SlotTable, attach, check_complete
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # An installed package carries cdef/bootstrap.c as hipdnn_cabi/cdef/bootstrap.c (setup.py); a
 # source checkout reads it from cdef/.  The headers come from hipdnn_cabi.include_dir().
 _PKG_BOOTSTRAP = os.path.join(os.path.dirname(HERE), "cdef", "bootstrap.c")
 BOOTSTRAP = _PKG_BOOTSTRAP if os.path.isfile(_PKG_BOOTSTRAP) else os.path.join(ROOT, "cdef", "bootstrap.c")
-
-
-def _include_dir() -> str:
-    from .. import include_dir
-    return include_dir()
-
-
-INCLUDE = _include_dir()
+INCLUDE = include_dir()
 
 GUARD_C = r"""
 #include "hipdnn_plugin_sdk/EnginePluginApi.h"
@@ -91,9 +94,6 @@ _started = {}
 
 def start(ffi, lib, spec: str) -> None:
     """Init code of an exported library: load the plugin, bind it to slot 0, attach bodies."""
-    from .cabi import check_complete
-    from .loader import make_adapter, resolve
-    from .slots import SlotTable, attach
     check_complete()
     table = SlotTable(1)
     table.adapters[0] = make_adapter(resolve(spec), ffi)
@@ -105,7 +105,6 @@ def start(ffi, lib, spec: str) -> None:
 def exported_c_code(generated, headers=None) -> str:
     """Exported entry points for the functions of ``headers`` (default: the engine-plugin API);
     the dispatchers of every plugin function are declared (one Python module serves both kinds)."""
-    from .signatures import ENGINE_HEADERS, dispatcher_name, signatures
     headers = headers or ENGINE_HEADERS
     code = []
     for s in signatures(generated):
@@ -134,17 +133,11 @@ def module_name(out: str) -> str:
 
 def build(spec: str, out: str, tmp_dir: str | None = None, python: str | None = None,
           check_import: bool = True) -> str:
-    import cffi
-    from .._cdef import load
-    from .signatures import dispatcher_externs
     gen = load()
     if os.path.exists(spec):
         spec = os.path.realpath(spec)
     headers = None
     if check_import:  # fail at build time, not at first call
-        from .heuristics import is_heuristic_plugin
-        from .loader import resolve
-        from .signatures import HEURISTIC_HEADERS
         if is_heuristic_plugin(resolve(spec)):
             headers = HEURISTIC_HEADERS
     out = os.path.abspath(out)

@@ -28,9 +28,12 @@ from __future__ import annotations
 import inspect
 import itertools
 
-from .cabi import PluginApiAdapter, _entry
+from ..schemas._generated.DeviceProperties import DeviceProperties
+from ..schemas.verifier import VerificationError, verify
+from .cabi import CAdapter, PluginApiAdapter, _entry
 from .errors import BAD_PARAM, NOT_APPLICABLE, NOT_INITIALIZED, PluginError
 from .graph import parse_graph
+from .signatures import signatures
 
 HEURISTIC_TYPE = 2   # HIPDNN_PLUGIN_TYPE_HEURISTIC
 HEURISTIC_HEADERS = ("hipdnn_plugin_sdk/PluginApi.h", "hipdnn_plugin_sdk/HeuristicsPluginApi.h")
@@ -243,14 +246,11 @@ class HeuristicCAdapter(PluginApiAdapter):
 
     # ------------------------------------------------------------------ table
     def provided(self) -> list:
-        from .signatures import signatures
         return [s.name for s in signatures() if s.header in HEURISTIC_HEADERS]
 
 
 def parse_device_properties(raw: bytes) -> dict:
     """DeviceProperties ("HDDP") FlatBuffer → dict (verified: a bad buffer is BAD_PARAM)."""
-    from ..schemas._generated.DeviceProperties import DeviceProperties
-    from ..schemas.verifier import VerificationError, verify
     try:
         verify(raw, "DeviceProperties")
         d = DeviceProperties.GetRootAs(raw, 0)
@@ -276,15 +276,7 @@ def _stub(name):
 def install_stubs() -> None:
     """Give each adapter class a stub for the functions of the other plugin kind, so any slot can
     hold either (the slot dispatchers call every name)."""
-    from .cabi import CAdapter
-    from .signatures import signatures
     for s in signatures():
         for cls in (CAdapter, HeuristicCAdapter):
             if not hasattr(cls, s.name):
                 setattr(cls, s.name, _stub(s.name))
-
-
-def load_python_heuristic_plugin(path_or_module) -> dict:
-    """Bind a Python heuristic plugin to a free slot of libhipdnn_backend.so; its function table."""
-    from . import loader
-    return loader.load_python_plugin(path_or_module)

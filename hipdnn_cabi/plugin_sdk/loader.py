@@ -5,12 +5,12 @@ module name, or a ``hipdnn_cabi.engine_plugins`` entry point — whose module ex
 ``hipdnn_plugin`` (an :class:`EnginePluginBase` instance or subclass) or ``create_plugin()``.
 
 :func:`load_python_plugin` returns the same shape the host's .so loader
-(``hipdnn_cabi.plugins.loader.load_shared_object``) produces as its table:
+(``hipdnn_cabi.backend.plugins.loader.load_shared_object``) produces as its table:
 ``{C function name: function pointer as int}`` — here the addresses of static slot functions
 inside libhipdnn_backend.so — so the host runs one code path for both kinds::
 
     table = load_python_plugin(path)
-    plugin = EnginePlugin(path, table, 0)        # hipdnn_cabi.plugins.loader.EnginePlugin
+    plugin = EnginePlugin(path, table, 0)        # hipdnn_cabi.backend.plugins.loader.EnginePlugin
     plugin.initialize(cb)
     ...
     unload_python_plugin(table)                   # frees the slot (after the host is done)
@@ -22,6 +22,11 @@ import importlib
 import importlib.util
 import os
 import sys
+
+from . import slots
+from .cabi import CAdapter
+from .core import EnginePluginBase
+from .heuristics import HeuristicCAdapter, HeuristicPluginBase, is_heuristic_plugin
 
 ENTRY_POINT_GROUP = "hipdnn_cabi.engine_plugins"
 _loaded: dict = {}   # id(table) -> slot
@@ -124,8 +129,6 @@ def import_plugin_module(spec: str):
 
 def plugin_object(obj):
     """The plugin instance behind a module / class / instance / factory."""
-    from .core import EnginePluginBase
-    from .heuristics import HeuristicPluginBase
     bases = (EnginePluginBase, HeuristicPluginBase)
     if isinstance(obj, bases):
         return obj
@@ -151,17 +154,17 @@ def resolve(path_or_module):
 
 def load_python_plugin(path_or_module) -> dict:
     """Bind the plugin to a free slot of libhipdnn_backend.so and return its function table
-    ``{C function name: address}``.  Must run inside the embedded backend (runtime attached)."""
-    from ..backend import runtime
-    from . import slots
-    if runtime.lib is None or not slots.installed():
+    ``{C function name: address}``.  Must run inside the embedded backend (its slots installed)."""
+    backend = slots.backend()
+    if backend is None:
         raise RuntimeError("load_python_plugin needs the embedded libhipdnn_backend.so")
+    ffi, lib = backend
     plugin = resolve(path_or_module)
-    adapter = make_adapter(plugin, runtime.ffi)
+    adapter = make_adapter(plugin, ffi)
     k = slots.BACKEND.bind(adapter)
     table = {}
     for name in adapter.provided():
-        p = runtime.lib.hipdnn_cabi_plugin_slot_fn(k, name.encode())
+        p = lib.hipdnn_cabi_plugin_slot_fn(k, name.encode())
         if not p:
             slots.BACKEND.unbind(k)
             raise RuntimeError(f"no slot function for {name}")
@@ -172,15 +175,12 @@ def load_python_plugin(path_or_module) -> dict:
 
 def make_adapter(plugin, ffi):
     """The C ABI adapter for a plugin object: engine (CAdapter) or heuristic (HeuristicCAdapter)."""
-    from .cabi import CAdapter
-    from .heuristics import HeuristicCAdapter, is_heuristic_plugin
     return HeuristicCAdapter(plugin, ffi) if is_heuristic_plugin(plugin) else CAdapter(plugin, ffi)
 
 
 def unload_python_plugin(table: dict) -> None:
     """Free the slot behind a table returned by load_python_plugin (its pointers become inert:
     they return HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED)."""
-    from . import slots
     ent = _loaded.pop(id(table), None)
     if ent is not None:
         slots.BACKEND.unbind(ent[0])

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from .._cdef import load
+
 HEADERS = ("hipdnn_plugin_sdk/PluginApi.h", "hipdnn_plugin_sdk/EnginePluginApi.h",
            "hipdnn_plugin_sdk/HeuristicsPluginApi.h")
 ENGINE_HEADERS = HEADERS[:2]
@@ -41,7 +43,6 @@ def parse(proto: str, header=None) -> Sig:
 
 def signatures(generated=None) -> list[Sig]:
     if generated is None:
-        from .._cdef import load
         generated = load()
     return [parse(p, h) for h in HEADERS for p in generated.FUNCTIONS[h]]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 
+from .cabi import CAdapter
 from .errors import INTERNAL_ERROR, NOT_INITIALIZED
+from .heuristics import install_stubs
 from .signatures import NUM_SLOTS, dispatcher_name, signatures
 
 
@@ -69,6 +71,14 @@ def _onerror_void(exc_type, exc, tb):
     return None
 
 
+def check_complete() -> None:
+    """Every plugin function has a body on both adapter kinds (a slot holds either kind)."""
+    install_stubs()
+    missing = [s.name for s in signatures() if not hasattr(CAdapter, s.name)]
+    if missing:
+        raise RuntimeError(f"CAdapter lacks: {', '.join(missing)}")
+
+
 def attach(ffi, table: SlotTable) -> None:
     """def_extern every dispatcher of ``ffi`` onto ``table``."""
     for sig in signatures():
@@ -82,17 +92,22 @@ def attach(ffi, table: SlotTable) -> None:
 
 # ------------------------------------------------------------------ inside libhipdnn_backend.so
 BACKEND = SlotTable(NUM_SLOTS)
-_installed = False
+_backend = None   # (ffi, lib) of libhipdnn_backend.so, handed over by install()
 
 
 def install(ffi, lib) -> None:
-    """Called by hipdnn_cabi.backend.entry.install(): attach the backend's dispatchers."""
-    global _installed
-    from .cabi import check_complete
+    """Called by hipdnn_cabi.backend.entry.install(): attach the backend's dispatchers and keep
+    the library's ``ffi``/``lib``, which bind Python plugins to its slot functions."""
+    global _backend
     check_complete()
     attach(ffi, BACKEND)
-    _installed = True
+    _backend = (ffi, lib)
 
 
 def installed() -> bool:
-    return _installed
+    return _backend is not None
+
+
+def backend():
+    """(ffi, lib) of libhipdnn_backend.so once :func:`install` ran, else None."""
+    return _backend

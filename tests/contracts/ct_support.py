@@ -31,7 +31,7 @@ def plugin_dir(base, name, members) -> str:
 
 
 def engine_id_of(name: str) -> int:
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     return fnv1a64(name)
 
 

@@ -6,7 +6,7 @@ import pytest
 from ct_support import BAD, NOTINIT, NOTSUP, details_bytes, py
 
 QUERY = """
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 g = add_graph(h)
 out = {}
@@ -78,7 +78,7 @@ def test_old_and_new_engine_details_bytes():
 def test_our_engines_report_true_notes(dirs):
     """C sample and py_sample (SDK) both serialize plans → note 4; the scalar contract engines too."""
     r = py("""
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 g = add_graph(h)
 out = {}
@@ -153,7 +153,7 @@ def test_cpu_reference_reports_true_notes(ct_base):
     if not os.path.exists(os.path.join(src, "engine.py")):
         pytest.skip("engine_plugins/cpu_reference has not landed")
     r = py("""
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 g = add_graph(h)
 st, e = engine(g, fnv1a64("HIPDNN_CABI_CPU_REFERENCE_ENGINE")); ok(st)
@@ -172,7 +172,7 @@ def test_frontend_notes_edge_cases_and_serialize_without_note_4(ctplug):
 from hipdnn_cabi import frontend as fe
 from hipdnn_cabi import errors
 from hipdnn_cabi._generated.enums import PointwiseMode, DataType
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 out = {"enum": fe.BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION.value}
 g = fe.Graph()
 x = g.tensor(name="x", dim=[1, 4], stride=[4, 1], data_type=DataType.HIPDNN_DATA_FLOAT)

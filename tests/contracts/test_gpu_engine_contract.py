@@ -41,7 +41,7 @@ RESTORE = """
 import struct, zlib
 import fuzz_plans as fp
 from hipdnn_cabi import device
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 from hipdnn_cabi.plugin_sdk import parse_graph
 from hipdnn_cabi.plugin_sdk import serialization as ser
 EID = fnv1a64("HIPDNN_CABI_HIP_KERNELS_ENGINE")

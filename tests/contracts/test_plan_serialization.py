@@ -14,7 +14,7 @@ PY_SAMPLE = "HIPDNN_CABI_PY_SAMPLE_ENGINE"
 
 BUILD = """
 import os, sys
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 g = add_graph(h, n=4)
 st, p = plan_for_engine(g, fnv1a64(ENGINE))
@@ -32,7 +32,7 @@ print(json.dumps(out))
 
 RESTORE = """
 import os
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 out = {"pid": os.getpid()}
 for name in ("plan.bin", "box.bin"):
@@ -63,7 +63,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("engine,dkey", [(C_SAMPLE, "c_sample"), (PY_SAMPLE, "py_sample")])
 def test_fresh_process_round_trip(dirs, tmp_path, engine, dkey):
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     head = f"ENGINE = {engine!r}\nDIR = {str(tmp_path)!r}\nX = [1.5, -2, 3, 4.25]\nB = [10, 20, 30, 40]\n"
     a = py(head + BUILD, dirs[dkey])
     want = [11.5, 18.0, 33.0, 44.25]
@@ -208,7 +208,7 @@ def _envelope(**kw) -> bytes:
 
 def test_malformed_envelopes(dirs, tmp_path):
     """Each malformed envelope gives its documented status (docs/contracts.md)."""
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     from hipdnn_cabi.backend.serialization import build_container
     # a real payload, taken from a real plan
     r0 = py(f"""
@@ -408,14 +408,14 @@ print(json.dumps(out))
 
 
 def _eid(tag):
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     return fnv1a64("CTPLUG_" + tag)
 
 
 def test_envelope_layout(dirs, tmp_path):
     """The envelope is a SerializedExecutionPlan without file identifier, version 1, carrying
     engine id, workspace, graph tensor uids, the plugin payload (C sample header HCSP)."""
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     from hipdnn_cabi.schemas.verifier import verify
     py(f"""
 h = handle(); p = first_plan(add_graph(h))

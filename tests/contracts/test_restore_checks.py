@@ -18,7 +18,7 @@ CPU = "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
 
 SAVE = """
 h = handle(); g = add_graph(h)
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 st, p = plan_for_engine(g, fnv1a64({engine!r})); ok(st)
 st, b = serialize_plan(p); ok(st)
 open({path!r}, 'wb').write(b)
@@ -74,7 +74,7 @@ def _stamp(major, minor, patch):
 
 def test_restore_checks_envelope_and_payload(tmp_path):
     from hipdnn_cabi.backend.serialization import build_container
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     from hipdnn_cabi.schemas._generated.SerializedExecutionPlan import SerializedExecutionPlan
     good = _real_plan(tmp_path)
     e = SerializedExecutionPlan.GetRootAs(good, 0)

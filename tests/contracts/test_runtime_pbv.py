@@ -111,7 +111,7 @@ print(json.dumps(out))
 
 SER = """
 import os
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 st, g = scale_shift_graph(h, SA, SB); ok(st)
 out = {}
@@ -281,7 +281,7 @@ def test_cpu_reference_runtime_scalars_and_serialization(tmp_path):
     d = _cpu_reference_dir(tmp_path)
     head = f"DIR = {str(tmp_path)!r}\nX = {X!r}\n"
     a = py(head + """
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 h = handle()
 out = {}
 for sa, sb in ((RUNTIME, RUNTIME), (CONST, RUNTIME), (CONST, CONST)):

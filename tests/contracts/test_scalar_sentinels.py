@@ -73,7 +73,7 @@ CASES = _cases()
 
 RUN = """
 import ct_norms as cn
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 from hipdnn_cabi.backend import registry, graph_fb
 CPU = fnv1a64("HIPDNN_CABI_CPU_REFERENCE_ENGINE")
 h = handle()
@@ -126,7 +126,7 @@ def test_scalar_sentinels_per_operation(cpu_dir):
 SER = """
 import os
 import ct_norms as cn
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 CPU = fnv1a64("HIPDNN_CABI_CPU_REFERENCE_ENGINE")
 h = handle()
 out = {}

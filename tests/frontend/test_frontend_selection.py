@@ -18,7 +18,7 @@ PRELUDE = '''
 import json, os
 import numpy as np
 from hipdnn_cabi import frontend as hf
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 F32 = hf.DataType.HIPDNN_DATA_FLOAT
 SLOW, CPU = "HIPDNN_CABI_FE_TEST_SLOW_ENGINE", "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
 hf.set_engine_plugin_paths([os.environ["SELECTION_PLUGINS"]])   # ADDITIVE: the defaults stay

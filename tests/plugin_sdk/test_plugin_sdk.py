@@ -128,7 +128,7 @@ sys.path.insert(0, %(here)r)
 from drive_inprocess import start_backend
 ffi, lib = start_backend()
 from hipdnn_cabi.plugin_sdk.loader import load_python_plugin, unload_python_plugin
-from hipdnn_cabi.plugins.loader import EnginePlugin
+from hipdnn_cabi.backend.plugins.loader import EnginePlugin
 T = load_python_plugin(%(plugin)r)
 p = EnginePlugin("faulty", T, 0)
 try:

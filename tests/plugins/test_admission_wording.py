@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from plugins_testlib import py
-from hipdnn_cabi.plugins import host
-from hipdnn_cabi.plugins.loader import fnv1a64, hex_id, parse_version, parse_version_checked
+from hipdnn_cabi.backend.plugins import host
+from hipdnn_cabi.backend.plugins.loader import fnv1a64, hex_id, parse_version, parse_version_checked
 
 FORMAT = 'Required format: "MAJOR.MINOR.PATCH"'
 

@@ -12,7 +12,7 @@ import pytest
 
 from plugins_testlib import ROOT, py
 
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 
 SLOW, FAST = fnv1a64("MIOPEN_ENGINE"), fnv1a64("MINI_fast")
 WRITTEN, DISABLED, UNKEYABLE, NO_ENGINES, UNCHANGED = 0, 1, 2, 3, 4

@@ -65,7 +65,7 @@ def test_bad_applicability_answers(mini, src, msg):
 def test_null_engine_details(mini):
     so = mini("nd", src="null_details.c")
     r = py("""
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 hh = create_handle()
 g = standin_graph(hh)
 e = desc(D.HIPDNN_BACKEND_ENGINE_DESCRIPTOR)
@@ -96,7 +96,7 @@ def test_set_stream_reaches_every_plugin(mini):
     a = mini("sa", dirname="streams", src="record_stream.c")
     mini("sb", dirname="streams", src="record_stream.c")
     r = py("""
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 hh = create_handle()
 g = standin_graph(hh)
 st, cfgs = heuristic_configs(g)
@@ -160,7 +160,7 @@ v = ffi.new("bool[1]"); c = ffi.new("int64_t*")
 out["get_ff"] = [lib.hipdnnBackendGetAttribute(hd, A.HIPDNN_ATTR_ENGINEHEUR_FIND_FIRST_EXT, T.HIPDNN_TYPE_BOOLEAN, 1, c, v), bool(v[0])]
 print(json.dumps(out))
 """, {"HIPDNN_PLUGIN_DIR": d})
-    from hipdnn_cabi.plugins.loader import fnv1a64
+    from hipdnn_cabi.backend.plugins.loader import fnv1a64
     f1, f2 = fnv1a64("MINI_f1"), fnv1a64("MINI_f2")
     assert r["all"] == [f1, f2] and r["ff_off"] == [f1, f2]
     assert r["ff"] == [f1]  # plugins in sorted path order; libmini_f1.so first

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from cabi_testlib import run
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = {"HIPDNN_CABI_NO_ENTRY_POINT_PLUGINS": "1", "HIPDNN_LOG_LEVEL": "", "HIPDNN_LOG_FILE": ""}

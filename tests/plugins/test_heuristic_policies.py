@@ -10,7 +10,7 @@ import pytest
 
 from plugins_testlib import py
 
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 
 CONFIG, STATIC = fnv1a64("SelectionHeuristic::Config"), fnv1a64("SelectionHeuristic::StaticOrdering")
 DET, MID, MIO = (fnv1a64(n) for n in ("MIOPEN_ENGINE_DETERMINISTIC", "MINI_mid", "MIOPEN_ENGINE"))

@@ -15,7 +15,7 @@ INT64, DOUBLE, CHAR = int(T.HIPDNN_TYPE_INT64), int(T.HIPDNN_TYPE_DOUBLE), int(T
 KNOBS = """
 import flatbuffers
 from hipdnn_cabi.plugin_sdk.graph import build_engine_details
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 from hipdnn_cabi.schemas._generated import (FloatConstraint, FloatValue, IntConstraint, IntValue, Knob,
                                             StringConstraint, StringValue)
 INT, FLOAT, STRING = 1, 2, 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hipdnn_cabi.backend.descriptors import knob_info
 from hipdnn_cabi.backend.descriptors.engine_config import serialize_engine_config
 from hipdnn_cabi.backend.descriptors.knob_choice import FLOAT, INT, STRING
-from hipdnn_cabi.plugins.loader import fnv1a64, hex_id, parse_version
+from hipdnn_cabi.backend.plugins.loader import fnv1a64, hex_id, parse_version
 from hipdnn_cabi.schemas import verifier
 from hipdnn_cabi.schemas._generated.EngineConfig import EngineConfig
 from hipdnn_cabi.schemas._generated.Knob import Knob

@@ -82,7 +82,7 @@ print(json.dumps(out))
 
 def test_heuristic_rules(c_sample):
     r = py(SETUP + """
-from hipdnn_cabi.plugins.loader import fnv1a64
+from hipdnn_cabi.backend.plugins.loader import fnv1a64
 import os
 out = {}
 hd = desc(D.HIPDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)

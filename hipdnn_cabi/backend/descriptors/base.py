@@ -6,23 +6,8 @@ answers NOT_SUPPORTED for names the descriptor does not handle.
 """
 from __future__ import annotations
 
-from ..._generated.enums import AttributeType
-from ...errors import BadParamError, NotInitializedError, NotSupportedError, NullPointerError
-from ..attrs import attr_name
-
-
-def handle_attribute(ctx, atype, count, arr, nbytes):
-    """A HANDLE-typed attribute value → the live :class:`~hipdnn_cabi.backend.handle.Handle`
-    (null, destroyed or not a handle → BAD_PARAM_NULL_POINTER)."""
-    from .. import attrs, registry
-    from ..handle import Handle
-    h = attrs.set_pointer(ctx, atype, count, arr, nbytes, AttributeType.HIPDNN_TYPE_HANDLE)
-    if not h:
-        raise NullPointerError(f"{ctx}: handle is nullptr")
-    obj = registry.objects.get(h)
-    if not isinstance(obj, Handle):
-        raise NullPointerError(f"{ctx}: invalid or destroyed hipdnnHandle_t")
-    return obj
+from ...errors import BadParamError, NotInitializedError, NotSupportedError
+from ..names import attr_name
 
 
 # ------------------------------------------------------------------------ the C attribute store

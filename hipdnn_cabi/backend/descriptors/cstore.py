@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..._generated.enums import AttributeType as T, DataType
+from .. import graph_fb
+from . import factory
 
 # C kinds (astore.c): TENSOR fields start at 0 / empty / false; operation fields start unset.
 K_I64, K_VEC, K_BOOL = 0, 1, 2
@@ -41,8 +43,6 @@ def fields_of(cls) -> list:
     spec = getattr(cls, "SPEC", None)
     if spec is None or getattr(cls, "DESCRIPTOR_TYPE", None) is None:
         return []
-    from ... import backend  # noqa: F401
-    from .. import graph_fb
     rows = []
     for a in spec.attrs:
         k = _OP_KINDS.get(a.kind)
@@ -68,7 +68,6 @@ def fields_of(cls) -> list:
 
 def tables() -> dict:
     """{descriptor type: (class name, rows)} for every class the store holds."""
-    from . import factory
     factory._load()
     out = {}
     for dtype, cls in sorted(factory.CLASSES.items()):

@@ -1,16 +1,18 @@
 """HIPDNN_BACKEND_ENGINE_DESCRIPTOR (spec §1.7).
 
 Finalize re-queries the plugins for the graph's applicable engines, then fetches the engine's
-EngineDetails from the owning plugin; the details stay alive (plugin-owned memory) until the
-engine implementation dies, when DestroyEngineDetails is called.
+EngineDetails from the owning plugin (through the graph's handle, ``handle.plugins``); the
+details stay alive (plugin-owned memory) until the engine implementation dies, when
+DestroyEngineDetails is called.
 """
 from __future__ import annotations
 
-import weakref
-
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import BadParamError, HipdnnError, NotInitializedError, NullPointerError, PluginError
-from .. import attrs, log, runtime
+from ...errors import BadParamError, NotInitializedError, NullPointerError
+from ...schemas import verifier
+from ...schemas._generated.EngineDetails import EngineDetails
+from .. import attrs, runtime
+from . import knob_info
 from .base import Descriptor, getter, setter
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
@@ -23,17 +25,6 @@ def handle_plugins(graph):
     if hp is None:
         raise BadParamError("The operation graph has no handle with engine plugins")
     return hp
-
-
-def _destroy_details(hp, plugin, ph, details):
-    if hp.closed:
-        return  # the plugin handle is gone and took its allocations with it
-    try:
-        plugin.call("destroy engine details", "hipdnnEnginePluginDestroyEngineDetails", ph, details)
-    except HipdnnError as e:
-        log.log(2, e.message)
-    except Exception:  # never raise from a finalizer
-        pass
 
 
 class EngineDescriptor(Descriptor):
@@ -79,36 +70,17 @@ class EngineDescriptor(Descriptor):
                                 f"reports invalid behaviour note value(s) {bad}")
 
     # ------------------------------------------------------------------ details
-    def owner(self):
-        return handle_plugins(self.graph).require(self.engine_id)
-
     def details(self):
         """(knob descriptors, behaviour notes) from the plugin's EngineDetails (fetched once)."""
         d = self._details
         if d is not None:
             return d
-        from . import knob_info
-        ffi = runtime.ffi
-        hp = handle_plugins(self.graph)
-        plugin, ph = hp.require(self.engine_id)
-        from ...plugins.host import graph_const_data
-        gd = graph_const_data(self.graph)
-        out = ffi.new("hipdnnPluginConstData_t*")
-        plugin.call("get engine details", "hipdnnEnginePluginGetEngineDetails",
-                    ph, self.engine_id, gd.c, out)
-        if not out.ptr or not out.size:
-            if out.ptr:
-                weakref.finalize(self, _destroy_details, hp, plugin, ph, out)
-            raise PluginError(f"Engine details for engine ID {self.engine_id} are empty or null")
-        weakref.finalize(self, _destroy_details, hp, plugin, ph, out)
-        raw = ffi.buffer(out.ptr, out.size)[:]
-        from ...schemas import verifier
+        plugin, raw = handle_plugins(self.graph).engine_details(self.engine_id, self.graph, self)
         try:
             verifier.verify(raw, "EngineDetails")
         except verifier.VerificationError as e:
             raise BadParamError(f"Engine details for engine ID {self.engine_id} failed "
                                 f"verification: {e}") from None
-        from ...schemas._generated.EngineDetails import EngineDetails
         ed = EngineDetails.GetRootAs(raw, 0)
         knobs = []
         for i in range(ed.KnobsLength()):
@@ -148,9 +120,8 @@ class EngineDescriptor(Descriptor):
             raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
         blobs = self._knob_blobs
         if blobs is None:
-            from .knob_info import serialize_knob
             ffi = runtime.ffi
-            raws = [serialize_knob(k) for k in knobs]
+            raws = [knob_info.serialize_knob(k) for k in knobs]
             blobs = self._knob_blobs = [(ffi.new("char[]", r), len(r)) for r in raws]
         k = min(req, len(blobs))
         ffi = runtime.ffi
@@ -171,9 +142,8 @@ class EngineDescriptor(Descriptor):
 
     @getter(A.HIPDNN_ATTR_ENGINE_NAME_EXT)
     def _get_name(self, ctx, atype, req, cnt, arr):
-        from ...plugins.host import engine_name
-        r = handle_plugins(self.graph).owner(self.engine_id)
-        attrs.get_string(ctx, atype, req, cnt, arr, engine_name(r[0] if r else None, self.engine_id))
+        attrs.get_string(ctx, atype, req, cnt, arr,
+                         handle_plugins(self.graph).engine_name(self.engine_id))
 
 
 def require_finalized_engine(e):

@@ -1,7 +1,7 @@
 """HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR (spec §1.8).
 
 Finalize serializes an ``EngineConfig`` FlatBuffer (engine_id + knob settings) and asks the owning
-plugin for the workspace size.
+plugin for the workspace size (through the graph's handle, ``handle.plugins``).
 """
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import flatbuffers
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
 from ...errors import BadParamError, InternalError
-from .. import attrs, runtime
+from .. import attrs
 from .base import Descriptor, getter, setter
+from .engine import handle_plugins
 from .knob_choice import FLOAT, INT, STRING
 
 ENGINE_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINE_DESCRIPTOR,)
@@ -103,15 +104,12 @@ class EngineConfigDescriptor(Descriptor):
     def _finalize(self):
         if self.engine is None:
             raise BadParamError("EngineConfigDescriptor::finalize() failed: engine not set")
-        from ...plugins.host import ConstData, graph_const_data
-        plugin, ph = self.engine.owner()
-        cfg = ConstData(self.serialized())
-        gd = graph_const_data(self.engine.graph)
-        out = runtime.ffi.new("size_t*")
-        plugin.call("get workspace size", "hipdnnEnginePluginGetWorkspaceSize", ph, cfg.c, gd.c, out)
-        if out[0] > INT64_MAX:
+        engine = self.engine
+        ws = handle_plugins(engine.graph).workspace_size(engine.engine_id, self.serialized(),
+                                                         engine.graph)
+        if ws > INT64_MAX:
             raise InternalError("EngineConfigDescriptor::finalize() failed: negative workspace size")
-        self.workspace_size = int(out[0])
+        self.workspace_size = ws
 
     @getter(A.HIPDNN_ATTR_ENGINECFG_ENGINE)
     def _get_engine(self, ctx, atype, req, cnt, arr):

@@ -4,7 +4,7 @@ Finalize asks the plugins which engines apply to the graph, then orders them wit
 heuristic policy that succeeds.  Built-in policies: ``SelectionHeuristic::Config`` (the exact-match
 autotune ranking cache, :mod:`..autotune_cache`; no HIPDNN_HEUR_CONFIG_PATH rules engine, so without
 a cached ranking it declines) and ``SelectionHeuristic::StaticOrdering``; every other id names a
-policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.plugins.heuristics`).  Policy ids are the
+policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.backend.plugins.heuristics`).  Policy ids are the
 FNV-1a-64 hashes of the policy names (hipDNN's policyNameToId).
 """
 from __future__ import annotations
@@ -12,8 +12,12 @@ from __future__ import annotations
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType, Severity
 from ...errors import (BadParamError, HipdnnError, InternalError, NotFinalizedError,
                        NotSupportedError, NullPointerError)
-from .. import attrs, env, log, registry, runtime
+from .. import attrs, autotune_cache, env, log, registry, runtime
+from ..plugins.heuristics import device_properties_blob
+from ..plugins.host import describe_declines
+from ..plugins.loader import fnv1a64
 from .base import Descriptor, getter, setter
+from .engine import EngineDescriptor, handle_plugins
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
 CFG_TYPE = DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR
@@ -35,7 +39,6 @@ def _info(msg):
 def _cached_order(graph, cands, name_of):
     """The cached autotune ranking for this graph and device: its still-applicable engines first,
     in the cached order, then the other candidates in StaticOrdering order; None without one."""
-    from .. import autotune_cache
     try:
         ranked = autotune_cache.lookup(graph)
     except Exception as e:  # noqa: BLE001 - a broken cache never breaks the heuristics
@@ -51,7 +54,6 @@ def _cached_order(graph, cands, name_of):
 
 
 def _fnv(s):
-    from ...plugins.loader import fnv1a64
     return fnv1a64(s)
 
 
@@ -150,7 +152,6 @@ class EngineHeuristicDescriptor(Descriptor):
             raise BadParamError(f"{ctx}: operation graph not set")
         if self.mode is None:
             raise BadParamError(f"{ctx}: heuristic mode not set")
-        from .engine import handle_plugins
         hp = handle_plugins(self.graph)
         cands = hp.applicable(self.graph, self.find_first)
         policy_env = _env("HIPDNN_HEUR_POLICY_ORDER")
@@ -162,7 +163,6 @@ class EngineHeuristicDescriptor(Descriptor):
             order = [_fnv(POLICY_CONFIG), _fnv(POLICY_STATIC)]
         self.resolved_policies = order
         self.configs = {}
-        from ...plugins.host import describe_declines
         declined = describe_declines(getattr(self.graph, "declines", ()))
         if not cands:
             self.results = []
@@ -179,12 +179,7 @@ class EngineHeuristicDescriptor(Descriptor):
         if self.find_first:
             self.results = cands
             return
-        from ...plugins.host import engine_name
-
-        def name_of(eid):
-            r = hp.owner(eid)
-            return engine_name(r[0] if r else None, eid)
-
+        name_of = hp.engine_name
         known = policy_ids()
         hh = getattr(hp, "heuristics", None)
         props_done: set = set()
@@ -206,7 +201,6 @@ class EngineHeuristicDescriptor(Descriptor):
             elif hh is not None and hh.owner(pid) is not None:
                 pname = hh.owner(pid)[0].policies[pid]
                 if device_blob is None:
-                    from ...plugins.heuristics import device_properties_blob
                     device_blob = device_properties_blob(self.graph.handle)
                 try:
                     out = hh.run_policy(pid, self.graph.serialized(), cands, device_blob,
@@ -231,12 +225,7 @@ class EngineHeuristicDescriptor(Descriptor):
 
     @staticmethod
     def _names(hp, ids):
-        from ...plugins.host import engine_name
-        out = []
-        for eid in ids:
-            r = hp.owner(eid)
-            out.append(engine_name(r[0] if r else None, eid))
-        return ", ".join(out)
+        return ", ".join(hp.engine_name(eid) for eid in ids)
 
     def _decided(self, pid, name, ids):
         self.results = list(ids)
@@ -254,7 +243,6 @@ class EngineHeuristicDescriptor(Descriptor):
             raise NullPointerError(f"{ctx}: arrayOfElements/elementCount is nullptr")
         if req < 0:
             raise BadParamError(f"{ctx}: requestedElementCount must not be negative")
-        from .engine import EngineDescriptor
         k = min(req, n)
         ids = attrs.runtime.ffi.cast("uint64_t*", arr)
         cfgs = []

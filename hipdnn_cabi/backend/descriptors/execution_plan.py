@@ -1,31 +1,25 @@
 """HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (spec §1.9).
 
-Finalize creates the plugin's execution context; the context is destroyed through the plugin
-(DestroyExecutionContext) when the plan implementation dies (last wrapper and last reference).
+Finalize creates the plugin's execution context (through the graph's handle, ``handle.plugins``);
+the context is destroyed through the plugin (DestroyExecutionContext) when the plan
+implementation dies (last wrapper and last reference).
 """
 from __future__ import annotations
 
 import weakref
 
+import flatbuffers
+
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import BadParamError, HipdnnError, InternalError, NullPointerError
-from .. import attrs, log, runtime
+from ...errors import BadParamError, InternalError, NotSupportedError, NullPointerError
+from ...schemas._generated import SerializedExecutionPlan as S
+from .. import attrs
 from .base import Descriptor, getter, setter
+from .engine import handle_plugins
 
 CFG_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR,)
 INT64_MAX = (1 << 63) - 1
 PLAN_SERIALIZATION_VERSION = 1
-
-
-def _destroy_context(hp, plugin, ph, ctx):
-    if hp is None or hp.closed:
-        return
-    try:
-        plugin.call("destroy execution context", "hipdnnEnginePluginDestroyExecutionContext", ph, ctx)
-    except HipdnnError as e:
-        log.log(2, e.message)
-    except Exception:
-        pass
 
 
 class ExecutionPlanDescriptor(Descriptor):
@@ -60,7 +54,8 @@ class ExecutionPlanDescriptor(Descriptor):
     def adopt_context(self, hp, plugin, ph, context, engine_id, workspace_size, tensor_uids,
                       alignments=None, override=False):
         """Install an execution context (also used by plan deserialization)."""
-        weakref.finalize(self, _destroy_context, hp, plugin, ph, context)
+        if hp is not None:
+            weakref.finalize(self, hp.destroy_execution_context, plugin, ph, context)
         self.handle_plugins, self.plugin, self.plugin_handle, self.context = hp, plugin, ph, context
         self.device = getattr(hp, "device", -1)   # bound to the building handle's device
         self.engine_id = engine_id
@@ -72,20 +67,11 @@ class ExecutionPlanDescriptor(Descriptor):
     def _finalize(self):
         if self.engine_config is None:
             raise BadParamError("ExecutionPlanDescriptor::finalize() failed: engine config not set")
-        from ...plugins.host import ConstData, graph_const_data
-        from .engine import handle_plugins
         cfg = self.engine_config
         engine = cfg.engine
         graph = engine.graph
         hp = handle_plugins(graph)
-        plugin, ph = hp.require(engine.engine_id)
-        ffi = runtime.ffi
-        cd = ConstData(cfg.serialized())
-        gd = graph_const_data(graph)
-        out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
-        plugin.call("create execution context", "hipdnnEnginePluginCreateExecutionContext",
-                    ph, cd.c, gd.c, out)
-        context = out[0]
+        plugin, ph, context = hp.create_execution_context(engine.engine_id, cfg.serialized(), graph)
         if not context:
             raise InternalError("ExecutionPlanDescriptor::finalize() failed: the plugin returned a "
                                 "null execution context")
@@ -95,64 +81,25 @@ class ExecutionPlanDescriptor(Descriptor):
                            getattr(graph, "override_shape_enabled", False))
         # the engines that declined this graph and why (named by execute errors, issue 22)
         self.declines = list(getattr(graph, "declines", ()) or ())
-        ws = ffi.new("size_t*")
-        plugin.call("get workspace size from execution context",
-                    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", ph, context, ws)
-        if ws[0] > INT64_MAX:
+        ws = hp.context_workspace_size(plugin, ph, context)
+        if ws > INT64_MAX:
             raise InternalError("ExecutionPlanDescriptor::finalize() failed: negative workspace size")
-        self.workspace_size = int(ws[0])
+        self.workspace_size = ws
 
     # ------------------------------------------------------------------ serialization (RFC 0009)
     def plugin_payload(self) -> bytes:
         """The plugin's serialized execution context (spec §3.8 "plan serialize"): the plugin owns
         the bytes for the duration of the call; they are copied, then the plugin's destroy hook
         runs (also when the save hook failed)."""
-        from ...errors import NotSupportedError, PluginError
-        plugin, ph, ffi = self.plugin, self.plugin_handle, runtime.ffi
+        plugin = self.plugin
         if plugin is None or not plugin.has_serialization:
             raise NotSupportedError("Engine plugin does not support execution context serialization")
-        out = ffi.new("hipdnnPluginConstData_t*")
-        lib = runtime.lib
-        if plugin.save_hook == "hipdnnEnginePluginSerializeExecutionContextWithEngineId":
-            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContextWithEngineId(
-                plugin.fn[plugin.save_hook], ph, self.engine_id, self.context, out)
-        else:  # a plugin built before WithEngineId existed: the legacy 3-argument hook
-            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContext(
-                plugin.fn[plugin.save_hook], ph, self.context, out)
-        if st:
-            err = None
-            try:
-                plugin.fail("serialize execution context", st)
-            except HipdnnError as e:
-                err = e
-            self._destroy_payload(out, quiet=True)
-            raise err
-        try:
-            if not out.ptr or not out.size:
-                raise PluginError("Failed to serialize execution context: the plugin returned an "
-                                  "empty or null payload")
-            data = ffi.buffer(ffi.cast("char*", out.ptr), out.size)[:]
-        except BaseException:
-            self._destroy_payload(out, quiet=True)
-            raise
-        self._destroy_payload(out, quiet=False)
-        return data
-
-    def _destroy_payload(self, out, quiet):
-        try:
-            self.plugin.call("destroy serialized execution context",
-                             "hipdnnEnginePluginDestroySerializedExecutionContext",
-                             self.plugin_handle, out)
-        except HipdnnError as e:
-            if not quiet:
-                raise
-            log.log(2, e.message)
+        return self.handle_plugins.serialize_execution_context(plugin, self.plugin_handle,
+                                                               self.engine_id, self.context)
 
     def serialize(self) -> bytes:
         """The SerializedExecutionPlan envelope (no file identifier, version 1)."""
         if self._serialized is None:
-            import flatbuffers
-            from ...schemas._generated import SerializedExecutionPlan as S
             payload = self.plugin_payload()
             b = flatbuffers.Builder(len(payload) + 8 * len(self.tensor_uids) + 128)
             b.StartVector(1, len(payload), 8)

@@ -5,6 +5,7 @@ import importlib
 
 from ..._generated.enums import DescriptorType
 from ...errors import NotSupportedError
+from .base import Descriptor
 
 # Modules that define descriptor classes; each class registers through its DESCRIPTOR_TYPE.
 _MODULES = ["tensor"]
@@ -15,8 +16,6 @@ CLASSES: dict[int, type] = {}
 
 
 def _load():
-    from .base import Descriptor
-
     def walk(cls):
         for sub in cls.__subclasses__():
             if sub.DESCRIPTOR_TYPE is not None and int(sub.DESCRIPTOR_TYPE) >= 0 and \

@@ -12,14 +12,16 @@ Public interface used by the plugin host (and the execution-plan code):
 """
 from __future__ import annotations
 
+import os
 import struct
 import uuid as _uuid
 
-from ..._generated.enums import AttributeName as A, AttributeType as T, DataType, DescriptorType
+from ..._generated.enums import (AttributeName as A, AttributeType as T, DataType, DescriptorType,
+                                 Severity)
 from ...errors import BadParamError, NotFinalizedError, NotSupportedError, NullPointerError
-from .. import attrs, graph_fb, registry
+from .. import attrs, env, graph_fb, log, registry
 from ..handle import Handle
-from .base import Descriptor, getter, handle_attribute, setter
+from .base import Descriptor, getter, setter
 from .operations import BY_UNION, OperationDescriptor, dtype_from_fb, dtype_to_fb
 from .tensor import DEFAULT_ALIGNMENT, TensorDescriptor
 
@@ -166,7 +168,7 @@ class GraphDescriptor(Descriptor):
     # ---------------------------------------------------------------- set
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_HANDLE)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        self.handle = handle_attribute(ctx, atype, count, arr, nbytes)
+        self.handle = attrs.handle_attribute(ctx, atype, count, arr, nbytes)
 
     @setter(A.HIPDNN_ATTR_OPERATIONGRAPH_OPS)
     def _set_ops(self, ctx, atype, count, arr, nbytes):
@@ -381,21 +383,20 @@ class GraphDescriptor(Descriptor):
         return self
 
 
+def graph_to_json(g: GraphDescriptor) -> str:
+    return graph_fb.to_json("Graph", graph_fb.read(g.serialized(), "Graph"))
+
+
 def _log_graph(g) -> None:
     """HIPDNN_LOG_GRAPH_DIR (spec §7): write graph_<uuid>.json for every finalized graph.
     Best effort: a write failure is logged, never an API failure."""
-    import os
-    from .. import env
     d = env.get_stripped("HIPDNN_LOG_GRAPH_DIR")
     if not d:
         return
     try:
-        from ..serialization import graph_to_json
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, f"graph_{_uuid.UUID(bytes=g.uuid)}.json")
         with open(path, "w") as fh:
             fh.write(graph_to_json(g))
     except Exception as e:  # noqa: BLE001 - logging must not fail the finalize
-        from .. import log
-        from ..._generated.enums import Severity
         log.log(Severity.HIPDNN_SEV_WARN, f"HIPDNN_LOG_GRAPH_DIR: cannot write the graph: {e}")

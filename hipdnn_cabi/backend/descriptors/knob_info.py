@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
 from ...errors import BadParamError
+from ...schemas._generated.FloatConstraint import FloatConstraint
+from ...schemas._generated.FloatValue import FloatValue
+from ...schemas._generated.IntConstraint import IntConstraint
+from ...schemas._generated.IntValue import IntValue
+from ...schemas._generated.StringConstraint import StringConstraint
+from ...schemas._generated.StringValue import StringValue
 from .. import attrs
 from .base import Descriptor, getter, setter
 from .knob_choice import FLOAT, INT, MAX_KNOB_ID_LENGTH, MAX_KNOB_STRING_VALUE_LENGTH, STRING
@@ -198,12 +204,6 @@ class KnobInfoDescriptor(Descriptor):
 
 def from_flatbuffer(knob, serialized: bytes = b"") -> KnobInfoDescriptor:
     """A finalized KnobInfoDescriptor from a generated ``Knob`` table object."""
-    from ...schemas._generated.FloatConstraint import FloatConstraint
-    from ...schemas._generated.FloatValue import FloatValue
-    from ...schemas._generated.IntConstraint import IntConstraint
-    from ...schemas._generated.IntValue import IntValue
-    from ...schemas._generated.StringConstraint import StringConstraint
-    from ...schemas._generated.StringValue import StringValue
     k = KnobInfoDescriptor()
     k.knob_id = (knob.KnobId() or b"").decode("utf-8", "replace")
     k.description = (knob.Description() or b"").decode("utf-8", "replace")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 
+from ... import device
 from ..._generated.enums import AttributeName as A, DescriptorType
 from ...errors import BadParamError, ExecutionFailedError
 from .. import attrs
 from ..handle import Handle
-from .base import Descriptor, getter, handle_attribute, setter
+from .base import Descriptor, getter, setter
 
 
 class _HostTimer:
@@ -66,7 +67,6 @@ class _DeviceTimer:
 
 def _timer_for(handle: Handle):
     try:
-        from ... import device
         if device.available():
             return _DeviceTimer(device.get_runtime(), int(handle.stream or 0))
     except Exception:  # noqa: BLE001 - no usable device: the host timer
@@ -88,7 +88,7 @@ class ProfilingControlDescriptor(Descriptor):
 
     @setter(A.HIPDNN_ATTR_PROFILING_HANDLE_EXT)
     def _set_handle(self, ctx, atype, count, arr, nbytes):
-        obj = handle_attribute(ctx, atype, count, arr, nbytes)
+        obj = attrs.handle_attribute(ctx, atype, count, arr, nbytes)
         if self.timer is not None:
             self.timer.close()
         self.handle, self.timer = obj, _timer_for(obj)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
+from ...backend.plugins.loader import parse_version
 from ..core import Fail, Skip, build_driver, check, fmt_call, run_child
+from ..corpus import ADD, PW, CorpusGraph, Op, T
 
 SUCCESS, NOT_INITIALIZED, BAD_PARAM, NULLPTR, NOT_SUPPORTED = 0, 1, 2, 3, 8
 SIZE_INSUFFICIENT = 6
@@ -156,7 +158,6 @@ def error_and_version_strings(s):
 # ---------------------------------------------------------------------------------- graphs (§1.5, §2.2)
 def graph_run(s):
     def stamped():
-        from ..corpus import CorpusGraph, Op, PW, ADD, T
         g = CorpusGraph("stamped_1_4", [T(1, [3, 4]), T(2, [3, 4]), T(3, [3, 4])], [Op(PW, (1, 2), 3, ADD)],
                         min_api=(1, 4, 0))
         p = os.path.join(s.workdir, "graph_min_api_1_4.bin")
@@ -271,7 +272,6 @@ def plan_serialize_two_call(s):
 def _plugin_versions(s) -> dict:
     """{engine id: (plugin path, API version)} for every plugin .so in --plugin-dir (driver.c probe)."""
     def compute():
-        from ...plugins.loader import parse_version
         drv = s.memo("plugin_driver", lambda: build_driver("driver.c", s.workdir))
         out = {}
         for fn in sorted(os.listdir(s.plugin_dir)):

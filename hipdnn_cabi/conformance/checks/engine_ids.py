@@ -1,7 +1,7 @@
 """hipdnnEnginePluginGetAllEngineIds / GetEngineName (spec §3.5 steps 5 and 7)."""
 from __future__ import annotations
 
-from ...plugins.loader import fnv1a64
+from ...backend.plugins.loader import fnv1a64
 from ..core import Fail, Skip, check, fmt_call
 
 

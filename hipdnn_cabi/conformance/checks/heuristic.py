@@ -9,9 +9,11 @@ import os
 import shutil
 
 from ..._generated.enums import HIPDNN_HEURISTIC_API_VERSION_MAJOR
-from ...plugins.heuristics import BASE_OPTIONAL, BASE_REQUIRED, HEUR_OPTIONAL, HEUR_REQUIRED
-from ...plugins.loader import fnv1a64, parse_version
-from ..core import Fail, Skip, build_driver, check, fmt_call, run_child
+from ...backend.plugins.heuristics import BASE_OPTIONAL, BASE_REQUIRED, HEUR_OPTIONAL, HEUR_REQUIRED
+from ...backend.plugins.loader import fnv1a64, parse_version
+from ...schemas.dump import to_dict
+from ...schemas.verifier import VerificationError, verify
+from ..core import Fail, Skip, build_driver, check, default_backend, fmt_call, run_child
 from .elf import dynamic_symbols
 from .plugin_info import identity_checks
 
@@ -477,8 +479,6 @@ def engine_config(s):
         _probe(s)
         raise Skip("hipdnnHeuristicPolicyGetEngineConfig is not exported")
     run, _ = _applied(s)
-    from ...schemas.dump import to_dict
-    from ...schemas.verifier import VerificationError, verify
     bad, na, cfg = [], 0, 0
     for r in run.of("engine_config") + run.of("host_engine_config"):
         who = f"policy {_pname(s, r['id'])}: GetEngineConfig(desc, {r['engine']}, &config)"
@@ -608,7 +608,6 @@ def _backend_lib(s):
     lib = s.backend_lib
     if lib is None:
         try:
-            from ..cli import default_backend
             lib = default_backend()
         except Exception as e:  # noqa: BLE001
             raise Skip(f"no backend library: {e}")

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ..core import Fail, Skip, check, fmt_call
-from .execute import compare
 from ..corpus import decode_output
+from .engine_details import details
+from .execute import compare
 
 SERIALIZE = ("hipdnnEnginePluginSerializeExecutionContext",
              "hipdnnEnginePluginSerializeExecutionContextWithEngineId")
@@ -16,7 +17,6 @@ def _complete(s):
 
 
 def _advertises(s, eid) -> bool:
-    from .engine_details import details
     try:
         for e, _, _, _, p, _ in details(s):
             if e == eid and isinstance(p, dict) and 4 in (p.get("behavior_notes") or []):

@@ -1,7 +1,7 @@
 """hipdnnPlugin*/hipdnnEnginePlugin* symbol exports (spec §3.5)."""
 from __future__ import annotations
 
-from ...plugins.loader import BASE_OPTIONAL, BASE_REQUIRED, ENGINE_OPTIONAL, ENGINE_REQUIRED
+from ...backend.plugins.loader import BASE_OPTIONAL, BASE_REQUIRED, ENGINE_OPTIONAL, ENGINE_REQUIRED
 from ..core import Fail, Skip, check
 from .elf import dynamic_symbols
 

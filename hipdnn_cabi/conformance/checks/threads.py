@@ -1,7 +1,7 @@
 """Concurrent calls: several threads on one handle and on separate handles."""
 from __future__ import annotations
 
-from ..core import Fail, check
+from ..core import Fail, check, fmt_call
 
 
 def _threads(s, separate):
@@ -12,7 +12,6 @@ def _threads(s, separate):
     for tag in ("create_ctx", "execute_1"):
         c = run.one("call", tag)
         if c["st"]:
-            from ..core import fmt_call
             raise Fail(fmt_call(c))
     r = run.one("threads")
     if r["failures"] or r["mismatches"]:

@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass
 
 from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
-from ...errors import NotSupportedError
+from ...errors import BadParamError, NotSupportedError
 from .._ops import SPECS
 
 
@@ -51,7 +51,6 @@ _CONTENT_PLAN = 2  # HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN
 def _enum_arg(enum, value, prefix, what):
     """``enum(value)`` from a member, an int or a (short) name; BadParamError listing the valid
     names otherwise (never a bare KeyError / ValueError)."""
-    from ...errors import BadParamError
     if isinstance(value, str):
         key = value.strip().upper()
         for cand in (key, prefix + key):

@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 
+from ... import device
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
 from ..._generated.enums import DescriptorType as D
@@ -106,7 +107,6 @@ class ExecutionMixin:
                 and getattr(self._dev_ws[2], "device", dev) == dev):
             return self._dev_ws[1]
         try:
-            from ... import device
             rt = device.get_runtime(dev)
             ptr = int(rt.malloc(size))
         except Exception as e:

@@ -23,6 +23,8 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, HipdnnError
+from .. import buffers as _buffers
+from ..handle import engine_memory_kind
 from ._types import GraphNotSupportedError
 
 POLICY_CONFIG = "SelectionHeuristic::Config"
@@ -176,8 +178,6 @@ class SelectionMixin:
         if iterations < 1 or warmup < 0:
             raise BadParamError("autotune: iterations must be >= 1 and warmup >= 0")
         self._need_plan()
-        from .. import buffers as _buffers
-        from ..handle import engine_memory_kind
         kinds = {_buffers.memory_kind(v) for v in variant_pack.values()} - {None}
         saved = (self._active, self.select_engine_by_memory, self._explicit_engine)
         results = []

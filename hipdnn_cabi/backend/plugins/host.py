@@ -9,14 +9,17 @@ and returns a :class:`HandlePlugins` (one plugin handle per plugin) stored in ``
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
+import weakref
 
-from ..backend import env, log, runtime
-from ..errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
-                      NullPointerError, PluginError)
-from ..plugin_sdk import loader as pyloader
+from ...errors import (BadParamError, HipdnnError, InternalError, NotSupportedError,
+                       NullPointerError, PluginError)
+from ...plugin_sdk import loader as pyloader
+from .. import env, log, runtime
 from . import heuristics, loader
+from .discovery import candidate_paths
 from .loader import EnginePlugin, fnv1a64, hex_id
 from ._logs import err as _err, info as _info, warn as _warn
 
@@ -60,17 +63,6 @@ def set_plugin_log_level(level: int) -> None:
 log.add_level_listener(set_plugin_log_level)
 
 
-def backend_dir() -> str:
-    p = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_path()).decode("utf-8", "replace")
-    return os.path.dirname(p) if p else os.getcwd()
-
-
-def _resolve(p: str) -> str:
-    if not os.path.isabs(p):
-        p = os.path.join(backend_dir(), p)
-    return os.path.realpath(p)  # weak canonical: works for missing paths too
-
-
 def engine_name(plugin: EnginePlugin | None, eid: int) -> str:
     """§3.10: plugin GetEngineName → built-in registry → 0x hex."""
     if plugin is not None:
@@ -78,38 +70,6 @@ def engine_name(plugin: EnginePlugin | None, eid: int) -> str:
         if nm:
             return nm
     return BUILTIN_NAME_BY_ID.get(eid) or hex_id(eid)
-
-
-def candidate_paths(search_paths) -> list:
-    """The plugin files a set of plugin paths names (engine and heuristic plugins alike, spec
-    §3.3): a directory lists its ``*.so`` files and the Python plugins that declare themselves; a
-    Python plugin file or package is taken as named; a name without extension means
-    ``lib<name>.so``; other file names are kept (the extension is checked at load time)."""
-    out = set()
-    for raw in search_paths:
-        p = _resolve(raw)
-        if pyloader.is_python_plugin_path(p):
-            out.add(os.path.realpath(p))  # a Python plugin named directly (.py or package)
-        elif os.path.isdir(p):
-            out.update(pyloader.find_python_plugins(p))
-            try:
-                names = os.listdir(p)
-            except OSError as e:
-                _warn(f"Cannot list plugin directory {p}: {e}")
-                continue
-            for n in names:
-                f = os.path.join(p, n)
-                if os.path.splitext(n)[1] == ".so" and os.path.isfile(f):
-                    out.add(os.path.realpath(f))
-        elif os.path.basename(raw.rstrip("/")) and not raw.endswith("/"):
-            d, base = os.path.split(p)
-            if not os.path.splitext(base)[1]:
-                out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
-            else:
-                out.add(p)  # extension checked at load time
-        else:
-            _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
-    return sorted(out)
 
 
 # =========================================================================== manager
@@ -247,7 +207,6 @@ class PluginManager:
 def _entry_point_paths():
     """Plugins registered under the ``hipdnn_cabi.engine_plugins`` entry-point group (loaded in
     ADDITIVE mode, like the default directory), as the paths of their modules."""
-    import importlib.util
     out = []
     try:
         eps = pyloader.entry_point_plugins()
@@ -377,6 +336,115 @@ class HandlePlugins:
             self._engines = self.manager.engine_entries()
         return self._engines
 
+    def engine_name(self, eid: int) -> str:
+        """Engine ``eid``'s name here (§3.10: its owning plugin's name for it, else the built-in
+        registry, else 0x hex)."""
+        r = self.owner(eid)
+        return engine_name(r[0] if r else None, eid)
+
+    # ---------------------------------------------------------------- engine calls (§3.8, §3.9)
+    def engine_details(self, eid: int, graph, owner) -> tuple:
+        """hipdnnEnginePluginGetEngineDetails of engine ``eid`` for ``graph``: (plugin, a copy of
+        the EngineDetails bytes).  The plugin's buffer stays alive until ``owner`` dies; then
+        DestroyEngineDetails runs."""
+        plugin, ph = self.require(eid)
+        ffi = runtime.ffi
+        gd = graph_const_data(graph)
+        out = ffi.new("hipdnnPluginConstData_t*")
+        plugin.call("get engine details", "hipdnnEnginePluginGetEngineDetails", ph, eid, gd.c, out)
+        if not out.ptr or not out.size:
+            if out.ptr:
+                weakref.finalize(owner, _destroy_details, self, plugin, ph, out)
+            raise PluginError(f"Engine details for engine ID {eid} are empty or null")
+        weakref.finalize(owner, _destroy_details, self, plugin, ph, out)
+        return plugin, ffi.buffer(out.ptr, out.size)[:]
+
+    def workspace_size(self, eid: int, config: bytes, graph) -> int:
+        """hipdnnEnginePluginGetWorkspaceSize of engine ``eid`` for EngineConfig bytes ``config``
+        and ``graph``."""
+        plugin, ph = self.require(eid)
+        cfg = ConstData(config)
+        gd = graph_const_data(graph)
+        out = runtime.ffi.new("size_t*")
+        plugin.call("get workspace size", "hipdnnEnginePluginGetWorkspaceSize", ph, cfg.c, gd.c, out)
+        return int(out[0])
+
+    def create_execution_context(self, eid: int, config: bytes, graph) -> tuple:
+        """hipdnnEnginePluginCreateExecutionContext of engine ``eid``: (plugin, plugin handle,
+        the context; NULL when the plugin returned none)."""
+        plugin, ph = self.require(eid)
+        cd = ConstData(config)
+        gd = graph_const_data(graph)
+        out = runtime.ffi.new("hipdnnEnginePluginExecutionContext_t*")
+        plugin.call("create execution context", "hipdnnEnginePluginCreateExecutionContext",
+                    ph, cd.c, gd.c, out)
+        return plugin, ph, out[0]
+
+    def restore_execution_context(self, eid: int, payload: bytes) -> tuple:
+        """hipdnnEnginePluginCreateExecutionContextFromSerialized of engine ``eid``'s plugin:
+        (plugin, plugin handle, the context; NULL when the plugin returned none)."""
+        plugin, ph = self.require(eid)
+        if not plugin.has_serialization:
+            raise NotSupportedError("Engine plugin does not support execution context serialization")
+        cd = ConstData(payload)
+        out = runtime.ffi.new("hipdnnEnginePluginExecutionContext_t*")
+        plugin.call("create execution context from serialized data",
+                    "hipdnnEnginePluginCreateExecutionContextFromSerialized", ph, cd.c, out)
+        return plugin, ph, out[0]
+
+    @staticmethod
+    def context_workspace_size(plugin, ph, context) -> int:
+        """hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext."""
+        ws = runtime.ffi.new("size_t*")
+        plugin.call("get workspace size from execution context",
+                    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", ph, context, ws)
+        return int(ws[0])
+
+    def destroy_execution_context(self, plugin, ph, context) -> None:
+        """hipdnnEnginePluginDestroyExecutionContext (a finalizer: logs, never raises; nothing to
+        do once this handle's plugin handles are gone)."""
+        if self.closed:
+            return
+        try:
+            plugin.call("destroy execution context", "hipdnnEnginePluginDestroyExecutionContext",
+                        ph, context)
+        except HipdnnError as e:
+            log.log(2, e.message)
+        except Exception:
+            pass
+
+    @staticmethod
+    def serialize_execution_context(plugin, ph, eid: int, context) -> bytes:
+        """The plugin's serialized execution context (spec §3.8 "plan serialize"): the plugin owns
+        the bytes for the duration of the call; they are copied, then the plugin's destroy hook
+        runs (also when the save hook failed)."""
+        ffi, lib = runtime.ffi, runtime.lib
+        out = ffi.new("hipdnnPluginConstData_t*")
+        if plugin.save_hook == "hipdnnEnginePluginSerializeExecutionContextWithEngineId":
+            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContextWithEngineId(
+                plugin.fn[plugin.save_hook], ph, eid, context, out)
+        else:  # a plugin built before WithEngineId existed: the legacy 3-argument hook
+            st = lib.tramp_hipdnnEnginePluginSerializeExecutionContext(
+                plugin.fn[plugin.save_hook], ph, context, out)
+        if st:
+            err = None
+            try:
+                plugin.fail("serialize execution context", st)
+            except HipdnnError as e:
+                err = e
+            _destroy_payload(plugin, ph, out, quiet=True)
+            raise err
+        try:
+            if not out.ptr or not out.size:
+                raise PluginError("Failed to serialize execution context: the plugin returned an "
+                                  "empty or null payload")
+            data = ffi.buffer(ffi.cast("char*", out.ptr), out.size)[:]
+        except BaseException:
+            _destroy_payload(plugin, ph, out, quiet=True)
+            raise
+        _destroy_payload(plugin, ph, out, quiet=False)
+        return data
+
     # ---------------------------------------------------------------- applicability (§3.6, §3.7)
     def applicable(self, graph, find_first: bool = False) -> list[int]:
         ffi = runtime.ffi
@@ -467,6 +535,27 @@ def describe_declines(declines) -> str:
     for plugin_name, why in declines or ():
         parts.append(why if DECLINE_MARK in why else f"plugin {plugin_name}: {why}")
     return "; ".join(parts)
+
+
+def _destroy_details(hp, plugin, ph, details):
+    if hp.closed:
+        return  # the plugin handle is gone and took its allocations with it
+    try:
+        plugin.call("destroy engine details", "hipdnnEnginePluginDestroyEngineDetails", ph, details)
+    except HipdnnError as e:
+        log.log(2, e.message)
+    except Exception:  # never raise from a finalizer
+        pass
+
+
+def _destroy_payload(plugin, ph, out, quiet):
+    try:
+        plugin.call("destroy serialized execution context",
+                    "hipdnnEnginePluginDestroySerializedExecutionContext", ph, out)
+    except HipdnnError as e:
+        if not quiet:
+            raise
+        log.log(2, e.message)
 
 
 def graph_const_data(graph) -> "ConstData":
@@ -671,16 +760,28 @@ def _heuristics_of(handle):
     return getattr(hp, "heuristics", None) if hp is not None else None
 
 
+def _policies(handle):
+    hh = _heuristics_of(handle)
+    return hh.policies() if hh is not None else heuristics.builtin_entries()
+
+
 def get_heuristic_policy_count(handle, n):
-    return heuristics.policy_count(_heuristics_of(handle), n)
+    if not n:
+        raise NullPointerError("hipdnnGetHeuristicPolicyCount_ext: count is nullptr")
+    n[0] = len(_policies(handle))
+    return 0
 
 
 def get_heuristic_policy_info(handle, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len,
                               aver, aver_len):
-    return heuristics.policy_info(_heuristics_of(handle), idx, pid, name, name_len, plugin,
-                                  plugin_len, pver, pver_len, aver, aver_len)
-
-
-def write_engine_ranking_results(handle, g, ids, n, outcome):
-    from ..backend import autotune_cache
-    return autotune_cache.write_ranking_results(handle, g, ids, n, outcome)
+    if not (name_len and plugin_len and pver_len and aver_len):
+        raise NullPointerError("hipdnnGetHeuristicPolicyInfo_ext: null length pointer")
+    ents = _policies(handle)
+    if idx >= len(ents):
+        raise BadParamError(f"Heuristic policy index {idx} out of range ({len(ents)} policies "
+                            "loaded).")
+    i, nm, pname, pv, av = ents[idx]
+    if pid:
+        pid[0] = i
+    return copy_string_set([nm, pname, pv, av], [name, plugin, pver, aver],
+                           [name_len, plugin_len, pver_len, aver_len])

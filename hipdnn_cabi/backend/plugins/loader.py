@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..backend import runtime
-from ..errors import BadParamError, NotSupportedError, PluginError
+from ...errors import BadParamError, NotSupportedError, PluginError
+from .. import runtime
 
 PLUGIN_STATUS_NAMES = {
     0: "HIPDNN_PLUGIN_STATUS_SUCCESS", 1: "HIPDNN_PLUGIN_STATUS_BAD_PARAM",

@@ -1,8 +1,8 @@
 """Log helpers shared by the engine- and heuristic-plugin hosts (the backend's logger)."""
 from __future__ import annotations
 
-from .._generated.enums import Severity
-from ..backend import log
+from ..._generated.enums import Severity
+from .. import log
 
 
 def err(msg):

@@ -23,12 +23,14 @@ import os
 import platform
 import threading
 
-from .._generated.enums import (HIPDNN_HEURISTIC_API_VERSION_MAJOR,
+from ..._generated.enums import (HIPDNN_HEURISTIC_API_VERSION_MAJOR,
                                 HIPDNN_HEURISTIC_API_VERSION_MINOR,
                                 HIPDNN_HEURISTIC_API_VERSION_PATCH, Severity)
-from ..backend import log, runtime
-from ..errors import BadParamError, HipdnnError, NotSupportedError, NullPointerError, PluginError
-from ..plugin_sdk import loader as pyloader
+from ... import __version__, device
+from ...errors import BadParamError, HipdnnError, NotSupportedError, PluginError
+from ...plugin_sdk import loader as pyloader
+from .. import env, graph_fb, log, runtime
+from .discovery import candidate_paths
 from .loader import PluginLibrary, fnv1a64, hex_id, parse_version, status_name
 from ._logs import err as _err, info as _info
 
@@ -69,8 +71,7 @@ _manager = None
 
 
 def _env(name: str):
-    from ..backend import env as _benv  # noqa: PLC0415 - the C environment (docs/plugins.md)
-    return _benv.get(name)
+    return env.get(name)   # the C environment (docs/plugins.md)
 
 
 # =========================================================================== one plugin
@@ -194,8 +195,7 @@ class HeuristicManager:
         self._load(search_paths)
 
     def _candidates(self, search_paths):
-        from .host import candidate_paths   # the engine plugins' path rules
-        return candidate_paths(search_paths)
+        return candidate_paths(search_paths)   # the engine plugins' path rules
 
     def _load(self, search_paths):
         cb = runtime.lib.hipdnn_cabi_backend_logging_callback()
@@ -203,8 +203,7 @@ class HeuristicManager:
             plugin = None
             try:
                 if pyloader.is_python_plugin_path(path):
-                    from ..plugin_sdk.heuristics import load_python_heuristic_plugin
-                    table = load_python_heuristic_plugin(path)
+                    table = pyloader.load_python_plugin(path)   # a heuristic plugin binds alike
                     plugin = HeuristicPlugin(path, table, 0)
                     plugin.python_table = table
                 else:
@@ -259,8 +258,8 @@ class HeuristicManager:
 
 
 def _search_paths():
-    env = _env("HIPDNN_HEURISTIC_PLUGIN_DIR")
-    default = {env} if env else {DEFAULT_HEURISTIC_DIR}
+    pdir = _env("HIPDNN_HEURISTIC_PLUGIN_DIR")
+    default = {pdir} if pdir else {DEFAULT_HEURISTIC_DIR}
     if _mode != ADDITIVE:
         return sorted(_paths)
     return sorted(set(_paths) | default)
@@ -340,8 +339,7 @@ class HandleHeuristics:
     def policies(self) -> list[tuple]:
         """[(policy id, policy name, plugin name, plugin version, api version)] of the policies
         usable on this handle, built-ins first, then by (name, id) byte-wise."""
-        out = [(fnv1a64(n), n, "hipdnn_backend", runtime_version(), HIPDNN_HEURISTIC_API_VERSION)
-               for n in BUILTIN_POLICIES]
+        out = builtin_entries()
         plug = []
         for pid, p in self.manager.policy_owner.items():
             if p in self.handles:
@@ -477,11 +475,13 @@ def _no_prediction():
 
 
 def runtime_version() -> str:
-    try:
-        from .. import __version__
-        return str(__version__)
-    except Exception:  # noqa: BLE001
-        return "0"
+    return str(__version__)
+
+
+def builtin_entries() -> list[tuple]:
+    """:meth:`HandleHeuristics.policies` entries of the built-in policies."""
+    return [(fnv1a64(n), n, "hipdnn_backend", runtime_version(), HIPDNN_HEURISTIC_API_VERSION)
+            for n in BUILTIN_POLICIES]
 
 
 # =========================================================================== device properties
@@ -489,7 +489,6 @@ def device_properties(handle=None) -> dict:
     """The DeviceProperties table for the handle's device (the device layer's GPU when one is
     present, else a description of the host CPU with device_id -1)."""
     try:
-        from .. import device
         if device.available():
             rt = device.get_runtime()
             props = getattr(rt, "properties", None)
@@ -511,33 +510,4 @@ def device_properties(handle=None) -> dict:
 
 
 def device_properties_blob(handle=None) -> bytes:
-    from ..backend import graph_fb
     return graph_fb.build("DeviceProperties", device_properties(handle), b"HDDP")
-
-
-# =========================================================================== C entry points
-def policy_count(hh: HandleHeuristics | None, n) -> int:
-    if not n:
-        raise NullPointerError("hipdnnGetHeuristicPolicyCount_ext: count is nullptr")
-    n[0] = len(hh.policies()) if hh is not None else len(_builtin_entries())
-    return 0
-
-
-def _builtin_entries():
-    return [(fnv1a64(n), n, "hipdnn_backend", runtime_version(), HIPDNN_HEURISTIC_API_VERSION)
-            for n in BUILTIN_POLICIES]
-
-
-def policy_info(hh, idx, pid, name, name_len, plugin, plugin_len, pver, pver_len, aver, aver_len):
-    if not (name_len and plugin_len and pver_len and aver_len):
-        raise NullPointerError("hipdnnGetHeuristicPolicyInfo_ext: null length pointer")
-    ents = hh.policies() if hh is not None else _builtin_entries()
-    if idx >= len(ents):
-        raise BadParamError(f"Heuristic policy index {idx} out of range ({len(ents)} policies "
-                            "loaded).")
-    i, nm, pname, pv, av = ents[idx]
-    if pid:
-        pid[0] = i
-    from .host import copy_string_set
-    return copy_string_set([nm, pname, pv, av], [name, plugin, pver, aver],
-                           [name_len, plugin_len, pver_len, aver_len])
