@@ -401,18 +401,19 @@ class HandlePlugins:
             p.call("get applicable engine IDs", "hipdnnEnginePluginGetApplicableEngineIds",
                    h, data.c, buf, mx, n)
             k = int(n[0])
+            why = ""
             if k < mx:
                 why = _decline_text(p, before)
                 if why:
                     declines.append((p.name, why))
                     _info(f"Plugin {p.name}: {why}")
             if k == 0:
-                why = ""
-                try:
-                    why = p.last_error()
-                except Exception:
-                    pass
-                declines.append((p.name, why or "declined (no reason given)"))
+                if not why:   # a reason already kept above is not repeated
+                    try:
+                        why = p.last_error()
+                    except Exception:
+                        pass
+                    declines.append((p.name, why or "declined (no reason given)"))
                 _info(f"Plugin {p.name} has no engine for the graph: {why or 'no reason given'}")
                 continue
             if k > mx:
