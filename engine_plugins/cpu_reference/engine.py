@@ -178,9 +178,13 @@ class GraphPlan(PlanBase):
         env = dict(self.constants)
         check = hostmem.gpu_runtime_present()
         for t in self.external:
-            ptr = buffers[t.uid]   # INVALID_VALUE naming the uid when absent
+            if t.uid not in buffers:
+                raise PluginError(INVALID_VALUE, f"the variant pack has no buffer for tensor uid "
+                                                 f"{t.uid} (the CPU reference engine reads and "
+                                                 f"writes host memory)")
+            ptr = buffers[t.uid]
             if not ptr:
-                raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {t.uid} is NULL")
+                raise PluginError(INVALID_VALUE, f"the buffer for tensor uid {t.uid} is NULL")
             if check and not hostmem.host_accessible(ptr):
                 raise PluginError(INVALID_VALUE,
                                   f"tensor uid {t.uid}: buffer 0x{int(ptr):x} is device-only "
@@ -191,7 +195,7 @@ class GraphPlan(PlanBase):
             if t.uid not in buffers or not buffers[t.uid]:
                 raise PluginError(INVALID_VALUE,
                                   f"runtime pass-by-value scalar tensor uid {t.uid} has no host "
-                                  f"pointer in the device buffers")
+                                  f"pointer in the variant pack")
             v = host_view(buffers[t.uid], t, self.storage[t.uid])
             env[t.uid] = np.array(v)   # a private copy of the value
         return env
