@@ -107,6 +107,8 @@ def candidate_paths(search_paths) -> list:
                 out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
             else:
                 out.add(p)  # extension checked at load time
+        elif raw in (DEFAULT_ENGINE_DIR, DEFAULT_HEURISTIC_DIR):
+            _info(f"Default plugin directory {p} does not exist; no plugins from it")
         else:
             _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
     return sorted(out)
