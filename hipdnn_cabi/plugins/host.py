@@ -61,8 +61,10 @@ log.add_level_listener(set_plugin_log_level)
 
 
 def backend_dir() -> str:
-    p = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_path()).decode("utf-8", "replace")
-    return os.path.dirname(p) if p else os.getcwd()
+    """The folder of the path libhipdnn_backend.so was loaded by (a symlink's folder, not its
+    target's), canonical: hipDNN's getCurrentModuleDirectory."""
+    d = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_dir()).decode("utf-8", "replace")
+    return os.path.realpath(d) if d else os.getcwd()
 
 
 def _resolve(p: str) -> str:
