@@ -261,7 +261,8 @@ assert lib.hipdnnBackendFinalize(tile) == 0
 assert set_attr(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, "hipdnnBackendDescriptor_t", [tile]) == 0
 out["dup_of_descriptor"] = serr(FB, 1, fb(setting("TILE", INT, 2)))
 out["ok1"] = serr(FB, 1, fb(good))
-out["ok2"] = serr(FB, 2, fb(setting("ALGO", STRING, "tiled"), setting("UNKNOWN_TO_ENGINE", INT, 1)))
+out["ok2"] = serr(FB, 3, fb(setting("ALGO", STRING, "tiled"), setting("global.workspace_size_limit", INT, 4096),
+                           setting("UNKNOWN_TO_ENGINE", INT, 1)))
 out["dup_in_call"] = serr(FB, 2, fb(setting("Z", INT, 1), setting("Z", INT, 2)))
 out["fin"] = lib.hipdnnBackendFinalize(cfg)
 out["after_finalize"] = serr(FB, 1, fb(setting("LATE", INT, 1)))
@@ -284,6 +285,8 @@ print(json.dumps(out))
     assert "Invalid knob setting flatbuffer" in r["garbage"][1]
     assert r["ok1"][0] == 0 and r["ok2"][0] == 0 and r["fin"] == 0
     assert r["after_finalize"][0] == 1 and "Already finalized" in r["after_finalize"][1]
-    assert r["kc_get"] == [0, 4]
+    assert r["kc_get"] == [0, 5]
     assert r["sent"] == [["TILE", "IntValue", 8], ["OFFSET", "FloatValue", 2.5],
-                         ["ALGO", "StringValue", "tiled"], ["UNKNOWN_TO_ENGINE", "IntValue", 1]]
+                         ["ALGO", "StringValue", "tiled"],
+                         ["global.workspace_size_limit", "IntValue", 4096],   # a global knob reaches a .so
+                         ["UNKNOWN_TO_ENGINE", "IntValue", 1]]
