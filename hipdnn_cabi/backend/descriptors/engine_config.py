@@ -72,6 +72,7 @@ class EngineConfigDescriptor(Descriptor):
         self.engine = None
         self.knob_choices: list = []
         self.extra_knobs: list = []   # (knob id, kind, value): serialized knob settings, in order
+        self.policy_knobs: list = []  # the same, from the heuristic policy's config (RESULTS)
         self.workspace_size = 0
         self._serialized = None
 
@@ -127,15 +128,17 @@ class EngineConfigDescriptor(Descriptor):
         self._serialized = None
 
     def apply_policy_config(self, knobs) -> None:
-        """The knob settings of the heuristic policy's engine config for this engine (RESULTS);
-        settings the caller made keep their place and value."""
-        have = {k.knob_id for k in self.knob_choices} | {k[0] for k in self.extra_knobs}
-        self.extra_knobs.extend(k for k in knobs if k[0] not in have)
+        """The knob settings of the heuristic policy's engine config for this engine (RESULTS;
+        replaces those of an earlier RESULTS call); a knob the caller sets keeps its value."""
+        self.policy_knobs = list(knobs)
         self._serialized = None
 
     def knob_settings(self) -> list:
-        """Every knob setting of the config, (knob id, kind, value), in the order sent."""
-        return [(k.knob_id, k.kind, k.value) for k in self.knob_choices] + list(self.extra_knobs)
+        """Every knob setting of the config, (knob id, kind, value), in the order sent: the
+        caller's (descriptors, then serialized), then the policy's for the other knobs."""
+        own = [(k.knob_id, k.kind, k.value) for k in self.knob_choices] + list(self.extra_knobs)
+        have = {k[0] for k in own}
+        return own + [k for k in self.policy_knobs if k[0] not in have]
 
     def serialized(self) -> bytes:
         s = self._serialized
@@ -170,7 +173,7 @@ class EngineConfigDescriptor(Descriptor):
     def _get_knobs(self, ctx, atype, req, cnt, arr):
         from .knob_choice import KnobChoiceDescriptor
         extra = []
-        for kid, kind, value in self.extra_knobs:
+        for kid, kind, value in self.knob_settings()[len(self.knob_choices):]:
             k = KnobChoiceDescriptor()
             k.knob_id, k.kind, k.value, k.finalized = kid, kind, value, True
             extra.append(k)

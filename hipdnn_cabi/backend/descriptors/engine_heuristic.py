@@ -352,8 +352,9 @@ class EngineHeuristicDescriptor(Descriptor):
         for eid, raw in (raw_cfgs or {}).items():
             got = engine_config_knobs(bytes(raw), eid)
             if isinstance(got, str):
-                log.log(Severity.HIPDNN_SEV_WARN, f"Heuristic policy '{pname}': the engine config "
-                        f"for engine {eid} is ignored: {got}")
+                log.log(Severity.HIPDNN_SEV_WARN, f"The engine config that heuristic policy "
+                        f"'{pname}' gave for engine {eid} is ignored (the engine keeps its place): "
+                        f"{got}")
                 continue
             if got:
                 out[eid] = got
@@ -399,9 +400,8 @@ class EngineHeuristicDescriptor(Descriptor):
             if cfg.finalized:
                 raise BadParamError(f"{ctx}: result descriptor {i} is already finalized")
             cfg.set_engine(EngineDescriptor.prebuilt(self.graph, self.results[i]))
-            knobs = self.configs.get(self.results[i])
-            if knobs:   # the deciding policy's engine config (its knob settings)
-                cfg.apply_policy_config(knobs)
+            # the deciding policy's engine config for the engine (its knob settings), or none
+            cfg.apply_policy_config(self.configs.get(self.results[i]) or ())
         cnt[0] = k
 
     @getter(A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
