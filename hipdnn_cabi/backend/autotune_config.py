@@ -138,7 +138,6 @@ class Rule:
 def engine_name_or_id_to_id(name: str) -> int:
     """hipDNN's engineNameOrIdToId: a 0x-hex or decimal id (optional '+') is that id; any other
     name hashes (FNV-1a-64).  (Upstream hashes a registered engine name first: none is numeric.)"""
-    from ..plugins.loader import fnv1a64
     s = name or ""
     try:
         if s[:2].lower() == "0x" and len(s) > 2:
@@ -151,7 +150,15 @@ def engine_name_or_id_to_id(name: str) -> int:
                 return v
     except ValueError:
         pass
-    return fnv1a64(name)
+    return _fnv1a64(name)
+
+
+def _fnv1a64(name: str) -> int:
+    """FNV-1a-64 of the name's UTF-8 bytes as a signed int64 (hipDNN's engineNameToId)."""
+    h = 0xCBF29CE484222325
+    for b in name.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & ((1 << 64) - 1)
+    return h - (1 << 64) if h >= (1 << 63) else h
 
 
 def _int(v, where) -> int:
