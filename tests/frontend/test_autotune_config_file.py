@@ -146,7 +146,7 @@ def test_sweep_winner_round_trips_across_processes(tmp_path):
     assert m["timestamp"].endswith("Z") and len(m["graph_key"]) == 64
     assert read["order"][0] == "HIPDNN_CABI_FE_TEST_SLOW_ENGINE"
     assert read["active"] == ["HIPDNN_CABI_FE_TEST_SLOW_ENGINE", {"fe_test.sleep_ms": 2}]
-    assert read["ok"] and read["ms"] < 20
+    assert read["ok"]
     assert read["other_shape"] == ["HIPDNN_CABI_FE_TEST_SLOW_ENGINE",
                                    "HIPDNN_CABI_CPU_REFERENCE_ENGINE"]
 
