@@ -24,11 +24,17 @@ ENGINES_PKG = "hipdnn_cabi.engines"
 ENGINES_DIR = "engine_plugins"
 
 
+# Folders that hold only data files (no __init__.py): declared as packages of their own, so
+# setuptools ships them without warning that an importable folder is missing from `packages`.
+DATA_PACKAGES = {f"{ENGINES_PKG}.hip_kernels.kernels": ["*.hip", "*.h"],
+                 "hipdnn_cabi.schemas.fbs": ["*.fbs"]}
+
+
 def packages():
     pkgs = find_packages(ROOT, include=["hipdnn_cabi", "hipdnn_cabi.*"])
     pkgs.append(ENGINES_PKG)
     pkgs += [f"{ENGINES_PKG}.{p}" for p in find_packages(os.path.join(ROOT, ENGINES_DIR))]
-    return pkgs
+    return pkgs + sorted(DATA_PACKAGES)
 
 
 class build_py(_build_py):
@@ -74,8 +80,6 @@ setup(
     distclass=BinaryDistribution,
     packages=packages(),
     package_dir={ENGINES_PKG: ENGINES_DIR},
-    package_data={f"{ENGINES_PKG}.hip_kernels": ["kernels/*.hip", "kernels/*.h"],
-                  "hipdnn_cabi.conformance": ["*.c", "*.h"],
-                  "hipdnn_cabi.schemas": ["fbs/*.fbs"]},
+    package_data={"hipdnn_cabi.conformance": ["*.c", "*.h"], **DATA_PACKAGES},
     cmdclass={"build_py": build_py},
 )

@@ -29,6 +29,10 @@ static int g_boot_status = 0;
 static int g_we_started_python = 0;
 static pthread_once_t g_boot_once = PTHREAD_ONCE_INIT;
 static char g_library_path[4096] = "";
+/* The folder of the path the loader used for this library (a symlink's folder, not its
+ * target's), absolute: relative plugin paths resolve against it, as hipDNN's
+ * getCurrentModuleDirectory does. */
+static char g_library_dir[4096] = "";
 
 __attribute__((constructor)) static void hipdnn_cabi_promote_libpython(void)
 {
@@ -39,10 +43,24 @@ __attribute__((constructor)) static void hipdnn_cabi_promote_libpython(void)
         char* real = realpath(info.dli_fname, NULL);
         snprintf(g_library_path, sizeof g_library_path, "%s", real ? real : info.dli_fname);
         free(real);
+        char cwd[4096] = "";
+        const char* slash = strrchr(info.dli_fname, '/');
+        size_t len = slash ? (size_t)(slash - info.dli_fname) : 0;
+        if (info.dli_fname[0] != '/' && getcwd(cwd, sizeof cwd) == NULL)
+            cwd[0] = '\0';
+        if (info.dli_fname[0] == '/')
+            snprintf(g_library_dir, sizeof g_library_dir, "%.*s", (int)(len ? len : 1),
+                     info.dli_fname);
+        else if (len)
+            snprintf(g_library_dir, sizeof g_library_dir, "%s/%.*s", cwd, (int)len,
+                     info.dli_fname);
+        else
+            snprintf(g_library_dir, sizeof g_library_dir, "%s", cwd);
     }
 }
 
 static const char* hipdnn_cabi_library_path(void) { return g_library_path; }
+static const char* hipdnn_cabi_library_dir(void) { return g_library_dir; }
 
 /* fork() safety: hold the GIL across fork so the child never inherits it mid-use. */
 static __thread PyGILState_STATE g_fork_gil;

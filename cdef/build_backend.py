@@ -31,6 +31,7 @@ void hipdnn_cabi_mark_ready(void);
 void hipdnn_cabi_set_log_level_cache(int level);
 void hipdnn_cabi_set_init_error(const char* msg);
 const char* hipdnn_cabi_library_path(void);
+const char* hipdnn_cabi_library_dir(void);
 const char* hipdnn_cabi_getenv(const char* name);
 void hipdnn_cabi_call_user_log_cb(uint64_t cb, uint64_t user, int sev, const char* msg);
 void hipdnn_cabi_call_plugin_log_cb(uint64_t cb, int sev, const char* msg);

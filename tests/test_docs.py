@@ -68,3 +68,33 @@ def test_license_is_an_spdx_string():
     assert req and ">=77" in req[0]          # SPDX license strings need setuptools >= 77
     for dep in ("flatbuffers", "numpy", "cffi"):   # what setup.py imports while building
         assert any(r.startswith(dep) for r in meta["build-system"]["requires"]), dep
+
+
+def _readme_row(first_cell):
+    for line in open(os.path.join(ROOT, "README.md"), encoding="utf-8"):
+        if line.startswith(f"| {first_cell} |"):
+            return [c.strip() for c in line.strip().strip("|").split("|")]
+    raise AssertionError(f"README has no table row for {first_cell}")
+
+
+def test_readme_installed_package_pkgconfig_and_cmake_rows():
+    """The wheel ships the .pc and CMake files: the installed-package column says where they are
+    (`hipdnn-cabi paths`), not that a generator must be run."""
+    for row, flag in (("pkg-config", "--pkgconfig"), ("CMake", "--cmake")):
+        cells = _readme_row(row)
+        assert f"hipdnn-cabi paths {flag}" in cells[2], cells
+        assert "gen_pkgconfig" not in cells[2] and "(same)" not in cells[2], cells
+
+
+def test_cuda_extra_in_make_test_is_explained_and_optional():
+    """`make test` installs the CUDA extra on every machine for the NVRTC compile checks: the
+    README says why, and `make test NVRTC_CHECK=0` leaves it out."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert "NVRTC_CHECK=0" in readme and "cuda-bindings" in readme
+    env = dict(os.environ, MAKEFLAGS="")
+
+    def dry(*args):   # every recipe `make test` would run, nothing run
+        return subprocess.run(["make", "-n", "-B", "test", *args], cwd=ROOT, capture_output=True,
+                              text=True, env=env, timeout=60).stdout
+    assert ".nvrtc-stamp" in dry()
+    assert ".nvrtc-stamp" not in dry("NVRTC_CHECK=0")

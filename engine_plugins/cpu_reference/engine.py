@@ -16,12 +16,13 @@ import threading
 import numpy as np
 
 from hipdnn_cabi._generated.enums import BehaviorNote
-from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
+from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase, knobs
 from hipdnn_cabi.plugin_sdk.errors import (ALLOC_FAILED, INTERNAL_ERROR, INVALID_VALUE,
                                            NOT_APPLICABLE, PluginError)
 from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
 from . import hostmem
+from .kernels import blocked
 from .kernels import dtypes as kdt
 from .kernels import layout as klayout
 from .nodes import BUILDERS, BY_KIND, Unsupported
@@ -148,9 +149,11 @@ def constant(t) -> np.ndarray:
 
 
 class GraphPlan(PlanBase):
-    """Node plans in topological order plus the tensor bookkeeping of one op graph."""
+    """Node plans in topological order plus the tensor bookkeeping of one op graph.
+    ``threads``: the thread count of its element-wise work (None: the configured count)."""
 
-    def __init__(self, graph, analysis: Analysis):
+    def __init__(self, graph, analysis: Analysis, threads=None):
+        self.threads = threads
         self.nodes = [b.build(n, graph) for b, n in analysis.steps]
         self.keys = analysis.keys
         used = []
@@ -178,9 +181,13 @@ class GraphPlan(PlanBase):
         env = dict(self.constants)
         check = hostmem.gpu_runtime_present()
         for t in self.external:
-            ptr = buffers[t.uid]   # INVALID_VALUE naming the uid when absent
+            if t.uid not in buffers:
+                raise PluginError(INVALID_VALUE, f"the variant pack has no buffer for tensor uid "
+                                                 f"{t.uid} (the CPU reference engine reads and "
+                                                 f"writes host memory)")
+            ptr = buffers[t.uid]
             if not ptr:
-                raise PluginError(INVALID_VALUE, f"device buffer for tensor uid {t.uid} is NULL")
+                raise PluginError(INVALID_VALUE, f"the buffer for tensor uid {t.uid} is NULL")
             if check and not hostmem.host_accessible(ptr):
                 raise PluginError(INVALID_VALUE,
                                   f"tensor uid {t.uid}: buffer 0x{int(ptr):x} is device-only "
@@ -191,12 +198,18 @@ class GraphPlan(PlanBase):
             if t.uid not in buffers or not buffers[t.uid]:
                 raise PluginError(INVALID_VALUE,
                                   f"runtime pass-by-value scalar tensor uid {t.uid} has no host "
-                                  f"pointer in the device buffers")
+                                  f"pointer in the variant pack")
             v = host_view(buffers[t.uid], t, self.storage[t.uid])
             env[t.uid] = np.array(v)   # a private copy of the value
         return env
 
     def execute(self, handle, buffers, workspace):
+        if self.threads:
+            with blocked.threads(self.threads):
+                return self._execute(buffers)
+        return self._execute(buffers)
+
+    def _execute(self, buffers):
         try:
             env = self.bind(buffers)
             for step in self.nodes:
@@ -230,7 +243,16 @@ class CpuReferencePlanBuilder(PlanBuilderBase):
         a = analyse(graph)
         if not a.ok:
             raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
-        return GraphPlan(graph, a)
+        k = knobs.resolve(config, knobs.GLOBAL_KNOBS, strict=False)
+        why = knobs.workspace_limit_problem(ENGINE_NAME, 0, k[knobs.WORKSPACE_SIZE_LIMIT_KNOB_NAME])
+        if why:   # never: the engine needs no workspace
+            raise PluginError(NOT_APPLICABLE, why)
+        if not k[knobs.BENCHMARKING_KNOB_NAME]:
+            return GraphPlan(graph, a)
+        # global.benchmarking: one thread against the configured count, timed on the first execute
+        counts = sorted({1, blocked.num_threads()})
+        return knobs.BenchmarkingPlan(ENGINE_NAME, [(f"{n} thread(s)", GraphPlan(graph, a, n))
+                                                    for n in counts])
 
 
 class CpuReferenceEngine(EngineBase):
@@ -238,6 +260,7 @@ class CpuReferenceEngine(EngineBase):
     # numpy (and the BLAS under it) does the work: an external library dependency.
     behavior_notes = (int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_EXTERNAL_LIBRARY_DEPENDENCY),)
     plan_builder = CpuReferencePlanBuilder()
+    knob_specs = knobs.GLOBAL_KNOBS
 
 
 class CpuReferencePlugin(EnginePluginBase):

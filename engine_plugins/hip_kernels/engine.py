@@ -8,7 +8,7 @@ import threading
 
 from hipdnn_cabi import device
 from hipdnn_cabi._generated.enums import BehaviorNote
-from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
+from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase, knobs
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, NOT_APPLICABLE, PluginError
 from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 
@@ -103,9 +103,9 @@ def tf32_of(config) -> bool:
     return bool(v)
 
 
-def analyse(graph, tf32=None) -> Analysis:
+def analyse(graph, tf32=None, mma=None) -> Analysis:
     raw = getattr(graph, "raw", None)
-    mma = use_mma()
+    mma = use_mma() if mma is None else bool(mma)
     sms = sm_count() if device.available() else 132
     arch = device_arch() if mma else None
     tf32 = tf32_default() if tf32 is None else bool(tf32)
@@ -344,11 +344,29 @@ class HipPlanBuilder(PlanBuilderBase):
     def build_plan(self, handle, graph, config):
         if not device.available():
             raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: no GPU ({device.unavailable_reason()})")
+        k = knobs.resolve(config, knobs.GLOBAL_KNOBS, strict=False)
         with devctx.on_device(handle):   # analysis, compile and module load on its device
-            a = analyse(graph, tf32_of(config))
+            tf32 = tf32_of(config)
+            a = analyse(graph, tf32)
             if not a.ok:
                 raise PluginError(NOT_APPLICABLE, f"{ENGINE_NAME}: {a.reason}")
-            return GpuPlan(a.program)
+            limit = k[knobs.WORKSPACE_SIZE_LIMIT_KNOB_NAME]
+            why = knobs.workspace_limit_problem(ENGINE_NAME, a.program.ws_size, limit)
+            if why:
+                raise PluginError(NOT_APPLICABLE, why)
+            if not k[knobs.BENCHMARKING_KNOB_NAME]:
+                return GpuPlan(a.program)
+            # global.benchmarking: the matrix-unit program against the SIMT one, timed on the
+            # handle's stream at the first execute
+            variants = [("default", GpuPlan(a.program))]
+            if use_mma():
+                b = analyse(graph, tf32, mma=False)
+                if b.ok and not knobs.workspace_limit_problem(ENGINE_NAME, b.program.ws_size, limit):
+                    variants.append(("simt", GpuPlan(b.program)))
+            rt = device.get_runtime()
+            return knobs.BenchmarkingPlan(
+                ENGINE_NAME, variants,
+                sync=lambda h: rt.stream_synchronize(int(getattr(h, "stream", 0) or 0)))
 
 
 class HipKernelsEngine(EngineBase):
@@ -356,26 +374,8 @@ class HipKernelsEngine(EngineBase):
     behavior_notes = (int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION),
                       int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_GRAPH_CAPTURE))
     plan_builder = HipPlanBuilder()
-
-    def knobs(self, b):
-        from hipdnn_cabi.schemas._generated import IntConstraint, IntValue, Knob
-        IntValue.Start(b)
-        IntValue.AddValue(b, 0)
-        dv = IntValue.End(b)
-        IntConstraint.Start(b)
-        IntConstraint.AddMinValue(b, 0)
-        IntConstraint.AddMaxValue(b, 1)
-        IntConstraint.AddStep(b, 1)
-        con = IntConstraint.End(b)
-        kid, desc = b.CreateString(TF32_KNOB), b.CreateString(TF32_DESCRIPTION)
-        Knob.Start(b)
-        Knob.AddKnobId(b, kid)
-        Knob.AddDescription(b, desc)
-        Knob.AddDefaultValueType(b, 1)      # KnobValue.IntValue
-        Knob.AddDefaultValue(b, dv)
-        Knob.AddConstraintType(b, 1)
-        Knob.AddConstraint(b, con)
-        return [Knob.End(b)]
+    knob_specs = (knobs.KnobSpec(TF32_KNOB, knobs.INT, 0, TF32_DESCRIPTION, 0, 1, 1),
+                  *knobs.GLOBAL_KNOBS)
 
     def get_details(self, handle, graph) -> bytes:
         """Behaviour notes of the engine for this graph: REQUIRES_LAYOUT_TRANSFORM when its

@@ -112,10 +112,10 @@ static int m_tensor(void)
     CALL("destroy", hipdnnBackendDestroyDescriptor, "tensor", (t));
     /* dims/strides of different lengths */
     CALL("create2", hipdnnBackendCreateDescriptor, "HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &desc", (HIPDNN_BACKEND_TENSOR_DESCRIPTOR, &t2));
-    B.hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid);
-    B.hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt);
-    B.hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 3, three);
-    B.hipdnnBackendSetAttribute(t2, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 2, strides);
+    CALL("set2_uid", hipdnnBackendSetAttribute, "tensor, UNIQUE_ID, INT64, 1, &uid", (t2, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &uid));
+    CALL("set2_dtype", hipdnnBackendSetAttribute, "tensor, DATA_TYPE, DATA_TYPE, 1, &FLOAT", (t2, HIPDNN_ATTR_TENSOR_DATA_TYPE, HIPDNN_TYPE_DATA_TYPE, 1, &dt));
+    CALL("set2_dims", hipdnnBackendSetAttribute, "tensor, DIMENSIONS, INT64, 3, {1,2,3}", (t2, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 3, three));
+    CALL("set2_strides", hipdnnBackendSetAttribute, "tensor, STRIDES, INT64, 2, {3,1}", (t2, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 2, strides));
     CALL("finalize_mismatch", hipdnnBackendFinalize, "tensor with 3 dims and 2 strides", (t2));
     CALL("destroy2", hipdnnBackendDestroyDescriptor, "tensor", (t2));
     done();

@@ -156,6 +156,7 @@ class ChildRun:
     stderr: str
     seconds: float
     records: list = field(default_factory=list)
+    subject: str = "plugin"   # what the driver exercises: "plugin" or "backend"
 
     @property
     def finished(self) -> bool:
@@ -182,6 +183,8 @@ class ChildRun:
     def describe_death(self) -> str:
         missing = self.one("missing")
         if missing:
+            if self.subject == "backend":
+                return f"required symbol {missing['fn']} is missing from the backend library"
             return f"required symbol {missing['fn']} is not exported by the plugin"
         dl = self.one("dlopen")
         if dl:
@@ -197,6 +200,8 @@ class ChildRun:
             how = f"killed by {name}"
         elif fatal:
             how = fatal.get("msg", "fatal")
+            if self.subject == "backend":   # MUST(...) in backend_driver.c: a setup call failed
+                how = "setup failed: " + how
             calls = self.of("call")
             if calls:
                 c = calls[-1]
@@ -207,10 +212,10 @@ class ChildRun:
         pre = self.in_flight()
         where = f" during {pre['fn']}({pre['args']})" if pre else ""
         tail = (self.stdout[-400:] + ("\nstderr: " + self.stderr[-400:] if self.stderr.strip() else "")).strip()
-        return f"plugin process {how}{where}; last output: {tail}"
+        return f"{self.subject} process {how}{where}; last output: {tail}"
 
 
-def run_child(argv: list, timeout: float, env=None) -> ChildRun:
+def run_child(argv: list, timeout: float, env=None, subject: str = "plugin") -> ChildRun:
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace", start_new_session=True, env=env)
@@ -224,7 +229,8 @@ def run_child(argv: list, timeout: float, env=None) -> ChildRun:
         except ProcessLookupError:
             pass
         out, err = p.communicate()
-    run = ChildRun(argv, p.returncode, timed_out, out or "", err or "", time.monotonic() - t0)
+    run = ChildRun(argv, p.returncode, timed_out, out or "", err or "", time.monotonic() - t0,
+                   subject=subject)
     for line in run.stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):

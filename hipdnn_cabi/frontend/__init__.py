@@ -28,6 +28,8 @@ from ..errors import (BadParamError, ExecutionFailedError, HipdnnError, Internal
                       NotFinalizedError, NotInitializedError, NotSupportedError, NullPointerError,
                       PluginError)
 from ._ops import NormFwdPhase
+from .graph.autotune import (AutotuneConfig, AutotuneResult, AutotuneStorageConfig,
+                             AutotuneStrategy, EngineSweepSpec, PrimingFailurePolicy, TuneMode)
 from .graph.selection import HeurMode
 from .graph import BuildPlanPolicy, EngineConfigInfo, Graph, GraphNotSupportedError, KnobInfo
 from .handle import (EngineInfo, Handle, engine_memory_kind, engines, loaded_plugin_paths,
@@ -48,4 +50,6 @@ __all__ = [
     "NotFinalizedError", "NotInitializedError", "NotSupportedError", "InternalError",
     "ExecutionFailedError", "PluginError", "KnobInfo", "EngineConfigInfo", "engine_memory_kind",
     "set_engine_memory_kind", "ResampleMode", "PaddingMode", "MoeGroupedMatmulMode",
+    "AutotuneConfig", "AutotuneResult", "AutotuneStorageConfig", "AutotuneStrategy",
+    "EngineSweepSpec", "PrimingFailurePolicy", "TuneMode",
 ]

@@ -9,6 +9,7 @@ from .core import (DeviceBuffers, EngineBase, EngineManager, EnginePluginBase,
                    EnginePluginContainer, ExecutionContext, PlanBase, PlanBuilderBase,
                    PluginHandle, engine_id_of)
 from .errors import PluginError
+from .knobs import GLOBAL_KNOBS, BenchmarkingPlan, KnobSpec
 from .heuristics import HeuristicPluginBase
 from .serialization import Scalar, ScalarTable
 from .graph import EngineConfigInfo, Node, OpGraph, Tensor, build_engine_details, \
@@ -18,4 +19,4 @@ __all__ = ["DeviceBuffers", "EngineBase", "EngineManager", "EnginePluginBase",
            "EnginePluginContainer", "ExecutionContext", "PlanBase", "PlanBuilderBase", "PluginHandle",
            "engine_id_of", "PluginError", "EngineConfigInfo", "Node", "OpGraph", "Tensor",
            "build_engine_details", "parse_engine_config", "parse_graph", "Scalar", "ScalarTable",
-           "HeuristicPluginBase"]
+           "HeuristicPluginBase", "GLOBAL_KNOBS", "BenchmarkingPlan", "KnobSpec"]

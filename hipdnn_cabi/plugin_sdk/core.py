@@ -11,6 +11,7 @@ from .errors import BAD_PARAM, INVALID_VALUE, NOT_APPLICABLE, PluginError
 from .graph import OpGraph, build_engine_details, parse_engine_config, parse_graph
 from .serialization import ScalarTable, parse_api_version
 from .spans import graph_span_problem
+from . import knobs
 
 SEV_INFO = 0   # HIPDNN_SEV_INFO
 
@@ -85,6 +86,10 @@ class EngineBase:
     behavior_notes: tuple = ()
     plan_builder: PlanBuilderBase | None = None
     supports_plan_serialization: bool = True
+    # the knobs the engine offers (knobs.KnobSpec; knobs.GLOBAL_KNOBS for hipDNN's global knobs):
+    # written into EngineDetails, and the knob settings of a config are checked against them at
+    # plan build (an unknown id is ignored, a wrong value type refused)
+    knob_specs: tuple = ()
 
     def __init__(self):
         if not self.name:
@@ -118,8 +123,13 @@ class EngineBase:
     def decline_reason(self, handle, graph: OpGraph) -> str:
         return str(self.get_plan_builder().decline_reason(handle, graph) or "")
 
-    def knobs(self, builder):  # -> list of Knob offsets (none by default)
-        return []
+    def knobs(self, builder):  # -> list of Knob offsets (those of knob_specs by default)
+        return [spec.build(builder) for spec in self.knob_specs]
+
+    def knob_values(self, handle, config, strict: bool = True) -> dict:
+        """{knob id: value} of ``config`` for this engine's knob_specs (knobs.resolve)."""
+        return knobs.resolve(config, self.knob_specs, strict=strict, engine=self.name,
+                             log=lambda sev, msg: _log(handle, sev, msg))
 
     def reported_behavior_notes(self) -> list:
         notes = [int(n) for n in self.behavior_notes]
@@ -142,6 +152,7 @@ class EngineBase:
 
     def initialize_execution_context(self, handle, graph: OpGraph, config) -> "ExecutionContext":
         self._require(handle, graph)
+        self.knob_values(handle, config, strict=True)   # a knob of the wrong type: refused here
         plan = self.get_plan_builder().build_plan(handle, graph, config)
         return ExecutionContext(self.id, plan, graph, config)
 

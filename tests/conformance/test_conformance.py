@@ -224,5 +224,39 @@ def test_backend_checks_fail_on_a_non_backend(c_sample):
     from hipdnn_cabi.conformance import run_plugin_suite
     res = run_plugin_suite(c_sample, backend=True, scale=quick(), plugin_dir=os.path.dirname(c_sample))
     assert all(r.verdict == "fail" for r in res), explain(res)
-    assert "required symbol hipdnnCreate is not exported" in {r.id: r for r in res}[
+    assert "required symbol hipdnnCreate is missing from the backend library" in {r.id: r for r in res}[
         "conform.backend.handle_null"].message
+
+
+def _fake_backend(tmp_path, *defines):
+    import subprocess as sp
+    src = os.path.join(HERE, "fake_backend", "no_tensors.c")
+    out = str(tmp_path / ("libfake_" + "_".join(d.lower() for d in defines or ("backend",)) + ".so"))
+    sp.run(["gcc", "-shared", "-fPIC", "-std=c11", f"-I{INCLUDE}", *[f"-D{d}" for d in defines],
+            src, "-o", out], check=True)
+    return out
+
+
+def test_backend_setup_failures_are_reported_as_such(tmp_path):
+    """A backend without tensor descriptors: the tensor checks name the failed setup call
+    (CreateDescriptor(TENSOR)), not the misleading statuses of the calls that followed."""
+    from hipdnn_cabi.conformance import run_plugin_suite
+    res = {r.id: r for r in run_plugin_suite(_fake_backend(tmp_path), backend=True, scale=quick(),
+                                             keyword="tensor or last_error_get_peek or handle")}
+    assert res["conform.backend.handle_create_destroy"].verdict == "pass", explain(list(res.values()))
+    for cid in ("conform.backend.tensor_finalize_rules", "conform.backend.tensor_set_misuse",
+                "conform.backend.tensor_get_two_call", "conform.backend.last_error_get_peek"):
+        r = res[cid]
+        assert r.verdict == "fail", (cid, r.message)
+        assert r.message.startswith("setup failed: hipdnnBackendCreateDescriptor("), (cid, r.message)
+        assert "this backend creates no descriptors" in r.message, (cid, r.message)
+
+
+def test_backend_missing_symbol_is_named_as_missing_from_the_backend(tmp_path):
+    from hipdnn_cabi.conformance import run_plugin_suite
+    res = run_plugin_suite(_fake_backend(tmp_path, "OMIT_SET_ATTRIBUTE"), backend=True,
+                           scale=quick(), keyword="tensor_set_misuse")
+    assert [r.verdict for r in res] == ["fail"], explain(res)
+    msg = res[0].message
+    assert "hipdnnBackendSetAttribute is missing from the backend library" in msg, msg
+    assert "plugin" not in msg, msg

@@ -57,7 +57,8 @@ def quantize(a, t):
         return bf16_value(bf16_bits(a))
     if t == "BOOLEAN":
         return (a != 0).astype(np.float64)
-    return a.astype(STORAGE[t]).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):   # out-of-range inputs are deliberate
+        return a.astype(STORAGE[t]).astype(np.float64)
 
 
 def encode(a, t):
@@ -66,7 +67,8 @@ def encode(a, t):
         return bf16_bits(a)
     if t == "BOOLEAN":
         return a != 0
-    return a.astype(STORAGE[t])
+    with np.errstate(invalid="ignore", over="ignore"):   # out-of-range inputs are deliberate
+        return a.astype(STORAGE[t])
 
 
 def decode(m, t):

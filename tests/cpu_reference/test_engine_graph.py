@@ -104,6 +104,21 @@ def test_virtual_tensors_need_no_buffer_and_are_not_written():
     _close(out.get(), ref, 2e-5)
 
 
+def test_missing_buffer_is_named_as_host_memory():
+    """A variant pack without one of the graph's tensors: the CPU engine names the uid and the
+    host memory it works on, never a "device buffer"."""
+    from hipdnn_cabi.plugin_sdk import PluginError
+    rng = np.random.default_rng(1)
+    ts, g, out, ref = conv_bias_relu(rng, "FLOAT", "nhwc")
+    gone = next(t for t in ts if t.buf is not None and t is not out)
+    keep = [t for t in ts if t is not gone]
+    with pytest.raises(PluginError) as e:
+        run_inprocess(g, keep)
+    msg = str(e.value)
+    assert f"tensor uid {gone.uid}" in msg and "host memory" in msg, msg
+    assert "device buffer" not in msg, msg
+
+
 # --------------------------------------------------------------------------- scalars
 def _bn_infvar(eps_tensor):
     xs, cs = [2, 3, 2, 2], [1, 3, 1, 1]

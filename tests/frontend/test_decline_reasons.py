@@ -50,3 +50,14 @@ def test_decline_reasons_reach_the_user():
     assert "device-only memory" in ex
     # every other engine loaded here declined the graph and is named with its reason
     assert "declined the graph:" in ex and "HIPDNN_CABI_CPU_REFERENCE_ENGINE declined" not in ex
+
+
+def test_each_decline_reason_is_given_once():
+    """A plugin whose engines all decline gives its reason once (not once per branch of the
+    applicability answer), in the "No engine configurations" message and in execute errors."""
+    import re
+    out = run_child(BODY)
+    for text in (out["none"], out["exec"]):
+        reasons = re.findall(r"([\w:.]+) declined the graph:", text)
+        assert reasons, text
+        assert len(reasons) == len(set(reasons)), text

@@ -306,9 +306,10 @@ def test_knobs_engine_configs_and_plan_ext():
             k["FE_TEST_TILE"]["maximum"], k["FE_TEST_TILE"]["stride"]) == ("int", 4, 1, 64, 1)
     assert (k["FE_TEST_ALGO"]["type"], k["FE_TEST_ALGO"]["default"], k["FE_TEST_ALGO"]["valid_values"],
             k["FE_TEST_ALGO"]["max_length"]) == ("string", "direct", ["direct", "tiled"], 16)
-    assert res["cpu_knobs"] == []
+    # the CPU reference engine offers hipDNN's global knobs
+    assert [d["id"] for d in res["cpu_knobs"]] == ["global.benchmarking", "global.workspace_size_limit"]
     assert res["configs"][0] == [GPU, 0, ["FE_TEST_OFFSET", "FE_TEST_TILE", "FE_TEST_ALGO"]]
-    assert [CPU_ENGINE, 0, []] in res["configs"]
+    assert [CPU_ENGINE, 0, ["global.benchmarking", "global.workspace_size_limit"]] in res["configs"]
     assert res["same_order"]
 
     # get_knobs_for_engine: engine descriptor, ENGINE_KNOB_INFO count query + fetch, per knob
@@ -351,18 +352,20 @@ def test_knobs_engine_configs_and_plan_ext():
 
 
 @pytest.mark.needs_cpu_engine
-def test_knobs_empty_path_in_process(handle):
-    """Engines without knobs: the count query answers 0 and nothing is fetched."""
+def test_knobs_in_process(handle):
+    """In process: the CPU reference engine offers hipDNN's global knobs and nothing else; an
+    engine config with no knob settings plans and runs."""
     F32 = hf.DataType.HIPDNN_DATA_FLOAT
     g = hf.Graph(handle=handle, io_data_type=F32, compute_data_type=F32)
     x = g.tensor(name="x", dim=[4])
     y = g.neg(x).set_output(True)
     g.build_operation_graph()
     ids = g.get_ranked_engine_ids()
-    assert ids and all(g.get_knobs_for_engine(e) == [] for e in ids)
     cfgs = g.get_engine_configs()
-    assert [c.engine_id for c in cfgs] == ids and all(c.knobs == () for c in cfgs)
+    assert [c.engine_id for c in cfgs] == ids
     cpu = next(c.engine_id for c in cfgs if c.name == CPU_ENGINE)
+    assert [k.id for k in g.get_knobs_for_engine(cpu)] == ["global.benchmarking",
+                                                           "global.workspace_size_limit"]
     g.create_execution_plan_ext(cpu, {}).build_plans()
     ya = np.zeros(4, np.float32)
     g.execute({x: np.arange(4, dtype=np.float32), y: ya})

@@ -48,7 +48,7 @@ def _details():
 def test_tf32_knob_reported():
     d = _details()
     ids = [d.Knobs(i).KnobId().decode() for i in range(d.KnobsLength())]
-    assert ids == ["TF32_MATH"]
+    assert ids == ["TF32_MATH", "global.benchmarking", "global.workspace_size_limit"]
     desc = d.Knobs(0).Description().decode()
     assert "CHANGES NUMERICS" in desc and "default" in desc
 

@@ -199,3 +199,94 @@ print(json.dumps(out))
     assert r["kc_ok"] == 0 and r["cfg_fin"] == 0 and r["kc_get"] == [0, 3] and r["ws"] == [0, 64]
     assert r["cfg_engine"] is True
     assert r["cfg_knobs"] == [["TILE", 1], ["OFFSET", 2], ["ALGO", 3]]
+
+
+def test_knob_choice_serialized_value(mini, tmp_path):
+    """HIPDNN_ATTR_KNOB_CHOICE_SERIALIZED_VALUE on ENGINECFG (hipDNN's setKnobChoice): an array of
+    {ptr, size} KnobSetting FlatBuffers appended to the config's knobs; wrong attribute type or
+    count < 1 -> BAD_PARAM, NULL array or element pointer -> BAD_PARAM_NULL_POINTER, size 0 or a
+    malformed buffer -> BAD_PARAM; after finalize -> NOT_INITIALIZED.  The knobs reach the plugin's
+    GetWorkspaceSize (the max-workspace query) in the EngineConfig it receives."""
+    r = py("import os\n" + KNOBS + ENGINE + """
+import flatbuffers
+from hipdnn_cabi.schemas._generated import KnobSetting
+def setting(kid, kind=None, value=None):
+    b = flatbuffers.Builder(64)
+    v = None
+    if kind == INT:
+        IntValue.Start(b); IntValue.AddValue(b, value); v = IntValue.End(b)
+    elif kind == FLOAT:
+        FloatValue.Start(b); FloatValue.AddValue(b, value); v = FloatValue.End(b)
+    elif kind == STRING:
+        s = b.CreateString(value); StringValue.Start(b); StringValue.AddValue(b, s); v = StringValue.End(b)
+    k = b.CreateString(kid)
+    KnobSetting.Start(b); KnobSetting.AddKnobId(b, k)
+    if v is not None:
+        KnobSetting.AddValueType(b, kind); KnobSetting.AddValue(b, v)
+    b.Finish(KnobSetting.End(b))
+    return bytes(b.Output())
+keep = []
+def fb(*blobs, null_ptr=False, zero=False):
+    arr = ffi.new("hipdnnBackendFlatbufferData_t[]", max(len(blobs), 1))
+    for i, raw in enumerate(blobs):
+        buf = ffi.new("uint8_t[]", raw); keep.append(buf)
+        arr[i].ptr = ffi.NULL if null_ptr else buf
+        arr[i].size = 0 if zero else len(raw)
+    keep.append(arr)
+    return arr
+out = {}
+e = engine()
+cfg = desc(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+assert set_attr(cfg, A.HIPDNN_ATTR_ENGINECFG_ENGINE, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, "hipdnnBackendDescriptor_t", [e]) == 0
+SV = A.HIPDNN_ATTR_KNOB_CHOICE_SERIALIZED_VALUE
+FB = T.HIPDNN_TYPE_FLATBUFFER_DATA_STRUCT_EXT
+S = lambda atype, n, arr: lib.hipdnnBackendSetAttribute(cfg, SV, atype, n, arr)
+def serr(atype, n, arr):
+    st = S(atype, n, arr)
+    return [st, err()]
+good = setting("OFFSET", FLOAT, 2.5)
+out["wrong_type"] = serr(T.HIPDNN_TYPE_INT64, 1, fb(good))
+out["count0"] = serr(FB, 0, fb(good))
+out["null_array"] = serr(FB, 1, ffi.NULL)
+out["null_ptr"] = serr(FB, 1, fb(good, null_ptr=True))
+out["size0"] = serr(FB, 1, fb(good, zero=True))
+out["garbage"] = serr(FB, 1, fb(b"\\xff" * 24))
+out["no_value"] = serr(FB, 1, fb(setting("TILE")))
+out["nan"] = serr(FB, 1, fb(setting("OFFSET", FLOAT, float("nan"))))
+tile = desc(D.HIPDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)
+kb = b"TILE"
+lib.hipdnnBackendSetAttribute(tile, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, T.HIPDNN_TYPE_CHAR, 4, ffi.new("char[]", kb))
+lib.hipdnnBackendSetAttribute(tile, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_INT64, 1, ffi.new("int64_t[1]", [8]))
+assert lib.hipdnnBackendFinalize(tile) == 0
+assert set_attr(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, "hipdnnBackendDescriptor_t", [tile]) == 0
+out["dup_of_descriptor"] = serr(FB, 1, fb(setting("TILE", INT, 2)))
+out["ok1"] = serr(FB, 1, fb(good))
+out["ok2"] = serr(FB, 3, fb(setting("ALGO", STRING, "tiled"), setting("global.workspace_size_limit", INT, 4096),
+                           setting("UNKNOWN_TO_ENGINE", INT, 1)))
+out["dup_in_call"] = serr(FB, 2, fb(setting("Z", INT, 1), setting("Z", INT, 2)))
+out["fin"] = lib.hipdnnBackendFinalize(cfg)
+out["after_finalize"] = serr(FB, 1, fb(setting("LATE", INT, 1)))
+out["kc_get"] = get(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, "hipdnnBackendDescriptor_t", 0)[:2]
+from hipdnn_cabi.schemas._generated.EngineConfig import EngineConfig
+from hipdnn_cabi.plugin_sdk.graph import parse_engine_config
+raw = open(os.environ["MINI_CONFIG_FILE"], "rb").read()
+knobs = parse_engine_config(raw).knobs
+out["sent"] = [[k, v["type"], v["value"]["value"]] for k, v in knobs.items()]
+print(json.dumps(out))
+""", _env(mini, tmp_path))
+    for key in ("wrong_type", "count0", "size0", "garbage", "no_value", "nan", "dup_of_descriptor",
+                "dup_in_call"):
+        assert r[key][0] == 2 and r[key][1], (key, r[key])           # BAD_PARAM with a message
+    assert r["null_array"][0] == 3 and r["null_ptr"][0] == 3, r       # BAD_PARAM_NULL_POINTER
+    assert "Invalid attribute type" in r["wrong_type"][1]
+    assert "Element count must be > 0" in r["count0"][1]
+    assert "Flatbuffer data pointer is null" in r["null_ptr"][1]
+    assert "Flatbuffer data size must be > 0" in r["size0"][1]
+    assert "Invalid knob setting flatbuffer" in r["garbage"][1]
+    assert r["ok1"][0] == 0 and r["ok2"][0] == 0 and r["fin"] == 0
+    assert r["after_finalize"][0] == 1 and "Already finalized" in r["after_finalize"][1]
+    assert r["kc_get"] == [0, 5]
+    assert r["sent"] == [["TILE", "IntValue", 8], ["OFFSET", "FloatValue", 2.5],
+                         ["ALGO", "StringValue", "tiled"],
+                         ["global.workspace_size_limit", "IntValue", 4096],   # a global knob reaches a .so
+                         ["UNKNOWN_TO_ENGINE", "IntValue", 1]]

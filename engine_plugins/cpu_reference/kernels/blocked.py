@@ -23,6 +23,9 @@ _tls = threading.local()
 
 
 def num_threads() -> int:
+    forced = getattr(_tls, "threads", None)   # threads(n): one plan variant's thread count
+    if forced:
+        return forced
     for var in ("HIPDNN_CPUREF_THREADS", "OMP_NUM_THREADS"):
         v = os.environ.get(var)
         if v:
@@ -31,6 +34,22 @@ def num_threads() -> int:
             except ValueError:
                 pass
     return max(1, min(8, os.cpu_count() or 1))
+
+
+class threads:
+    """``with threads(n):`` element-wise work on this thread uses ``n`` threads (None: the
+    configured count)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "threads", None)
+        _tls.threads = self.n
+        return self
+
+    def __exit__(self, *exc):
+        _tls.threads = self.prev
 
 
 def _get_pool(n):

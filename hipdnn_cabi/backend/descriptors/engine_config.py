@@ -1,18 +1,24 @@
 """HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR (spec §1.8).
 
 Finalize serializes an ``EngineConfig`` FlatBuffer (engine_id + knob settings) and asks the owning
-plugin for the workspace size (through the graph's handle, ``handle.plugins``).
+plugin for the workspace size (through the graph's handle, ``handle.plugins``).  Knob settings come from ENGINECFG_KNOB_CHOICES (KNOB_CHOICE
+descriptors), from HIPDNN_ATTR_KNOB_CHOICE_SERIALIZED_VALUE (serialized ``KnobSetting``
+FlatBuffers, :mod:`.knob_setting`) and, for configs filled by ENGINEHEUR_RESULTS, from the engine
+config of the heuristic policy that ordered the engines.
 """
 from __future__ import annotations
+
+import struct
 
 import flatbuffers
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType
-from ...errors import BadParamError, InternalError
+from ...errors import BadParamError, InternalError, NullPointerError
 from .. import attrs
 from .base import Descriptor, getter, setter
 from .engine import handle_plugins
-from .knob_choice import FLOAT, INT, STRING
+from .knob_choice import FLOAT, INT, STRING, KnobChoiceDescriptor
+from .knob_setting import parse_knob_setting
 
 ENGINE_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINE_DESCRIPTOR,)
 KNOB_KINDS = (DescriptorType.HIPDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,)
@@ -67,6 +73,8 @@ class EngineConfigDescriptor(Descriptor):
         super().__init__()
         self.engine = None
         self.knob_choices: list = []
+        self.extra_knobs: list = []   # (knob id, kind, value): serialized knob settings, in order
+        self.policy_knobs: list = []  # the same, from the heuristic policy's config (RESULTS)
         self.workspace_size = 0
         self._serialized = None
 
@@ -86,7 +94,7 @@ class EngineConfigDescriptor(Descriptor):
             raise BadParamError(f"{ctx}: elementCount must not be negative")
         ids = attrs.set_pointer_vector(ctx, atype, count, arr, nbytes, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         objs = [attrs.resolve_descriptor(ctx, i, KNOB_KINDS) for i in ids]
-        seen = set()
+        seen = {k[0] for k in self.extra_knobs}
         for o in objs:
             if o.knob_id in seen:
                 raise BadParamError(f"{ctx}: knob {o.knob_id} is set twice")
@@ -94,11 +102,50 @@ class EngineConfigDescriptor(Descriptor):
         self.knob_choices = objs
         self._serialized = None
 
+    @setter(A.HIPDNN_ATTR_KNOB_CHOICE_SERIALIZED_VALUE)
+    def _set_serialized_knobs(self, ctx, atype, count, arr, nbytes):
+        """hipDNN's EngineConfigDescriptor::setKnobChoice: an array of ``{ptr, size}`` serialized
+        KnobSetting FlatBuffers, appended to the config's knobs in order."""
+        what = "EngineConfigDescriptor failed to set knob choice"
+        if atype != T.HIPDNN_TYPE_FLATBUFFER_DATA_STRUCT_EXT:
+            raise BadParamError(f"{what}: Invalid attribute type. (attributeType mismatch: "
+                                f"expected HIPDNN_TYPE_FLATBUFFER_DATA_STRUCT_EXT)")
+        if count < 1:
+            raise BadParamError(f"{what}: Element count must be > 0.")
+        if not arr:
+            raise NullPointerError(f"{what}: Null pointer.")
+        attrs._check_count(ctx, count)
+        words = struct.unpack(f"<{2 * count}Q", attrs._raw(arr, nbytes))
+        have = {k.knob_id for k in self.knob_choices} | {k[0] for k in self.extra_knobs}
+        new = []
+        for i in range(count):
+            ptr, size = words[2 * i], words[2 * i + 1]
+            setting = parse_knob_setting(what, ptr, size)
+            if setting[0] in have:
+                raise BadParamError(f"{what}: knob {setting[0]} is set twice.")
+            have.add(setting[0])
+            new.append(setting)
+        self.extra_knobs.extend(new)
+        self._serialized = None
+
+    def apply_policy_config(self, knobs) -> None:
+        """The knob settings of the heuristic policy's engine config for this engine (RESULTS;
+        replaces those of an earlier RESULTS call); a knob the caller sets keeps its value."""
+        self.policy_knobs = list(knobs)
+        self._serialized = None
+
+    def knob_settings(self) -> list:
+        """Every knob setting of the config, (knob id, kind, value), in the order sent: the
+        caller's (descriptors, then serialized), then the policy's for the other knobs."""
+        own = [(k.knob_id, k.kind, k.value) for k in self.knob_choices] + list(self.extra_knobs)
+        have = {k[0] for k in own}
+        return own + [k for k in self.policy_knobs if k[0] not in have]
+
     def serialized(self) -> bytes:
         s = self._serialized
         if s is None:
-            s = self._serialized = serialize_engine_config(
-                self.engine.engine_id, [(k.knob_id, k.kind, k.value) for k in self.knob_choices])
+            s = self._serialized = serialize_engine_config(self.engine.engine_id,
+                                                           self.knob_settings())
         return s
 
     def _finalize(self):
@@ -122,4 +169,9 @@ class EngineConfigDescriptor(Descriptor):
 
     @getter(A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES)
     def _get_knobs(self, ctx, atype, req, cnt, arr):
-        attrs.get_descriptor_array(ctx, atype, req, cnt, arr, self.knob_choices)
+        extra = []
+        for kid, kind, value in self.knob_settings()[len(self.knob_choices):]:
+            k = KnobChoiceDescriptor()
+            k.knob_id, k.kind, k.value, k.finalized = kid, kind, value, True
+            extra.append(k)
+        attrs.get_descriptor_array(ctx, atype, req, cnt, arr, self.knob_choices + extra)

@@ -2,22 +2,29 @@
 
 Finalize asks the plugins which engines apply to the graph, then orders them with the first
 heuristic policy that succeeds.  Built-in policies: ``SelectionHeuristic::Config`` (the exact-match
-autotune ranking cache, :mod:`..autotune_cache`; no HIPDNN_HEUR_CONFIG_PATH rules engine, so without
-a cached ranking it declines) and ``SelectionHeuristic::StaticOrdering``; every other id names a
-policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.backend.plugins.heuristics`).  Policy ids are the
-FNV-1a-64 hashes of the policy names (hipDNN's policyNameToId).
+autotune ranking cache, :mod:`..autotune_cache`, then the rules of HIPDNN_HEUR_CONFIG_PATH,
+:mod:`..autotune_config`; with neither it declines) and ``SelectionHeuristic::StaticOrdering``;
+every other id names a policy of a loaded heuristic plugin (:mod:`hipdnn_cabi.backend.plugins.heuristics`).
+Policy ids are the FNV-1a-64 hashes of the policy names (hipDNN's policyNameToId).
+
+A policy may give an engine config per engine (a plugin policy's GetEngineConfig, the knobs of the
+configuration file's rule): RESULTS puts its knob settings on the engine's ENGINECFG, and an
+engine whose workspace under that config exceeds the config's ``global.workspace_size_limit`` is
+left out of the results.
 """
 from __future__ import annotations
 
 from ..._generated.enums import AttributeName as A, AttributeType as T, DescriptorType, Severity
 from ...errors import (BadParamError, HipdnnError, InternalError, NotFinalizedError,
                        NotSupportedError, NullPointerError)
-from .. import attrs, autotune_cache, env, log, registry, runtime
+from .. import attrs, autotune_cache, autotune_config, env, graph_fb, log, registry, runtime
 from ..plugins.heuristics import device_properties_blob
-from ..plugins.host import describe_declines
+from ..plugins.host import ConstData, describe_declines, graph_const_data
 from ..plugins.loader import fnv1a64
 from .base import Descriptor, getter, setter
 from .engine import EngineDescriptor, handle_plugins
+from .engine_config import serialize_engine_config
+from .knob_setting import engine_config_knobs
 
 GRAPH_KINDS = (DescriptorType.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,)
 CFG_TYPE = DescriptorType.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR
@@ -51,6 +58,101 @@ def _cached_order(graph, cands, name_of):
         return None
     rest = static_ordering([e for e in cands if e not in first], name_of) or []
     return first + [e for e in rest if e not in first]
+
+
+def _engine_knob_kinds(graph, eid) -> dict | None:
+    """{knob id: value kind} of an engine's knobs for the graph (None when unknown)."""
+    try:
+        return {k.knob_id: k.default[0] for k in EngineDescriptor.prebuilt(graph, eid).details()[0]}
+    except Exception:  # noqa: BLE001 - the engine's own finalize reports its errors
+        return None
+
+
+def _config_rule(graph, cands, name_of):
+    """The HIPDNN_HEUR_CONFIG_PATH rule that matches the graph and names a candidate, or None
+    (every other outcome is logged: a warning for an unusable file, info otherwise)."""
+    rules, path = autotune_config.load_from_env()
+    if not rules:
+        return None
+    try:
+        gdict = graph_fb.read(graph.serialized(), "Graph")
+        rule = autotune_config.select(rules, gdict)
+    except Exception as e:  # noqa: BLE001 - a graph the matcher cannot read: no rule applies
+        log.log(Severity.HIPDNN_SEV_WARN, f"SelectionHeuristic::Config: cannot match the graph "
+                f"against {path}: {type(e).__name__}: {e}")
+        return None
+    if rule is None:
+        _info(f"SelectionHeuristic::Config: no rule of {path} matches the graph")
+        return None
+    if rule.engine_id not in cands:
+        _info(f"SelectionHeuristic::Config: the rule of {path} names engine {rule.engine_name}, "
+              f"which is not a candidate for the graph")
+        return None
+    kinds = _engine_knob_kinds(graph, rule.engine_id) if rule.knobs else None
+    if kinds is not None:
+        kinds = {**GLOBAL_KNOB_KINDS, **kinds}   # hipDNN's global knobs: honoured here too
+        bad = [k for k in rule.knobs if kinds.get(k[0]) != k[1]]
+        for kid, kind, _ in bad:
+            log.log(Severity.HIPDNN_SEV_WARN, f"SelectionHeuristic::Config: engine "
+                    f"{name_of(rule.engine_id)} has no {autotune_config.KNOB_TYPE_NAMES[kind]} "
+                    f"knob {kid}; the setting of {path} is left out")
+        rule.knobs = [k for k in rule.knobs if k not in bad]
+    return rule
+
+
+def config_policy(graph, cands, name_of):
+    """``SelectionHeuristic::Config``: (order, {engine id: knob settings}) or (None, {}).  The
+    exact-match cache decides the order when it has the graph (hipDNN's precedence: a cache hit
+    preempts a matching file rule); otherwise a matching rule of HIPDNN_HEUR_CONFIG_PATH puts its
+    engine first, the other candidates after it in StaticOrdering order.  The rule's knobs are the
+    config of its engine wherever that lands."""
+    rule = _config_rule(graph, cands, name_of)
+    order = _cached_order(graph, cands, name_of)
+    if order is None and rule is not None:
+        rest = static_ordering([e for e in cands if e != rule.engine_id], name_of) or []
+        order = [rule.engine_id] + [e for e in rest if e != rule.engine_id]
+        _info(f"SelectionHeuristic::Config: {name_of(rule.engine_id)} first (rule of "
+              f"{rule.op}" + (f", {len(rule.knobs)} knob(s))" if rule.knobs else ")"))
+    if order is None:
+        return None, {}
+    configs = {rule.engine_id: list(rule.knobs)} if rule is not None and rule.knobs else {}
+    return order, configs
+
+
+def _workspace(graph, eid, knobs) -> int | None:
+    """The engine's workspace for the graph under a config with ``knobs`` (None when the plugin
+    cannot say)."""
+    try:
+        plugin, ph = handle_plugins(graph).require(eid)
+        cfg = ConstData(serialize_engine_config(eid, knobs))
+        out = runtime.ffi.new("size_t*")
+        plugin.call("get workspace size", "hipdnnEnginePluginGetWorkspaceSize", ph, cfg.c,
+                    graph_const_data(graph).c, out)
+        return int(out[0])
+    except HipdnnError:
+        return None
+
+
+WORKSPACE_LIMIT_KNOB = "global.workspace_size_limit"
+# hipDNN's global knobs (its plugin SDK's GlobalKnobDefines.hpp) and their value kind (1: int)
+GLOBAL_KNOB_KINDS = {"global.benchmarking": 1, WORKSPACE_LIMIT_KNOB: 1}
+
+
+def within_workspace_limits(graph, ids, configs, name_of) -> list:
+    """``ids`` without the engines whose workspace under their policy config exceeds that
+    config's global.workspace_size_limit."""
+    out = []
+    for eid in ids:
+        limit = next((v for k, kind, v in configs.get(eid, ()) if k == WORKSPACE_LIMIT_KNOB
+                      and kind == 1), None)
+        if limit is not None:
+            ws = _workspace(graph, eid, configs[eid])
+            if ws is not None and ws > limit:
+                _info(f"Heuristics: {name_of(eid)} needs {ws} bytes of workspace, more than its "
+                      f"{WORKSPACE_LIMIT_KNOB} {limit}; left out")
+                continue
+        out.append(eid)
+    return out
 
 
 def _fnv(s):
@@ -123,7 +225,7 @@ class EngineHeuristicDescriptor(Descriptor):
         self.policy_order = None      # attribute value (None = unset)
         self.resolved_policies: list[int] = []
         self.results: list[int] = []
-        self.configs: dict = {}       # engine id -> EngineConfig bytes from a plugin policy
+        self.configs: dict = {}       # engine id -> knob settings of the deciding policy
         self.policy_used = None
 
     @setter(A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
@@ -192,10 +294,12 @@ class EngineHeuristicDescriptor(Descriptor):
                     self._decided(pid, name, res)
                     return
             elif name == POLICY_CONFIG:
-                # The exact-match autotune cache (hipdnnBackendWriteEngineRankingResults_ext);
-                # no HIPDNN_HEUR_CONFIG_PATH rules engine: without a cached ranking it declines.
-                res = _cached_order(self.graph, cands, name_of)
+                # the exact-match autotune cache, then the rules of HIPDNN_HEUR_CONFIG_PATH
+                res, cfgs = config_policy(self.graph, cands, name_of)
                 if res:
+                    res = within_workspace_limits(self.graph, res, cfgs, name_of)
+                if res:
+                    self.configs = cfgs
                     self._decided(pid, name, res)
                     return
             elif hh is not None and hh.owner(pid) is not None:
@@ -216,12 +320,35 @@ class EngineHeuristicDescriptor(Descriptor):
                 if out is None:
                     _info(f"Heuristic policy '{pname}' declined")
                     continue
-                ids, self.configs = out
+                ids, raw_cfgs = out
+                cfgs = self._policy_knobs(pname, raw_cfgs)
+                ids = within_workspace_limits(self.graph, ids, cfgs, name_of)
+                if not ids:
+                    _info(f"Heuristic policy '{pname}': every engine it ordered exceeds its "
+                          f"workspace limit; skipped")
+                    continue
+                self.configs = cfgs
                 self._decided(pid, pname, ids)
                 return
             else:
                 _info(f"Heuristic policy {pid} is not loaded; skipped")
         raise InternalError(f"{ctx}: No heuristic policy succeeded.")
+
+    @staticmethod
+    def _policy_knobs(pname, raw_cfgs) -> dict:
+        """{engine id: knob settings} of a plugin policy's engine configs; a malformed config is
+        logged and left out (the engine keeps its place in the order)."""
+        out = {}
+        for eid, raw in (raw_cfgs or {}).items():
+            got = engine_config_knobs(bytes(raw), eid)
+            if isinstance(got, str):
+                log.log(Severity.HIPDNN_SEV_WARN, f"The engine config that heuristic policy "
+                        f"'{pname}' gave for engine {eid} is ignored (the engine keeps its place): "
+                        f"{got}")
+                continue
+            if got:
+                out[eid] = got
+        return out
 
     @staticmethod
     def _names(hp, ids):
@@ -257,6 +384,8 @@ class EngineHeuristicDescriptor(Descriptor):
             if cfg.finalized:
                 raise BadParamError(f"{ctx}: result descriptor {i} is already finalized")
             cfg.set_engine(EngineDescriptor.prebuilt(self.graph, self.results[i]))
+            # the deciding policy's engine config for the engine (its knob settings), or none
+            cfg.apply_policy_config(self.configs.get(self.results[i]) or ())
         cnt[0] = k
 
     @getter(A.HIPDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)

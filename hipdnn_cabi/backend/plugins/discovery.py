@@ -6,12 +6,17 @@ import os
 
 from ...plugin_sdk import loader as pyloader
 from .. import runtime
-from ._logs import warn as _warn
+from ._logs import info as _info, warn as _warn
+
+DEFAULT_ENGINE_DIR = "hipdnn_plugins/engines/"
+DEFAULT_HEURISTIC_DIR = "hipdnn_plugins/heuristics/"
 
 
 def backend_dir() -> str:
-    p = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_path()).decode("utf-8", "replace")
-    return os.path.dirname(p) if p else os.getcwd()
+    """The folder of the path libhipdnn_backend.so was loaded by (a symlink's folder, not its
+    target's), canonical: hipDNN's getCurrentModuleDirectory."""
+    d = runtime.ffi.string(runtime.lib.hipdnn_cabi_library_dir()).decode("utf-8", "replace")
+    return os.path.realpath(d) if d else os.getcwd()
 
 
 def _resolve(p: str) -> str:
@@ -47,6 +52,8 @@ def candidate_paths(search_paths) -> list:
                 out.add(os.path.realpath(os.path.join(d, f"lib{base}.so")))
             else:
                 out.add(p)  # extension checked at load time
+        elif raw in (DEFAULT_ENGINE_DIR, DEFAULT_HEURISTIC_DIR):
+            _info(f"Default plugin directory {p} does not exist; no plugins from it")
         else:
             _warn(f"Plugin path {p} is neither a directory nor a file name; ignored")
     return sorted(out)

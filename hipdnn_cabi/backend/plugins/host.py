@@ -19,14 +19,12 @@ from ...errors import (BadParamError, HipdnnError, InternalError, NotSupportedEr
 from ...plugin_sdk import loader as pyloader
 from .. import env, log, runtime
 from . import heuristics, loader
-from .discovery import candidate_paths
+from .discovery import DEFAULT_ENGINE_DIR, DEFAULT_HEURISTIC_DIR, candidate_paths
 from .loader import EnginePlugin, fnv1a64, hex_id
 from ._logs import err as _err, info as _info, warn as _warn
 
 ADDITIVE, ABSOLUTE = 0, 1
 LAZY, EAGER = 0, 1
-DEFAULT_ENGINE_DIR = "hipdnn_plugins/engines/"
-DEFAULT_HEURISTIC_DIR = "hipdnn_plugins/heuristics/"
 BUILTIN_ENGINE_NAMES = ("HIP_MLOPS_ENGINE", "HIPBLASLT_ENGINE", "MIOPEN_ENGINE",
                         "MIOPEN_ENGINE_DETERMINISTIC", "ASM_SDPA_ENGINE", "ROCKE_ENGINE")
 BUILTIN_NAME_BY_ID = {fnv1a64(n): n for n in BUILTIN_ENGINE_NAMES}
@@ -469,18 +467,19 @@ class HandlePlugins:
             p.call("get applicable engine IDs", "hipdnnEnginePluginGetApplicableEngineIds",
                    h, data.c, buf, mx, n)
             k = int(n[0])
+            why = ""
             if k < mx:
                 why = _decline_text(p, before)
                 if why:
                     declines.append((p.name, why))
                     _info(f"Plugin {p.name}: {why}")
             if k == 0:
-                why = ""
-                try:
-                    why = p.last_error()
-                except Exception:
-                    pass
-                declines.append((p.name, why or "declined (no reason given)"))
+                if not why:   # a reason already kept above is not repeated
+                    try:
+                        why = p.last_error()
+                    except Exception:
+                        pass
+                    declines.append((p.name, why or "declined (no reason given)"))
                 _info(f"Plugin {p.name} has no engine for the graph: {why or 'no reason given'}")
                 continue
             if k > mx:

@@ -15,6 +15,16 @@ CONTENT_GRAPH, CONTENT_PLAN = 1, 2
 ENGINE_ID_MESSAGE = "EngineDescriptor::finalize() failed: Engine id is not in a valid range of engine IDs"
 
 
+# Calls of a mode that only set up the calls under test: when one of them fails (a backend without
+# tensor descriptors, say), the check reports that call, not the statuses that followed from it.
+SETUP = {
+    "tensor": ("create", "set_uid", "set_dtype", "set_dims", "set_strides", "finalize",
+               "create2", "set2_uid", "set2_dtype", "set2_dims", "set2_strides"),
+    "last_error": ("success",),
+    "graph": ("op_finalize", "graph_finalize"),
+}
+
+
 def brun(s, mode, *args, plugins=False):
     """Run a backend_driver mode; plugins=False: HIPDNN_PLUGIN_DIR is an empty directory (only the
     backend itself is tested); True: the suite's --plugin-dir (the check skips without one)."""
@@ -29,11 +39,25 @@ def brun(s, mode, *args, plugins=False):
             pdir = os.path.join(s.workdir, "no_plugins")
             os.makedirs(pdir, exist_ok=True)
         env = dict(os.environ, HIPDNN_PLUGIN_DIR=pdir)
-        return run_child([drv, mode, s.plugin, *args], s.scale.timeout, env=env)
+        run = run_child([drv, mode, s.plugin, *args], s.scale.timeout, env=env, subject="backend")
+        run.setup = SETUP.get(mode, ())
+        return run
     return s.finished(s.memo(("backend", mode, plugins), go))
 
 
+def setup_ok(run, table=()):
+    """Fail naming the first setup call of the run that did not succeed (calls under test excluded)."""
+    for tag in getattr(run, "setup", ()):
+        if tag in table:
+            continue
+        c = run.one("call", tag)
+        if c is not None and c["st"] != SUCCESS:
+            raise Fail(f"setup failed: {fmt_call(c)}; the calls under test depend on it and were "
+                       f"not judged")
+
+
 def expect(run, table: dict):
+    setup_ok(run, table)
     bad = []
     for tag, want in table.items():
         c = run.one("call", tag)
@@ -113,6 +137,7 @@ def tensor_get_two_call(s):
 def last_error_get_peek(s):
     """Failures set the last error; success keeps it; Peek does not clear it; Get returns then clears it; NULL buffers are safe."""
     run = brun(s, "last_error")
+    setup_ok(run)
     r = run.one("last_error")
     if not r["full"]:
         raise Fail(f"{fmt_call(run.one('call', 'fail'))} left an empty last error")

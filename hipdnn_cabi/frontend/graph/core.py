@@ -22,12 +22,13 @@ from ._types import _Node
 from .execution import ExecutionMixin
 from .lowering import LoweringMixin
 from .ops import OpsMixin
+from .autotune import AutotuneMixin
 from .plans import PlansMixin
 from .selection import SelectionMixin
 from .serialization import SerializationMixin
 
 
-class Graph(OpsMixin, LoweringMixin, PlansMixin, SelectionMixin, ExecutionMixin,
+class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, ExecutionMixin,
             SerializationMixin):
     """A hipDNN operation graph (shaped like hipDNN's Python bindings / cudnn-frontend ``pygraph``).
 

@@ -324,6 +324,26 @@ class PlansMixin:
         self._need_graph()
         self._release_plans()
         a = self.api
+        cfg, keep = self._knob_config(engine_id, knobs)
+        try:
+            plan = a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)
+        except BaseException:
+            for d in keep:
+                a.destroy(d)
+            a.destroy(cfg)
+            raise
+        self._knob_descs = keep
+        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
+        self._active = 0
+        self._explicit_engine = True
+        return self
+
+    def _knob_config(self, engine_id, knobs):
+        """A finalized ENGINECFG for ``engine_id`` with knob settings (§2.8): engine descriptor,
+        ENGINECFG_ENGINE and, per setting, a finalized KNOB_CHOICE (int → INT64, float → DOUBLE,
+        str → CHAR) set as ENGINECFG_KNOB_CHOICES; Finalize(cfg).  Returns (cfg, the engine and
+        knob descriptors to destroy with it).  ``knobs``: {knob id: value} or [(id, value)]."""
+        a = self.api
         items = list(knobs.items()) if isinstance(knobs, dict) else list(knobs or ())
         keep = []
         cfg = None
@@ -351,17 +371,56 @@ class PlansMixin:
             if choices:
                 a.set(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR, choices)
             a.finalize(cfg, "finalize engine config")
-            plan = a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)
         except BaseException:
             for d in keep:
                 a.destroy(d)
             a.destroy(cfg)
             raise
-        self._knob_descs = keep
-        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
-        self._active = 0
-        self._explicit_engine = True
-        return self
+        return cfg, keep
+
+    def get_knob_settings(self) -> dict:
+        """{knob id: value} of the active plan's engine config (ENGINECFG_KNOB_CHOICES): the
+        settings of create_execution_plan_ext, of the heuristic policy that chose the engine (an
+        autotune configuration file's winner) or of an autotuned winner."""
+        if self._active is None or not self._cfgs or self._cfgs[self._active] is None:
+            raise BadParamError("no engine config: call create_execution_plans() first")
+        a = self.api
+        ffi = a.ffi
+        cfg = self._cfgs[self._active]
+        n = a.get_count(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
+        if n <= 0:
+            return {}
+        arr = ffi.new("hipdnnBackendDescriptor_t[]", n)
+        got = ffi.new("int64_t*")
+        a.check(a.lib.hipdnnBackendGetAttribute(cfg, int(A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES),
+                                                int(T.HIPDNN_TYPE_BACKEND_DESCRIPTOR), n, got, arr),
+                "hipdnnBackendGetAttribute(ENGINECFG_KNOB_CHOICES)")
+        out = {}
+        try:
+            for i in range(min(n, got[0])):
+                k = arr[i]
+                kid = a.get_string(k, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_TYPE)
+                out[kid] = self._knob_choice_value(k)
+        finally:
+            for i in range(n):
+                if arr[i] != ffi.NULL:
+                    a.destroy(arr[i])
+        return out
+
+    def _knob_choice_value(self, k):
+        """KNOB_CHOICE_KNOB_VALUE of a finalized KNOB_CHOICE, in the type it was set with (the
+        getter refuses the other types: INT64, then DOUBLE, then CHAR)."""
+        a = self.api
+        ffi = a.ffi
+        n = ffi.new("int64_t*")
+        for atype, ctype, conv in ((T.HIPDNN_TYPE_INT64, "int64_t[1]", int),
+                                   (T.HIPDNN_TYPE_DOUBLE, "double[1]", float)):
+            v = ffi.new(ctype)
+            if a.lib.hipdnnBackendGetAttribute(k, int(A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE),
+                                               int(atype), 1, n, v) == 0:
+                return conv(v[0])
+            a.last_error()   # the type mismatch is expected: clear it
+        return a.get_string(k, A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE)
 
     def get_ranked_engine_ids(self) -> list[int]:
         """Engine ids in heuristic order (§2.8: heuristic + getAll; the graph's plans untouched)."""

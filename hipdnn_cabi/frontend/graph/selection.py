@@ -1,6 +1,6 @@
 """Engine selection of a ``Graph`` beyond the heuristic order (cudnn-frontend pygraph's API):
-heuristic modes, behaviour-note filters, deselected engines, and autotuning with
-PROFILING_CONTROL_EXT + ``hipdnnBackendWriteEngineRankingResults_ext`` (docs/frontend.md).
+heuristic modes, behaviour-note filters, deselected engines, and the timed execute autotuning
+(autotune.py) uses (docs/frontend.md).
 
 * ``heur_mode.A`` — the backend's default policy order (the autotune cache
   ``SelectionHeuristic::Config``, then ``SelectionHeuristic::StaticOrdering``);
@@ -16,15 +16,12 @@ PROFILING_CONTROL_EXT + ``hipdnnBackendWriteEngineRankingResults_ext`` (docs/fro
 from __future__ import annotations
 
 import enum
-import statistics
 
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
 from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
-from ...errors import BadParamError, HipdnnError
-from .. import buffers as _buffers
-from ..handle import engine_memory_kind
+from ...errors import BadParamError
 from ._types import GraphNotSupportedError
 
 POLICY_CONFIG = "SelectionHeuristic::Config"
@@ -163,53 +160,7 @@ class SelectionMixin:
                                          "the engine/behaviour-note filters (" + "; ".join(why) + ").")
         return keep_c, keep_i
 
-    # ------------------------------------------------------------------ autotune
-    def autotune(self, variant_pack: dict, workspace=None, *, iterations: int = 3, warmup: int = 1,
-                 write_cache: bool = True):
-        """Time every engine config's plan on these buffers and make the fastest the active plan.
-
-        Each plan is built (plans that fail to build are skipped), run ``warmup`` times, then
-        ``iterations`` times, each bracketed by a PROFILING_CONTROL_EXT descriptor on the
-        handle's stream; the median counts.  The ranking (fastest first) is written to the
-        autotune cache with ``hipdnnBackendWriteEngineRankingResults_ext`` unless
-        ``write_cache=False``, so later heuristics for the same graph and device return it.
-        Returns ``[(engine_id, median_ms)]`` fastest first; ``self.autotune_outcome`` holds the
-        cache write outcome (None when not written)."""
-        if iterations < 1 or warmup < 0:
-            raise BadParamError("autotune: iterations must be >= 1 and warmup >= 0")
-        self._need_plan()
-        kinds = {_buffers.memory_kind(v) for v in variant_pack.values()} - {None}
-        saved = (self._active, self.select_engine_by_memory, self._explicit_engine)
-        results = []
-        self.select_engine_by_memory = False
-        try:
-            for i, eid in enumerate(self._engine_ids):
-                mk = engine_memory_kind(self._engine_name_of(eid))
-                if kinds and mk is not None and mk not in kinds:
-                    continue  # this engine cannot reach the buffers
-                try:
-                    if not self._plan_ok[i]:
-                        self._build_plan(i)
-                    self._activate(i)
-                    for _ in range(warmup):
-                        self.execute(variant_pack, workspace)
-                    times = [self._timed_execute(variant_pack, workspace) for _ in range(iterations)]
-                except HipdnnError:
-                    continue
-                results.append((eid, statistics.median(times), i))
-        finally:
-            self._active, self.select_engine_by_memory, self._explicit_engine = saved
-            if self._active is not None:
-                self._activate(self._active)
-        if not results:
-            raise GraphNotSupportedError("autotune: no engine configuration could run these buffers")
-        results.sort(key=lambda r: r[1])
-        self._activate(results[0][2])
-        self.autotune_outcome = None
-        if write_cache:
-            self.autotune_outcome = self._write_ranking([r[0] for r in results])
-        return [(eid, ms) for eid, ms, _ in results]
-
+    # ------------------------------------------------------------------ autotune (autotune.py)
     def _timed_execute(self, variant_pack, workspace) -> float:
         a = self.api
         pc = a.create(D.HIPDNN_BACKEND_PROFILING_CONTROL_EXT)
