@@ -17,7 +17,7 @@ from ...errors import BadParamError, InternalError, NullPointerError
 from .. import attrs
 from .base import Descriptor, getter, setter
 from .engine import handle_plugins
-from .knob_choice import FLOAT, INT, STRING, KnobChoiceDescriptor
+from .knob_choice import INT, STRING, KnobChoiceDescriptor
 from .knob_setting import parse_knob_setting
 
 ENGINE_KINDS = (DescriptorType.HIPDNN_BACKEND_ENGINE_DESCRIPTOR,)
