@@ -24,7 +24,7 @@ from hipdnn_cabi.plugin_sdk.spans import graph_span_problem
 from . import hostmem
 from .kernels import dtypes as kdt
 from .kernels import layout as klayout
-from .nodes import BUILDERS, BY_KIND, Unsupported
+from .ops import BUILDERS, BY_KIND, Unsupported
 from .signature import PlanBuilderRegistry, dtype_name, kernel_type
 
 ENGINE_NAME = "HIPDNN_CABI_CPU_REFERENCE_ENGINE"

@@ -15,11 +15,11 @@ import itertools
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, PluginError
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
-from .kernels import block_scale as kbs
-from .kernels import moe as kmoe
-from .kernels import resample as krs
-from .nodes import NodeBuilder, NodePlan, Unsupported, _dims, _need, _np_compute, load, store
-from .signature import FLOATS, STRIDED, SignatureKey, dtype_name
+from ..kernels import block_scale as kbs
+from ..kernels import moe as kmoe
+from ..kernels import resample as krs
+from ._base import NodeBuilder, NodePlan, Unsupported, _dims, _need, _np_compute, load, store
+from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
 
 _E = {e: {v: n for n, v in ENUMS[e][1]} for e in
       ("ResampleMode", "PaddingMode", "MoeGroupedMatmulMode")}

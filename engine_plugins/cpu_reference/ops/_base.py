@@ -19,18 +19,18 @@ import itertools
 
 import numpy as np
 
-from .kernels import batchnorm as kbn
-from .kernels import blocked as kblocked
-from .kernels import conv as kconv
-from .kernels import dtypes as kdt
-from .kernels import layout as klayout
-from .kernels import matmul as kmm
-from .kernels import norms as knorm
-from .kernels import pointwise as kpw
-from .kernels import reduction as kred
-from .kernels import philox as kphilox
-from .kernels import sdpa as ksdpa
-from .signature import (BOOL, FB_NAMES, FLOATS, INTS, STRIDED, SignatureKey, default_compute,
+from ..kernels import batchnorm as kbn
+from ..kernels import blocked as kblocked
+from ..kernels import conv as kconv
+from ..kernels import dtypes as kdt
+from ..kernels import layout as klayout
+from ..kernels import matmul as kmm
+from ..kernels import norms as knorm
+from ..kernels import pointwise as kpw
+from ..kernels import reduction as kred
+from ..kernels import philox as kphilox
+from ..kernels import sdpa as ksdpa
+from ..signature import (BOOL, FB_NAMES, FLOATS, INTS, STRIDED, SignatureKey, default_compute,
                         dtype_name, kernel_type, layout_class)
 
 FP16 = ("HALF", "BFLOAT16")
@@ -994,13 +994,3 @@ class SdpaBwdBuilder(_SdpaBase):
             if dbias is not None:
                 store(env, ts["dbias"], dbias)
         return NodePlan(node, *self.io_uids(node, graph), fn)
-
-
-from .nodes_ext import EXT_BUILDERS  # noqa: E402  (resample, block scale, MoE)
-
-BUILDERS = [ConvFwdBuilder, ConvBwdDataBuilder, ConvBwdFilterBuilder, BatchnormInferenceBuilder,
-            BatchnormInferenceVarianceBuilder, BatchnormTrainBuilder, BatchnormBwdBuilder,
-            PointwiseBuilder, MatmulBuilder, ReductionBuilder, LayernormFwdBuilder,
-            LayernormBwdBuilder, RmsnormFwdBuilder, RmsnormBwdBuilder, SdpaFwdBuilder,
-            SdpaBwdBuilder, *EXT_BUILDERS]
-BY_KIND = {b.KIND: b for b in BUILDERS}
