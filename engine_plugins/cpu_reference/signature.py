@@ -6,7 +6,7 @@ every tensor the node reads or writes (by role, as hipDNN enum *names*), the nod
 data type and the *layout class* of the node's tensors.
 
 The :class:`PlanBuilderRegistry` maps every supported key to the node plan builder that handles
-it.  It is filled lazily, on first access, from the per-operation tables in :mod:`.nodes`
+it.  It is filled lazily, on first access, from the builders of :mod:`.ops`
 (each builder class lists the keys it supports).  A node whose key is not in the registry makes
 the whole engine NOT applicable to the graph - an unsupported combination never runs.
 
