@@ -19,6 +19,8 @@ import itertools
 
 import numpy as np
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import dtypes as kdt
 from ..kernels import layout as klayout
 from ..signature import (BOOL, FLOATS, STRIDED, SignatureKey, default_compute, dtype_name,
@@ -67,12 +69,38 @@ class NodePlan:
 
 # --------------------------------------------------------------------------- base builder
 class NodeBuilder:
-    KIND = ""
-    INPUTS: tuple = ()
-    OUTPUTS: tuple = ()
+    """A builder sets ``OP`` (its catalog operation); the role lists below follow from it."""
+    OP: catalog.Op | None = None
+    DECLINED: tuple = ()   # optional catalog roles this engine does not implement
+    KIND = ""              # the operation's NodeAttributes member (a node's kind)
+    INPUTS: tuple = ()     # roles the node reads, in declaration order
+    OUTPUTS: tuple = ()    # roles the node writes, in declaration order
     OPTIONAL: frozenset = frozenset()
-    KEY_ROLES: tuple = ()
+    KEY_ROLES: tuple = ()  # roles whose data types make up the SignatureKey, in key order
     TYPES: tuple = ()      # data types its tensors may have (default: kdt_names())
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "OP" in cls.__dict__:
+            cls.from_catalog(cls.OP)
+
+    @classmethod
+    def from_catalog(cls, op):
+        """Fill KIND and the role lists from the catalog operation ``op``, less ``DECLINED``.
+
+        Key roles: the ``data`` roles, then the mandatory ``out`` roles; an operation whose
+        roles have no type-rule class keys on its mandatory inputs, then its mandatory outputs.
+        Family bases extend this with their own role groups."""
+        def keep(roles):
+            return tuple(r for r in roles if r not in cls.DECLINED)
+        cls.KIND = op.table
+        cls.DECLINED = tuple(r for r in cls.DECLINED if r in op.by_role)
+        cls.INPUTS, cls.OUTPUTS = keep(op.inputs), keep(op.outputs)
+        cls.OPTIONAL = op.optional - frozenset(cls.DECLINED)
+        key = op.roles_of(catalog.DATA) + tuple(r for r in op.roles_of(catalog.OUT)
+                                                if r not in op.optional)
+        cls.KEY_ROLES = keep(key) or tuple(r for r in cls.INPUTS + cls.OUTPUTS
+                                           if r not in cls.OPTIONAL)
 
     # -- structure
     @classmethod
@@ -158,27 +186,37 @@ def _scalar_value(env, t):
 
 
 class _NormBase(NodeBuilder):
-    """Shared key logic: (data roles..., param=<common type of the per-channel/affine tensors>)."""
-    DATA = ()      # roles with the activation type (key roles)
+    """Shared key logic: (key roles..., param=<common type of the per-channel/affine tensors>)."""
     PARAMS = ()    # per-channel / affine / statistics roles: one common type
     SCALARS = ()   # 1-element float tensors (epsilon, momentum)
+
+    @classmethod
+    def from_catalog(cls, op):
+        super().from_catalog(op)
+        # x leads the key roles (the activation-typed ones): shapes and channel counts are
+        # checked against it
+        cls.KEY_ROLES = tuple(sorted(cls.KEY_ROLES, key=lambda r: r != "x"))
+        cls.PARAMS = op.roles_of(catalog.PARAM)
+        cls.SCALARS = op.scalar_roles
 
     @classmethod
     def supported_keys(cls):
         # data inputs: the io type t; data outputs: t or FLOAT; parameters: t or FLOAT
         for t in FLOATS:
-            choices = [(t,) if r in cls.INPUTS else tuple(sorted({t, "FLOAT"})) for r in cls.DATA]
+            choices = [(t,) if r in cls.INPUTS else tuple(sorted({t, "FLOAT"}))
+                       for r in cls.KEY_ROLES]
             for data in itertools.product(*choices):
                 # "MIXED": each parameter is t or FLOAT (frameworks' 16-bit graphs: FLOAT
                 # scale/bias/running stats beside 16-bit saved statistics or gradients)
                 for pt in sorted({t, "FLOAT"}) + (["MIXED"] if t != "FLOAT" else []):
                     for c in _float_compute(t):
-                        yield SignatureKey(cls.KIND, tuple(zip(cls.DATA, data)) + (("param", pt),),
+                        yield SignatureKey(cls.KIND,
+                                           tuple(zip(cls.KEY_ROLES, data)) + (("param", pt),),
                                            c, STRIDED)
 
     def common_key(self, node, graph, ts):
         ptypes = {dtype_name(ts[r].dtype) for r in self.PARAMS if r in ts}
-        dtypes = [(r, dtype_name(ts[r].dtype)) for r in self.DATA]
+        dtypes = [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES]
         io = dtypes[0][1]
         if len(ptypes) > 1:
             _need(ptypes <= {io, "FLOAT"},

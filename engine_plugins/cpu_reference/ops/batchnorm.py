@@ -3,6 +3,8 @@ and backward.
 """
 from __future__ import annotations
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import batchnorm as kbn
 from ..signature import dtype_name
 from ._base import (NodePlan, Unsupported, _NormBase, _dims, _need, _per_channel_ok,
@@ -23,9 +25,10 @@ class _BatchnormBase(_NormBase):
         if node.attrs.get("peer_stats_tensor_uid"):
             raise Unsupported("peer statistics (multi-device batchnorm) are not supported")
         ts = self.tensors(node, graph)
-        self.check_channels(ts, self.DATA[0])
-        for r in self.DATA[1:]:
-            _need(_dims(ts[r]) == _dims(ts[self.DATA[0]]), f"{self.KIND}: {r} shape differs")
+        x = self.KEY_ROLES[0]
+        self.check_channels(ts, x)
+        for r in self.KEY_ROLES[1:]:
+            _need(_dims(ts[r]) == _dims(ts[x]), f"{self.KIND}: {r} shape differs")
         self.extra_checks(ts)
         return self.common_key(node, graph, ts)
 
@@ -34,9 +37,7 @@ class _BatchnormBase(_NormBase):
 
 
 class BatchnormInferenceBuilder(_BatchnormBase):
-    KIND = "BatchnormInferenceAttributes"
-    INPUTS, OUTPUTS = ("x", "mean", "inv_variance", "scale", "bias"), ("y",)
-    DATA, PARAMS = ("x", "y"), ("mean", "inv_variance", "scale", "bias")
+    OP = catalog.by_table("BatchnormInferenceAttributes")
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)
@@ -54,9 +55,7 @@ class BatchnormInferenceBuilder(_BatchnormBase):
 
 
 class BatchnormInferenceVarianceBuilder(_BatchnormBase):
-    KIND = "BatchnormInferenceAttributesVarianceExt"
-    INPUTS, OUTPUTS = ("x", "mean", "variance", "scale", "bias", "epsilon"), ("y",)
-    DATA, PARAMS, SCALARS = ("x", "y"), ("mean", "variance", "scale", "bias"), ("epsilon",)
+    OP = catalog.by_table("BatchnormInferenceAttributesVarianceExt")
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)
@@ -75,16 +74,7 @@ class BatchnormInferenceVarianceBuilder(_BatchnormBase):
 
 
 class BatchnormTrainBuilder(_BatchnormBase):
-    KIND = "BatchnormAttributes"
-    INPUTS = ("x", "scale", "bias", "epsilon", "prev_running_mean", "prev_running_variance",
-              "momentum")
-    OUTPUTS = ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance")
-    OPTIONAL = frozenset({"prev_running_mean", "prev_running_variance", "momentum", "mean",
-                          "inv_variance", "next_running_mean", "next_running_variance"})
-    DATA = ("x", "y")
-    PARAMS = ("scale", "bias", "prev_running_mean", "prev_running_variance", "mean",
-              "inv_variance", "next_running_mean", "next_running_variance")
-    SCALARS = ("epsilon", "momentum")
+    OP = catalog.by_table("BatchnormAttributes")
 
     def extra_checks(self, ts):
         running = [r in ts for r in ("prev_running_mean", "prev_running_variance", "momentum",
@@ -115,11 +105,7 @@ class BatchnormTrainBuilder(_BatchnormBase):
 
 
 class BatchnormBwdBuilder(_BatchnormBase):
-    KIND = "BatchnormBackwardAttributes"
-    INPUTS, OUTPUTS = ("dy", "x", "mean", "inv_variance", "scale"), ("dx", "dscale", "dbias")
-    OPTIONAL = frozenset({"mean", "inv_variance"})
-    DATA = ("x", "dy", "dx")
-    PARAMS = ("mean", "inv_variance", "scale", "dscale", "dbias")
+    OP = catalog.by_table("BatchnormBackwardAttributes")
 
     def extra_checks(self, ts):
         _need("mean" in ts and "inv_variance" in ts,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import block_scale as kbs
 from ..signature import STRIDED, SignatureKey, dtype_name
 from ._base import NodeBuilder, NodePlan, _dims, _need, _np_compute, load, store
@@ -22,8 +24,7 @@ IO16 = ("FLOAT", "HALF", "BFLOAT16")
 
 
 class BlockScaleQuantizeBuilder(NodeBuilder):
-    KIND = "BlockScaleQuantizeAttributes"
-    INPUTS, OUTPUTS = ("x",), ("y", "scale")
+    OP = catalog.by_table("BlockScaleQuantizeAttributes")
     TYPES = IO16 + Q_ELEM + SCALE_TYPES
 
     def check(self, node, graph):
@@ -44,7 +45,7 @@ class BlockScaleQuantizeBuilder(NodeBuilder):
 
     def signature(self, node, graph):
         ts, _, _ = self.check(node, graph)
-        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in ("x", "y", "scale")])
+        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
 
     @classmethod
     def supported_keys(cls):
@@ -66,8 +67,7 @@ class BlockScaleQuantizeBuilder(NodeBuilder):
 
 
 class BlockScaleDequantizeBuilder(NodeBuilder):
-    KIND = "BlockScaleDequantizeAttributes"
-    INPUTS, OUTPUTS = ("x", "scale"), ("y",)
+    OP = catalog.by_table("BlockScaleDequantizeAttributes")
     TYPES = IO16 + Q_ELEM + SCALE_TYPES
 
     def check(self, node, graph):
@@ -89,7 +89,7 @@ class BlockScaleDequantizeBuilder(NodeBuilder):
 
     def signature(self, node, graph):
         ts, _ = self.check(node, graph)
-        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in ("x", "scale", "y")])
+        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
 
     @classmethod
     def supported_keys(cls):

@@ -1,6 +1,8 @@
 """Convolution: forward, backward data and backward filter (weight gradient)."""
 from __future__ import annotations
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import conv as kconv
 from ..signature import FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _float_compute, _need,
@@ -8,11 +10,9 @@ from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _fl
 
 
 class _ConvBase(NodeBuilder):
-    ROLES = ()   # (a, b, out) roles
-
     @classmethod
     def supported_keys(cls):
-        a, b, o = cls.ROLES
+        a, b, o = cls.KEY_ROLES
         for t in FLOATS:
             outs = tuple(sorted({t, "FLOAT"}))
             for ot in outs:
@@ -52,12 +52,11 @@ class _ConvBase(NodeBuilder):
         except ValueError as e:
             raise Unsupported(str(e)) from None
         _need(tuple(exp) == tuple(ys), f"{self.KIND}: output shape {ys} != expected {exp}")
-        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.ROLES])
+        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
 
 
 class ConvFwdBuilder(_ConvBase):
-    KIND = "ConvolutionFwdAttributes"
-    INPUTS, OUTPUTS, ROLES = ("x", "w"), ("y",), ("x", "w", "y")
+    OP = catalog.by_table("ConvolutionFwdAttributes")
 
     def shapes(self, ts):
         return _dims(ts["x"]), _dims(ts["w"]), _dims(ts["y"])
@@ -76,8 +75,7 @@ class ConvFwdBuilder(_ConvBase):
 
 
 class ConvBwdDataBuilder(_ConvBase):
-    KIND = "ConvolutionBwdAttributes"
-    INPUTS, OUTPUTS, ROLES = ("dy", "w"), ("dx",), ("dy", "w", "dx")
+    OP = catalog.by_table("ConvolutionBwdAttributes")
 
     def shapes(self, ts):
         return _dims(ts["dx"]), _dims(ts["w"]), _dims(ts["dy"])
@@ -98,8 +96,7 @@ class ConvBwdDataBuilder(_ConvBase):
 
 
 class ConvBwdFilterBuilder(_ConvBase):
-    KIND = "ConvolutionWrwAttributes"
-    INPUTS, OUTPUTS, ROLES = ("x", "dy"), ("dw",), ("x", "dy", "dw")
+    OP = catalog.by_table("ConvolutionWrwAttributes")
 
     def shapes(self, ts):
         return _dims(ts["x"]), _dims(ts["dw"]), _dims(ts["dy"])

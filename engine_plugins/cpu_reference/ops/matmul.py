@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import matmul as kmm
 from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _float_compute, _need,
@@ -19,21 +21,21 @@ def _strip1(shape):
 
 
 class MatmulBuilder(NodeBuilder):
-    KIND = "MatmulAttributes"
-    INPUTS, OUTPUTS = ("a", "b"), ("c",)
+    OP = catalog.by_table("MatmulAttributes")
 
     @classmethod
     def supported_keys(cls):
+        ra, rb, rc = cls.KEY_ROLES
         for t in FLOATS:
             for o in sorted({t, "FLOAT"}):
                 for c in _float_compute(t):
-                    yield SignatureKey(cls.KIND, (("a", t), ("b", t), ("c", o)), c, STRIDED)
+                    yield SignatureKey(cls.KIND, ((ra, t), (rb, t), (rc, o)), c, STRIDED)
         for t in F8:
             for o in _f8_outs(t):
-                yield SignatureKey(cls.KIND, (("a", t), ("b", t), ("c", o)), "FLOAT", STRIDED)
+                yield SignatureKey(cls.KIND, ((ra, t), (rb, t), (rc, o)), "FLOAT", STRIDED)
         for o in ("INT32", "FLOAT"):
             for c in ("INT32", "FLOAT"):
-                yield SignatureKey(cls.KIND, (("a", "INT8"), ("b", "INT8"), ("c", o)), c, STRIDED)
+                yield SignatureKey(cls.KIND, ((ra, "INT8"), (rb, "INT8"), (rc, o)), c, STRIDED)
 
     def signature(self, node, graph):
         ts = self.tensors(node, graph)
@@ -43,7 +45,7 @@ class MatmulBuilder(NodeBuilder):
             raise Unsupported(str(e)) from None
         cs = _dims(ts["c"])
         _need(_strip1(cs) == _strip1(shape), f"matmul output {cs} does not hold {tuple(shape)}")
-        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in ("a", "b", "c")])
+        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)

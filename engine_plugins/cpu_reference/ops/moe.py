@@ -9,6 +9,7 @@ INVALID_VALUE with a message naming the entry.  The choices are in docs/operatio
 from __future__ import annotations
 
 from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, PluginError
+from hipdnn_cabi.schemas import catalog
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import moe as kmoe
@@ -21,10 +22,7 @@ def _routing_error(kind, e):
 
 
 class MoeGroupedMatmulBuilder(NodeBuilder):
-    KIND = "MoeGroupedMatmulAttributes"
-    INPUTS = ("token", "weight", "first_token_offset", "token_index", "token_ks")
-    OUTPUTS = ("output",)
-    OPTIONAL = frozenset({"token_index", "token_ks"})
+    OP = catalog.by_table("MoeGroupedMatmulAttributes")
     TYPES = FLOATS + ("INT32",)
 
     def check(self, node, graph):
@@ -37,7 +35,7 @@ class MoeGroupedMatmulBuilder(NodeBuilder):
         _need(tok[2] == w[1], f"{self.KIND}: token K {tok[2]} != weight K {w[1]}")
         _need(len(off) == 3 and off[1:] == (1, 1) and off[0] % w[0] == 0 and off[0] >= 1,
               f"{self.KIND}: first_token_offset must be [batch * experts, 1, 1]")
-        for r in ("first_token_offset", "token_index", "token_ks"):
+        for r in self.OP.roles_of(catalog.INDEX):
             if r in ts:
                 _need(dtype_name(ts[r].dtype) == "INT32", f"{self.KIND}: {r} must be INT32")
         top_k = int(node.attrs.get("top_k") or 0)
@@ -56,22 +54,22 @@ class MoeGroupedMatmulBuilder(NodeBuilder):
             _need(_dims(ts["token_index"])[1] == tok[1],
                   f"{self.KIND}: SCATTER routes every token row (token_index rows == token rows)")
         _need(out == (1, rows, w[2]), f"{self.KIND}: output dims {out} != {(1, rows, w[2])}")
-        for r in ("token", "weight", "output"):
+        for r in self.KEY_ROLES:
             _need(dtype_name(ts[r].dtype) in FLOATS, f"{self.KIND}: {r} must be a float type")
         return ts, mode, top_k
 
     def signature(self, node, graph):
         ts, _, _ = self.check(node, graph)
         return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype))
-                                          for r in ("token", "weight", "output")])
+                                          for r in self.KEY_ROLES])
 
     @classmethod
     def supported_keys(cls):
+        a, b, out = cls.KEY_ROLES
         for t in FLOATS:
             for o in sorted({t, "FLOAT"}):
                 for c in _float_compute(t):
-                    yield SignatureKey(cls.KIND, (("token", t), ("weight", t), ("output", o)), c,
-                                       STRIDED)
+                    yield SignatureKey(cls.KIND, ((a, t), (b, t), (out, o)), c, STRIDED)
 
     def build(self, node, graph):
         ts, mode, top_k = self.check(node, graph)
@@ -92,8 +90,7 @@ class MoeGroupedMatmulBuilder(NodeBuilder):
 
 
 class MoeGroupedMatmulBwdBuilder(NodeBuilder):
-    KIND = "MoeGroupedMatmulBwdAttributes"
-    INPUTS, OUTPUTS = ("doutput", "token", "first_token_offset"), ("dweight",)
+    OP = catalog.by_table("MoeGroupedMatmulBwdAttributes")
     TYPES = FLOATS + ("INT32",)
 
     def check(self, node, graph):
@@ -107,22 +104,22 @@ class MoeGroupedMatmulBwdBuilder(NodeBuilder):
         _need(off == (dw[0], 1, 1), f"{self.KIND}: first_token_offset must be [experts, 1, 1]")
         _need(dtype_name(ts["first_token_offset"].dtype) == "INT32",
               f"{self.KIND}: first_token_offset must be INT32")
-        for r in ("doutput", "token", "dweight"):
+        for r in self.KEY_ROLES:
             _need(dtype_name(ts[r].dtype) in FLOATS, f"{self.KIND}: {r} must be a float type")
         return ts
 
     def signature(self, node, graph):
         ts = self.check(node, graph)
         return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype))
-                                          for r in ("doutput", "token", "dweight")])
+                                          for r in self.KEY_ROLES])
 
     @classmethod
     def supported_keys(cls):
+        a, b, out = cls.KEY_ROLES
         for t in FLOATS:
             for o in sorted({t, "FLOAT"}):
                 for c in _float_compute(t):
-                    yield SignatureKey(cls.KIND, (("doutput", t), ("token", t), ("dweight", o)),
-                                       c, STRIDED)
+                    yield SignatureKey(cls.KIND, ((a, t), (b, t), (out, o)), c, STRIDED)
 
     def build(self, node, graph):
         ts = self.check(node, graph)

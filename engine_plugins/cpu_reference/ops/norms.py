@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import norms as knorm
 from ._base import NodePlan, Unsupported, _NormBase, _dims, _need, _scalar_value, load, store
 
@@ -11,7 +13,7 @@ class _LnBase(_NormBase):
     def signature(self, node, graph):
         ts = self.tensors(node, graph)
         x = ts["x"]
-        for r in self.DATA[1:]:
+        for r in self.KEY_ROLES[1:]:
             _need(_dims(ts[r]) == _dims(x), f"{self.KIND}: {r} shape differs from x")
         k = node.attrs.get("normalized_dim_count")
         _need(k is None or 0 <= int(k) <= len(x.dims), "normalized_dim_count out of range")
@@ -31,10 +33,7 @@ class _LnBase(_NormBase):
 
 
 class LayernormFwdBuilder(_LnBase):
-    KIND = "LayernormAttributes"
-    INPUTS, OUTPUTS = ("x", "scale", "bias", "epsilon"), ("y", "mean", "inv_variance")
-    OPTIONAL = frozenset({"mean", "inv_variance"})
-    DATA, PARAMS, SCALARS = ("x", "y"), ("scale", "bias", "mean", "inv_variance"), ("epsilon",)
+    OP = catalog.by_table("LayernormAttributes")
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)
@@ -54,11 +53,7 @@ class LayernormFwdBuilder(_LnBase):
 
 
 class LayernormBwdBuilder(_LnBase):
-    KIND = "LayernormBackwardAttributes"
-    INPUTS = ("dy", "x", "scale", "mean", "inv_variance", "epsilon")
-    OUTPUTS = ("dx", "dscale", "dbias")
-    OPTIONAL = frozenset({"mean", "inv_variance", "epsilon"})
-    DATA, PARAMS, SCALARS = ("x", "dy", "dx"), ("scale", "mean", "inv_variance", "dscale", "dbias"), ("epsilon",)
+    OP = catalog.by_table("LayernormBackwardAttributes")
 
     def signature(self, node, graph):
         k = super().signature(node, graph)
@@ -82,10 +77,7 @@ class LayernormBwdBuilder(_LnBase):
 
 
 class RmsnormFwdBuilder(_LnBase):
-    KIND = "RMSNormAttributes"
-    INPUTS, OUTPUTS = ("x", "scale", "epsilon", "bias"), ("y", "inv_rms")
-    OPTIONAL = frozenset({"bias", "inv_rms"})
-    DATA, PARAMS, SCALARS = ("x", "y"), ("scale", "bias", "inv_rms"), ("epsilon",)
+    OP = catalog.by_table("RMSNormAttributes")
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)
@@ -102,10 +94,7 @@ class RmsnormFwdBuilder(_LnBase):
 
 
 class RmsnormBwdBuilder(_LnBase):
-    KIND = "RMSNormBackwardAttributes"
-    INPUTS, OUTPUTS = ("dy", "x", "scale", "inv_rms"), ("dx", "dscale", "dbias")
-    OPTIONAL = frozenset({"dbias"})
-    DATA, PARAMS = ("x", "dy", "dx"), ("scale", "inv_rms", "dscale", "dbias")
+    OP = catalog.by_table("RMSNormBackwardAttributes")
 
     def build(self, node, graph):
         ts = self.tensors(node, graph)

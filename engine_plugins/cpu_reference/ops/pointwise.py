@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import blocked as kblocked
 from ..kernels import pointwise as kpw
 from ..signature import BOOL, FB_NAMES, FLOATS, INTS, STRIDED, SignatureKey, dtype_name
@@ -17,23 +19,15 @@ _PW_CMP = {"CMP_EQ", "CMP_GE", "CMP_GT", "CMP_LE", "CMP_LT", "CMP_NEQ"}
 _PW_LOGIC = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"}
 _LOGIC_TYPES = (BOOL,) + INTS + FLOATS
 _ALL_TYPES = FLOATS + INTS + ("INT64", BOOL) + F8
-
-
-_PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
-              "elu_alpha", "softplus_beta")
 # float32 in -> float32 out, default parameters: computed straight into the output
 _FAST_F32 = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
              "MAX_OP": np.maximum, "MIN_OP": np.minimum}
 
 
-def _pw_roles(arity):
-    return ("in_0", "in_1", "in_2")[:arity]
-
-
 class PointwiseBuilder(NodeBuilder):
-    KIND = "PointwiseAttributes"
-    INPUTS, OUTPUTS = ("in_0", "in_1", "in_2"), ("out_0",)
-    OPTIONAL = frozenset({"in_1", "in_2"})
+    OP = catalog.by_table("PointwiseAttributes")
+    # the modes' float parameters (relu clips and slope, swish / softplus beta, elu alpha)
+    MODE_PARAMS = tuple(a.field for a in OP.params if a.kind == "float")
 
     @staticmethod
     def info(mode):
@@ -46,7 +40,7 @@ class PointwiseBuilder(NodeBuilder):
                 continue
             info = cls.info(mode)
             op = f"{cls.KIND}:{mode}"
-            roles = _pw_roles(info.arity) + ("out_0",)
+            roles = cls.INPUTS[:info.arity] + cls.OUTPUTS
             for combo, comps in cls._combos(mode, info.arity):
                 for c in comps:
                     yield SignatureKey(op, tuple(zip(roles, combo)), c, STRIDED)
@@ -106,9 +100,9 @@ class PointwiseBuilder(NodeBuilder):
         _need(mode not in (None, "UNSET"), "pointwise mode unset/unknown")
         info = self.info(mode)
         ts = self.tensors(node, graph)
-        roles = _pw_roles(info.arity)
+        roles = self.INPUTS[:info.arity]
         _need(all(r in ts for r in roles), f"pointwise {mode} needs {info.arity} inputs")
-        out = ts["out_0"]
+        out = ts[self.OUTPUTS[0]]
         try:
             shape = np.broadcast_shapes(*[_dims(ts[r]) for r in roles], _dims(out))
         except ValueError:
@@ -117,7 +111,7 @@ class PointwiseBuilder(NodeBuilder):
         if mode == "GEN_INDEX":
             ax = node.attrs.get("axis_tensor_uid")
             _need(ax is not None and -len(out.dims) <= int(ax) < len(out.dims), "GEN_INDEX axis")
-        dtypes = [(r, dtype_name(ts[r].dtype)) for r in roles + ("out_0",)]
+        dtypes = [(r, dtype_name(ts[r].dtype)) for r in roles + self.OUTPUTS]
         return self.key(node, graph, ts, dtypes)._replace(op=f"{self.KIND}:{mode}")
 
     def build(self, node, graph):
@@ -125,11 +119,11 @@ class PointwiseBuilder(NodeBuilder):
         mode = FB_NAMES["PointwiseMode"][a["operation"]]
         info = self.info(mode)
         ts = self.tensors(node, graph)
-        ins = [ts[r] for r in _pw_roles(info.arity)]
-        out = ts["out_0"]
+        ins = [ts[r] for r in self.INPUTS[:info.arity]]
+        out = ts[self.OUTPUTS[0]]
         types = [dtype_name(t.dtype) for t in ins]
         otype = dtype_name(out.dtype)
-        params = {k: a.get(k) for k in _PW_PARAMS if a.get(k) is not None}
+        params = {k: a.get(k) for k in self.MODE_PARAMS if a.get(k) is not None}
         if mode == "GEN_INDEX":
             params["axis"] = int(a["axis_tensor_uid"])
         comp = self.compute_name(node, types + [otype])

@@ -1,6 +1,8 @@
 """Reduction: every hipDNN reduction mode, keyed per mode (``ReductionAttributes:<MODE>``)."""
 from __future__ import annotations
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import reduction as kred
 from ..signature import FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (NodeBuilder, NodePlan, Unsupported, _dims, _float_compute, _np_compute, _need,
@@ -8,18 +10,18 @@ from ._base import (NodeBuilder, NodePlan, Unsupported, _dims, _float_compute, _
 
 
 class ReductionBuilder(NodeBuilder):
-    KIND = "ReductionAttributes"
-    INPUTS, OUTPUTS = ("in",), ("out",)
+    OP = catalog.by_table("ReductionAttributes")
 
     @classmethod
     def supported_keys(cls):
+        x, y = cls.KEY_ROLES
         for mode in FB_NAMES["ReductionMode"].values():
             if mode == "NOT_SET":
                 continue
             for t in FLOATS:
                 for o in sorted({t, "FLOAT"}):
                     for c in _float_compute(t):
-                        yield SignatureKey(f"{cls.KIND}:{mode}", (("in", t), ("out", o)), c, STRIDED)
+                        yield SignatureKey(f"{cls.KIND}:{mode}", ((x, t), (y, o)), c, STRIDED)
 
     def signature(self, node, graph):
         mode = FB_NAMES["ReductionMode"].get(node.attrs.get("mode"))
@@ -29,8 +31,7 @@ class ReductionBuilder(NodeBuilder):
             kred.reduced_axes(_dims(ts["in"]), _dims(ts["out"]))
         except ValueError as e:
             raise Unsupported(str(e)) from None
-        k = self.key(node, graph, ts, [("in", dtype_name(ts["in"].dtype)),
-                                        ("out", dtype_name(ts["out"].dtype))])
+        k = self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
         return k._replace(op=f"{self.KIND}:{mode}")
 
     def build(self, node, graph):

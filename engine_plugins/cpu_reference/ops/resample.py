@@ -6,6 +6,7 @@ the node - and so the engine - not applicable.  The choices are in docs/operatio
 """
 from __future__ import annotations
 
+from hipdnn_cabi.schemas import catalog
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import resample as krs
@@ -28,7 +29,6 @@ def _vec(node, key, n, default=None):
 
 class _ResampleBase(NodeBuilder):
     TYPES = FLOATS + ("INT32", "INT64")
-    DATA = ()       # (input role, output role)
 
     def params(self, node, nsp):
         mode = FB_NAMES["ResampleMode"].get(node.attrs.get("resample_mode"))
@@ -45,8 +45,9 @@ class _ResampleBase(NodeBuilder):
 
     def check(self, node, graph):
         ts = self.tensors(node, graph)
-        a, o = ts[self.DATA[0]], ts[self.DATA[1]]
-        small, big = (o, a) if self.DATA[0] == "x" else (a, o)   # (y-like, x-like)
+        src, dst = self.KEY_ROLES
+        a, o = ts[src], ts[dst]
+        small, big = (o, a) if src == "x" else (a, o)   # (y-like, x-like)
         _need(4 <= len(big.dims) <= 5 and len(small.dims) == len(big.dims),
               f"{self.KIND}: tensors must be 4-D or 5-D of one rank")
         p = self.params(node, len(big.dims) - 2)
@@ -60,31 +61,30 @@ class _ResampleBase(NodeBuilder):
             _need(p["mode"] == krs.MAXPOOL, f"{self.KIND}: an index tensor needs MAXPOOL")
             _need(_dims(idx) == _dims(small), f"{self.KIND}: index shape must be the pooled shape")
             _need(dtype_name(idx.dtype) in ("INT32", "INT64"), "index must be INT32 or INT64")
-        for r in self.DATA:
+        for r in self.KEY_ROLES:
             _need(dtype_name(ts[r].dtype) in FLOATS, f"{self.KIND}: {r} must be a float type")
         return ts, p
 
     def signature(self, node, graph):
         ts, _ = self.check(node, graph)
         idx = ts.get("index")
-        dts = [(r, dtype_name(ts[r].dtype)) for r in self.DATA]
+        dts = [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES]
         dts.append(("index", dtype_name(idx.dtype) if idx is not None else ABSENT))
         return self.key(node, graph, ts, dts)
 
     @classmethod
     def supported_keys(cls):
+        src, dst = cls.KEY_ROLES
         for t in FLOATS:
             for o in sorted({t, "FLOAT"}):
                 for it in (ABSENT, "INT32", "INT64"):
                     for c in _float_compute(t):
-                        yield SignatureKey(cls.KIND, ((cls.DATA[0], t), (cls.DATA[1], o),
-                                                      ("index", it)), c, STRIDED)
+                        yield SignatureKey(cls.KIND, ((src, t), (dst, o), ("index", it)), c,
+                                           STRIDED)
 
 
 class ResampleFwdBuilder(_ResampleBase):
-    KIND = "ResampleFwdAttributes"
-    INPUTS, OUTPUTS, OPTIONAL = ("x",), ("y", "index"), frozenset({"index"})
-    DATA = ("x", "y")
+    OP = catalog.by_table("ResampleFwdAttributes")
 
     def signature(self, node, graph):
         k = super().signature(node, graph)
@@ -109,9 +109,7 @@ class ResampleFwdBuilder(_ResampleBase):
 
 
 class ResampleBwdBuilder(_ResampleBase):
-    KIND = "ResampleBwdAttributes"
-    INPUTS, OUTPUTS, OPTIONAL = ("dy", "index"), ("dx",), frozenset({"index"})
-    DATA = ("dy", "dx")
+    OP = catalog.by_table("ResampleBwdAttributes")
 
     def check(self, node, graph):
         ts, p = super().check(node, graph)

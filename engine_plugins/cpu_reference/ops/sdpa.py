@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 
+from hipdnn_cabi.schemas import catalog
+
 from ..kernels import philox as kphilox
 from ..kernels import sdpa as ksdpa
 from ..signature import BOOL, FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
@@ -12,11 +14,8 @@ from ._base import (NodeBuilder, NodePlan, _dims, _float_compute, _need, _np_com
                     _scalar_value, load, store)
 
 
-# roles the engine does not implement (docs/cpu_reference.md): paged K/V, block masks, sink
-# tokens, fp8 descale/scale/amax tensors
-_SDPA_NA = ("page_table_k", "page_table_v", "block_mask", "sink_token", "descale_q", "descale_k",
-            "descale_v", "descale_s", "scale_s", "scale_o", "amax_s", "amax_o")
 _IDX = ("INT32", "INT64")
+_RNG = ("seed", "offset")   # the dropout RNG's integer scalars
 
 
 def _scalar_int(env, t):
@@ -24,8 +23,22 @@ def _scalar_int(env, t):
 
 
 class _SdpaBase(NodeBuilder):
-    DATA_IN = ()
-    DATA_OUT = ()
+    # roles the engine does not implement (docs/cpu_reference.md): paged K/V, block masks, sink
+    # tokens, fp8 descale/scale/amax tensors; a node that sets one is not applicable
+    DECLINED = ("page_table_k", "page_table_v", "block_mask", "sink_token", "descale_q",
+                "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "amax_s", "amax_o")
+    DATA_IN = ()         # q, k, v (and o, do): one data type
+    DATA_OUT = ()        # the mandatory outputs: that type or FLOAT
+    FLOAT_SCALARS = ()   # 1-element float inputs (scale, dropout scales)
+    INDEX = ()           # per-batch INT32/INT64 sequence lengths
+
+    @classmethod
+    def from_catalog(cls, op):
+        super().from_catalog(op)
+        cls.DATA_IN = op.roles_of(catalog.DATA)
+        cls.DATA_OUT = tuple(r for r in cls.KEY_ROLES if r not in cls.DATA_IN)
+        cls.FLOAT_SCALARS = tuple(r for r in cls.INPUTS if r in op.scalar_roles and r not in _RNG)
+        cls.INDEX = tuple(r for r in cls.INPUTS if r in op.roles_of(catalog.INDEX))
 
     @classmethod
     def supported_keys(cls):
@@ -39,7 +52,7 @@ class _SdpaBase(NodeBuilder):
     def check(self, node, graph):
         a = node.attrs
         ts = self.tensors(node, graph)
-        for r in _SDPA_NA:
+        for r in self.DECLINED:
             _need(a.get(r + "_tensor_uid") in (None, 0), f"{self.KIND}: {r} tensors are not "
                   f"applicable on the CPU reference engine")
         for r in self.DATA_IN + self.DATA_OUT:
@@ -51,14 +64,14 @@ class _SdpaBase(NodeBuilder):
         _need(k[1] >= 1 and H % k[1] == 0, f"{self.KIND}: Hq={H} is not a multiple of Hkv={k[1]}")
         _need(len({dtype_name(ts[r].dtype) for r in self.DATA_IN}) == 1,
               f"{self.KIND}: {'/'.join(self.DATA_IN)} types differ")
-        for r in ("scale", "dropout_scale", "dropout_scale_inv"):
+        for r in self.FLOAT_SCALARS:
             if r in ts:
                 _need(_scalar_ok(ts[r]), f"{self.KIND}: {r} must be a 1-element float tensor")
-        for r in ("seed", "offset"):
+        for r in _RNG:
             if r in ts:
                 _need(ts[r].numel == 1 and dtype_name(ts[r].dtype) in _IDX,
                       f"{self.KIND}: {r} must be a 1-element INT32/INT64 tensor")
-        for r in ("seq_len_q", "seq_len_kv"):
+        for r in self.INDEX:
             if r in ts:
                 _need(ts[r].numel == B and dtype_name(ts[r].dtype) in _IDX,
                       f"{self.KIND}: {r} must hold B={B} INT32/INT64 lengths")
@@ -129,12 +142,7 @@ class _SdpaBase(NodeBuilder):
 
 
 class SdpaFwdBuilder(_SdpaBase):
-    KIND = "SdpaAttributes"
-    INPUTS = ("q", "k", "v", "attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
-              "dropout_mask", "dropout_scale")
-    OUTPUTS = ("o", "stats", "max", "sum_exp", "rng_dump")
-    OPTIONAL = frozenset(INPUTS[3:] + OUTPUTS[1:])
-    DATA_IN, DATA_OUT = ("q", "k", "v"), ("o",)
+    OP = catalog.by_table("SdpaAttributes")
 
     def extra_checks(self, node, ts):
         B, H, Sq, _ = _dims(ts["q"])
@@ -173,13 +181,7 @@ class SdpaFwdBuilder(_SdpaBase):
 
 
 class SdpaBwdBuilder(_SdpaBase):
-    KIND = "SdpaBackwardAttributes"
-    INPUTS = ("q", "k", "v", "o", "do", "stats", "scale", "attn_mask", "seq_len_q",
-              "seq_len_kv", "seed", "offset", "dropout_mask", "dropout_scale",
-              "dropout_scale_inv")
-    OUTPUTS = ("dq", "dk", "dv", "dbias")
-    OPTIONAL = frozenset(INPUTS[6:] + ("dbias",))
-    DATA_IN, DATA_OUT = ("q", "k", "v", "o", "do"), ("dq", "dk", "dv")
+    OP = catalog.by_table("SdpaBackwardAttributes")
 
     def extra_checks(self, node, ts):
         B, H, Sq, _ = _dims(ts["q"])
