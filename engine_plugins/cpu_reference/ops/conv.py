@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from hipdnn_cabi.schemas import catalog
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import conv as kconv
-from ..signature import FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
+from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _float_compute, _need,
                     _np_compute, load, store)
 

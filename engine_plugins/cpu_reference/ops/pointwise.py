@@ -6,10 +6,11 @@ import itertools
 import numpy as np
 
 from hipdnn_cabi.schemas import catalog
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import blocked as kblocked
 from ..kernels import pointwise as kpw
-from ..signature import BOOL, FB_NAMES, FLOATS, INTS, STRIDED, SignatureKey, dtype_name
+from ..signature import BOOL, FLOATS, INTS, STRIDED, SignatureKey, dtype_name
 from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _need, _np_compute,
                     load, store)
 

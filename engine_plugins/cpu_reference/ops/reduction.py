@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from hipdnn_cabi.schemas import catalog
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import reduction as kred
-from ..signature import FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
+from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (NodeBuilder, NodePlan, Unsupported, _dims, _float_compute, _np_compute, _need,
                     load, store)
 

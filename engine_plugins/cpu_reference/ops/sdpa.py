@@ -6,10 +6,11 @@ import itertools
 import numpy as np
 
 from hipdnn_cabi.schemas import catalog
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import philox as kphilox
 from ..kernels import sdpa as ksdpa
-from ..signature import BOOL, FB_NAMES, FLOATS, STRIDED, SignatureKey, dtype_name
+from ..signature import BOOL, FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (NodeBuilder, NodePlan, _dims, _float_compute, _need, _np_compute, _scalar_ok,
                     _scalar_value, load, store)
 
