@@ -2,8 +2,10 @@
 
 A builder (one class per operation, in the family modules of this package)
 
-* names the tensor roles the node reads and writes (``INPUTS`` / ``OUTPUTS``: schema field
-  names without ``_tensor_uid``) and which of them are optional;
+* names its operation in the catalog (``OP = catalog.by_table(...)``); its ``KIND`` and the
+  tensor roles the node reads and writes (``INPUTS`` / ``OUTPUTS``: schema field names without
+  ``_tensor_uid``), the optional ones and the signature key's roles follow from it
+  (:meth:`NodeBuilder.from_catalog`);
 * ``signature(node, graph)`` checks the node's structure (ranks, shapes, parameters) and returns
   its :class:`SignatureKey` - or raises :class:`Unsupported` when the node cannot run here;
 * ``supported_keys()`` lists every key it handles (registered in the PlanBuilderRegistry);
