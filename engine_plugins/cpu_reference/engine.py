@@ -25,7 +25,7 @@ from . import hostmem
 from .kernels import blocked
 from .kernels import dtypes as kdt
 from .kernels import layout as klayout
-from .nodes import BUILDERS, BY_KIND, Unsupported
+from .ops import BUILDERS, BY_KIND, Unsupported
 from .signature import PlanBuilderRegistry, dtype_name, kernel_type
 
 ENGINE_NAME = "HIPDNN_CABI_CPU_REFERENCE_ENGINE"

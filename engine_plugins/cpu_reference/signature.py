@@ -6,7 +6,7 @@ every tensor the node reads or writes (by role, as hipDNN enum *names*), the nod
 data type and the *layout class* of the node's tensors.
 
 The :class:`PlanBuilderRegistry` maps every supported key to the node plan builder that handles
-it.  It is filled lazily, on first access, from the per-operation tables in :mod:`.nodes`
+it.  It is filled lazily, on first access, from the builders of :mod:`.ops`
 (each builder class lists the keys it supports).  A node whose key is not in the registry makes
 the whole engine NOT applicable to the graph - an unsupported combination never runs.
 
@@ -26,12 +26,9 @@ from __future__ import annotations
 import threading
 from typing import NamedTuple
 
-from hipdnn_cabi.schemas._generated.schema_table import ENUMS
-
-# FlatBuffers enum value -> name, per enum (map by name, never by number).
-FB_NAMES = {e: {v: n for n, v in ENUMS[e][1]} for e in
-            ("DataType", "PointwiseMode", "ConvMode", "ReductionMode", "NormFwdPhase",
-             "DiagonalAlignment")}
+# FlatBuffers enum value -> name, per schema enum (map by name, never by number), from the
+# catalog; the HIP engine's codegen also imports it from here.
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 FLOATS = ("FLOAT", "DOUBLE", "HALF", "BFLOAT16")
 INTS = ("INT32", "INT8", "UINT8")

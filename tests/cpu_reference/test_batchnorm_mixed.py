@@ -1,4 +1,4 @@
-"""Issue 14 item 5: mixed-precision batchnorm graphs as frameworks (and the hipDNN C++ frontend)
+"""Mixed-precision batchnorm graphs as frameworks (and the hipDNN C++ frontend)
 build them: 16-bit data with float32 parameters / statistics, for all four batchnorm kinds.
 
 Training: x, y, mean, inv_variance and next running stats HALF/BFLOAT16; scale, bias, previous

@@ -218,8 +218,7 @@ def test_registry_keys():
     assert SignatureKey("ConvolutionFwdAttributes", (("x", "HALF"), ("w", "HALF"), ("y", "HALF")),
                         "FLOAT", "aliased") not in REGISTRY
     ops = {k.op.split(":")[0] for k in REGISTRY.keys()}
-    # every NodeAttributes member runs here except CUSTOM_OP (not applicable by design) and
-    # SDPA (its own issue); a superset check so that adding SDPA keeps this test green
+    # every NodeAttributes member runs here except CUSTOM_OP (not applicable by design)
     from engine_testutil import UNION
     members = set(UNION) - {"CustomOpAttributes"}
     assert ops >= members, sorted(members - ops)

@@ -1,0 +1,120 @@
+"""Convolution: forward, backward data and backward filter (weight gradient)."""
+from __future__ import annotations
+
+from hipdnn_cabi.schemas import catalog
+from hipdnn_cabi.schemas.catalog import FB_NAMES
+
+from ..kernels import conv as kconv
+from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
+from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _float_compute, _need,
+                    _np_compute, load, store)
+
+
+class _ConvBase(NodeBuilder):
+    @classmethod
+    def supported_keys(cls):
+        a, b, o = cls.KEY_ROLES
+        for t in FLOATS:
+            outs = tuple(sorted({t, "FLOAT"}))
+            for ot in outs:
+                for c in _float_compute(t):
+                    yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), c, STRIDED)
+        for t in F8:
+            for ot in _f8_outs(t):
+                yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), "FLOAT", STRIDED)
+
+    def params(self, node, nsp):
+        a = node.attrs
+        p = {}
+        for f, default in (("pre_padding", 0), ("post_padding", 0), ("stride", 1), ("dilation", 1)):
+            v = a.get(f)
+            v = [default] * nsp if v is None else list(v)
+            _need(len(v) == nsp, f"{self.KIND}: {f} has {len(v)} entries for {nsp} spatial dims")
+            p[f] = tuple(int(e) for e in v)
+        _need(all(e >= 0 for e in p["pre_padding"] + p["post_padding"]), "negative padding")
+        _need(all(e >= 1 for e in p["stride"] + p["dilation"]), "stride/dilation < 1")
+        mode = FB_NAMES["ConvMode"].get(a.get("conv_mode"))
+        _need(mode in ("CONVOLUTION", "CROSS_CORRELATION"), f"{self.KIND}: conv_mode {mode}")
+        p["conv_mode"] = mode
+        return p
+
+    def shapes(self, ts):
+        raise NotImplementedError
+
+    def signature(self, node, graph):
+        ts = self.tensors(node, graph)
+        xs, ws, ys = self.shapes(ts)
+        _need(3 <= len(xs) <= 5 and len(ws) == len(xs) and len(ys) == len(xs), "conv ranks")
+        p = self.params(node, len(xs) - 2)
+        try:
+            exp = kconv.conv_output_shape(xs, ws, p["pre_padding"], p["post_padding"],
+                                          p["stride"], p["dilation"])
+            kconv._groups(xs[1], ws[0], ws[1])
+        except ValueError as e:
+            raise Unsupported(str(e)) from None
+        _need(tuple(exp) == tuple(ys), f"{self.KIND}: output shape {ys} != expected {exp}")
+        return self.key(node, graph, ts, [(r, dtype_name(ts[r].dtype)) for r in self.KEY_ROLES])
+
+
+class ConvFwdBuilder(_ConvBase):
+    OP = catalog.by_table("ConvolutionFwdAttributes")
+
+    def shapes(self, ts):
+        return _dims(ts["x"]), _dims(ts["w"]), _dims(ts["y"])
+
+    def build(self, node, graph):
+        ts = self.tensors(node, graph)
+        p = self.params(node, len(ts["x"].dims) - 2)
+        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["x"].dtype)]))
+        x, w, y = ts["x"], ts["w"], ts["y"]
+
+        def fn(env):
+            r = kconv.conv_fwd(load(env, x), load(env, w), p["pre_padding"], p["post_padding"],
+                               p["stride"], p["dilation"], p["conv_mode"], compute_dtype=cdt)
+            store(env, y, r)
+        return NodePlan(node, [x.uid, w.uid], [y.uid], fn)
+
+
+class ConvBwdDataBuilder(_ConvBase):
+    OP = catalog.by_table("ConvolutionBwdAttributes")
+
+    def shapes(self, ts):
+        return _dims(ts["dx"]), _dims(ts["w"]), _dims(ts["dy"])
+
+    def build(self, node, graph):
+        ts = self.tensors(node, graph)
+        p = self.params(node, len(ts["dx"].dims) - 2)
+        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["dy"].dtype)]))
+        dy, w, dx = ts["dy"], ts["w"], ts["dx"]
+        xs = _dims(dx)
+
+        def fn(env):
+            r = kconv.conv_bwd_data(load(env, dy), load(env, w), xs, p["pre_padding"],
+                                    p["post_padding"], p["stride"], p["dilation"], p["conv_mode"],
+                                    compute_dtype=cdt)
+            store(env, dx, r)
+        return NodePlan(node, [dy.uid, w.uid], [dx.uid], fn)
+
+
+class ConvBwdFilterBuilder(_ConvBase):
+    OP = catalog.by_table("ConvolutionWrwAttributes")
+
+    def shapes(self, ts):
+        return _dims(ts["x"]), _dims(ts["dw"]), _dims(ts["dy"])
+
+    def build(self, node, graph):
+        ts = self.tensors(node, graph)
+        p = self.params(node, len(ts["x"].dims) - 2)
+        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["x"].dtype)]))
+        x, dy, dw = ts["x"], ts["dy"], ts["dw"]
+        ws = _dims(dw)
+
+        def fn(env):
+            r = kconv.conv_bwd_filter(load(env, x), load(env, dy), ws, p["pre_padding"],
+                                      p["post_padding"], p["stride"], p["dilation"],
+                                      p["conv_mode"], compute_dtype=cdt)
+            store(env, dw, r)
+        return NodePlan(node, [x.uid, dy.uid], [dw.uid], fn)
+
+
+BUILDERS = [ConvFwdBuilder, ConvBwdDataBuilder, ConvBwdFilterBuilder]
