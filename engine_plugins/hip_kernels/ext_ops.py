@@ -9,7 +9,7 @@ IO (tensor roles), TYPES (data types beyond FLOAT/HALF/BFLOAT16 a kind accepts),
 """
 from __future__ import annotations
 
-from . import blockscale, moe, pool, rownorm
+from .ops import block_scale as blockscale, moe, norms as rownorm, resample as pool
 
 IO = {**rownorm.KINDS, **pool.KINDS, **blockscale.KINDS, **moe.KINDS}
 TYPES = {k: ("INT32", "INT64") for k in pool.KINDS}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from . import attention as attn
+from .ops import sdpa as attn
 from . import codegen as cg
 from . import ext_ops, implicit, layout
 from .codegen import CTYPE, GemmSpec, EwIn, EwOut

@@ -204,7 +204,7 @@ def test_e8m0_scale_from_bits_matches_the_double_quotient():
     the double path)."""
     import math
     import struct
-    from engine_plugins.hip_kernels.blockscale import INTS, MINI, _e8m0_exact, ymax
+    from engine_plugins.hip_kernels.ops.block_scale import INTS, MINI, _e8m0_exact, ymax
 
     def ref(a, ym):
         q = float(a) / ym

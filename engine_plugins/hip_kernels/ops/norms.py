@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from . import codegen as cg
+from .. import codegen as cg
 
 KINDS = {
     "LayernormAttributes": (("x", "scale", "bias", "epsilon"), ("y", "mean", "inv_variance")),

@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from . import codegen as cg
+from .. import codegen as cg
 
 FWD, BWD = "SdpaAttributes", "SdpaBackwardAttributes"
 IO = {

@@ -9,7 +9,7 @@ import math
 
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
-from . import codegen as cg
+from .. import codegen as cg
 
 KINDS = {"ResampleFwdAttributes": (("x",), ("y", "index")),
          "ResampleBwdAttributes": (("dy", "index"), ("dx",))}

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from hipdnn_cabi.schemas._generated.schema_table import ENUMS
 
-from . import codegen as cg
+from .. import codegen as cg
 
 KINDS = {"MoeGroupedMatmulAttributes": (("token", "weight", "first_token_offset", "token_index",
                                          "token_ks"), ("output",)),
@@ -217,7 +217,7 @@ def gemm_spec(tok_src, tok_t, w, out, mode, G, E, rows_total, top_k):
 
 
 def _use_wgmma(prog, dtype, use_mma):
-    from .gemm_core import choose_core
+    from ..gemm_core import choose_core
     arch = getattr(prog, "arch", None)
     return arch is not None and dtype in ("HALF", "BFLOAT16") and \
         choose_core(dtype, dtype, arch, use_mma) == "wgmma"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 
-from . import codegen as cg
+from .. import codegen as cg
 
 KINDS = {"BlockScaleQuantizeAttributes": (("x",), ("y", "scale")),
          "BlockScaleDequantizeAttributes": (("x", "scale"), ("y",))}
