@@ -199,7 +199,7 @@ def test_moe_gemm_prelude_emulated(mode, dt):
 
 def test_e8m0_scale_from_bits_matches_the_double_quotient():
     """The lane-group quantizer's E8M0 scale comes from amax's exponent / mantissa bits
-    (blockscale._e8m0_exact); the reference rounds the double quotient amax / ymax up.  Both
+    (ops/block_scale._e8m0_exact); the reference rounds the double quotient amax / ymax up.  Both
     agree for every element type whose ymax has a short mantissa (INT32's does not: it keeps
     the double path)."""
     import math
