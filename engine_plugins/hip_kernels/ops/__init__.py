@@ -1,7 +1,8 @@
 """The HIP engine's operation families: one module per family of the operation catalog (the
 same names as the CPU reference engine's), each with one contract (``_base``): ``KINDS`` from
 the catalog, ``check(node, graph, r)`` (None, or NotApplicable with the reason) and
-``emit(ctx, node, r, tag, fused=None)``; program.py schedules, fuses and calls them.
+``emit(ctx, node, r, tag, fused=None)`` (pointwise: ``emit(ctx, run, tag)``, a run of nodes);
+program.py schedules, fuses and calls them.
 
 :data:`MODULES` in catalog order; :data:`FAMILY` maps a node kind (NodeAttributes member) to its
 family module; :data:`RUNTIME_SCALARS` maps a kind to the roles whose kernels take a runtime

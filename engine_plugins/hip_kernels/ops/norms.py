@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 
+from hipdnn_cabi.schemas import catalog
+
 from .. import codegen as cg
-from ._base import check_storage_types, check_tensors, declines, kinds
+from ._base import check_storage_types, check_tensors, declines, kinds, op
 
 KINDS = kinds("norms")
 FUSES = ("LayernormAttributes", "RMSNormAttributes")   # forward: a pointwise run fuses into y
@@ -113,7 +115,8 @@ def geometry(node, r):
     D = math.prod(xd[a] for a in axes)
     M = math.prod(xd) // max(D, 1)
     _need(D >= 1 and M >= 1, "empty norm")
-    data = ("dy", "x", "dx") if bwd else ("x", "y")
+    o = op(node.kind)
+    data = o.roles_of(catalog.DATA) + o.roles_of(catalog.OUT)      # the x-shaped roles
     for role in data:
         _need(role in r and _dims(r[role]) == xd, f"{role} must have x's dims")
         _need(packed(xd, _st(r[role])), f"{role} must be packed row-major for the GPU norm")
