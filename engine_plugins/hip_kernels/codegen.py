@@ -1,25 +1,27 @@
-"""Source generation: op-graph pieces -> HIP-dialect C++ kernels with every size baked in.
+"""Source generation shared by the operation families: op-graph pieces -> HIP-dialect C++
+kernels with every size baked in.
 
-Nothing here touches a GPU: :func:`elementwise_source`, :func:`gemm_source` and the batchnorm
-generators return source text (compiled by the plan builder through the device layer, and by
-CI through NVRTC alone).  All tensor geometry (dims, strides, broadcast) becomes compile-time
-constants, so the compiler folds the index arithmetic of each plan.
+Nothing here touches a GPU: :func:`elementwise_source` (the elementwise kernel of pointwise runs,
+batchnorm passes and layout copies) and :func:`gemm_source` (the GEMM core's source from a
+:class:`GemmSpec`) return source text (compiled by the plan builder through the device layer,
+and by CI through NVRTC alone); the families' own generators live in ``ops/<family>.py``.  All
+tensor geometry (dims, strides, broadcast) becomes compile-time constants, so the compiler folds
+the index arithmetic of each plan.
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 
-from hipdnn_cabi.engines.cpu_reference.signature import FB_NAMES  # works in-tree and installed
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
 CTYPE = {"FLOAT": "float", "HALF": "hdn_half", "BFLOAT16": "hdn_bf16",
          "FP8_E4M3": "hdn_fp8e4m3", "FP8_E5M2": "hdn_fp8e5m2"}
 ELEM_SIZE = {"FLOAT": 4, "HALF": 2, "BFLOAT16": 2, "FP8_E4M3": 1, "FP8_E5M2": 1}
 FP8 = ("FP8_E4M3", "FP8_E5M2")
-# narrow / integer types of the issue-17 ops (ext_ops.py): storage only (blockscale.py stores the
-# two FP8 types as bytes too)
+# narrow / integer types of block scale, resample indices and MoE routing: storage only
+# (ops/block_scale.py stores the two FP8 types as bytes too)
 CTYPE.update({n: "unsigned char" for n in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2",
                                            "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ", "UINT8")})
 CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long"})
@@ -58,71 +60,9 @@ def flit(v: float) -> str:
     return repr(v) + "f" if "e" in repr(v) or "." in repr(v) else repr(v) + ".0f"
 
 
-# --------------------------------------------------------------------------- pointwise ops
+# --------------------------------------------------------------------------- float helpers
 FLT_MAX = 3.4028234663852886e38
-# mode -> (arity, C expression over a/b/c, uses params)
-PW_EXPR = {
-    "ADD": (2, "(a + b)"), "SUB": (2, "(a - b)"), "MUL": (2, "(a * b)"), "DIV": (2, "(a / b)"),
-    "MAX_OP": (2, "hdn_fmax(a, b)"), "MIN_OP": (2, "hdn_fmin(a, b)"),
-    "ADD_SQUARE": (2, "(a + b * b)"),
-    "ABS": (1, "fabsf(a)"), "NEG": (1, "(-a)"), "CEIL": (1, "ceilf(a)"), "FLOOR": (1, "floorf(a)"),
-    "EXP": (1, "expf(a)"), "LOG": (1, "logf(a)"), "SQRT": (1, "sqrtf(a)"),
-    "RSQRT": (1, "(1.0f / sqrtf(a))"), "RECIPROCAL": (1, "(1.0f / a)"),
-    "SIN": (1, "sinf(a)"), "TAN": (1, "tanf(a)"), "ERF": (1, "erff(a)"), "IDENTITY": (1, "a"),
-    "TANH_FWD": (1, "tanhf(a)"),
-    "SIGMOID_FWD": (1, "(1.0f / (1.0f + expf(-a)))"),
-    "GELU_FWD": (1, "(0.5f * a * (1.0f + erff(a * 0.70710678118654752f)))"),
-    "GELU_APPROX_TANH_FWD": (1, "(0.5f * a * (1.0f + tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a))))"),
-    "RELU_FWD": (1, None), "SWISH_FWD": (1, None), "ELU_FWD": (1, None), "SOFTPLUS_FWD": (1, None),
-    "RELU_BWD": (2, None), "SIGMOID_BWD": (2, "(a * (1.0f / (1.0f + expf(-b))) * (1.0f - 1.0f / (1.0f + expf(-b))))"),
-    "TANH_BWD": (2, "(a * (1.0f - tanhf(b) * tanhf(b)))"),
-    "BINARY_SELECT": (3, "((c != 0.0f) ? a : b)"),
-}
-PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
-             "elu_alpha", "softplus_beta")
-
-
-def pw_mode_name(node) -> str | None:
-    return FB_NAMES["PointwiseMode"].get(node.attrs.get("operation"))
-
-
-def pw_expression(node, args) -> str:
-    """C expression of one pointwise node over its input expressions ``args``."""
-    mode = pw_mode_name(node)
-    ar, tmpl = PW_EXPR[mode]
-    a = node.attrs
-    env = dict(zip("abc", args))
-    if mode == "RELU_FWD":
-        lo = a.get("relu_lower_clip") or 0.0
-        hi = a.get("relu_upper_clip")
-        sl = a.get("relu_lower_clip_slope") or 0.0
-        hi = FLT_MAX if hi is None else hi
-        x = env["a"]
-        if sl == 0.0 and lo <= hi:
-            return f"hdn_fmax(hdn_fmin({x}, {flit(hi)}), {flit(lo)})"
-        return (f"(({x}) <= {flit(lo)} ? {flit(sl)} * (({x}) - {flit(lo)}) + {flit(lo)} : "
-                f"hdn_fmin({x}, {flit(hi)}))")
-    if mode == "RELU_BWD":
-        lo = a.get("relu_lower_clip") or 0.0
-        hi = a.get("relu_upper_clip")
-        hi = FLT_MAX if hi is None else hi
-        sl = a.get("relu_lower_clip_slope") or 0.0
-        return (f"(({env['a']}) * (({env['b']}) <= {flit(lo)} ? {flit(sl)} : "
-                f"(({env['b']}) > {flit(hi)} ? 0.0f : 1.0f)))")
-    if mode == "SWISH_FWD":
-        be = a.get("swish_beta") or 1.0
-        return f"(({env['a']}) / (1.0f + expf(-{flit(be)} * ({env['a']}))))"
-    if mode == "ELU_FWD":
-        al = a.get("elu_alpha")
-        al = 1.0 if al is None else al
-        return f"(({env['a']}) > 0.0f ? ({env['a']}) : {flit(al)} * expm1f(fminf({env['a']}, 0.0f)))"
-    if mode == "SOFTPLUS_FWD":
-        be = a.get("softplus_beta") or 1.0
-        z = f"({flit(be)} * ({env['a']}))"
-        return f"((fmaxf({z}, 0.0f) + log1pf(expf(-fabsf({z})))) / {flit(be)})"
-    return re.sub(r"\b([abc])\b", lambda m: f"({env[m.group(1)]})", tmpl)
-
-
+# NaN-propagating min / max of the pointwise expressions (elementwise, GEMM and norm kernels)
 PRELUDE_MATH = r"""
 __device__ __forceinline__ float hdn_fmax(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 __device__ __forceinline__ float hdn_fmin(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
@@ -314,19 +254,19 @@ class GemmSpec:
         # size their tensor maps (``a_dense[3]`` / ``b_dense[3]``), not ``batch``
         self.grouped = 0
         self.sched = []
-        # backward filter on 4-D tensor maps (program._wgrad_tma): {"k": virtual GEMM k,
+        # backward filter on 4-D tensor maps (ops/conv._wgrad_tma): {"k": virtual GEMM k,
         # "tmaps": {"A", "B"}, "defs": prelude lines} or None
         self.wgrad = None
-        # backward data: N-major weights per filter tap on a 3-D tensor map (program.py):
+        # backward data: N-major weights per filter tap on a 3-D tensor map (ops/conv.py):
         # {"K", "taps", "flip", "tmap"} or None
         self.b_tap = None
         # () -> the SIMT core's A_ROWS prelude (implicit.conv_fwd_rows_simt) or None
         self.simt_rows = None
-        # the output as the wgmma core's TMA-store epilogue can write it (program.py): one 16-bit
+        # the output as the wgmma core's TMA-store epilogue can write it (gemm.py): one 16-bit
         # output, element (b, m, n) at b * sb + m * sm + n, 16-byte rows: {"uid", "dtype", "sm",
         # "sb", "value": C body of epi_v (float v at b, m, n -> the output value)} or None
         self.c_tma = None
-        # convolution forward on an im2col tensor map (program._fwd_im2col): {"k": virtual GEMM
+        # convolution forward on an im2col tensor map (ops/conv._fwd_im2col): {"k": virtual GEMM
         # k, "A": im2col map, "B": (dtype, dims, strides) of the 4-D weight view, "defs",
         # "taps", "cb"} or None
         self.im2col = None
@@ -509,7 +449,7 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
          f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
-    if wgrad:                                 # both operands: 4-D boxes (program._wgrad_tma)
+    if wgrad:                                 # both operands: 4-D boxes (ops/conv._wgrad_tma)
         tmaps.update(wgrad["tmaps"])
         return L + ["#define A_TMA 1", "#define B_TMA 1"] + list(wgrad["defs"])
     if i2c:                                   # A: im2col map, B: (C, S, R, K) weight boxes
@@ -560,339 +500,3 @@ def batch_offset_code(var, batch_dims, strides_over_batch):
             continue
         lines.append(f"{{ const int cc = rb_{var} % {D}; rb_{var} /= {D}; {var} += (long long)cc * {s}; }}")
     return " ".join(lines)
-
-
-# --------------------------------------------------------------------------- batchnorm
-def bn_stats_source(x, C, channels_last, rows):
-    """Per-channel sum and sum of squares into double ws[0:C], ws[C:2C] (zeroed before)."""
-    T = CTYPE[dtype_name(x.dtype)]
-    dims, strides = [int(d) for d in x.dims], [int(s) for s in x.strides]
-    if channels_last:
-        # x viewed as [rows, C] with row stride C (packed NHWC-like)
-        src = f"""#define HDN_GENERATED 1
-#include "hdn_compat.h"
-extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
-  __shared__ float ss[8][33], sq[8][33];
-  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int c = blockIdx.x * 32 + tx;
-  float s = 0.f, q = 0.f;
-  if (c < {C}) {{
-    for (long long r = (long long)blockIdx.y * 8 + ty; r < {rows}; r += (long long)gridDim.y * 8) {{
-      const float v = hdn_to_float(x[r * {C} + c]);
-      s += v; q = fmaf(v, v, q);
-    }}
-  }}
-  ss[ty][tx] = s; sq[ty][tx] = q;
-  __syncthreads();
-  if (ty == 0 && c < {C}) {{
-    for (int k = 1; k < 8; ++k) {{ s += ss[k][tx]; q += sq[k][tx]; }}
-    atomicAdd(&ws[c], (double)s);
-    atomicAdd(&ws[{C} + c], (double)q);
-  }}
-}}
-"""
-        splits = max(1, min(1024, rows // 256))
-        return src, ((C + 31) // 32, splits, 1), (256, 1, 1)
-    # generic: one block column per channel; elements of channel c enumerated over the other dims
-    odims = [d for d in range(len(dims)) if d != 1]
-    order = sorted(odims, key=lambda d: (-abs(strides[d]), d))
-    sub = [dims[d] for d in order]
-    per = 1
-    for d in sub:
-        per *= d
-    lines = []
-    rem = "e"
-    for k, d in enumerate(reversed(order)):
-        if dims[d] == 1:
-            continue
-        lines.append(f"const long long c{d} = {rem} % {dims[d]}; const long long r{d} = {rem} / {dims[d]};")
-        rem = f"r{d}"
-    offs = " + ".join([f"c{d} * {strides[d]}" for d in order if dims[d] != 1] or ["0"])
-    src = f"""#define HDN_GENERATED 1
-#include "hdn_compat.h"
-extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
-  __shared__ float ss[256], sq[256];
-  const int c = blockIdx.x;
-  const {T}* xc = x + (long long)c * {strides[1]};
-  float s = 0.f, q = 0.f;
-  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
-    {' '.join(lines)}
-    const float v = hdn_to_float(xc[{offs}]);
-    s += v; q = fmaf(v, v, q);
-  }}
-  ss[threadIdx.x] = s; sq[threadIdx.x] = q;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {{
-    if (threadIdx.x < w) {{ ss[threadIdx.x] += ss[threadIdx.x + w]; sq[threadIdx.x] += sq[threadIdx.x + w]; }}
-    __syncthreads();
-  }}
-  if (threadIdx.x == 0) {{ atomicAdd(&ws[c], (double)ss[0]); atomicAdd(&ws[{C} + c], (double)sq[0]); }}
-}}
-"""
-    splits = max(1, min(4096 // max(1, C) + 1, per // 2048 + 1))
-    return src, (C, splits, 1), (256, 1, 1)
-
-
-def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
-    """One thread per channel: mean/inv_variance (+ running stats) and the affine
-    (A_c, B_c) used by the apply pass.  ``outs``: roles present among mean, inv_variance,
-    next_running_mean, next_running_variance.  ``eps``/``mom``: float constants or None
-    (then read from device pointers ``eps_p`` / ``mom_p``)."""
-    T = CTYPE[pdt]
-    params = [f"const double* __restrict__ ws", "float* __restrict__ ab",
-              f"const {T}* __restrict__ scale", f"const {T}* __restrict__ bias"]
-    run = "next_running_mean" in outs or "next_running_variance" in outs
-    if run:
-        params += [f"const {T}* __restrict__ prm", f"const {T}* __restrict__ prv"]
-    for r in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
-        if r in outs:
-            params.append(f"{T}* __restrict__ o_{r}")
-    eps_e = flit(eps) if eps is not None else "hdn_to_float(eps_p[0])"
-    mom_e = (flit(mom) if mom is not None else "hdn_to_float(mom_p[0])") if run else "0.f"
-    # "ARG": a runtime pass-by-value scalar, passed by value (read from the host at execute)
-    if eps is None:
-        if scalar_ptrs["epsilon"] == "ARG":
-            params.append("const float eps_p")
-            eps_e = "eps_p"
-        else:
-            params.append(f"const {scalar_ptrs['epsilon']}* __restrict__ eps_p")
-    if run and mom is None:
-        if scalar_ptrs["momentum"] == "ARG":
-            params.append("const float mom_p")
-            mom_e = "mom_p"
-        else:
-            params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")
-    body = f"""
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= {C}) return;
-  const double mean = ws[c] / {float(M)!r};
-  double var = ws[{C} + c] / {float(M)!r} - mean * mean;
-  if (var < 0.0) var = 0.0;
-  const float inv = (float)(1.0 / sqrt(var + (double){eps_e}));
-  const float sc = hdn_to_float(scale[c]), bi = hdn_to_float(bias[c]);
-  ab[c] = sc * inv;
-  ab[{C} + c] = bi - (float)mean * sc * inv;
-"""
-    if "mean" in outs:
-        body += f"  o_mean[c] = hdn_from_float<{T}>((float)mean);\n"
-    if "inv_variance" in outs:
-        body += f"  o_inv_variance[c] = hdn_from_float<{T}>(inv);\n"
-    if run:
-        unb = f"var * {float(M) / max(1.0, M - 1.0)!r}" if M > 1 else "var"
-        body += f"  const float mo = {mom_e};\n"
-        if "next_running_mean" in outs:
-            body += (f"  o_next_running_mean[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prm[c])"
-                     f" + mo * (float)mean);\n")
-        if "next_running_variance" in outs:
-            body += (f"  o_next_running_variance[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prv[c])"
-                     f" + mo * (float)({unb}));\n")
-    src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
-           f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
-    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
-
-
-# --------------------------------------------------------------------------- batchnorm backward
-def _chan_offset_lines(dims, strides_list, names, cdim=1):
-    """Enumerate the non-channel elements (index e) of per-channel slices: lines defining
-    ``off_<name>`` for each tensor (strides over the same dims), channel excluded."""
-    order = sorted([d for d in range(len(dims)) if d != cdim],
-                   key=lambda d: (-abs(strides_list[0][d]), d))
-    lines = []
-    rem = "e"
-    live = [d for d in reversed(order) if dims[d] != 1]
-    for k, d in enumerate(live):
-        if k == len(live) - 1:
-            lines.append(f"const long long c{d} = {rem};")
-        else:
-            lines.append(f"const long long c{d} = {rem} % {dims[d]}; const long long r{d} = {rem} / {dims[d]};")
-            rem = f"r{d}"
-    for nm, st in zip(names, strides_list):
-        terms = [f"c{d} * {st[d]}" for d in live]
-        lines.append(f"const long long off_{nm} = {' + '.join(terms) if terms else '0'};")
-    return lines
-
-
-def bn_bwd_sums_source(x, dy, mean, inv, C, dims):
-    """Per channel: sum(dy) -> ws[c], sum(dy * (x - mean) * iv) -> ws[C + c] (double, zeroed)."""
-    Tx, Tdy = CTYPE[dtype_name(x.dtype)], CTYPE[dtype_name(dy.dtype)]
-    Tm, Ti = CTYPE[dtype_name(mean.dtype)], CTYPE[dtype_name(inv.dtype)]
-    xs, ys = [int(s) for s in x.strides], [int(s) for s in dy.strides]
-    ms, ivs = per_channel_strides(mean, dims), per_channel_strides(inv, dims)
-    per = 1
-    for d, n in enumerate(dims):
-        if d != 1:
-            per *= n
-    lines = _chan_offset_lines(dims, [xs, ys], ["x", "dy"])
-    src = f"""#define HDN_GENERATED 1
-#include "hdn_compat.h"
-extern "C" __global__ void __launch_bounds__(256) hdn_bn_bwd_sums(const {Tdy}* __restrict__ dy, const {Tx}* __restrict__ x,
-    const {Tm}* __restrict__ mean, const {Ti}* __restrict__ inv, double* __restrict__ ws) {{
-  __shared__ float ss[256], sq[256];
-  const int c = blockIdx.x;
-  const {Tx}* xc = x + (long long)c * {xs[1]};
-  const {Tdy}* dyc = dy + (long long)c * {ys[1]};
-  const float mu = hdn_to_float(mean[(long long)c * {ms[1]}]), iv = hdn_to_float(inv[(long long)c * {ivs[1]}]);
-  float s = 0.f, q = 0.f;
-  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
-    {' '.join(lines)}
-    const float g = hdn_to_float(dyc[off_dy]);
-    s += g; q = fmaf(g, (hdn_to_float(xc[off_x]) - mu) * iv, q);
-  }}
-  ss[threadIdx.x] = s; sq[threadIdx.x] = q;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {{
-    if (threadIdx.x < w) {{ ss[threadIdx.x] += ss[threadIdx.x + w]; sq[threadIdx.x] += sq[threadIdx.x + w]; }}
-    __syncthreads();
-  }}
-  if (threadIdx.x == 0) {{ atomicAdd(&ws[c], (double)ss[0]); atomicAdd(&ws[{C} + c], (double)sq[0]); }}
-}}
-"""
-    splits = max(1, min(8192 // max(1, C) + 1, per // 2048 + 1))
-    return src, (C, splits, 1), (256, 1, 1)
-
-
-def bn_bwd_finalize_source(C, M, r):
-    """dbias, dscale (outputs) and the per-channel coefficients of the apply pass:
-    co = [mean, iv, scale * iv, dbias / M, dscale / M] (float, C each)."""
-    T = {k: CTYPE[dtype_name(r[k].dtype)] for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
-    dims = [int(d) for d in r["x"].dims]
-    st = {k: per_channel_strides(r[k], dims)[1] if C > 1 else 0
-          for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
-    src = f"""#define HDN_GENERATED 1
-#include "hdn_compat.h"
-extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, float* __restrict__ co,
-    const {T['mean']}* __restrict__ mean, const {T['inv_variance']}* __restrict__ inv,
-    const {T['scale']}* __restrict__ scale, {T['dscale']}* __restrict__ dscale, {T['dbias']}* __restrict__ dbias) {{
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= {C}) return;
-  const double db = ws[c], ds = ws[{C} + c];
-  const float iv = hdn_to_float(inv[(long long)c * {st['inv_variance']}]);
-  dbias[(long long)c * {st['dbias']}] = hdn_from_float<{T['dbias']}>((float)db);
-  dscale[(long long)c * {st['dscale']}] = hdn_from_float<{T['dscale']}>((float)ds);
-  co[c] = hdn_to_float(mean[(long long)c * {st['mean']}]);
-  co[{C} + c] = iv;
-  co[{2 * C} + c] = hdn_to_float(scale[(long long)c * {st['scale']}]) * iv;
-  co[{3 * C} + c] = (float)(db / {float(M)!r});
-  co[{4 * C} + c] = (float)(ds / {float(M)!r});
-}}
-"""
-    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
-
-
-# --------------------------------------------------------------------------- reduction
-RED_INIT = {"ADD": "0.0", "AVG": "0.0", "NORM1": "0.0", "NORM2": "0.0", "MUL": "1.0",
-            "MUL_NO_ZEROS": "1.0", "MIN_OP": "HDN_INF", "MAX_OP": "-HDN_INF", "AMAX": "0.0"}
-RED_STEP = {"ADD": "a + v", "AVG": "a + v", "NORM1": "a + fabs(v)", "NORM2": "fma(v, v, a)",
-            "MUL": "a * v", "MUL_NO_ZEROS": "a * (v == 0.0 ? 1.0 : v)",
-            "MIN_OP": "hdn_dmin(a, v)", "MAX_OP": "hdn_dmax(a, v)", "AMAX": "hdn_dmax(a, fabs(v))"}
-RED_COMB = {"ADD": "a + v", "AVG": "a + v", "NORM1": "a + v", "NORM2": "a + v", "MUL": "a * v",
-            "MUL_NO_ZEROS": "a * v", "MIN_OP": "hdn_dmin(a, v)", "MAX_OP": "hdn_dmax(a, v)",
-            "AMAX": "hdn_dmax(a, v)"}
-RED_PRELUDE = r"""
-#define HDN_INF __longlong_as_double(0x7ff0000000000000LL)
-__device__ __forceinline__ double hdn_dmin(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
-__device__ __forceinline__ double hdn_dmax(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
-"""
-
-
-def _red_final(mode, count):
-    if mode == "AVG":
-        return f"a / {float(count)!r}"
-    if mode == "NORM2":
-        return "sqrt(a)"
-    return "a"
-
-
-def reduction_sources(mode, x, y, sms, tag):
-    """Steps [(src, name, grid, block, argspec)] and workspace bytes.  Accumulation in double.
-    Many outputs or short reductions: one thread per output.  Otherwise blocks of 256 threads
-    per (output, split) write double partials; a second kernel combines and finalizes."""
-    xd, yd = [int(d) for d in x.dims], [int(d) for d in y.dims]
-    xs, ys = [int(s) for s in x.strides], [int(s) for s in y.strides]
-    Tx, Ty = CTYPE[dtype_name(x.dtype)], CTYPE[dtype_name(y.dtype)]
-    red = [d for d in range(len(xd)) if yd[d] == 1 and xd[d] != 1]
-    keep = [d for d in range(len(xd)) if d not in red and yd[d] != 1]
-    nout = 1
-    for d in keep:
-        nout *= yd[d]
-    count = 1
-    for d in red:
-        count *= xd[d]
-    # output index o -> coordinates of kept dims (innermost = the output's smallest stride)
-    korder = sorted(keep, key=lambda d: (-abs(ys[d]), d))
-    ol = []
-    rem = "o"
-    for k, d in enumerate(reversed(korder)):
-        if k == len(korder) - 1:
-            ol.append(f"const long long k{d} = {rem};")
-        else:
-            ol.append(f"const long long k{d} = {rem} % {yd[d]}; const long long rk{d} = {rem} / {yd[d]};")
-            rem = f"rk{d}"
-    xbase = " + ".join([f"k{d} * {xs[d]}" for d in keep] or ["0"])
-    ybase = " + ".join([f"k{d} * {ys[d]}" for d in keep] or ["0"])
-    # reduced index e -> offset in x (innermost = x's smallest stride)
-    rorder = sorted(red, key=lambda d: (-abs(xs[d]), d))
-    rl = []
-    rem = "e"
-    for k, d in enumerate(reversed(rorder)):
-        if k == len(rorder) - 1:
-            rl.append(f"const long long j{d} = {rem};")
-        else:
-            rl.append(f"const long long j{d} = {rem} % {xd[d]}; const long long rj{d} = {rem} / {xd[d]};")
-            rem = f"rj{d}"
-    xoff = " + ".join([f"j{d} * {xs[d]}" for d in red] or ["0"])
-    head = "#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n" + RED_PRELUDE
-    step, comb, fin = RED_STEP[mode], RED_COMB[mode], _red_final(mode, count)
-    if count <= 256 or nout >= 16 * sms * 8:
-        name = f"hdn_reduce_{tag}"
-        src = head + f"""
-extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict__ x, {Ty}* __restrict__ y) {{
-  const long long o = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (o >= {nout}) return;
-  {' '.join(ol)}
-  const {Tx}* xb = x + ({xbase});
-  double a = {RED_INIT[mode]};
-  for (long long e = 0; e < {count}; ++e) {{
-    {' '.join(rl)}
-    const double v = (double)hdn_to_float(xb[{xoff}]);
-    a = {step};
-  }}
-  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
-}}
-"""
-        return [(src, name, (max(1, (nout + 255) // 256), 1, 1), (256, 1, 1), ("x", "y"))], 0
-    S = max(1, min(64, (4 * sms) // max(1, nout), count // 4096))
-    n1, n2 = f"hdn_reduce_part_{tag}", f"hdn_reduce_fin_{tag}"
-    src1 = head + f"""
-extern "C" __global__ void __launch_bounds__(256) {n1}(const {Tx}* __restrict__ x, double* __restrict__ part) {{
-  __shared__ double sh[256];
-  const long long o = blockIdx.x;
-  {' '.join(ol)}
-  const {Tx}* xb = x + ({xbase});
-  double a = {RED_INIT[mode]};
-  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {count}; e += {S * 256}LL) {{
-    {' '.join(rl)}
-    const double v = (double)hdn_to_float(xb[{xoff}]);
-    a = {step};
-  }}
-  sh[threadIdx.x] = a;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {{
-    if (threadIdx.x < w) {{ const double v = sh[threadIdx.x + w]; const double a2 = sh[threadIdx.x]; {{ const double a = a2; sh[threadIdx.x] = {comb}; }} }}
-    __syncthreads();
-  }}
-  if (threadIdx.x == 0) part[o * {S} + blockIdx.y] = sh[0];
-}}
-"""
-    src2 = head + f"""
-extern "C" __global__ void __launch_bounds__(256) {n2}(const double* __restrict__ part, {Ty}* __restrict__ y) {{
-  const long long o = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (o >= {nout}) return;
-  {' '.join(ol)}
-  double a = part[o * {S}];
-  for (int s = 1; s < {S}; ++s) {{ const double v = part[o * {S} + s]; a = {comb}; }}
-  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
-}}
-"""
-    return [(src1, n1, (nout, S, 1), (256, 1, 1), ("x", "ws")),
-            (src2, n2, (max(1, (nout + 255) // 256), 1, 1), (256, 1, 1), ("ws", "y"))], 8 * nout * S

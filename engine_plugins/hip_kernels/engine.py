@@ -47,7 +47,7 @@ def device_arch():
 
 
 def gemm_knobs():
-    """The GEMM-core and attention knobs (gemm_core.py, attention.py) in effect: part of the
+    """The GEMM-core and attention knobs (gemm_core.py, ops/sdpa.py) in effect: part of the
     analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",

@@ -9,7 +9,7 @@ module picks the kernel behind the one interface:
   operands) into a >= 3-stage mbarrier ring, two consumer warpgroups issuing ``wgmma``,
   persistent tile scheduling, split-K for grids that do not fill the GPU (tile and split from
   the cost model :func:`tile_cost`), convolution operands on 4-D / 3-D tensor maps (backward
-  filter, backward-data weights: program.py);
+  filter, backward-data weights: ops/conv.py);
 * ``mma`` - ``kernels/gemm_mma.hip`` (NVIDIA pre-Hopper 16-bit): ldmatrix + mma.sync;
 * ``mfma`` - ``kernels/gemm_mfma.hip`` (AMD CDNA gfx90a / gfx942 16-bit, hiprtc; never run here);
 * ``simt`` - ``kernels/gemm_simt.hip`` (fp32 FFMA, and anything else; tile and split from
@@ -34,7 +34,7 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_STAGES``: pipeline depth (3..8; default: as many as shared memory holds);
 * ``HIPDNN_CABI_HIP_SPLITK``: ``0`` turns split-K off; ``N`` > 1 forces N parts (default: the
   cost model :func:`split_cost` for grids with fewer tiles than SMs);
-* ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (program.py);
+* ``HIPDNN_CABI_HIP_WGRAD_TMA``: ``0`` turns the tensor-map backward filter off (ops/conv.py);
 * ``HIPDNN_CABI_HIP_STRIDED_DGRAD``: ``0`` turns the strided 1 x 1 backward-data decomposition off;
 * ``HIPDNN_CABI_HIP_SIMT_ROWS``: ``0`` turns the SIMT core's precomputed NCHW conv addressing off;
 * ``HIPDNN_CABI_HIP_TMA``: ``0`` gathers dense operands with cp.async instead of the copy engine;
@@ -46,10 +46,10 @@ Knobs (environment; the tile table below is the default):
 * ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
-* ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (program.py);
+* ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (ops/conv.py);
 * ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: 16-bit channels-last convolution forward
   except unit-stride unpadded 1 x 1, whose x is a dense matrix on the copy engine already) |
-  ``1`` (every forward conv :func:`program._fwd_im2col` describes) | ``0`` (off) - the
+  ``1`` (every forward conv ``ops.conv._fwd_im2col`` describes) | ``0`` (off) - the
   activations on an im2col tensor map (``WG_IM2COL``: the copy engine loads 128 output pixels
   x 64 channels per filter tap, the padding zero-filled; the producer gathers nothing) instead
   of the cp.async gathers with precomputed addressing (implicit.py), which stay the fallback
@@ -320,7 +320,7 @@ def tma_ok(dense, dtype):
 
 def im2col_wanted(spec):
     """Knob ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: every convolution
-    :func:`program._fwd_im2col` describes except unit-stride unpadded 1 x 1 ones, whose x is a
+    ``ops.conv._fwd_im2col`` describes except unit-stride unpadded 1 x 1 ones, whose x is a
     dense matrix on the copy engine already) | ``1`` (wherever it applies) | ``0`` (off: the
     producer's cp.async gathers with precomputed addressing)."""
     want = knob("CONV_IM2COL", "auto")

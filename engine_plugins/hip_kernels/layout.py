@@ -168,7 +168,7 @@ def prepare_simt(prog, node, r, loc, tag, core, sms):
     (16-byte k-vector loads of both operands) plus the copies beats the NCHW gather; y keeps
     its layout (the epilogue stores any strides).  Other ops / cores / layouts: ``r`` as is.
     Not used where the NCHW operand already loads as 16-byte m-vectors (``mvec``: 1 x 1, unit
-    stride, no padding: program._nchw_mvec)."""
+    stride, no padding: ops/conv._nchw_mvec)."""
     from . import gemm_core as gc
     if core != "simt" or node.kind != "ConvolutionFwdAttributes":
         return r

@@ -1,4 +1,4 @@
-"""CI (no GPU): the HIP engine and the CPU reference engine agree on what they accept (issue 22).
+"""CI (no GPU): the HIP engine and the CPU reference engine agree on what they accept.
 
 For every graph of a corpus - the GPU sample graphs (uids from 1 and from 0), hipDNN-frontend
 shaped graphs (uids from 0, graph-level io/intermediate/compute data types set, node compute
@@ -7,7 +7,7 @@ of data-type / compute-type / layout combinations per operation - the GPU engine
 (the one ``is_applicable`` runs once a device is present) accepts the graph iff the CPU
 reference accepts it and the GPU engine implements every node (:func:`gpu_implements`).
 
-Dependency: the CPU reference's mixed-precision batchnorm (issue 14) widens what it accepts;
+Dependency: the CPU reference's mixed-precision batchnorm widens what it accepts;
 graphs whose batchnorm parameter tensors mix types are outside :func:`gpu_implements`, so the
 test holds before and after that change (the GPU engine keeps declining them, with a reason).
 """
@@ -19,8 +19,10 @@ import pytest
 
 from engine_plugins.cpu_reference import engine as cpu_engine
 from engine_plugins.hip_kernels import codegen as cg
+from engine_plugins.hip_kernels import ops
 from engine_plugins.hip_kernels import program as gp
 from hipdnn_cabi.plugin_sdk import parse_graph
+from hipdnn_cabi.schemas import catalog
 
 from gpu_testlib import (FB, T, bn_bwd, bn_inf, bn_inf_var, bn_train, conv_bwd_data, conv_bwd_filter,
                          conv_fwd, from_zero, graph_bytes, matmul, node, pw, reduction,
@@ -49,7 +51,7 @@ def gpu_implements(g) -> bool:
     one parameter type per batchnorm node, runtime scalars only where a kernel takes them, no
     DOUBLE compute type)."""
     for n in g.nodes:
-        if n.kind not in gp.IO or cg.dtype_name(n.compute_dtype) == "DOUBLE":
+        if n.kind not in ops.FAMILY or cg.dtype_name(n.compute_dtype) == "DOUBLE":
             return False
         try:
             r = gp.roles(n, g)
@@ -59,24 +61,24 @@ def gpu_implements(g) -> bool:
             return False
         if any(s < 0 for t in r.values() for s in t.strides):
             return False
-        if any(t.is_runtime_pass_by_value and role not in gp.SCALAR_ROLES.get(n.kind, ())
+        if any(t.is_runtime_pass_by_value and role not in ops.RUNTIME_SCALARS.get(n.kind, ())
                for role, t in r.items()):
             return False
-        if n.kind == "PointwiseAttributes" and cg.pw_mode_name(n) not in cg.PW_EXPR:
+        if n.kind == "PointwiseAttributes" and ops.pointwise.pw_mode_name(n) not in ops.pointwise.PW_EXPR:
             return False
         if n.kind == "ReductionAttributes" and \
-                cg.FB_NAMES["ReductionMode"].get(n.attrs.get("mode")) not in gp.RED_MODES:
+                catalog.FB_NAMES["ReductionMode"].get(n.attrs.get("mode")) not in ops.reduction.MODES:
             return False
-        if n.kind in gp.CONV_ROLES:
-            rx, rw, _ = gp.CONV_ROLES[n.kind]
+        if n.kind in ops.conv.XWY:
+            rx, rw, _ = ops.conv.XWY[n.kind]
             if rx in r and rw in r and r[rx].dims[1] != r[rw].dims[1]:
                 return False   # grouped
         if n.kind.startswith("Batchnorm"):
             if n.attrs.get("peer_stats_tensor_uid"):
                 return False
-            params = gp.TYPE_RULES[n.kind][2]
+            params = catalog.by_table(n.kind).roles_of(catalog.PARAM)
             if len({gp.dt(r[q]) for q in params if q in r}) > 1:
-                return False   # mixed-precision parameters (issue 14)
+                return False   # mixed-precision parameters
     return True
 
 
@@ -164,7 +166,7 @@ def sweep_graphs():
                     [T(0, [2, C, 3, 3], a), T(1, [2, C, 3, 3], a)] + [T(i, c_dims(C), pt) for i in (2, 3, 4)] +
                     [T(5, [2, C, 3, 3], o)] + [T(i, c_dims(C), pt) for i in (6, 7)],
                     [_with_compute(bn_bwd(0, 1, 2, 3, 4, 5, 6, 7), comp)])))
-    # mixed batchnorm parameter types (issue 14 makes the CPU reference accept some)
+    # mixed batchnorm parameter types (the CPU reference accepts some)
     for a in GPU_TYPES:
         C = 4
         out.append((f"mix_bninf_{a}", graph_bytes(
@@ -222,7 +224,7 @@ def test_engines_agree_on_the_corpus():
 
 def test_frontend_shaped_graphs_run_on_the_gpu_engine():
     """hipDNN-frontend graphs (uids from 0, 16-bit data with FLOAT statistics) are accepted by
-    both engines - they were planned on the CPU engine before (issue 22)."""
+    both engines."""
     for name, b in frontend_graphs():
         g = parse_graph(b)
         assert min(g.tensors) == 0, name

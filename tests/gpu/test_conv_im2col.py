@@ -1,5 +1,5 @@
 """GPU: convolution forward with the activations on an im2col tensor map (``WG_IM2COL`` in
-gemm_wgmma.hip, program._fwd_im2col; knob ``HIPDNN_CABI_HIP_CONV_IM2COL``) against the CPU
+gemm_wgmma.hip, ops/conv._fwd_im2col; knob ``HIPDNN_CABI_HIP_CONV_IM2COL``) against the CPU
 reference in float64.  The shapes stress what the copy engine does instead of the producer:
 M not a multiple of the 128-pixel tile, image boundaries inside one tile (the load walks into
 the next image), padding on every border (zero fill at the bounding-box edges), input channels

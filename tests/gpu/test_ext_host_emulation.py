@@ -200,12 +200,12 @@ def test_moe_gemm_prelude_emulated(mode, dt):
 
 def test_e8m0_scale_from_bits_matches_the_double_quotient():
     """The lane-group quantizer's E8M0 scale comes from amax's exponent / mantissa bits
-    (blockscale._e8m0_exact); the reference rounds the double quotient amax / ymax up.  Both
+    (ops/block_scale._e8m0_exact); the reference rounds the double quotient amax / ymax up.  Both
     agree for every element type whose ymax has a short mantissa (INT32's does not: it keeps
     the double path)."""
     import math
     import struct
-    from engine_plugins.hip_kernels.blockscale import INTS, MINI, _e8m0_exact, ymax
+    from engine_plugins.hip_kernels.ops.block_scale import INTS, MINI, _e8m0_exact, ymax
 
     def ref(a, ym):
         q = float(a) / ym

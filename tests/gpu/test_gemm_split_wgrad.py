@@ -1,5 +1,5 @@
 """GPU: the GEMM core's split-K for skinny shapes (tails, K not divisible, forced splits),
-backward filter on 4-D tensor maps (program._wgrad_tma) and the strided 1 x 1 backward-data
+backward filter on 4-D tensor maps (ops/conv._wgrad_tma) and the strided 1 x 1 backward-data
 decomposition, against the CPU reference in float64.  Every output starts poisoned (NaN)."""
 from __future__ import annotations
 

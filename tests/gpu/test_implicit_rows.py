@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from engine_plugins.hip_kernels.codegen import GemmSpec
-from engine_plugins.hip_kernels.program import _spec_conv_bwd_data, _spec_conv_fwd
+from engine_plugins.hip_kernels.ops.conv import _spec_conv_bwd_data, _spec_conv_fwd
 from hipdnn_cabi.plugin_sdk import parse_graph
 from gpu_testlib import T, conv_bwd_data, conv_fwd, graph_bytes
 

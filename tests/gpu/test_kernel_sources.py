@@ -499,13 +499,13 @@ def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
 
 def test_im2col_tensor_map_encode_arguments():
     """CudaRuntime._encode_im2col hands cuTensorMapEncodeIm2col the plan's im2col map (the
-    program._fwd_im2col tuple of the ResNet conv3 layer) in the driver's order: rank 4, dims and
+    ops/conv._fwd_im2col tuple of the ResNet conv3 layer) in the driver's order: rank 4, dims and
     byte strides innermost first, the (W, H) corners, 64 channels per pixel, 128 pixels per
     column, the traversal steps, 128-byte swizzle, zero fill - checked against a recording
     stand-in for the driver module (no GPU, no libcuda)."""
     import types
     from engine_plugins.hip_kernels.codegen import GemmSpec
-    from engine_plugins.hip_kernels.program import _fwd_im2col
+    from engine_plugins.hip_kernels.ops.conv import _fwd_im2col
     from hipdnn_cabi.device.cuda import CudaRuntime
     seen = {}
 

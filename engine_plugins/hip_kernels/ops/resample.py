@@ -7,14 +7,27 @@ from __future__ import annotations
 import itertools
 import math
 
-from hipdnn_cabi.schemas._generated.schema_table import ENUMS
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
-from . import codegen as cg
+from .. import codegen as cg
+from ._base import check_storage_types, check_tensors, declines, kinds
 
-KINDS = {"ResampleFwdAttributes": (("x",), ("y", "index")),
-         "ResampleBwdAttributes": (("dy", "index"), ("dx",))}
-_E = {e: {v: n for n, v in ENUMS[e][1]} for e in ("ResampleMode", "PaddingMode")}
+KINDS = kinds("resample")
+_E = {e: FB_NAMES[e] for e in ("ResampleMode", "PaddingMode")}
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+INDEX_TYPES = ("INT32", "INT64")
+
+
+def check(node, graph, r):
+    check_tensors(node, r)
+    check_storage_types(node, r, INDEX_TYPES)
+    with declines(node.kind):
+        _check(node, graph, r)
+
+
+def emit(ctx, node, r, tag, fused=None):
+    with declines(node.kind):
+        _emit(ctx.prog, ctx.graph, node, r, ctx.loc, tag, ctx.sms, ctx.use_mma)
 
 
 def _d(t):
@@ -49,7 +62,7 @@ def params(node, nsp):
     return p
 
 
-def check(node, graph, r):
+def _check(node, graph, r):
     fwd = node.kind == "ResampleFwdAttributes"
     big, small = (r.get("x"), r.get("y")) if fwd else (r.get("dx"), r.get("dy"))
     if big is None or small is None:
@@ -67,15 +80,15 @@ def check(node, graph, r):
             raise ValueError("resample data type")
     idx = r.get("index")
     if idx is not None:
-        if p["mode"] != "MAXPOOL" or _d(idx) != sd or cg.dtype_name(idx.dtype) not in ("INT32", "INT64"):
+        if p["mode"] != "MAXPOOL" or _d(idx) != sd or cg.dtype_name(idx.dtype) not in INDEX_TYPES:
             raise ValueError("resample index tensor")
     elif not fwd and p["mode"] == "MAXPOOL":
         raise ValueError("max-pool backward needs the index tensor")
     return p
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
-    p = check(node, graph, r)
+def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+    p = _check(node, graph, r)
     if node.kind == "ResampleFwdAttributes":
         return _fwd(prog, r, loc, tag, p)
     return _bwd(prog, r, loc, tag, p)

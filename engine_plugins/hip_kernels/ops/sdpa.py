@@ -20,18 +20,11 @@ import os
 
 import numpy as np
 
-from . import codegen as cg
+from .. import codegen as cg
+from ._base import _need, kinds
 
+KINDS = kinds("sdpa")
 FWD, BWD = "SdpaAttributes", "SdpaBackwardAttributes"
-IO = {
-    FWD: (("q", "k", "v", "attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
-           "dropout_mask", "dropout_scale", "page_table_k", "page_table_v", "block_mask",
-           "sink_token", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"),
-          ("o", "stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o")),
-    BWD: (("q", "k", "v", "o", "do", "stats", "scale", "attn_mask", "seq_len_q", "seq_len_kv",
-           "seed", "offset", "dropout_mask", "dropout_scale", "dropout_scale_inv"),
-          ("dq", "dk", "dv", "dbias")),
-}
 # roles the kernels implement; any other present role makes the node not applicable
 USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset"},
         BWD: {"q", "k", "v", "o", "do", "stats", "dq", "dk", "dv", "scale", "seq_len_q",
@@ -45,15 +38,6 @@ PREFIX = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "G", "dq": "DQ", "dk": "
           "stats": "L"}
 
 
-class NotApplicable(Exception):
-    pass
-
-
-def _need(c, why):
-    if not c:
-        raise NotApplicable(why)
-
-
 def _dims(t):
     return [int(d) for d in t.dims]
 
@@ -62,7 +46,7 @@ def _st(t):
     return [int(s) for s in t.strides]
 
 
-def check(node, r):
+def check(node, graph, r):
     """Raise NotApplicable unless the kernels implement this node (r: role -> tensor)."""
     k = node.kind
     a = node.attrs
@@ -262,10 +246,14 @@ def wg_smem_bytes(D, stages=None):
     return tile * (1 + 2 * st) + 8 * (1 + 4 * st) + 1024, st
 
 
-def emit(prog, node, r, loc, tag, arch=None):
+def emit(ctx, node, r, tag, fused=None):
+    _emit(ctx.prog, node, r, ctx.loc, tag, ctx.arch)
+
+
+def _emit(prog, node, r, loc, tag, arch=None):
     """Append the launch steps of one SDPA node to ``prog`` (``arch``: the device's target;
     sm_90 puts the forward on the wgmma kernel where :func:`wgmma_ok`)."""
-    check(node, r)
+    check(node, None, r)
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
     defines = {}

@@ -33,15 +33,27 @@ returns INVALID_VALUE).
 """
 from __future__ import annotations
 
-from hipdnn_cabi.schemas._generated.schema_table import ENUMS
+from hipdnn_cabi.schemas.catalog import FB_NAMES
 
-from . import codegen as cg
+from .. import codegen as cg
+from ._base import check_storage_types, check_tensors, declines, kinds
 
-KINDS = {"MoeGroupedMatmulAttributes": (("token", "weight", "first_token_offset", "token_index",
-                                         "token_ks"), ("output",)),
-         "MoeGroupedMatmulBwdAttributes": (("doutput", "token", "first_token_offset"), ("dweight",))}
-_MODE = {v: n for n, v in ENUMS["MoeGroupedMatmulMode"][1]}
+KINDS = kinds("moe")
+_MODE = FB_NAMES["MoeGroupedMatmulMode"]
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+INDEX_TYPES = ("INT32",)     # routing tensors
+
+
+def check(node, graph, r):
+    check_tensors(node, r)
+    check_storage_types(node, r, INDEX_TYPES)
+    with declines(node.kind):
+        _check(node, graph, r)
+
+
+def emit(ctx, node, r, tag, fused=None):
+    with declines(node.kind):
+        _emit(ctx.prog, ctx.graph, node, r, ctx.loc, tag, ctx.sms, ctx.use_mma)
 
 
 def _write8(out_dt, To):
@@ -67,7 +79,7 @@ def _dt(t):
     return cg.dtype_name(t.dtype)
 
 
-def check(node, graph, r):
+def _check(node, graph, r):
     if node.kind == "MoeGroupedMatmulBwdAttributes":
         return check_bwd(node, graph, r)
     mode = _MODE.get(node.attrs.get("mode") or 0)
@@ -217,7 +229,7 @@ def gemm_spec(tok_src, tok_t, w, out, mode, G, E, rows_total, top_k):
 
 
 def _use_wgmma(prog, dtype, use_mma):
-    from .gemm_core import choose_core
+    from ..gemm_core import choose_core
     arch = getattr(prog, "arch", None)
     return arch is not None and dtype in ("HALF", "BFLOAT16") and \
         choose_core(dtype, dtype, arch, use_mma) == "wgmma"
@@ -257,10 +269,10 @@ def _gather_source(gname, tok, rows_total, K, T):
     return src, max(1, -(-(rows_total * K) // 256))
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
     if node.kind == "MoeGroupedMatmulBwdAttributes":
         return emit_bwd(prog, graph, node, r, loc, tag, sms, use_mma)
-    mode, top_k, rows = check(node, graph, r)
+    mode, top_k, rows = _check(node, graph, r)
     tok, w, off, out = r["token"], r["weight"], r["first_token_offset"], r["output"]
     T, K = _d(tok)[1], _d(tok)[2]
     E, N = _d(w)[0], _d(w)[2]

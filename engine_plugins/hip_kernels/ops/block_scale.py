@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 import os
 
-from . import codegen as cg
+from .. import codegen as cg
+from ._base import check_storage_types, check_tensors, declines, kinds
 
-KINDS = {"BlockScaleQuantizeAttributes": (("x",), ("y", "scale")),
-         "BlockScaleDequantizeAttributes": (("x", "scale"), ("y",))}
+KINDS = kinds("block_scale")
 IO16 = ("FLOAT", "HALF", "BFLOAT16")
 # name -> (EB, MB, BIAS, K) of hdn_minifloat.h
 MINI = {"FP8_E4M3": (4, 3, 7, 1), "FP8_E5M2": (5, 2, 15, 2), "FP8_E4M3_FNUZ": (4, 3, 8, 3),
@@ -30,6 +30,18 @@ TYPES = IO16 + tuple(MINI) + tuple(INTS) + ("FP8_E8M0",)
 _MAX = {"FLOAT": 3.4028234663852886e38, "HALF": 65504.0, "BFLOAT16": 3.3895313892515355e38}
 # NaN bit patterns the CPU reference (numpy) stores
 _NAN = {"FLOAT": "0x7fc00000u", "HALF": "0x7e00u", "BFLOAT16": "0x7fc0u"}
+
+
+def check(node, graph, r):
+    check_tensors(node, r)
+    check_storage_types(node, r, TYPES)
+    with declines(node.kind):
+        _check(node, graph, r)
+
+
+def emit(ctx, node, r, tag, fused=None):
+    with declines(node.kind):
+        _emit(ctx.prog, ctx.graph, node, r, ctx.loc, tag, ctx.sms, ctx.use_mma)
 
 
 def _d(t):
@@ -55,7 +67,7 @@ def ymax(name):
     return _MAX[name]
 
 
-def check(node, graph, r):
+def _check(node, graph, r):
     if node.kind == "BlockScaleQuantizeAttributes":
         x, y, s = r.get("x"), r.get("y"), r.get("scale")
         if x is None or y is None or s is None:
@@ -158,8 +170,8 @@ def _elem_nan(yt):
     return None    # 16-bit: set .bits
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
-    a, b = check(node, graph, r)
+def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
+    a, b = _check(node, graph, r)
     if node.kind == "BlockScaleQuantizeAttributes":
         return _quant(prog, r, loc, tag, a, b)
     return _dequant(prog, node, r, loc, tag, a)

@@ -13,16 +13,42 @@ from __future__ import annotations
 
 import math
 
-from . import codegen as cg
+from hipdnn_cabi.schemas import catalog
 
-KINDS = {
-    "LayernormAttributes": (("x", "scale", "bias", "epsilon"), ("y", "mean", "inv_variance")),
-    "RMSNormAttributes": (("x", "scale", "epsilon", "bias"), ("y", "inv_rms")),
-    "LayernormBackwardAttributes": (("dy", "x", "scale", "mean", "inv_variance", "epsilon"),
-                                    ("dx", "dscale", "dbias")),
-    "RMSNormBackwardAttributes": (("dy", "x", "scale", "inv_rms"), ("dx", "dscale", "dbias")),
-}
+from .. import codegen as cg
+from ._base import check_storage_types, check_tensors, declines, kinds, op
+
+KINDS = kinds("norms")
+FUSES = ("LayernormAttributes", "RMSNormAttributes")   # forward: a pointwise run fuses into y
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+
+
+def check(node, graph, r):
+    check_tensors(node, r)
+    check_storage_types(node, r)
+    with declines(node.kind):
+        _check(node, graph, r)
+
+
+def emit(ctx, node, r, tag, fused=None):
+    """``fused``: a following pointwise run (ops.pointwise.Run) computed on the normalised value
+    in registers and stored by the norm kernel."""
+    epi = None
+    if fused:
+        y = r["y"]
+        epi = fused.body(_dims(y), seed=y.uid)
+        ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
+    with declines(node.kind):
+        _emit(ctx.prog, ctx.graph, node, r, ctx.loc, tag, ctx.sms, ctx.use_mma, epi=epi)
+
+
+def fusable_output(node, r):
+    return r["y"].uid if node.kind in FUSES else None
+
+
+def fused_store_ok(t):
+    """The fused kernel stores the run's outputs packed, like y."""
+    return packed(_dims(t), _st(t))
 
 
 class NA(Exception):
@@ -89,7 +115,8 @@ def geometry(node, r):
     D = math.prod(xd[a] for a in axes)
     M = math.prod(xd) // max(D, 1)
     _need(D >= 1 and M >= 1, "empty norm")
-    data = ("dy", "x", "dx") if bwd else ("x", "y")
+    o = op(node.kind)
+    data = o.roles_of(catalog.DATA) + o.roles_of(catalog.OUT)      # the x-shaped roles
     for role in data:
         _need(role in r and _dims(r[role]) == xd, f"{role} must have x's dims")
         _need(packed(xd, _st(r[role])), f"{role} must be packed row-major for the GPU norm")
@@ -120,7 +147,7 @@ def geometry(node, r):
     return dict(M=M, D=D, axes=axes, xd=xd, pshape=pshape)
 
 
-def check(node, graph, r):
+def _check(node, graph, r):
     try:
         g = geometry(node, r)
     except NA as e:
@@ -239,9 +266,9 @@ def _each(body, VEC, NCH, NT, DQ):
             "      }", "    }", "  }"]
 
 
-def emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
-    """``epi``: a following pointwise run fused into the forward kernel (program.py's
-    ``_pw_body`` of the run, seeded with the virtual y): (inputs, statements, outputs)."""
+def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
+    """``epi``: a following pointwise run fused into the forward kernel (the run's body,
+    ops.pointwise.run_body, seeded with the virtual y): (inputs, statements, outputs)."""
     g = geometry(node, r)
     if "Backward" in node.kind:
         return _emit_bwd(prog, node, r, loc, tag, sms, g)

@@ -1,0 +1,189 @@
+"""GEMM emission shared by matmul and convolution: a family builds the GemmSpec of its node
+(operand gathers, sizes, load modes, the output coordinates); :func:`emit` adds the epilogue - a
+plain store, or the statements of a fused pointwise run (``ops.pointwise``, the same generator as
+the elementwise kernels) - picks the core (gemm_core.choose_core), generates the source
+(codegen.gemm_source) and appends the launch steps (split-K: GEMM + reduce).
+"""
+from __future__ import annotations
+
+from . import codegen as cg
+from . import layout
+from .gemm_core import choose_core, knob, tma_ok
+
+
+def dt(t):
+    return cg.dtype_name(t.dtype)
+
+
+def strides(t):
+    return [int(s) for s in t.strides]
+
+
+def aligned(xs, q=8):
+    return all(int(v) % q == 0 for v in xs)
+
+
+def linear(radices, strides):
+    """The element stride s of an index decomposed over ``radices`` (slowest first) when its
+    offset is linear (index * s): each dim's stride is the next's times the next's size (size-1
+    dims ignored); None otherwise."""
+    dims_ = [(d, s) for d, s in zip(radices, strides) if d != 1]
+    if not dims_:
+        return 1
+    for (d0, s0), (d1, s1) in zip(dims_, dims_[1:]):
+        if s0 != s1 * d1:
+            return None
+    return dims_[-1][1] if dims_[-1][1] > 0 else None
+
+
+def prepare(ctx, node, r, tag, tin):
+    """Operands the wgmma core cannot read in place (NCHW, TF32 M/N-major) -> workspace copies
+    (layout.prepare), for the core the input type ``tin`` gets; returns (roles, that core), the
+    core None without a device target."""
+    if ctx.arch is None:
+        return r, None
+    core0 = choose_core(dt(tin), dt(tin), ctx.arch, ctx.use_mma, ctx.tf32)
+    r = layout.prepare(ctx.prog, node, r, ctx.loc, tag, core0,
+                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+    return r, core0
+
+
+def _c_tma(spec, c_layout, domain, n_dim, out_strides):
+    """(sm, sb) when the GEMM output over ``domain`` is element (b, m, n) at b * sb + m * sm + n,
+    else None: n unit-stride, then the family's ``c_layout(spec, domain, strides)`` (None: no
+    such layout)."""
+    st = [v if domain[d] != 1 else 0 for d, v in enumerate(out_strides)]
+    if domain[n_dim] > 1 and st[n_dim] != 1:
+        return None
+    return c_layout(spec, domain, st) if c_layout is not None else None
+
+
+def _vec_ok(st, domain, n_dim, dtype, run_ok):
+    """8 consecutive n (from a multiple of 8) are 8 contiguous, 16-byte aligned elements."""
+    if not run_ok or domain[n_dim] % 8 or st[n_dim] != 1:
+        return False
+    q = 4 if cg.ELEM_SIZE[dtype] == 4 else 8
+    return all(v % q == 0 for d, v in enumerate(st) if d != n_dim)
+
+
+def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
+    """Body of store_c8: the epilogue for n .. n+7, with one 16-byte store (two for float) per
+    output that is contiguous along n, element stores for the others."""
+    pre, loop, post = [], [], []
+    for u, s, d, var in outs:
+        st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
+        if _vec_ok(st, domain, n_dim, d, run_ok):
+            if cg.ELEM_SIZE[d] == 1:     # fp8: 8 bytes, one 8-byte store
+                pre.append(f"uint2 pk{u}; unsigned char* e{u} = reinterpret_cast<unsigned char*>(&pk{u});")
+                loop.append(f"e{u}[j8] = hdn_from_float<{cg.CTYPE[d]}>({var}).bits;")
+                post.append(f"*reinterpret_cast<uint2*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
+            elif cg.ELEM_SIZE[d] == 2:
+                pre.append(f"uint4 pk{u}; hdn_u16* e{u} = reinterpret_cast<hdn_u16*>(&pk{u});")
+                loop.append(f"e{u}[j8] = hdn_bits(hdn_from_float<{cg.CTYPE[d]}>({var}));")
+                post.append(f"*reinterpret_cast<uint4*>(o{u} + {cg.offset_expr(st)}) = pk{u};")
+            else:
+                pre.append(f"float4 fa{u}, fb{u}; float* e{u} = &fa{u}.x; float* f{u} = &fb{u}.x;")
+                loop.append(f"if (j8 < 4) e{u}[j8] = {var}; else f{u}[j8 - 4] = {var};")
+                post.append(f"*reinterpret_cast<float4*>(o{u} + {cg.offset_expr(st)}) = fa{u}; "
+                            f"*reinterpret_cast<float4*>(o{u} + {cg.offset_expr(st)} + 4) = fb{u};")
+        else:
+            loop.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[d]}>({var});")
+    body = pre + ["#pragma unroll", "for (int j8 = 0; j8 < 8; ++j8) { const int nj8 = n + j8; "
+                  "{ const int n = nj8; const float v = vv[j8];"] + coord + ins_lines + stmts + \
+        loop + ["} }"]
+    if post:
+        body += ["{"] + coord + post + ["}"]
+    return "\n".join(body)
+
+
+def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
+    """Append the GEMM of ``spec`` to ``ctx.prog``.  ``built``: (output tensor, C lines decoding
+    the output coordinates c<d> from (b, m, n), the output's domain, its n dim, whether 8
+    consecutive n are one contiguous run, the A and B tensors); ``fused``: a pointwise run
+    seeded with the GEMM value (ops.pointwise.Run); ``c_layout``: see :func:`_c_tma`."""
+    prog, loc, sms, arch, use_mma, tf32 = ctx.prog, ctx.loc, ctx.sms, ctx.arch, ctx.use_mma, ctx.tf32
+    out, coord, domain, n_dim, run_ok, first = built
+    # epilogue: the fused pointwise run (or a plain store)
+    params = []
+    args = []
+    ins_lines = []
+    if fused:
+        ins, stmts, pouts = fused.body(domain, seed=out.uid)
+        for u, s in ins.items():
+            if s[0] == "const":
+                ins_lines.append(f"const float x{u} = {cg.flit(s[1])};")
+            elif s[0] == "scalar":
+                params.append(f"const float p{u}")
+                args.append(loc[u])
+                ins_lines.append(f"const float x{u} = p{u};")
+            else:
+                params.append(f"const {cg.CTYPE[s[2]]}* __restrict__ p{u}")
+                args.append(loc[u])
+                st = [v if domain[d] != 1 else 0 for d, v in enumerate(s[1])]
+                ins_lines.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+        outs = [(u, s, d, f"v{u}") for u, s, d in pouts]
+        prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
+    else:
+        stmts = []
+        outs = [(out.uid, strides(out), dt(out), "v")]
+    for u, s, d, var in outs:
+        params.append(f"{cg.CTYPE[d]}* __restrict__ o{u}")
+        args.append(loc[u])
+    body = list(coord) + ins_lines + stmts
+    for u, s, d, var in outs:
+        st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
+        body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[d]}>({var});")
+    spec.epi_params = params
+    spec.store = " ".join(body)
+    if len(outs) == 1 and cg.ELEM_SIZE.get(outs[0][2]) == 2 and run_ok and \
+            knob("TMA_STORE", "auto") not in ("0", "off"):
+        lay = _c_tma(spec, c_layout, domain, n_dim, outs[0][1])
+        if lay is not None:     # the wgmma core's TMA-store epilogue (codegen._c_tma_ok decides)
+            spec.c_tma = {"uid": outs[0][0], "dtype": outs[0][2], "sm": lay[0], "sb": lay[1],
+                          "value": "\n".join(list(coord) + ins_lines + stmts + [f"return {outs[0][3]};"])}
+    if spec.N % 8 == 0:
+        spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
+    core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
+    if core == "wgmma" and (spec.ta == "FLOAT" or spec.ta in cg.FP8) and 2 in (spec.a_mode, spec.b_mode):
+        core = "simt"       # tf32 / fp8 wgmma read K-major operands only
+    if core == "wgmma" and spec.ta in cg.FP8:
+        # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
+        # enough; keep a chunk gather only for operands the tensor copy engine or the
+        # precomputed conv addressing (channels % 128) takes, else gather elements
+        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and \
+                not (spec.a_rows is not None and spec.a_rows(128)):
+            spec.a_mode = 0
+        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
+            spec.b_mode = 0
+    if core == "wgmma" and arch is None:
+        core = "mma"
+    g = cg.gemm_source(spec, core != "simt", sms, core)
+    ab = [loc[first[0].uid], loc[first[1].uid]]
+    for op, base in (("A", ab[0]), ("B", ab[1])):
+        if op in g["tmaps"]:
+            ab.append(("tmap", base) + tuple(g["tmaps"][op]))
+    if "C" in g["tmaps"]:       # TMA-store epilogue: the output's tensor map (after tmA / tmB)
+        ab.append(("tmap", loc[spec.c_tma["uid"]]) + tuple(g["tmaps"]["C"]))
+    opts = g["opts"]
+    if g["core"] == "wgmma":
+        prog.notes.append(f"{node.kind}: wgmma core, tile {opts['tile']}, {opts['stages']} stages, "
+                          f"TMA {''.join(sorted(k for k in g['tmaps'] if k in ('A', 'B'))) or 'none'}")
+        if opts.get("tstore"):
+            prog.notes.append(f"{node.kind}: TMA-store epilogue")
+        if g.get("im2col"):
+            prog.notes.append(f"{node.kind}: activations on an im2col tensor map "
+                              f"({spec.im2col['taps']} taps x {spec.im2col['cb']} channel blocks)")
+        if g.get("wgrad"):
+            prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
+                              f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")
+    if g["split"] > 1:
+        part = ("ws", prog.ws_alloc(g["part_bytes"]))
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + [part]) + ((opts,) if opts else ()))
+        src, name, grid, block = g["reduce"]
+        prog.steps.append(("launch", src, name, grid, block, [part] + args))
+        prog.notes.append(f"{node.kind}: split-K x{g['split']}")
+    else:
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
+

@@ -1,0 +1,408 @@
+"""Batchnorm nodes.  Inference (also with variance + epsilon): one elementwise kernel.  Training
+forward: memset + per-channel statistics + finalize (mean, inverse variance, running statistics,
+the affine A / B per channel) + apply (4 stream operations).  Backward: memset + per-channel sums
++ finalize (dscale, dbias, coefficients) + apply.  Statistics accumulate in double in the plan's
+scratch.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import codegen as cg
+from ..codegen import EwIn, EwOut
+from ._base import (_need, check_tensors, check_types, dims, dt, kinds, no_fp8, op, strides)
+
+KINDS = kinds("batchnorm")
+TRAIN, BWD = "BatchnormAttributes", "BatchnormBackwardAttributes"
+# epsilon and momentum of the training forward may be runtime pass-by-value scalars
+RUNTIME_SCALARS = {TRAIN: op(TRAIN).scalar_roles}
+# roles the catalog leaves optional that these kernels read: the saved statistics (backward)
+NEEDED = {BWD: frozenset({"mean", "inv_variance"})}
+
+
+def check(node, graph, r):
+    o = op(node.kind)
+    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
+    no_fp8(r)
+    check_types(node, r)
+    _need(not any(node.attrs.get(o.role(a).field) for a in o.arrays), "peer stats not supported")
+    optional = o.optional - NEEDED.get(node.kind, frozenset())
+    missing = [q for q in o.inputs + o.outputs if q not in optional and q not in r]
+    _need(not missing, f"{node.kind}: tensors {missing} missing")
+    x = r["x"]
+    yrole = "dx" if node.kind == BWD else "y"
+    _need(len(x.dims) >= 2 and dims(r[yrole]) == dims(x), "batchnorm shapes")
+    if node.kind == BWD:
+        _need(dims(r["dy"]) == dims(x), "batchnorm backward dy shape")
+    C = dims(x)[1]
+    per_element = o.roles_of("data") + o.roles_of("out")
+    for role, t in r.items():
+        if role in o.scalar_roles:
+            _need(t.numel == 1, f"batchnorm {role} must be a 1-element tensor")
+        elif role not in per_element:
+            _need(t.numel == C and t.value is None, f"batchnorm {role} must hold C elements")
+    if node.kind == TRAIN:
+        run = [x in r for x in ("prev_running_mean", "prev_running_variance", "momentum")]
+        nxt = [x in r for x in ("next_running_mean", "next_running_variance")]
+        _need(all(run) or not any(nxt), "running stats need prev stats and momentum")
+
+
+def emit(ctx, node, r, tag, fused=None):
+    if node.kind == TRAIN:
+        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag)
+    elif node.kind == BWD:
+        _emit_bn_bwd(ctx.prog, ctx.graph, r, ctx.loc, tag)
+    else:
+        _emit_bn_inf(ctx.prog, ctx.graph, r, ctx.loc, tag)
+
+
+def _chan_in(t, domain, var, loc, ins, args):
+    s = cg.per_channel_strides(t, domain)
+    _need(s is not None, f"tensor {t.uid}: per-channel layout")
+    ins.append(EwIn(var, dt(t), s, param=f"p_{var}"))
+    args.append(loc[t.uid])
+
+
+def _emit_bn_inf(prog, graph, r, loc, tag):
+    """y = (x - mean) * inv_variance * scale + bias; with ``variance`` (the VarianceExt node)
+    inv_variance = 1 / sqrt(variance + epsilon), epsilon baked, a device scalar or a runtime
+    pass-by-value one."""
+    x, y = r["x"], r["y"]
+    domain = dims(x)
+    ins, args = [EwIn("xv", dt(x), strides(x), param="px")], [loc[x.uid]]
+    var = "variance" in r
+    for role, v in (("mean", "mu"), ("variance" if var else "inv_variance", "iv"),
+                    ("scale", "sc"), ("bias", "bi")):
+        _chan_in(r[role], domain, v, loc, ins, args)
+    if var:
+        e = r["epsilon"]
+        ev = _scalar(e)
+        if ev is not None:
+            ins.append(EwIn("ep", const=ev))
+        elif e.is_runtime_pass_by_value:
+            ins.append(EwIn("ep", scalar=True, param="p_ep"))
+            args.append(loc[e.uid])
+        else:
+            ins.append(EwIn("ep", dt(e), [0] * len(domain), param="p_ep"))
+            args.append(loc[e.uid])
+        stmts = ["const float yv = (xv - mu) * (1.0f / sqrtf(iv + ep)) * sc + bi;"]
+    else:
+        stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
+    outs = [EwOut("yv", dt(y), strides(y), "py")]
+    args.append(loc[y.uid])
+    name = f"hdn_bn_inf_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)),
+                                             ins, stmts, outs)
+    prog.steps.append(("launch", src, name, grid, block, args))
+
+
+def _scalar(t):
+    if t is None:
+        return None
+    v = t.value
+    if v is None:
+        return None
+    return float(v[0] if isinstance(v, (list, tuple)) else v)
+
+
+def _emit_bn_train(prog, graph, r, loc, tag):
+    x, y = r["x"], r["y"]
+    domain = dims(x)
+    C = domain[1]
+    M = math.prod(domain) // max(1, C)
+    xs = strides(x)
+    # channels-last packed: x viewed as [M, C]
+    cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
+    ws = prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
+    ab = prog.small_alloc(8 * C)    # float A[C], B[C]
+    prog.steps.append(("memset", ws, 16 * C))
+    src, grid, block = bn_stats_source(x, C, cl, M)
+    prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
+    pdt = dt(r["scale"])
+    outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
+    eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
+    run = "next_running_mean" in outs or "next_running_variance" in outs
+    sptr = {}
+    fargs = [ws, ab, loc[r["scale"].uid], loc[r["bias"].uid]]
+    if run:
+        fargs += [loc[r["prev_running_mean"].uid], loc[r["prev_running_variance"].uid]]
+    for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
+        if ro in r:
+            fargs.append(loc[r[ro].uid])
+    # a scalar without a baked value: a runtime pass-by-value scalar (host, passed by value
+    # as a kernel argument: "ARG") or a 1-element device tensor (pointer)
+    if eps is None:
+        t = r["epsilon"]
+        sptr["epsilon"] = "ARG" if t.is_runtime_pass_by_value else cg.CTYPE[dt(t)]
+        fargs.append(loc[t.uid])
+    if run and mom is None:
+        t = r["momentum"]
+        sptr["momentum"] = "ARG" if t.is_runtime_pass_by_value else cg.CTYPE[dt(t)]
+        fargs.append(loc[t.uid])
+    src, grid, block = bn_finalize_source(C, M, pdt, eps, mom, outs, sptr)
+    prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
+    # apply: y = x * A[c] + B[c]
+    cs = [0] * len(domain)
+    cs[1] = 1
+    ins = [EwIn("xv", dt(x), xs, param="px"), EwIn("fa", "FLOAT", cs, param="pa"),
+           EwIn("fb", "FLOAT", cs, param="pb")]
+    name = f"hdn_bn_apply_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)), ins,
+                                             ["const float yv = fmaf(xv, fa, fb);"],
+                                             [EwOut("yv", dt(y), strides(y), "py")])
+    prog.steps.append(("launch", src, name, grid, block,
+                       [loc[x.uid], ab, (ab[0], ab[1] + 4 * C), loc[y.uid]]))
+
+
+def _emit_bn_bwd(prog, graph, r, loc, tag):
+    """dbias = sum(dy), dscale = sum(dy * xhat), dx = scale * iv * (dy - dbias / M -
+    xhat * dscale / M) with xhat = (x - mean) * iv: memset + sums + finalize + apply."""
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    domain = dims(x)
+    C = domain[1]
+    M = math.prod(domain) // max(1, C)
+    ws = prog.small_alloc(16 * C)   # double sum(dy)[C], sum(dy * xhat)[C]
+    co = prog.small_alloc(20 * C)   # float mean, iv, scale*iv, dbias/M, dscale/M [C each]
+    prog.steps.append(("memset", ws, 16 * C))
+    ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
+    _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
+    src, grid, block = bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain)
+    prog.steps.append(("launch", src, "hdn_bn_bwd_sums", grid, block,
+                       [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                        ws]))
+    src, grid, block = bn_bwd_finalize_source(C, M, r)
+    prog.steps.append(("launch", src, "hdn_bn_bwd_finalize", grid, block,
+                       [ws, co, loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                        loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
+    cs = [0] * len(domain)
+    cs[1] = 1
+    ins = [EwIn("dyv", dt(dy), strides(dy), param="pdy"), EwIn("xv", dt(x), strides(x), param="px")]
+    args = [loc[dy.uid], loc[x.uid]]
+    for k, var in enumerate(("mu", "iv", "a", "k1", "k2")):
+        ins.append(EwIn(var, "FLOAT", cs, param=f"p_{var}"))
+        args.append((co[0], co[1] + 4 * C * k))
+    name = f"hdn_bn_bwd_apply_{tag}"
+    src, grid, block = cg.elementwise_source(
+        name, domain, cg.dense_order(domain, strides(dx)), ins,
+        ["const float dxv = a * (dyv - k1 - (xv - mu) * iv * k2);"],
+        [EwOut("dxv", dt(dx), strides(dx), "pdx")])
+    args.append(loc[dx.uid])
+    prog.steps.append(("launch", src, name, grid, block, args))
+
+
+# --------------------------------------------------------------------------- training sources
+def bn_stats_source(x, C, channels_last, rows):
+    """Per-channel sum and sum of squares into double ws[0:C], ws[C:2C] (zeroed before)."""
+    T = cg.CTYPE[cg.dtype_name(x.dtype)]
+    dims, strides = [int(d) for d in x.dims], [int(s) for s in x.strides]
+    if channels_last:
+        # x viewed as [rows, C] with row stride C (packed NHWC-like)
+        src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
+  __shared__ float ss[8][33], sq[8][33];
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  const int c = blockIdx.x * 32 + tx;
+  float s = 0.f, q = 0.f;
+  if (c < {C}) {{
+    for (long long r = (long long)blockIdx.y * 8 + ty; r < {rows}; r += (long long)gridDim.y * 8) {{
+      const float v = hdn_to_float(x[r * {C} + c]);
+      s += v; q = fmaf(v, v, q);
+    }}
+  }}
+  ss[ty][tx] = s; sq[ty][tx] = q;
+  __syncthreads();
+  if (ty == 0 && c < {C}) {{
+    for (int k = 1; k < 8; ++k) {{ s += ss[k][tx]; q += sq[k][tx]; }}
+    atomicAdd(&ws[c], (double)s);
+    atomicAdd(&ws[{C} + c], (double)q);
+  }}
+}}
+"""
+        splits = max(1, min(1024, rows // 256))
+        return src, ((C + 31) // 32, splits, 1), (256, 1, 1)
+    # generic: one block column per channel; elements of channel c enumerated over the other dims
+    odims = [d for d in range(len(dims)) if d != 1]
+    order = sorted(odims, key=lambda d: (-abs(strides[d]), d))
+    sub = [dims[d] for d in order]
+    per = 1
+    for d in sub:
+        per *= d
+    lines = []
+    rem = "e"
+    for k, d in enumerate(reversed(order)):
+        if dims[d] == 1:
+            continue
+        lines.append(f"const long long c{d} = {rem} % {dims[d]}; const long long r{d} = {rem} / {dims[d]};")
+        rem = f"r{d}"
+    offs = " + ".join([f"c{d} * {strides[d]}" for d in order if dims[d] != 1] or ["0"])
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
+  __shared__ float ss[256], sq[256];
+  const int c = blockIdx.x;
+  const {T}* xc = x + (long long)c * {strides[1]};
+  float s = 0.f, q = 0.f;
+  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
+    {' '.join(lines)}
+    const float v = hdn_to_float(xc[{offs}]);
+    s += v; q = fmaf(v, v, q);
+  }}
+  ss[threadIdx.x] = s; sq[threadIdx.x] = q;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {{
+    if (threadIdx.x < w) {{ ss[threadIdx.x] += ss[threadIdx.x + w]; sq[threadIdx.x] += sq[threadIdx.x + w]; }}
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0) {{ atomicAdd(&ws[c], (double)ss[0]); atomicAdd(&ws[{C} + c], (double)sq[0]); }}
+}}
+"""
+    splits = max(1, min(4096 // max(1, C) + 1, per // 2048 + 1))
+    return src, (C, splits, 1), (256, 1, 1)
+
+
+def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
+    """One thread per channel: mean/inv_variance (+ running stats) and the affine
+    (A_c, B_c) used by the apply pass.  ``outs``: roles present among mean, inv_variance,
+    next_running_mean, next_running_variance.  ``eps``/``mom``: float constants or None
+    (then read from device pointers ``eps_p`` / ``mom_p``)."""
+    T = cg.CTYPE[pdt]
+    params = [f"const double* __restrict__ ws", "float* __restrict__ ab",
+              f"const {T}* __restrict__ scale", f"const {T}* __restrict__ bias"]
+    run = "next_running_mean" in outs or "next_running_variance" in outs
+    if run:
+        params += [f"const {T}* __restrict__ prm", f"const {T}* __restrict__ prv"]
+    for r in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
+        if r in outs:
+            params.append(f"{T}* __restrict__ o_{r}")
+    eps_e = cg.flit(eps) if eps is not None else "hdn_to_float(eps_p[0])"
+    mom_e = (cg.flit(mom) if mom is not None else "hdn_to_float(mom_p[0])") if run else "0.f"
+    # "ARG": a runtime pass-by-value scalar, passed by value (read from the host at execute)
+    if eps is None:
+        if scalar_ptrs["epsilon"] == "ARG":
+            params.append("const float eps_p")
+            eps_e = "eps_p"
+        else:
+            params.append(f"const {scalar_ptrs['epsilon']}* __restrict__ eps_p")
+    if run and mom is None:
+        if scalar_ptrs["momentum"] == "ARG":
+            params.append("const float mom_p")
+            mom_e = "mom_p"
+        else:
+            params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")
+    body = f"""
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= {C}) return;
+  const double mean = ws[c] / {float(M)!r};
+  double var = ws[{C} + c] / {float(M)!r} - mean * mean;
+  if (var < 0.0) var = 0.0;
+  const float inv = (float)(1.0 / sqrt(var + (double){eps_e}));
+  const float sc = hdn_to_float(scale[c]), bi = hdn_to_float(bias[c]);
+  ab[c] = sc * inv;
+  ab[{C} + c] = bi - (float)mean * sc * inv;
+"""
+    if "mean" in outs:
+        body += f"  o_mean[c] = hdn_from_float<{T}>((float)mean);\n"
+    if "inv_variance" in outs:
+        body += f"  o_inv_variance[c] = hdn_from_float<{T}>(inv);\n"
+    if run:
+        unb = f"var * {float(M) / max(1.0, M - 1.0)!r}" if M > 1 else "var"
+        body += f"  const float mo = {mom_e};\n"
+        if "next_running_mean" in outs:
+            body += (f"  o_next_running_mean[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prm[c])"
+                     f" + mo * (float)mean);\n")
+        if "next_running_variance" in outs:
+            body += (f"  o_next_running_variance[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prv[c])"
+                     f" + mo * (float)({unb}));\n")
+    src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
+           f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
+    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
+
+
+# --------------------------------------------------------------------------- backward sources
+def _chan_offset_lines(dims, strides_list, names, cdim=1):
+    """Enumerate the non-channel elements (index e) of per-channel slices: lines defining
+    ``off_<name>`` for each tensor (strides over the same dims), channel excluded."""
+    order = sorted([d for d in range(len(dims)) if d != cdim],
+                   key=lambda d: (-abs(strides_list[0][d]), d))
+    lines = []
+    rem = "e"
+    live = [d for d in reversed(order) if dims[d] != 1]
+    for k, d in enumerate(live):
+        if k == len(live) - 1:
+            lines.append(f"const long long c{d} = {rem};")
+        else:
+            lines.append(f"const long long c{d} = {rem} % {dims[d]}; const long long r{d} = {rem} / {dims[d]};")
+            rem = f"r{d}"
+    for nm, st in zip(names, strides_list):
+        terms = [f"c{d} * {st[d]}" for d in live]
+        lines.append(f"const long long off_{nm} = {' + '.join(terms) if terms else '0'};")
+    return lines
+
+
+def bn_bwd_sums_source(x, dy, mean, inv, C, dims):
+    """Per channel: sum(dy) -> ws[c], sum(dy * (x - mean) * iv) -> ws[C + c] (double, zeroed)."""
+    Tx, Tdy = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(dy.dtype)]
+    Tm, Ti = cg.CTYPE[cg.dtype_name(mean.dtype)], cg.CTYPE[cg.dtype_name(inv.dtype)]
+    xs, ys = [int(s) for s in x.strides], [int(s) for s in dy.strides]
+    ms, ivs = cg.per_channel_strides(mean, dims), cg.per_channel_strides(inv, dims)
+    per = 1
+    for d, n in enumerate(dims):
+        if d != 1:
+            per *= n
+    lines = _chan_offset_lines(dims, [xs, ys], ["x", "dy"])
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) hdn_bn_bwd_sums(const {Tdy}* __restrict__ dy, const {Tx}* __restrict__ x,
+    const {Tm}* __restrict__ mean, const {Ti}* __restrict__ inv, double* __restrict__ ws) {{
+  __shared__ float ss[256], sq[256];
+  const int c = blockIdx.x;
+  const {Tx}* xc = x + (long long)c * {xs[1]};
+  const {Tdy}* dyc = dy + (long long)c * {ys[1]};
+  const float mu = hdn_to_float(mean[(long long)c * {ms[1]}]), iv = hdn_to_float(inv[(long long)c * {ivs[1]}]);
+  float s = 0.f, q = 0.f;
+  for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
+    {' '.join(lines)}
+    const float g = hdn_to_float(dyc[off_dy]);
+    s += g; q = fmaf(g, (hdn_to_float(xc[off_x]) - mu) * iv, q);
+  }}
+  ss[threadIdx.x] = s; sq[threadIdx.x] = q;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {{
+    if (threadIdx.x < w) {{ ss[threadIdx.x] += ss[threadIdx.x + w]; sq[threadIdx.x] += sq[threadIdx.x + w]; }}
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0) {{ atomicAdd(&ws[c], (double)ss[0]); atomicAdd(&ws[{C} + c], (double)sq[0]); }}
+}}
+"""
+    splits = max(1, min(8192 // max(1, C) + 1, per // 2048 + 1))
+    return src, (C, splits, 1), (256, 1, 1)
+
+
+def bn_bwd_finalize_source(C, M, r):
+    """dbias, dscale (outputs) and the per-channel coefficients of the apply pass:
+    co = [mean, iv, scale * iv, dbias / M, dscale / M] (float, C each)."""
+    T = {k: cg.CTYPE[cg.dtype_name(r[k].dtype)] for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
+    dims = [int(d) for d in r["x"].dims]
+    st = {k: cg.per_channel_strides(r[k], dims)[1] if C > 1 else 0
+          for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, float* __restrict__ co,
+    const {T['mean']}* __restrict__ mean, const {T['inv_variance']}* __restrict__ inv,
+    const {T['scale']}* __restrict__ scale, {T['dscale']}* __restrict__ dscale, {T['dbias']}* __restrict__ dbias) {{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= {C}) return;
+  const double db = ws[c], ds = ws[{C} + c];
+  const float iv = hdn_to_float(inv[(long long)c * {st['inv_variance']}]);
+  dbias[(long long)c * {st['dbias']}] = hdn_from_float<{T['dbias']}>((float)db);
+  dscale[(long long)c * {st['dscale']}] = hdn_from_float<{T['dscale']}>((float)ds);
+  co[c] = hdn_to_float(mean[(long long)c * {st['mean']}]);
+  co[{C} + c] = iv;
+  co[{2 * C} + c] = hdn_to_float(scale[(long long)c * {st['scale']}]) * iv;
+  co[{3 * C} + c] = (float)(db / {float(M)!r});
+  co[{4 * C} + c] = (float)(ds / {float(M)!r});
+}}
+"""
+    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
+

@@ -1,0 +1,194 @@
+"""Pointwise nodes: a connected run of them becomes ONE elementwise kernel (broadcast operands
+and constants baked in, runtime pass-by-value scalars as kernel arguments); the same run body is
+the epilogue of a GEMM or a norm kernel the scheduler fuses it into (program.py decides).
+"""
+from __future__ import annotations
+
+import re
+
+from hipdnn_cabi.schemas.catalog import FB_NAMES
+
+from .. import codegen as cg
+from ..codegen import EwIn, EwOut
+from ._base import (_need, NotApplicable, check_tensors, check_types, dims, dt, kinds, op,
+                    roles, strides)
+
+KINDS = kinds("pointwise")
+_OP = op(KINDS[0])
+INS, (OUT,) = _OP.inputs, _OP.outputs
+# every by-value scalar role of the catalog may be a runtime pass-by-value scalar here
+RUNTIME_SCALARS = {k: op(k).scalar_roles for k in KINDS}
+
+# mode -> (arity, C expression over a/b/c, uses params)
+PW_EXPR = {
+    "ADD": (2, "(a + b)"), "SUB": (2, "(a - b)"), "MUL": (2, "(a * b)"), "DIV": (2, "(a / b)"),
+    "MAX_OP": (2, "hdn_fmax(a, b)"), "MIN_OP": (2, "hdn_fmin(a, b)"),
+    "ADD_SQUARE": (2, "(a + b * b)"),
+    "ABS": (1, "fabsf(a)"), "NEG": (1, "(-a)"), "CEIL": (1, "ceilf(a)"), "FLOOR": (1, "floorf(a)"),
+    "EXP": (1, "expf(a)"), "LOG": (1, "logf(a)"), "SQRT": (1, "sqrtf(a)"),
+    "RSQRT": (1, "(1.0f / sqrtf(a))"), "RECIPROCAL": (1, "(1.0f / a)"),
+    "SIN": (1, "sinf(a)"), "TAN": (1, "tanf(a)"), "ERF": (1, "erff(a)"), "IDENTITY": (1, "a"),
+    "TANH_FWD": (1, "tanhf(a)"),
+    "SIGMOID_FWD": (1, "(1.0f / (1.0f + expf(-a)))"),
+    "GELU_FWD": (1, "(0.5f * a * (1.0f + erff(a * 0.70710678118654752f)))"),
+    "GELU_APPROX_TANH_FWD": (1, "(0.5f * a * (1.0f + tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a))))"),
+    "RELU_FWD": (1, None), "SWISH_FWD": (1, None), "ELU_FWD": (1, None), "SOFTPLUS_FWD": (1, None),
+    "RELU_BWD": (2, None), "SIGMOID_BWD": (2, "(a * (1.0f / (1.0f + expf(-b))) * (1.0f - 1.0f / (1.0f + expf(-b))))"),
+    "TANH_BWD": (2, "(a * (1.0f - tanhf(b) * tanhf(b)))"),
+    "BINARY_SELECT": (3, "((c != 0.0f) ? a : b)"),
+}
+PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
+             "elu_alpha", "softplus_beta")
+
+
+def pw_mode_name(node) -> str | None:
+    return FB_NAMES["PointwiseMode"].get(node.attrs.get("operation"))
+
+
+def pw_expression(node, args) -> str:
+    """C expression of one pointwise node over its input expressions ``args``."""
+    mode = pw_mode_name(node)
+    ar, tmpl = PW_EXPR[mode]
+    a = node.attrs
+    env = dict(zip("abc", args))
+    if mode == "RELU_FWD":
+        lo = a.get("relu_lower_clip") or 0.0
+        hi = a.get("relu_upper_clip")
+        sl = a.get("relu_lower_clip_slope") or 0.0
+        hi = cg.FLT_MAX if hi is None else hi
+        x = env["a"]
+        if sl == 0.0 and lo <= hi:
+            return f"hdn_fmax(hdn_fmin({x}, {cg.flit(hi)}), {cg.flit(lo)})"
+        return (f"(({x}) <= {cg.flit(lo)} ? {cg.flit(sl)} * (({x}) - {cg.flit(lo)}) + {cg.flit(lo)} : "
+                f"hdn_fmin({x}, {cg.flit(hi)}))")
+    if mode == "RELU_BWD":
+        lo = a.get("relu_lower_clip") or 0.0
+        hi = a.get("relu_upper_clip")
+        hi = cg.FLT_MAX if hi is None else hi
+        sl = a.get("relu_lower_clip_slope") or 0.0
+        return (f"(({env['a']}) * (({env['b']}) <= {cg.flit(lo)} ? {cg.flit(sl)} : "
+                f"(({env['b']}) > {cg.flit(hi)} ? 0.0f : 1.0f)))")
+    if mode == "SWISH_FWD":
+        be = a.get("swish_beta") or 1.0
+        return f"(({env['a']}) / (1.0f + expf(-{cg.flit(be)} * ({env['a']}))))"
+    if mode == "ELU_FWD":
+        al = a.get("elu_alpha")
+        al = 1.0 if al is None else al
+        return f"(({env['a']}) > 0.0f ? ({env['a']}) : {cg.flit(al)} * expm1f(fminf({env['a']}, 0.0f)))"
+    if mode == "SOFTPLUS_FWD":
+        be = a.get("softplus_beta") or 1.0
+        z = f"({cg.flit(be)} * ({env['a']}))"
+        return f"((fmaxf({z}, 0.0f) + log1pf(expf(-fabsf({z})))) / {cg.flit(be)})"
+    return re.sub(r"\b([abc])\b", lambda m: f"({env[m.group(1)]})", tmpl)
+
+
+def check(node, graph, r):
+    check_tensors(node, r, RUNTIME_SCALARS[node.kind])
+    check_types(node, r)
+    mode = pw_mode_name(node)
+    _need(mode in PW_EXPR, f"pointwise mode {mode} not supported")
+    ar = PW_EXPR[mode][0]
+    _need(all(x in r for x in INS[:ar]) and OUT in r, f"pointwise {mode}: operands missing")
+    _need(r[OUT].value is None, "pointwise output cannot be a constant")
+
+
+class Run:
+    """A connected run of pointwise nodes (``members``: node indices) as the scheduler placed
+    it: the graph's nodes and their (input uids, output uids), each tensor's consumers and each
+    node's unit; ``ui`` is the unit the run is emitted in (its own, or the
+    one it is fused into): outputs read only inside that unit stay in registers."""
+
+    def __init__(self, graph, nodes, members, IOs, consumers, node_unit, ui):
+        self.graph, self.nodes, self.members, self.IOs = graph, nodes, members, IOs
+        self.consumers, self.node_unit, self.ui = consumers, node_unit, ui
+
+    def body(self, domain, seed=None):
+        return run_body(self, domain, seed)
+
+
+def _topo(members, IOs):
+    made = {u: i for i in members for u in IOs[i][1]}
+    out, done = [], set()
+    while len(out) < len(members):
+        for i in members:
+            if i in done:
+                continue
+            if all(made.get(u) in done or u not in made for u in IOs[i][0]):
+                out.append(i)
+                done.add(i)
+                break
+        else:
+            raise NotApplicable("pointwise cycle")
+    return out
+
+
+def run_body(run, domain, seed=None):
+    """(inputs {uid: strides or const}, stmts, outputs [(uid, strides)]).  ``seed``: uid whose
+    value is the variable ``v`` (the value of the kernel the run is fused into)."""
+    graph, nodes, members, IOs = run.graph, run.nodes, run.members, run.IOs
+    consumers, node_unit, ui = run.consumers, run.node_unit, run.ui
+    order = _topo(members, IOs)
+    made = {u for i in members for u in IOs[i][1]}
+    ins, stmts, outs = {}, [], []
+    for i in order:
+        n = nodes[i]
+        r = roles(n, graph)
+        ar = PW_EXPR[pw_mode_name(n)][0]
+        args = []
+        for role in INS[:ar]:
+            t = r[role]
+            if t.uid == seed:
+                args.append("v")
+            elif t.uid in made:
+                args.append(f"v{t.uid}")
+            else:
+                if t.value is not None:   # compile-time constant, or a runtime scalar's default
+                    ins[t.uid] = ("const", float(t.value) if not isinstance(t.value, (list, tuple)) else float(t.value[0]))
+                elif t.is_runtime_pass_by_value:
+                    ins[t.uid] = ("scalar",)
+                else:
+                    s = cg.bcast_strides(dims(t), strides(t), domain)
+                    _need(s is not None, f"tensor {t.uid} does not broadcast to {domain}")
+                    ins[t.uid] = ("ptr", s, dt(t))
+                args.append(f"x{t.uid}")
+        o = r[OUT]
+        _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
+        expr = pw_expression(n, args)
+        if dt(o) != "FLOAT":
+            expr = f"hdn_round<{cg.CTYPE[dt(o)]}>({expr})"
+        stmts.append(f"const float v{o.uid} = {expr};")
+        needed = (not o.virtual) or any(node_unit[j] != ui for j in consumers.get(o.uid, []))
+        if needed:
+            outs.append((o.uid, strides(o), dt(o)))
+    return ins, stmts, outs
+
+
+def emit(ctx, run, tag):
+    """One elementwise kernel for a run of pointwise nodes (:class:`Run`): the family emits runs,
+    not single nodes (program.py groups the nodes)."""
+    prog, graph, loc = ctx.prog, ctx.graph, ctx.loc
+    members, IOs = run.members, run.IOs
+    first_out = graph.tensors[IOs[_topo(members, IOs)[-1]][1][0]]
+    domain = dims(first_out)
+    ins, stmts, outs = run_body(run, domain)
+    _need(outs, "pointwise run writes nothing")
+    prim = outs[-1]
+    order = cg.dense_order(domain, prim[1])
+    ew_ins = []
+    args = []
+    for u, spec in ins.items():
+        if spec[0] == "const":
+            ew_ins.append(EwIn(f"x{u}", const=spec[1]))
+        elif spec[0] == "scalar":
+            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
+            args.append(loc[u])
+        else:
+            ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
+            args.append(loc[u])
+    ew_outs = [EwOut(f"v{u}", d, s, f"o{u}") for u, s, d in [outs[-1]] + outs[:-1]]
+    for u, s, d in [outs[-1]] + outs[:-1]:
+        args.append(loc[u])
+    name = f"hdn_pw_{tag}"
+    src, grid, block = cg.elementwise_source(name, domain, order, ew_ins, stmts, ew_outs)
+    prog.steps.append(("launch", src, name, grid, block, args))
+
