@@ -14,10 +14,11 @@ import numpy as np
 from ..._generated.enums import DataType
 from ...errors import BadParamError
 from .. import _infer
+from .. import buffers as _buffers
 from .._capi import Api
 from .._capi import api as _api
 from ..handle import Handle
-from ..tensor import _UNSET, ScalarType, Tensor, from_numpy_dtype, packed_strides
+from ..tensor import _UNSET, ScalarType, Tensor, packed_strides
 from ._types import _Node
 from .execution import ExecutionMixin
 from .lowering import LoweringMixin
@@ -100,28 +101,14 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         return self.tensor(value, scalar_type, name=name, data_type=data_type, uid=uid)
 
     def tensor_like(self, like, name="") -> Tensor:
-        """A tensor with the dims/strides/data type of a Tensor or an array (numpy, or anything with
-        ``shape``/``strides``/``dtype`` or ``__cuda_array_interface__``)."""
+        """A tensor with the dims/strides/data type of a Tensor or an array: a torch tensor (any
+        dtype: bf16, fp8, fp4 too), a numpy array, an object with ``__cuda_array_interface__``
+        or ``__dlpack__``, or anything with ``shape``/``strides``/``dtype``."""
         if isinstance(like, Tensor):
             return self.tensor(name=name or like.name, dim=like.dim, stride=like.stride,
                                data_type=like.data_type, is_virtual=like.is_virtual)
-        iface = getattr(like, "__cuda_array_interface__", None)
-        if iface is not None:
-            dims = list(iface["shape"])
-            dt = np.dtype(iface["typestr"])
-            st = iface.get("strides")
-            strides = [s // dt.itemsize for s in st] if st else packed_strides(dims)
-            return self.tensor(name=name, dim=dims, stride=strides, data_type=from_numpy_dtype(dt))
-        dims = list(like.shape)
-        dt = like.dtype
-        if not isinstance(dt, np.dtype):   # torch dtype etc.
-            dt = np.dtype(str(dt).replace("torch.", ""))
-        try:
-            strides = list(like.stride()) if callable(getattr(like, "stride", None)) else \
-                [s // dt.itemsize for s in like.strides]
-        except AttributeError:
-            strides = packed_strides(dims)
-        return self.tensor(name=name, dim=dims, stride=strides, data_type=from_numpy_dtype(dt))
+        dims, strides, dt = _buffers.describe_for_tensor(like)
+        return self.tensor(name=name, dim=dims, stride=strides, data_type=dt)
 
     def _as_tensor(self, v, what):
         if v is None or isinstance(v, Tensor):

@@ -133,7 +133,11 @@ class ExecutionMixin:
         The engine follows the memory: when the buffers live where the active plan's engine
         cannot reach them (device buffers and a host engine, or host arrays and a GPU engine),
         the plan of an engine that can is built (once, cached per memory kind) and run
-        instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`."""
+        instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`.
+        ``None`` keys (an optional output a builder returned as None) are skipped, as
+        cudnn-frontend skips them."""
+        if None in variant_pack:
+            variant_pack = {k: v for k, v in variant_pack.items() if k is not None}
         cache = self.__dict__.get("_xcache")
         if cache:
             e = cache.get(_xkey(variant_pack, workspace, handle))
@@ -196,8 +200,15 @@ class ExecutionMixin:
                                 f"({kinds['device']}): no single engine reaches both")
         self._plan_for_memory(next(iter(kinds)) if len(kinds) == 1 else None)
         plan = self._need_plan()
+        ws = self._workspace if self._workspace is not None else self.get_workspace_size()
+        if workspace is not None and ws > 0:
+            # a zero-size or null workspace is fine where the plan needs none (cuDNN users pass
+            # torch.empty(get_workspace_size()) as the workspace)
+            have = _buffers.buffer_nbytes(workspace)
+            if have is not None and have < ws:
+                raise BadParamError(f"the workspace holds {have} bytes, the plan of "
+                                    f"{self.engine_name} needs {ws}")
         if workspace is None:
-            ws = self._workspace if self._workspace is not None else self.get_workspace_size()
             if ws > 0:
                 if self.engine_memory_kind() == "device":
                     workspace = self._device_workspace(ws, h)
@@ -207,6 +218,9 @@ class ExecutionMixin:
         if workspace is not None:
             wptr, wh = resolve_pointer(workspace, None)
             keep.append(wh)
+            if not wptr and ws > 0:
+                raise BadParamError(f"the workspace is a null pointer, the plan of "
+                                    f"{self.engine_name} needs {ws} bytes")
         vp = a.create(D.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
         cached = False
         workspace = workspace_arg
