@@ -68,6 +68,8 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         #: run the plan of an engine that reaches the variant pack's memory (see execute)
         self.select_engine_by_memory = True
         self._mem_plan: dict = {}       # memory kind -> plan index (None: no engine reaches it)
+        self._mem_why: dict = {}        # memory kind -> why no engine reaches it
+        self._declines = ""             # the backend's decline reasons of the last heuristics
         self._ws_sizes: dict = {}       # plan index -> workspace size
         self._engine_names: dict = {}   # engine id -> name
         self._explicit_engine = False   # plan made by create_execution_plan_ext / compiled plan

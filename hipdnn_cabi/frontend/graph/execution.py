@@ -14,6 +14,7 @@ from .. import buffers as _buffers
 from ..buffers import fingerprint_fn, resolve_pointer
 from ..handle import Handle, engine_memory_kind
 from ..tensor import Tensor
+from ._types import NO_ENGINE_MSG, GraphNotSupportedError
 
 
 class ExecutionMixin:
@@ -48,12 +49,15 @@ class ExecutionMixin:
         self._engine_name = None
         self._workspace = self._ws_sizes.get(i)
 
-    def _plan_for_memory(self, kind):
+    def _plan_for_memory(self, kind, where=None):
         """Make active the plan of an engine that reaches ``kind`` memory ("host"/"device").
         Rule: an explicit engine (preferred name/id, create_execution_plan_ext, a compiled plan)
         always wins; else keep the active plan when its engine reaches the memory; else the first
-        engine in heuristic order that does (plan built once, cached per memory kind); else keep
-        the active plan (the engine then checks its pointers itself)."""
+        engine in heuristic order that does (plan built once, cached per memory kind); else
+        GraphNotSupportedError, before anything runs, naming the engines of that memory kind that
+        declined the graph and why (``where``: the first buffer of that kind, for the message).
+        With ``select_engine_by_memory = False`` the active plan runs whatever the memory (the
+        engine then checks its pointers itself)."""
         self._need_plan()
         if kind is None or not self.select_engine_by_memory or self._engine_pinned():
             return
@@ -62,7 +66,9 @@ class ExecutionMixin:
             return
         if kind in self._mem_plan:
             i = self._mem_plan[kind]
-            if i is not None and i != self._active:
+            if i is None:
+                raise GraphNotSupportedError(self._mem_why[kind])
+            if i != self._active:
                 self._activate(i)
             return
         if self._gdesc is not None and not any(c is not None for c in self._cfgs):
@@ -81,6 +87,7 @@ class ExecutionMixin:
                 self._plan_ok.append(False)
         found = None
         keep = self._active
+        failed = []
         for i, eid in enumerate(self._engine_ids):
             if i == keep or engine_memory_kind(self._engine_name_of(eid)) != kind:
                 continue
@@ -89,15 +96,26 @@ class ExecutionMixin:
                     continue
                 try:
                     self._build_plan(i)
-                except HipdnnError:
+                except HipdnnError as e:
+                    failed.append(f"{self._engine_name_of(eid) or eid} accepted the graph but "
+                                  f"its plan failed to build: {e}")
                     continue
             found = i
             break
         self._mem_plan[kind] = found
         if found is not None:
             self._activate(found)
-        else:
-            self._workspace = self._ws_sizes.get(keep, self._workspace)
+            return
+        self._workspace = self._ws_sizes.get(keep, self._workspace)
+        other = "host" if kind == "device" else "device"
+        why = "; ".join(failed + [self._declined_by(kind)])
+        self._mem_why[kind] = (
+            f"{NO_ENGINE_MSG} The variant pack holds {kind} memory"
+            f"{f' ({where})' if where is not None else ''}, but no engine that reaches {kind} "
+            f"memory accepted the graph: {why}. The plan's engine {self.engine_name} reaches "
+            f"{other} memory: pass {other} buffers, or set select_engine_by_memory = False to "
+            f"run it on these")
+        raise GraphNotSupportedError(self._mem_why[kind])
 
     def _device_workspace(self, size, handle=None):
         """A device workspace of ``size`` bytes (hipdnn_cabi.device) on the handle's device,
@@ -198,7 +216,10 @@ class ExecutionMixin:
         if len(kinds) > 1 and self.select_engine_by_memory and not self._engine_pinned():
             raise BadParamError(f"variant pack mixes host memory ({kinds['host']}) and device memory "
                                 f"({kinds['device']}): no single engine reaches both")
-        self._plan_for_memory(next(iter(kinds)) if len(kinds) == 1 else None)
+        if len(kinds) == 1:
+            (kind, first), = kinds.items()
+            self._plan_for_memory(kind, first if first == "workspace" else
+                                  _tensor_label(by_uid.get(first), first))
         plan = self._need_plan()
         ws = self._workspace if self._workspace is not None else self.get_workspace_size()
         if workspace is not None and ws > 0:
@@ -348,6 +369,10 @@ class ExecutionMixin:
 
 
 _IMM = (int, float, bool)
+
+
+def _tensor_label(t, uid):
+    return f"tensor {t.name!r} (uid {uid})" if t is not None and t.name else f"tensor uid {uid}"
 
 
 def _xkey(variant_pack, workspace, handle, _imm=_IMM):

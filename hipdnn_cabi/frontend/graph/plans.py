@@ -8,13 +8,15 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, NotSupportedError
-from ..handle import Handle, engine_name_by_id
+from ..handle import Handle, engine_memory_kind, engine_name_by_id
 from ._types import (
+    DECLINE_MARK,
     NO_ENGINE_MSG,
     BuildPlanPolicy,
     EngineConfigInfo,
     GraphNotSupportedError,
     KnobInfo,
+    decline_parts,
 )
 
 
@@ -31,7 +33,7 @@ class PlansMixin:
         self._active = None
         self.engine_id = None
         self._engine_name = None
-        self._mem_plan, self._ws_sizes = {}, {}
+        self._mem_plan, self._ws_sizes, self._mem_why = {}, {}, {}
         self._explicit_engine = False
         for d in getattr(self, "_knob_descs", ()):
             a.destroy(d)
@@ -73,10 +75,12 @@ class PlansMixin:
             if order is not None:
                 a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_POLICY_ORDER_EXT, T.HIPDNN_TYPE_INT64, order)
             a.finalize(heur, "finalize engine heuristic")
+            # the backend keeps why engines declined (hipdnnGetLastErrorString), also when others
+            # accepted the graph: kept to name them when no accepting engine reaches the memory
+            why = a.last_error()
+            self._declines = why if DECLINE_MARK in why else ""
             count = a.get_count(heur, A.HIPDNN_ATTR_ENGINEHEUR_RESULTS, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
             if count <= 0:
-                # the backend keeps why each engine declined (hipdnnGetLastErrorString)
-                why = a.last_error()
                 raise GraphNotSupportedError(f"{NO_ENGINE_MSG} {why}" if why else NO_ENGINE_MSG)
             cfgs = [a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
             arr = a.ffi.new("hipdnnBackendDescriptor_t[]", cfgs)
@@ -130,6 +134,8 @@ class PlansMixin:
                         break
             elif self.preferred_engine_id is not None and self.preferred_engine_id in self._engine_ids:
                 active = self._engine_ids.index(self.preferred_engine_id)
+            elif self.select_engine_by_memory and self._device_stream():
+                active = self._first_device_plan()
             self._active = active
             self._plans = [a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) for _ in cfgs]
             self._plan_ok = [False] * len(cfgs)
@@ -137,6 +143,47 @@ class PlansMixin:
             self._release_plans()
             raise
         return self
+
+    # ---------------------------------------------------------------- device streams
+    def _device_stream(self) -> int:
+        """The handle's stream when it is a device stream (not the null stream), else 0."""
+        h = self.handle
+        if h is None or getattr(h, "_h", None) is None:
+            return 0
+        try:
+            return h.get_stream()
+        except Exception:  # noqa: BLE001 - a backend without streams: no preference
+            return 0
+
+    def _first_device_plan(self) -> int:
+        """The first configuration, in heuristic order, of an engine that reaches device memory
+        (a handle with a device stream runs there); GraphNotSupportedError naming the device
+        engines that declined the graph when there is none."""
+        for i, eid in enumerate(self._engine_ids):
+            if engine_memory_kind(self._engine_name_of(eid)) == "device":
+                return i
+        accepted = ", ".join(str(self._engine_name_of(e) or e) for e in self._engine_ids)
+        raise GraphNotSupportedError(
+            f"{NO_ENGINE_MSG} The handle's stream 0x{self._device_stream():x} is a device stream, "
+            f"but no device engine accepted the graph: {self._declined_by('device')}. "
+            f"Accepted by {accepted} (host memory): set the handle's stream to 0, or "
+            f"select_engine_by_memory = False, to run there")
+
+    def _declined_by(self, kind) -> str:
+        """Why the loaded engines that reach ``kind`` memory declined the graph (the backend's
+        reasons from the last heuristic query), or that none is loaded."""
+        parts = list(dict.fromkeys(decline_parts(getattr(self, "_declines", ""))))
+        mine = [text for name, text in parts if name is None or engine_memory_kind(name) == kind]
+        if mine:
+            return "; ".join(mine)
+        try:
+            from ..handle import engines
+            loaded = [e.name for e in engines(self.handle) if engine_memory_kind(e.name) == kind]
+        except Exception:  # noqa: BLE001 - the listing is only for the message
+            loaded = None
+        if loaded == []:
+            return f"no engine that reaches {kind} memory is loaded"
+        return "; ".join(text for _, text in parts) or "(no reasons given)"
 
     def _engine_name_of(self, eid):
         """Engine name by id (hipdnnGetEngineNameById_ext, else ENGINE_NAME_EXT), cached."""
