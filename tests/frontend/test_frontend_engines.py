@@ -22,7 +22,8 @@ from fe_util import CPU_ENGINE, ROOT
 from hipdnn_cabi import errors
 from hipdnn_cabi import frontend as hf
 from hipdnn_cabi.frontend import buffers
-from hipdnn_cabi.frontend.handle import engine_memory_kind, set_engine_memory_kind
+from hipdnn_cabi.frontend.handle import (engine_memory_declared, engine_memory_kind,
+                                         set_engine_memory_kind)
 
 PLUGDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins")
 GPU = "HIPDNN_CABI_FE_TEST_GPU_ENGINE"
@@ -122,9 +123,11 @@ def test_engine_memory_kind_rule():
     assert engine_memory_kind("SOME_VENDOR_GEMM_ENGINE") == "device"
     assert engine_memory_kind("MY_CPU_ENGINE") == "host"
     assert engine_memory_kind(None) is None
+    assert engine_memory_declared(CPU_ENGINE) and not engine_memory_declared("MY_CPU_ENGINE")
     set_engine_memory_kind("MY_CPU_ENGINE", "device")
     try:
         assert engine_memory_kind("MY_CPU_ENGINE") == "device"
+        assert engine_memory_declared("MY_CPU_ENGINE")
     finally:
         set_engine_memory_kind("MY_CPU_ENGINE", None)
     with pytest.raises(ValueError):

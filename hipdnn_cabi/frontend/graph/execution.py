@@ -12,7 +12,7 @@ from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, HipdnnError, NotSupportedError
 from .. import buffers as _buffers
 from ..buffers import fingerprint_fn, resolve_pointer
-from ..handle import Handle, engine_memory_kind
+from ..handle import Handle, engine_memory_declared, engine_memory_kind
 from ..tensor import Tensor
 from ._types import NO_ENGINE_MSG, GraphNotSupportedError
 
@@ -53,11 +53,12 @@ class ExecutionMixin:
         """Make active the plan of an engine that reaches ``kind`` memory ("host"/"device").
         Rule: an explicit engine (preferred name/id, create_execution_plan_ext, a compiled plan)
         always wins; else keep the active plan when its engine reaches the memory; else the first
-        engine in heuristic order that does (plan built once, cached per memory kind); else
-        GraphNotSupportedError, before anything runs, naming the engines of that memory kind that
-        declined the graph and why (``where``: the first buffer of that kind, for the message).
-        With ``select_engine_by_memory = False`` the active plan runs whatever the memory (the
-        engine then checks its pointers itself)."""
+        engine in heuristic order that does (plan built once, cached per memory kind); else, when
+        the active engine's memory kind is declared (``ENGINE_MEMORY``), GraphNotSupportedError
+        before anything runs, naming the engines of that memory kind that declined the graph and
+        why (``where``: the first buffer of that kind, for the message); an engine whose kind is
+        only guessed from its name runs, and checks its pointers itself, as it does with
+        ``select_engine_by_memory = False``."""
         self._need_plan()
         if kind is None or not self.select_engine_by_memory or self._engine_pinned():
             return
@@ -67,7 +68,9 @@ class ExecutionMixin:
         if kind in self._mem_plan:
             i = self._mem_plan[kind]
             if i is None:
-                raise GraphNotSupportedError(self._mem_why[kind])
+                if kind in self._mem_why:
+                    raise GraphNotSupportedError(self._mem_why[kind])
+                return
             if i != self._active:
                 self._activate(i)
             return
@@ -107,6 +110,8 @@ class ExecutionMixin:
             self._activate(found)
             return
         self._workspace = self._ws_sizes.get(keep, self._workspace)
+        if not engine_memory_declared(self.engine_name):
+            return     # the engine's memory kind is a guess from its name: it checks its pointers
         other = "host" if kind == "device" else "device"
         why = "; ".join(failed + [self._declined_by(kind)])
         self._mem_why[kind] = (
