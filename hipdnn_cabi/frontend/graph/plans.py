@@ -370,6 +370,32 @@ class PlansMixin:
         call :meth:`build_plans` next.  ``knobs``: {knob id: value} or [(id, value)]."""
         self._need_graph()
         self._release_plans()
+        cfg, plan, keep = self._engine_config(engine_id, knobs)
+        self._knob_descs = keep
+        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
+        self._active = 0
+        self._explicit_engine = True
+        return self
+
+    def create_execution_plan(self, engine_id: int, knobs=None):
+        """cudnn-frontend pygraph's ``create_execution_plan(engine_id, knobs)``: appends a plan
+        for ``engine_id`` with these knob settings to the graph's plans (the first one, after
+        ``build_operation_graph``, is :meth:`create_execution_plan_ext`: an explicit engine);
+        build it with :meth:`build_plans` or :meth:`build_plan_at_index`."""
+        if not self._plans:
+            return self.create_execution_plan_ext(engine_id, knobs)
+        self._need_graph()
+        cfg, plan, keep = self._engine_config(engine_id, knobs)
+        self._knob_descs = list(getattr(self, "_knob_descs", ())) + keep
+        self._cfgs.append(cfg)
+        self._engine_ids.append(int(engine_id))
+        self._plans.append(plan)
+        self._plan_ok.append(False)
+        return self
+
+    def _engine_config(self, engine_id, knobs):
+        """(finalized ENGINECFG, new EXECUTION_PLAN, descriptors to keep until the plans go) for
+        ``engine_id`` with knob settings (§2.8)."""
         a = self.api
         cfg, keep = self._knob_config(engine_id, knobs)
         try:
@@ -379,11 +405,7 @@ class PlansMixin:
                 a.destroy(d)
             a.destroy(cfg)
             raise
-        self._knob_descs = keep
-        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
-        self._active = 0
-        self._explicit_engine = True
-        return self
+        return cfg, plan, keep
 
     def _knob_config(self, engine_id, knobs):
         """A finalized ENGINECFG for ``engine_id`` with knob settings (§2.8): engine descriptor,
