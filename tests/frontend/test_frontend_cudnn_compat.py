@@ -49,6 +49,7 @@ def test_ported_conv_bias_relu_program():
     assert (conv.get_name(), biased.get_name(), Y.get_name()) == ("conv::Y", "bias::OUT_0",
                                                                  "relu::OUT_0")
     graph.validate()
+    assert graph.query_tensor_attributes_of_uid(Y.get_uid()) is Y
     graph.build_operation_graph()
     graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     graph.check_support()

@@ -270,6 +270,8 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, PlanListMixin, AutotuneMixin, S
                 return t
         return None
 
+    query_tensor_attributes_of_uid = get_tensor_by_uid      # cudnn-frontend pygraph's name
+
     def get_tensor_by_name(self, name):
         for t in self._graph_tensors():
             if t.name == name:
