@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
@@ -50,7 +51,6 @@ DECLINE_MARK = " declined the graph: "
 def decline_parts(text: str) -> list:
     """[(engine name or None, "<engine> declined the graph: <why>")] from the backend's
     "; "-joined decline reasons (a reason may itself contain "; ")."""
-    import re
     if not text or DECLINE_MARK not in text:
         return []
     starts = [m.start(1) for m in re.finditer(r"(?:^|[;:] )(\S+)" + re.escape(DECLINE_MARK), text)]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..._generated.enums import AttributeName as A
 from ..._generated.enums import AttributeType as T
-from ...errors import BadParamError, HipdnnError
+from ...errors import BadParamError
+from ..handle import engines
 
 
 class PlanListMixin:
@@ -55,7 +56,8 @@ class PlanListMixin:
         ENGINE and KNOB_CHOICES (empty: the engine's defaults).  ``create_execution_plan`` with
         them rebuilds the same plan."""
         i = self._plan_at(index)
-        return self._engine_ids[i], self._cfg_knobs(self._cfgs[i])
+        cfg = self._cfgs[i]
+        return self._engine_ids[i], (self._cfg_knob_settings(cfg) if cfg is not None else {})
 
     def get_plan_name_at_index(self, index: int) -> str:
         """The engine's name followed by its knob choices (``NAME_KNOB=value_...``)."""
@@ -70,7 +72,6 @@ class PlanListMixin:
     def get_engine_count(self) -> int:
         """The number of loaded engines (hipdnnGetEngineCount_ext), the count of engines a graph
         can be planned on.  Their ids are 64-bit values (``hf.engines()``), not 0..count-1."""
-        from ..handle import engines
         return len(engines(self.handle))
 
     def execute_plan_at_index(self, variant_pack: dict, workspace=None, index: int = 0,
@@ -90,40 +91,3 @@ class PlanListMixin:
             if active is not None and active != i:
                 self._activate(active)
             self._workspace = ws
-
-    # ------------------------------------------------------------------ knob choices
-    def _cfg_knobs(self, cfg) -> dict:
-        """ENGINECFG_KNOB_CHOICES of a finalized configuration as {knob id: value} (count
-        query, fetch into new wrappers, KNOB_TYPE and KNOB_VALUE of each, wrappers destroyed)."""
-        if cfg is None:
-            return {}
-        a = self.api
-        ffi = a.ffi
-        try:
-            n = a.get_count(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
-        except HipdnnError:
-            return {}
-        if n <= 0:
-            return {}
-        arr = ffi.new("hipdnnBackendDescriptor_t[]", n)
-        cnt = ffi.new("int64_t*")
-        out = {}
-        try:
-            a.check(a.lib.hipdnnBackendGetAttribute(cfg, int(A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES),
-                                                    int(T.HIPDNN_TYPE_BACKEND_DESCRIPTOR), n, cnt,
-                                                    arr),
-                    "hipdnnBackendGetAttribute(ENGINECFG_KNOB_CHOICES)")
-            for k in range(min(n, cnt[0])):
-                kid = a.get_string(arr[k], A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_TYPE)
-                v = a.try_get(arr[k], A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_INT64)
-                if v is not None:
-                    out[kid] = int(v[0])
-                    continue
-                v = a.try_get(arr[k], A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.HIPDNN_TYPE_DOUBLE)
-                out[kid] = float(v[0]) if v is not None else \
-                    a.get_string(arr[k], A.HIPDNN_ATTR_KNOB_CHOICE_KNOB_VALUE)
-        finally:
-            for k in range(n):
-                if arr[k] != ffi.NULL:
-                    a.destroy(arr[k])
-        return out

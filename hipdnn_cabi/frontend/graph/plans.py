@@ -8,7 +8,7 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, NotSupportedError
-from ..handle import Handle, engine_memory_kind, engine_name_by_id
+from ..handle import Handle, engine_memory_kind, engine_name_by_id, engines
 from ._types import (
     DECLINE_MARK,
     NO_ENGINE_MSG,
@@ -177,7 +177,6 @@ class PlansMixin:
         if mine:
             return "; ".join(mine)
         try:
-            from ..handle import engines
             loaded = [e.name for e in engines(self.handle) if engine_memory_kind(e.name) == kind]
         except Exception:  # noqa: BLE001 - the listing is only for the message
             loaded = None
@@ -453,9 +452,13 @@ class PlansMixin:
         autotune configuration file's winner) or of an autotuned winner."""
         if self._active is None or not self._cfgs or self._cfgs[self._active] is None:
             raise BadParamError("no engine config: call create_execution_plans() first")
+        return self._cfg_knob_settings(self._cfgs[self._active])
+
+    def _cfg_knob_settings(self, cfg) -> dict:
+        """{knob id: value} of a finalized engine config: ENGINECFG_KNOB_CHOICES (count query,
+        fetch into new wrappers), KNOB_TYPE and KNOB_VALUE of each; the wrappers destroyed."""
         a = self.api
         ffi = a.ffi
-        cfg = self._cfgs[self._active]
         n = a.get_count(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         if n <= 0:
             return {}
