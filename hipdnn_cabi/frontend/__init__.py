@@ -35,11 +35,20 @@ from .graph import BuildPlanPolicy, EngineConfigInfo, Graph, GraphNotSupportedEr
 from .handle import (EngineInfo, Handle, engine_memory_kind, engines, loaded_plugin_paths,
                      set_engine_memory_kind, set_engine_plugin_paths, version_string)
 from .tensor import ScalarType, Tensor, from_numpy_dtype, to_numpy_dtype
+from .compat import (behavior_note, convolution_mode, create_handle, data_type, destroy_handle,
+                     diagonal_alignment, get_stream, moe_grouped_matmul_mode, pointwise_mode,
+                     reduction_mode, resample_mode, set_stream)
 
 TensorAttributes = Tensor
 pygraph = Graph
 heur_mode = HeurMode
 build_plan_policy = BuildPlanPolicy
+# cudnn-frontend's names for the same things (docs/frontend.md, "Porting from cudnn-frontend")
+tensor = Tensor
+norm_forward_phase = NormFwdPhase
+scalar_type = ScalarType
+cudnnGraphNotSupportedError = GraphNotSupportedError
+backend_version_string = version_string
 
 __all__ = [
     "Graph", "pygraph", "Handle", "Tensor", "TensorAttributes", "ScalarType", "NormFwdPhase",
@@ -52,4 +61,8 @@ __all__ = [
     "set_engine_memory_kind", "ResampleMode", "PaddingMode", "MoeGroupedMatmulMode",
     "AutotuneConfig", "AutotuneResult", "AutotuneStorageConfig", "AutotuneStrategy",
     "EngineSweepSpec", "PrimingFailurePolicy", "TuneMode",
+    "tensor", "norm_forward_phase", "scalar_type", "cudnnGraphNotSupportedError",
+    "backend_version_string", "data_type", "reduction_mode", "behavior_note", "pointwise_mode",
+    "convolution_mode", "diagonal_alignment", "moe_grouped_matmul_mode", "resample_mode",
+    "create_handle", "destroy_handle", "set_stream", "get_stream",
 ]

@@ -175,14 +175,34 @@ def infer_pointwise(node):
         return
     shape = broadcast(*[t.dim for _, t in ins], node=node,
                       names=[f"{r} ({_tn(t)})" for r, t in ins])
-    ref = next((t for _, t in ins if list(t.dim) == shape), ins[0][1])
     out = node.outputs["out_0"]
     if out is not None and out.dim is not None and list(out.dim) != shape:
         # an output may be larger only by broadcasting (never smaller than the inputs' shape)
         if broadcast(out.dim, shape, node=node, names=["output", "inputs"]) != list(out.dim):
             raise BadParamError(f"{_op(node)}: output ({_tn(out)}) dims {list(out.dim)} do not hold "
                                 f"the inputs' broadcast shape {shape}")
-    fill(out, shape, ref)
+    dims = list(out.dim) if out is not None and out.dim is not None else shape
+    if out is not None and out.stride is None:
+        # as cudnn-frontend infers them: the strides of the first input with the output's dims
+        # (a strided input gives a strided output, so an in-place output is its input's layout);
+        # else packed in the first input's stride order.  An input whose strides overlap
+        # elements (a 0 stride on a dim > 1, a broadcast view) gives packed strides instead.
+        same = next((t for _, t in ins if list(t.dim) == dims and t.stride is not None
+                     and len(t.stride) == len(dims)), None)
+        if same is not None and not _overlapping(same.dim, same.stride):
+            out.stride = [int(e) for e in same.stride]
+    fill(out, shape, next((t for _, t in ins if list(t.dim) == shape), ins[0][1]))
+
+
+def _overlapping(dims, strides) -> bool:
+    """Whether two index tuples of a (dims, strides) layout can share an element."""
+    ext = sorted((int(s), int(d)) for d, s in zip(dims, strides) if int(d) > 1)
+    reach = 0
+    for s, d in ext:
+        if s <= reach:
+            return True
+        reach += s * (d - 1)
+    return False
 
 
 def infer_matmul(node):

@@ -40,6 +40,27 @@ class OpSpec:
 SPECS = {op.name: OpSpec.of(op) for op in catalog.OPS if op.frontend is None}
 BY_OPTYPE = {int(s.optype): s for s in SPECS.values()}
 
+# cudnn-frontend names an operation's output "<node name>::<output>", <output> being its
+# output_names member: the catalog role in upper case, except these (node kind, role) pairs
+_CUDNN_OUTPUT = {
+    ("batchnorm", "next_running_variance"): "NEXT_RUNNING_VAR",
+    ("rmsnorm", "inv_rms"): "INV_VARIANCE",
+    ("rmsnorm_backward", "dscale"): "Dscale", ("rmsnorm_backward", "dbias"): "Dbias",
+    ("reduction", "out"): "Y",
+    ("resample", "index"): "Index",
+    ("block_scale_quantize", "scale"): "scale",
+    ("sdpa", "o"): "O", ("sdpa", "stats"): "Stats", ("sdpa", "max"): "Max",
+    ("sdpa", "sum_exp"): "Sum_exp", ("sdpa", "amax_s"): "Amax_S", ("sdpa", "amax_o"): "Amax_O",
+    ("sdpa_backward", "dq"): "dQ", ("sdpa_backward", "dk"): "dK", ("sdpa_backward", "dv"): "dV",
+    ("sdpa_backward", "dbias"): "dBias",
+    ("moe_grouped_matmul", "output"): "Output", ("moe_grouped_matmul_backward", "dweight"): "DWeight",
+}
+
+
+def output_label(kind: str, role: str) -> str:
+    """The name cudnn-frontend gives output ``role`` of a ``kind`` node, after "<node>::"."""
+    return _CUDNN_OUTPUT.get((kind, role), role.upper())
+
 
 def lower_value(p: catalog.Attr, v) -> list | str:
     """A parameter's value as the C setter takes it (``(attribute, type, values)`` lowering)."""

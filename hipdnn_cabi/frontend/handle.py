@@ -188,6 +188,12 @@ def engine_memory_kind(name: str | None) -> str | None:
     return "host" if ("CPU" in up or "HOST" in up) else "device"
 
 
+def engine_memory_declared(name: str | None) -> bool:
+    """Whether the memory an engine reaches is declared (``ENGINE_MEMORY``,
+    :func:`set_engine_memory_kind`) rather than guessed from its name."""
+    return bool(name) and name in ENGINE_MEMORY
+
+
 def set_engine_memory_kind(name: str, kind: str | None):
     """Declare which memory an engine reaches ("host" / "device"; None removes the entry)."""
     if kind is None:

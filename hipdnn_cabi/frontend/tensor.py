@@ -28,6 +28,35 @@ _SIZE = {DataType.HIPDNN_DATA_BFLOAT16: 2, DataType.HIPDNN_DATA_FP8_E4M3: 1,
          DataType.HIPDNN_DATA_FP8_E4M3_FNUZ: 1, DataType.HIPDNN_DATA_FP8_E5M2_FNUZ: 1}
 
 
+# element type names (torch dtypes "torch.<name>", ml_dtypes / numpy / DLPack names) -> hipDNN
+# data type; the 6-bit floats are the DLPack names
+_BY_NAME = {
+    "float32": DataType.HIPDNN_DATA_FLOAT, "float64": DataType.HIPDNN_DATA_DOUBLE,
+    "float16": DataType.HIPDNN_DATA_HALF, "bfloat16": DataType.HIPDNN_DATA_BFLOAT16,
+    "int8": DataType.HIPDNN_DATA_INT8, "int32": DataType.HIPDNN_DATA_INT32,
+    "int64": DataType.HIPDNN_DATA_INT64, "uint8": DataType.HIPDNN_DATA_UINT8,
+    "bool": DataType.HIPDNN_DATA_BOOLEAN,
+    "float8_e4m3fn": DataType.HIPDNN_DATA_FP8_E4M3, "float8_e4m3": DataType.HIPDNN_DATA_FP8_E4M3,
+    "float8_e5m2": DataType.HIPDNN_DATA_FP8_E5M2,
+    "float8_e4m3fnuz": DataType.HIPDNN_DATA_FP8_E4M3_FNUZ,
+    "float8_e5m2fnuz": DataType.HIPDNN_DATA_FP8_E5M2_FNUZ,
+    "float8_e8m0fnu": DataType.HIPDNN_DATA_FP8_E8M0,
+    "float4_e2m1fn_x2": DataType.HIPDNN_DATA_FP4_E2M1, "float4_e2m1fn": DataType.HIPDNN_DATA_FP4_E2M1,
+    "float6_e2m3fn": DataType.HIPDNN_DATA_FP6_E2M3_EXT, "float6_e3m2fn": DataType.HIPDNN_DATA_FP6_E3M2_EXT,
+}
+
+
+def dtype_name(dt) -> str:
+    """The bare element type name of a torch dtype (``torch.float8_e4m3fn`` -> ``float8_e4m3fn``),
+    a numpy dtype or a string."""
+    return str(dt).rsplit(".", 1)[-1]
+
+
+def data_type_of_name(dt):
+    """The hipDNN data type of a torch dtype / element type name, else None."""
+    return _BY_NAME.get(dtype_name(dt))
+
+
 def int_vector(what: str, v, *, minimum: int) -> list[int]:
     """``v`` as a list of ints >= ``minimum``, else BadParamError (never a bare ValueError)."""
     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
@@ -55,6 +84,15 @@ def data_type_of(dt):
         pass
     if isinstance(dt, str):
         key = dt.upper()
+        for cand in (key, "HIPDNN_DATA_" + key):
+            if cand in DataType.__members__:
+                return DataType[cand]
+    elif str(dt).startswith("torch."):       # a torch dtype, as cudnn-frontend accepts them
+        hit = data_type_of_name(dt)
+        if hit is not None:
+            return hit
+    elif hasattr(dt, "name") and hasattr(dt, "value"):   # another library's data-type enum member
+        key = str(dt.name).upper()
         for cand in (key, "HIPDNN_DATA_" + key):
             if cand in DataType.__members__:
                 return DataType[cand]

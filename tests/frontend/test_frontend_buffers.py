@@ -167,3 +167,36 @@ def test_torch_buffers(add):
     _bad(g, {a: ta.double(), b: tb, y: ty}, "'a'", "element type")
     _bad(g, {a: ta.transpose(2, 3).contiguous().transpose(2, 3), b: tb, y: ty}, "'a'", "strides")
     _bad(g, {a: ta, b: tb, y: torch.zeros(5)}, "'y'")
+
+
+def test_pointwise_output_strides_follow_the_first_input(handle):
+    """cudnn-frontend's inference: a pointwise output takes the strides of the first input with
+    its dims, so a strided (sliced) input gives a strided output and the input's own view is a
+    valid in-place output buffer; an input of other dims or a broadcast (0-stride) layout gives
+    packed strides in the first input's order."""
+    g = hf.Graph(handle=handle, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+    x = g.tensor(name="x", dim=[4, 5], stride=[10, 1])
+    y = g.relu(x).set_output(True)
+    b = g.tensor(name="b", dim=[1, 5])
+    z = g.add(b, y).set_output(True)                   # first input with z's dims: y
+    g.build()
+    assert y.get_stride() == [10, 1] and z.get_stride() == [10, 1]
+    base = np.random.default_rng(5).standard_normal((4, 10)).astype(np.float32)
+    view = base[:, :5]
+    ref_y = np.maximum(view, 0)
+    ba = np.ones((1, 5), np.float32)
+    out = np.zeros((4, 10), np.float32)
+    g.execute({x: view, y: view, b: ba, z: out[:, :5]})      # y in place over x
+    np.testing.assert_allclose(base[:, :5], ref_y)
+    np.testing.assert_allclose(out[:, :5], ref_y + 1)
+    assert not out[:, 5:].any()                            # the gaps are never written
+
+    for stride, want in (([0, 1], None), ([1, 4], [1, 4]), ([1, 8], [1, 8])):
+        # a broadcast view is never an output layout (packed instead); a column-major one is kept
+        g2 = hf.Graph(io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        u = g2.neg(g2.tensor(name="e", dim=[4, 5], stride=stride)).set_output(True)
+        g2.validate()
+        if want is None:
+            assert sorted(u.get_stride()) in ([1, 4], [1, 5]), u.get_stride()
+        else:
+            assert u.get_stride() == want, (stride, u.get_stride())

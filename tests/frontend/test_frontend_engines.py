@@ -22,7 +22,8 @@ from fe_util import CPU_ENGINE, ROOT
 from hipdnn_cabi import errors
 from hipdnn_cabi import frontend as hf
 from hipdnn_cabi.frontend import buffers
-from hipdnn_cabi.frontend.handle import engine_memory_kind, set_engine_memory_kind
+from hipdnn_cabi.frontend.handle import (engine_memory_declared, engine_memory_kind,
+                                         set_engine_memory_kind)
 
 PLUGDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins")
 GPU = "HIPDNN_CABI_FE_TEST_GPU_ENGINE"
@@ -122,9 +123,11 @@ def test_engine_memory_kind_rule():
     assert engine_memory_kind("SOME_VENDOR_GEMM_ENGINE") == "device"
     assert engine_memory_kind("MY_CPU_ENGINE") == "host"
     assert engine_memory_kind(None) is None
+    assert engine_memory_declared(CPU_ENGINE) and not engine_memory_declared("MY_CPU_ENGINE")
     set_engine_memory_kind("MY_CPU_ENGINE", "device")
     try:
         assert engine_memory_kind("MY_CPU_ENGINE") == "device"
+        assert engine_memory_declared("MY_CPU_ENGINE")
     finally:
         set_engine_memory_kind("MY_CPU_ENGINE", None)
     with pytest.raises(ValueError):
@@ -201,20 +204,33 @@ def test_deserialized_plan_follows_memory():
 
 
 @pytest.mark.needs_cpu_engine
-def test_no_engine_for_memory_keeps_plan(handle, monkeypatch):
-    """Device buffers but no applicable device engine: the active plan runs (the engine checks
-    its pointers itself)."""
+def test_no_engine_for_memory_is_an_error_before_execute(handle, monkeypatch):
+    """Device buffers but no applicable device engine: GraphNotSupportedError before anything
+    runs, naming the device engines that declined the graph and why (never the host engine's
+    own pointer error); with select_engine_by_memory = False the active plan runs (the engine
+    then checks its pointers itself)."""
     monkeypatch.setattr(buffers, "device_pointer_kind", lambda p: "device")
     F32 = hf.DataType.HIPDNN_DATA_FLOAT
     g = hf.Graph(handle=handle, io_data_type=F32, compute_data_type=F32)
     x = g.tensor(name="x", dim=[3])
     y = g.neg(x).set_output(True)
     g.build()
+    if [e for e in g.get_engine_ids() if engine_memory_kind(g._engine_name_of(e)) == "device"]:
+        pytest.skip("a device engine accepts the graph here")
     assert g.engine_name == CPU_ENGINE
     xa, ya = np.arange(3, dtype=np.float32), np.zeros(3, np.float32)
+    for _ in range(2):                                   # the second answer comes from the cache
+        with pytest.raises(hf.GraphNotSupportedError) as e:
+            g.execute({x: _CAI(xa), y: _CAI(ya)})
+        msg = str(e.value)
+        assert "holds device memory (tensor 'x'" in msg and "no engine that reaches device memory" in msg
+        assert "declined the graph:" in msg or "no engine that reaches device memory is loaded" in msg
+        assert CPU_ENGINE + " declined" not in msg and "device-only" not in msg
+        assert not ya.any()
+    assert g._mem_plan == {"device": None}
+    g.select_engine_by_memory = False
     g.execute({x: _CAI(xa), y: _CAI(ya)})
     assert g.engine_name == CPU_ENGINE and ya.tolist() == [0, -1, -2]
-    assert g._mem_plan == {"device": None}
 
 
 # ----------------------------------------------------------------------------- knobs (§2.8)

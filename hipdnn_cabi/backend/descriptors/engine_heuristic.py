@@ -277,7 +277,11 @@ class EngineHeuristicDescriptor(Descriptor):
                 runtime.set_last_error(msg)
             return
         if declined:
-            _info(f"Heuristics: graph accepted by {self._names(hp, cands)}; {declined}")
+            accepted = f"graph accepted by {self._names(hp, cands)}; {declined}"
+            _info(f"Heuristics: {accepted}")
+            # kept for hipdnnGetLastErrorString too (status SUCCESS): a frontend that finds no
+            # accepting engine for its buffers' memory names these reasons
+            runtime.set_last_error(f"Heuristics: {accepted}")
         if self.find_first:
             self.results = cands
             return

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from ..._generated.enums import BehaviorNote, DataType, PointwiseMode
@@ -44,6 +45,21 @@ class BuildPlanPolicy(enum.Enum):
 
 
 NO_ENGINE_MSG = "No engine configurations available for the graph."
+DECLINE_MARK = " declined the graph: "
+
+
+def decline_parts(text: str) -> list:
+    """[(engine name or None, "<engine> declined the graph: <why>")] from the backend's
+    "; "-joined decline reasons (a reason may itself contain "; ")."""
+    if not text or DECLINE_MARK not in text:
+        return []
+    starts = [m.start(1) for m in re.finditer(r"(?:^|[;:] )(\S+)" + re.escape(DECLINE_MARK), text)]
+    out = []
+    for k, st in enumerate(starts):
+        end = starts[k + 1] - 2 if k + 1 < len(starts) else len(text)
+        chunk = text[st:end].rstrip("; ")
+        out.append((chunk.split(DECLINE_MARK, 1)[0], chunk))
+    return out
 _SERIALIZE_PLAN_NOTE = int(BehaviorNote.HIPDNN_BEHAVIOR_NOTE_SUPPORTS_EXECUTION_PLAN_SERIALIZATION)
 _CONTENT_PLAN = 2  # HIPDNN_SERIALIZED_CONTENT_EXECUTION_PLAN
 

@@ -14,22 +14,30 @@ import numpy as np
 from ..._generated.enums import DataType
 from ...errors import BadParamError
 from .. import _infer
+from .. import buffers as _buffers
+from .._ops import output_label
 from .._capi import Api
 from .._capi import api as _api
 from ..handle import Handle
-from ..tensor import _UNSET, ScalarType, Tensor, from_numpy_dtype, packed_strides
+from ..tensor import _UNSET, ScalarType, Tensor, packed_strides
 from ._types import _Node
 from .execution import ExecutionMixin
 from .lowering import LoweringMixin
 from .ops import OpsMixin
 from .autotune import AutotuneMixin
+from .plan_list import PlanListMixin
 from .plans import PlansMixin
 from .selection import SelectionMixin
 from .serialization import SerializationMixin
 
 
-class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, ExecutionMixin,
-            SerializationMixin):
+# cudnn-frontend pygraph constructor options without a hipDNN counterpart (accepted unset)
+_CUDNN_GRAPH_OPTIONS = ("sm_count", "sm_version", "kernel_cache", "device_property",
+                        "is_dynamic_shape_enabled")
+
+
+class Graph(OpsMixin, LoweringMixin, PlansMixin, PlanListMixin, AutotuneMixin, SelectionMixin,
+            ExecutionMixin, SerializationMixin):
     """A hipDNN operation graph (shaped like hipDNN's Python bindings / cudnn-frontend ``pygraph``).
 
     ``Graph(handle=None, io_data_type=None, intermediate_data_type=None, compute_data_type=None,
@@ -37,7 +45,17 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
     """
 
     def __init__(self, handle: Handle | None = None, io_data_type=None, intermediate_data_type=None,
-                 compute_data_type=None, name: str = "", library: str | None = None):
+                 compute_data_type=None, name: str = "", library: str | None = None, *,
+                 is_override_shape_enabled=False, **cudnn_options):
+        if isinstance(handle, str):
+            # cudnn-frontend's positional order: (name, io, intermediate, compute, handle)
+            handle, name = (name if isinstance(name, Handle) else None), handle
+        for key, value in cudnn_options.items():
+            if key not in _CUDNN_GRAPH_OPTIONS:
+                raise TypeError(f"Graph() got an unexpected keyword argument {key!r}")
+            if value not in (None, False):
+                raise BadParamError(f"Graph({key}=...): cudnn-frontend's {key} has no hipDNN "
+                                    "counterpart")
         self.handle = handle
         self._own_handle = False
         self._library = library
@@ -49,7 +67,7 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         self.name = name or ""
         self.preferred_engine_id = None
         self.preferred_engine_name = None
-        self.override_shape_enabled = False
+        self.override_shape_enabled = bool(is_override_shape_enabled)
         self._tensors: list[Tensor] = []
         self._nodes: list[_Node] = []
         self._order: list[_Node] | None = None
@@ -67,6 +85,8 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         #: run the plan of an engine that reaches the variant pack's memory (see execute)
         self.select_engine_by_memory = True
         self._mem_plan: dict = {}       # memory kind -> plan index (None: no engine reaches it)
+        self._mem_why: dict = {}        # memory kind -> why no engine reaches it
+        self._declines = ""             # the backend's decline reasons of the last heuristics
         self._ws_sizes: dict = {}       # plan index -> workspace size
         self._engine_names: dict = {}   # engine id -> name
         self._explicit_engine = False   # plan made by create_execution_plan_ext / compiled plan
@@ -77,7 +97,11 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
                stride=None, data_type=None, is_virtual=False, uid=None, is_pass_by_value=False) -> Tensor:
         """A graph tensor; ``graph.tensor(v, ScalarType.X)`` makes a by-value scalar:
         ``COMPILE_TIME_CONST`` (default for a plain value) or ``RUNTIME_PARAM`` (runtime with
-        default)."""
+        default).  cudnn-frontend's positional ``graph.tensor(dim, stride)`` works too."""
+        if isinstance(value, (list, tuple)):
+            dim, value = value, _UNSET
+            if isinstance(scalar_type, (list, tuple)):
+                stride, scalar_type = scalar_type, None
         t = Tensor(self, name, dim, stride, data_type, is_virtual, uid)
         if value is not _UNSET and value is not None:
             t.set_value(value)
@@ -100,28 +124,14 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         return self.tensor(value, scalar_type, name=name, data_type=data_type, uid=uid)
 
     def tensor_like(self, like, name="") -> Tensor:
-        """A tensor with the dims/strides/data type of a Tensor or an array (numpy, or anything with
-        ``shape``/``strides``/``dtype`` or ``__cuda_array_interface__``)."""
+        """A tensor with the dims/strides/data type of a Tensor or an array: a torch tensor (any
+        dtype: bf16, fp8, fp4 too), a numpy array, an object with ``__cuda_array_interface__``
+        or ``__dlpack__``, or anything with ``shape``/``strides``/``dtype``."""
         if isinstance(like, Tensor):
             return self.tensor(name=name or like.name, dim=like.dim, stride=like.stride,
                                data_type=like.data_type, is_virtual=like.is_virtual)
-        iface = getattr(like, "__cuda_array_interface__", None)
-        if iface is not None:
-            dims = list(iface["shape"])
-            dt = np.dtype(iface["typestr"])
-            st = iface.get("strides")
-            strides = [s // dt.itemsize for s in st] if st else packed_strides(dims)
-            return self.tensor(name=name, dim=dims, stride=strides, data_type=from_numpy_dtype(dt))
-        dims = list(like.shape)
-        dt = like.dtype
-        if not isinstance(dt, np.dtype):   # torch dtype etc.
-            dt = np.dtype(str(dt).replace("torch.", ""))
-        try:
-            strides = list(like.stride()) if callable(getattr(like, "stride", None)) else \
-                [s // dt.itemsize for s in like.strides]
-        except AttributeError:
-            strides = packed_strides(dims)
-        return self.tensor(name=name, dim=dims, stride=strides, data_type=from_numpy_dtype(dt))
+        dims, strides, dt = _buffers.describe_for_tensor(like)
+        return self.tensor(name=name, dim=dims, stride=strides, data_type=dt)
 
     def _as_tensor(self, v, what):
         if v is None or isinstance(v, Tensor):
@@ -130,8 +140,9 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
             return self.tensor(v, ScalarType.COMPILE_TIME_CONST, name="")
         raise TypeError(f"{what}: expected a Tensor or a number, got {type(v).__name__}")
 
-    def _out(self, node_name, role, data_type=None):
-        t = Tensor(self, f"{node_name}::{role}", is_virtual=True, data_type=data_type)
+    def _out(self, node_name, role, data_type=None, kind=None):
+        label = output_label(kind, role) if kind is not None else role
+        t = Tensor(self, f"{node_name}::{label}", is_virtual=True, data_type=data_type)
         self._tensors.append(t)
         return t
 
@@ -140,7 +151,7 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
         if self._lowered:
             raise BadParamError("cannot add operations after the graph was built")
         inputs = {r: self._as_tensor(t, f"{name}.{r}") for r, t in inputs.items()}
-        outputs = {r: self._out(name, r) for r in out_roles}
+        outputs = {r: self._out(name, r, kind=kind) for r in out_roles}
         node = _Node(kind, inputs, outputs, attrs, compute_data_type, name, arrays)
         for t in outputs.values():
             t._producer = node
@@ -258,6 +269,8 @@ class Graph(OpsMixin, LoweringMixin, PlansMixin, AutotuneMixin, SelectionMixin, 
             if t.uid == uid:
                 return t
         return None
+
+    query_tensor_attributes_of_uid = get_tensor_by_uid      # cudnn-frontend pygraph's name
 
     def get_tensor_by_name(self, name):
         for t in self._graph_tensors():

@@ -12,8 +12,9 @@ from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, HipdnnError, NotSupportedError
 from .. import buffers as _buffers
 from ..buffers import fingerprint_fn, resolve_pointer
-from ..handle import Handle, engine_memory_kind
+from ..handle import Handle, engine_memory_declared, engine_memory_kind
 from ..tensor import Tensor
+from ._types import NO_ENGINE_MSG, GraphNotSupportedError
 
 
 class ExecutionMixin:
@@ -48,12 +49,16 @@ class ExecutionMixin:
         self._engine_name = None
         self._workspace = self._ws_sizes.get(i)
 
-    def _plan_for_memory(self, kind):
+    def _plan_for_memory(self, kind, where=None):
         """Make active the plan of an engine that reaches ``kind`` memory ("host"/"device").
         Rule: an explicit engine (preferred name/id, create_execution_plan_ext, a compiled plan)
         always wins; else keep the active plan when its engine reaches the memory; else the first
-        engine in heuristic order that does (plan built once, cached per memory kind); else keep
-        the active plan (the engine then checks its pointers itself)."""
+        engine in heuristic order that does (plan built once, cached per memory kind); else, when
+        the active engine's memory kind is declared (``ENGINE_MEMORY``), GraphNotSupportedError
+        before anything runs, naming the engines of that memory kind that declined the graph and
+        why (``where``: the first buffer of that kind, for the message); an engine whose kind is
+        only guessed from its name runs, and checks its pointers itself, as it does with
+        ``select_engine_by_memory = False``."""
         self._need_plan()
         if kind is None or not self.select_engine_by_memory or self._engine_pinned():
             return
@@ -62,7 +67,11 @@ class ExecutionMixin:
             return
         if kind in self._mem_plan:
             i = self._mem_plan[kind]
-            if i is not None and i != self._active:
+            if i is None:
+                if kind in self._mem_why:
+                    raise GraphNotSupportedError(self._mem_why[kind])
+                return
+            if i != self._active:
                 self._activate(i)
             return
         if self._gdesc is not None and not any(c is not None for c in self._cfgs):
@@ -81,6 +90,7 @@ class ExecutionMixin:
                 self._plan_ok.append(False)
         found = None
         keep = self._active
+        failed = []
         for i, eid in enumerate(self._engine_ids):
             if i == keep or engine_memory_kind(self._engine_name_of(eid)) != kind:
                 continue
@@ -89,15 +99,28 @@ class ExecutionMixin:
                     continue
                 try:
                     self._build_plan(i)
-                except HipdnnError:
+                except HipdnnError as e:
+                    failed.append(f"{self._engine_name_of(eid) or eid} accepted the graph but "
+                                  f"its plan failed to build: {e}")
                     continue
             found = i
             break
         self._mem_plan[kind] = found
         if found is not None:
             self._activate(found)
-        else:
-            self._workspace = self._ws_sizes.get(keep, self._workspace)
+            return
+        self._workspace = self._ws_sizes.get(keep, self._workspace)
+        if not engine_memory_declared(self.engine_name):
+            return     # the engine's memory kind is a guess from its name: it checks its pointers
+        other = "host" if kind == "device" else "device"
+        why = "; ".join(failed + [self._declined_by(kind)])
+        self._mem_why[kind] = (
+            f"{NO_ENGINE_MSG} The variant pack holds {kind} memory"
+            f"{f' ({where})' if where is not None else ''}, but no engine that reaches {kind} "
+            f"memory accepted the graph: {why}. The plan's engine {self.engine_name} reaches "
+            f"{other} memory: pass {other} buffers, or set select_engine_by_memory = False to "
+            f"run it on these")
+        raise GraphNotSupportedError(self._mem_why[kind])
 
     def _device_workspace(self, size, handle=None):
         """A device workspace of ``size`` bytes (hipdnn_cabi.device) on the handle's device,
@@ -133,7 +156,11 @@ class ExecutionMixin:
         The engine follows the memory: when the buffers live where the active plan's engine
         cannot reach them (device buffers and a host engine, or host arrays and a GPU engine),
         the plan of an engine that can is built (once, cached per memory kind) and run
-        instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`."""
+        instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`.
+        ``None`` keys (an optional output a builder returned as None) are skipped, as
+        cudnn-frontend skips them."""
+        if None in variant_pack:
+            variant_pack = {k: v for k, v in variant_pack.items() if k is not None}
         cache = self.__dict__.get("_xcache")
         if cache:
             e = cache.get(_xkey(variant_pack, workspace, handle))
@@ -194,10 +221,20 @@ class ExecutionMixin:
         if len(kinds) > 1 and self.select_engine_by_memory and not self._engine_pinned():
             raise BadParamError(f"variant pack mixes host memory ({kinds['host']}) and device memory "
                                 f"({kinds['device']}): no single engine reaches both")
-        self._plan_for_memory(next(iter(kinds)) if len(kinds) == 1 else None)
+        if len(kinds) == 1:
+            (kind, first), = kinds.items()
+            self._plan_for_memory(kind, first if first == "workspace" else
+                                  _tensor_label(by_uid.get(first), first))
         plan = self._need_plan()
+        ws = self._workspace if self._workspace is not None else self.get_workspace_size()
+        if workspace is not None and ws > 0:
+            # a zero-size or null workspace is fine where the plan needs none (cuDNN users pass
+            # torch.empty(get_workspace_size()) as the workspace)
+            have = _buffers.buffer_nbytes(workspace)
+            if have is not None and have < ws:
+                raise BadParamError(f"the workspace holds {have} bytes, the plan of "
+                                    f"{self.engine_name} needs {ws}")
         if workspace is None:
-            ws = self._workspace if self._workspace is not None else self.get_workspace_size()
             if ws > 0:
                 if self.engine_memory_kind() == "device":
                     workspace = self._device_workspace(ws, h)
@@ -207,6 +244,9 @@ class ExecutionMixin:
         if workspace is not None:
             wptr, wh = resolve_pointer(workspace, None)
             keep.append(wh)
+            if not wptr and ws > 0:
+                raise BadParamError(f"the workspace is a null pointer, the plan of "
+                                    f"{self.engine_name} needs {ws} bytes")
         vp = a.create(D.HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
         cached = False
         workspace = workspace_arg
@@ -334,6 +374,10 @@ class ExecutionMixin:
 
 
 _IMM = (int, float, bool)
+
+
+def _tensor_label(t, uid):
+    return f"tensor {t.name!r} (uid {uid})" if t is not None and t.name else f"tensor uid {uid}"
 
 
 def _xkey(variant_pack, workspace, handle, _imm=_IMM):

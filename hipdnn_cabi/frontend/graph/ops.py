@@ -52,6 +52,45 @@ def _sdpa_attrs(what, attn_scale, use_causal_mask, use_causal_mask_bottom_right,
     return ins, attrs
 
 
+def _alias(what, key, value, alias, other):
+    """``value`` of argument ``key``, also given as cudnn-frontend's ``alias`` (one of them)."""
+    if value is not None and other is not None:
+        raise TypeError(f"{what}(): {key} and {alias} are the same argument")
+    if value is None and other is None:
+        raise TypeError(f"{what}() needs {key} (or {alias})")
+    return value if value is not None else other
+
+
+def _two(what, args, kw, names, compute_data_type, name):
+    """(x, y, compute_data_type, name) of a binary shortcut called with cudnn-frontend's
+    positions / names (``names``) or this frontend's earlier keywords ``a`` / ``b``."""
+    first, second = names
+    args = list(args)
+    if len(args) > 4:
+        raise TypeError(f"{what}() takes at most 4 positional arguments ({len(args)} given)")
+    vals = {}
+    for key, alias in ((first, "a"), (second, "b")):
+        v = kw.pop(key, None)
+        if alias != key:
+            w = kw.pop(alias, None)
+            if v is not None and w is not None:
+                raise TypeError(f"{what}(): {key} and {alias} are the same argument")
+            v = v if v is not None else w
+        vals[key] = v
+    if kw:
+        raise TypeError(f"{what}() got an unexpected keyword argument {next(iter(kw))!r}")
+    for key in (first, second):
+        if vals[key] is None and args:
+            vals[key] = args.pop(0)
+    if args:
+        compute_data_type = args.pop(0) if compute_data_type is None else compute_data_type
+    if args:
+        name = args.pop(0) if not name else name
+    if vals[first] is None or vals[second] is None:
+        raise TypeError(f"{what}() needs {first} and {second}")
+    return vals[first], vals[second], compute_data_type, name
+
+
 class OpsMixin:
     """Mixin of :class:`Graph`."""
 
@@ -85,7 +124,7 @@ class OpsMixin:
         return self._conv("conv_wgrad", image, loss, "dw", padding, pre_padding, post_padding,
                           stride, dilation, convolution_mode, compute_data_type, name, ("x", "dy"))
 
-    def batchnorm_inference(self, input, mean, inv_variance, scale, bias, *, compute_data_type=None,
+    def batchnorm_inference(self, input, mean, inv_variance, scale, bias, compute_data_type=None,
                             name=""):
         n = self._add("batchnorm_inference", dict(x=input, mean=mean, inv_variance=inv_variance,
                                                   scale=scale, bias=bias), ("y",), {},
@@ -120,7 +159,7 @@ class OpsMixin:
         return (o["y"], o["mean"], o["inv_variance"], o.get("next_running_mean"),
                 o.get("next_running_variance"))
 
-    def batchnorm_backward(self, grad, input, scale, mean, inv_variance, *, peer_stats=None,
+    def batchnorm_backward(self, grad, input, scale, mean, inv_variance, peer_stats=None,
                            compute_data_type=None, name=""):
         """Returns ``(dx, dscale, dbias)``."""
         n = self._add("batchnorm_backward", dict(dy=grad, x=input, mean=mean,
@@ -130,8 +169,12 @@ class OpsMixin:
         o = n.outputs
         return o["dx"], o["dscale"], o["dbias"]
 
-    def matmul(self, A, B, *, compute_data_type=None, name=""):
-        """C = A @ B with batch broadcasting; C dims are inferred."""
+    def matmul(self, A, B, compute_data_type=None, padding=0.0, name=""):
+        """C = A @ B with batch broadcasting; C dims are inferred.  ``padding`` (cudnn-frontend's
+        value for the rows/columns of M/N/K overrides) has no hipDNN attribute: only 0."""
+        if padding:
+            raise BadParamError(f"matmul: padding {padding!r}: hipDNN's matmul has no padding "
+                                "value (only 0.0)")
         return self._add("matmul", dict(a=A, b=B), ("c",), {}, compute_data_type, name).outputs["c"]
 
     def sdpa(self, q, k, v, attn_scale=None, is_inference=None, *, generate_stats=None,
@@ -185,7 +228,7 @@ class OpsMixin:
         out = n.outputs
         return out["dq"], out["dk"], out["dv"]
 
-    def reduction(self, input, mode, *, compute_data_type=None, is_deterministic=None, name=""):
+    def reduction(self, input, mode, compute_data_type=None, name="", *, is_deterministic=None):
         """Reduction (``mode``: ReduceTensorOp); set the output dims with ``set_dim``."""
         attrs = {"mode": _enum_arg(ReduceTensorOp, mode, "HIPDNN_REDUCE_TENSOR_", "reduction mode"),
                  "is_deterministic": is_deterministic}
@@ -227,22 +270,29 @@ class OpsMixin:
         return n.outputs["out_0"]
 
     # named pointwise shortcuts --------------------------------------------------
-    def _binary(mode):
-        def op(self, a, b, *, compute_data_type=None, name=""):
-            return self.pointwise(a, b, mode=_pw(mode), compute_data_type=compute_data_type, name=name)
+    # Parameter names and positions are cudnn-frontend pygraph's ((a, b), (input0, input1),
+    # (input, comparison), (input, bias), (loss, input), then compute_data_type, name); the
+    # names this frontend used before stay accepted as keywords (a, b for every binary op).
+    def _binary(mode, first="a", second="b"):
+        def op(self, *args, compute_data_type=None, name="", **kw):
+            x, y, compute_data_type, name = _two(mode.lower(), args, kw, (first, second),
+                                                  compute_data_type, name)
+            return self.pointwise(x, y, mode=_pw(mode), compute_data_type=compute_data_type,
+                                  name=name)
         op.__name__ = mode.lower()
-        op.__doc__ = f"Pointwise {mode}."
+        op.__doc__ = (f"Pointwise {mode}: ``({first}, {second}, compute_data_type=None, "
+                      f"name='')``.")
         return op
 
     def _unary(mode):
-        def op(self, input, *, compute_data_type=None, name=""):
+        def op(self, input, compute_data_type=None, name=""):
             return self.pointwise(input, mode=_pw(mode), compute_data_type=compute_data_type, name=name)
         op.__name__ = mode.lower()
         op.__doc__ = f"Pointwise {mode}."
         return op
 
     def _backward(mode):
-        def op(self, loss, input, *, compute_data_type=None, name=""):
+        def op(self, loss, input, compute_data_type=None, name=""):
             return self.pointwise(loss, input, mode=_pw(mode), compute_data_type=compute_data_type,
                                   name=name)
         op.__doc__ = f"Pointwise {mode}: in_0 = loss (dy), in_1 = the forward input (x)."
@@ -250,9 +300,14 @@ class OpsMixin:
 
     add, sub, mul, div = _binary("ADD"), _binary("SUB"), _binary("MUL"), _binary("DIV")
     add_square = _binary("ADD_SQUARE")
-    max, min = _binary("MAX"), _binary("MIN")
-    cmp_eq, cmp_neq, cmp_gt = _binary("CMP_EQ"), _binary("CMP_NEQ"), _binary("CMP_GT")
-    cmp_ge, cmp_lt, cmp_le = _binary("CMP_GE"), _binary("CMP_LT"), _binary("CMP_LE")
+    bias = _binary("ADD", "input", "bias")
+    bias.__name__, bias.__doc__ = "bias", "Pointwise ADD of a bias: ``(input, bias, ...)``."
+    scale = _binary("MUL", "input", "scale")
+    scale.__name__, scale.__doc__ = "scale", "Pointwise MUL by a scale: ``(input, scale, ...)``."
+    max, min = _binary("MAX", "input0", "input1"), _binary("MIN", "input0", "input1")
+    cmp_eq, cmp_neq = _binary("CMP_EQ", "input", "comparison"), _binary("CMP_NEQ", "input", "comparison")
+    cmp_gt, cmp_ge = _binary("CMP_GT", "input", "comparison"), _binary("CMP_GE", "input", "comparison")
+    cmp_lt, cmp_le = _binary("CMP_LT", "input", "comparison"), _binary("CMP_LE", "input", "comparison")
     logical_and, logical_or = _binary("LOGICAL_AND"), _binary("LOGICAL_OR")
     logical_not = _unary("LOGICAL_NOT")
     abs, neg, exp, log = _unary("ABS"), _unary("NEG"), _unary("EXP"), _unary("LOG")
@@ -261,49 +316,68 @@ class OpsMixin:
     ceil, floor, identity = _unary("CEIL"), _unary("FLOOR"), _unary("IDENTITY")
     sigmoid, tanh = _unary("SIGMOID_FWD"), _unary("TANH_FWD")
     gelu, gelu_approx_tanh = _unary("GELU_FWD"), _unary("GELU_APPROX_TANH_FWD")
-    relu_backward, sigmoid_backward = _backward("RELU_BWD"), _backward("SIGMOID_BWD")
+    sigmoid_backward = _backward("SIGMOID_BWD")
     tanh_backward, gelu_backward = _backward("TANH_BWD"), _backward("GELU_BWD")
     gelu_approx_tanh_backward = _backward("GELU_APPROX_TANH_BWD")
     elu_backward, softplus_backward = _backward("ELU_BWD"), _backward("SOFTPLUS_BWD")
-    swish_backward = _backward("SWISH_BWD")
     del _binary, _unary, _backward
 
-    def relu(self, input, *, negative_slope=None, lower_clip=None, upper_clip=None,
+    def relu(self, input, negative_slope=None, lower_clip=None, upper_clip=None,
              compute_data_type=None, name=""):
         return self.pointwise(input, mode=_pw("RELU_FWD"), relu_lower_clip=lower_clip,
                               relu_upper_clip=upper_clip, relu_lower_clip_slope=negative_slope,
                               compute_data_type=compute_data_type, name=name)
 
-    def leaky_relu(self, input, negative_slope, *, compute_data_type=None, name=""):
+    def leaky_relu(self, input, negative_slope, compute_data_type=None, name=""):
         return self.relu(input, negative_slope=negative_slope, compute_data_type=compute_data_type,
                          name=name)
 
-    def elu(self, input, alpha=None, *, compute_data_type=None, name=""):
+    def relu_backward(self, loss, input, negative_slope=None, lower_clip=None, upper_clip=None,
+                      compute_data_type=None, name=""):
+        """Pointwise RELU_BWD: in_0 = loss (dy), in_1 = the forward input (x), with the forward's
+        clips and slope."""
+        return self.pointwise(loss, input, mode=_pw("RELU_BWD"), relu_lower_clip=lower_clip,
+                              relu_upper_clip=upper_clip, relu_lower_clip_slope=negative_slope,
+                              compute_data_type=compute_data_type, name=name)
+
+    def leaky_relu_backward(self, loss, input, negative_slope, compute_data_type=None, name=""):
+        return self.relu_backward(loss, input, negative_slope=negative_slope,
+                                  compute_data_type=compute_data_type, name=name)
+
+    def elu(self, input, alpha=None, compute_data_type=None, name=""):
         return self.pointwise(input, mode=_pw("ELU_FWD"), elu_alpha=alpha,
                               compute_data_type=compute_data_type, name=name)
 
-    def softplus(self, input, beta=None, *, compute_data_type=None, name=""):
+    def softplus(self, input, beta=None, compute_data_type=None, name=""):
         return self.pointwise(input, mode=_pw("SOFTPLUS_FWD"), softplus_beta=beta,
                               compute_data_type=compute_data_type, name=name)
 
-    def swish(self, input, beta=None, *, compute_data_type=None, name=""):
-        return self.pointwise(input, mode=_pw("SWISH_FWD"), swish_beta=beta,
+    def swish(self, input, swish_beta=None, compute_data_type=None, name="", *, beta=None):
+        """Pointwise SWISH_FWD; ``swish_beta`` (cudnn-frontend's name) or ``beta``."""
+        return self.pointwise(input, mode=_pw("SWISH_FWD"),
+                              swish_beta=swish_beta if swish_beta is not None else beta,
                               compute_data_type=compute_data_type, name=name)
 
-    def binary_select(self, input0, input1, mask, *, compute_data_type=None, name=""):
+    def swish_backward(self, loss, input, compute_data_type=None, swish_beta=None, name=""):
+        """Pointwise SWISH_BWD (cudnn-frontend's parameter order: compute_data_type, swish_beta,
+        name)."""
+        return self.pointwise(loss, input, mode=_pw("SWISH_BWD"), swish_beta=swish_beta,
+                              compute_data_type=compute_data_type, name=name)
+
+    def binary_select(self, input0, input1, mask, compute_data_type=None, name=""):
         return self.pointwise(input0, input1, mask, mode=_pw("BINARY_SELECT"),
                               compute_data_type=compute_data_type, name=name)
 
-    def gen_index(self, input, axis, *, compute_data_type=None, name=""):
+    def gen_index(self, input, axis, compute_data_type=None, name=""):
         return self.pointwise(input, mode=_pw("GEN_INDEX"), axis=axis,
                               compute_data_type=compute_data_type, name=name)
 
 
     # ------------------------------------------------------------------ norm backward, pooling,
     # block-scale quantize / dequantize, MoE grouped matmul
-    def layernorm_backward(self, grad, input, scale, mean=None, inv_variance=None, *,
-                           epsilon=None, normalized_dim_count=None, compute_data_type=None,
-                           name=""):
+    def layernorm_backward(self, grad, input, scale, mean=None, inv_variance=None,
+                           compute_data_type=None, name="", *, epsilon=None,
+                           normalized_dim_count=None):
         """Returns ``(dx, dscale, dbias)``; statistics (mean, inv_variance) or epsilon."""
         n = self._add("layernorm_backward", dict(dy=grad, x=input, scale=scale, mean=mean,
                                                  inv_variance=inv_variance, epsilon=epsilon),
@@ -312,9 +386,11 @@ class OpsMixin:
         o = n.outputs
         return o["dx"], o["dscale"], o["dbias"]
 
-    def rmsnorm_backward(self, grad, input, scale, inv_rms, *, has_dbias=False,
-                         compute_data_type=None, name=""):
-        """Returns ``(dx, dscale, dbias)`` (dbias None unless ``has_dbias``)."""
+    def rmsnorm_backward(self, grad, input, scale, inv_rms=None, has_dbias=False,
+                         compute_data_type=None, name="", *, inv_variance=None):
+        """Returns ``(dx, dscale, dbias)`` (dbias None unless ``has_dbias``).  ``inv_variance``
+        is cudnn-frontend's name for ``inv_rms``."""
+        inv_rms = _alias("rmsnorm_backward", "inv_rms", inv_rms, "inv_variance", inv_variance)
         outs = ("dx", "dscale") + (("dbias",) if has_dbias else ())
         n = self._add("rmsnorm_backward", dict(dy=grad, x=input, scale=scale, inv_rms=inv_rms),
                       outs, {}, compute_data_type, name)
@@ -371,12 +447,14 @@ class OpsMixin:
                       compute_data_type, name)
         return n.outputs["dx"]
 
-    def block_scale_quantize(self, input, *, block_size, axis=None, transpose=False, y_type=None,
-                             scale_type=None, compute_data_type=None, name=""):
+    def block_scale_quantize(self, input, block_size=None, axis=None, transpose=False,
+                             compute_data_type=None, name="", *, y_type=None, scale_type=None):
         """MX-style block quantization.  Returns ``(y, scale)``: y has x's dims (``y_type``,
         e.g. HIPDNN_DATA_FP8_E4M3), scale has x's dims with ``axis`` (default: the last) divided
         by ``block_size`` (``scale_type``, e.g. HIPDNN_DATA_FP8_E8M0).  ``transpose`` makes the
         blocked axis the innermost (unit-stride) one of y and scale."""
+        if block_size is None:
+            raise BadParamError("block_scale_quantize: block_size is required")
         attrs = {"block_size": int(block_size), "axis": None if axis is None else int(axis),
                  "transpose": True if transpose else None}
         n = self._add("block_scale_quantize", {"x": input}, ("y", "scale"), attrs,
@@ -386,9 +464,13 @@ class OpsMixin:
                 n.outputs[role].data_type = DataType(dt)
         return n.outputs["y"], n.outputs["scale"]
 
-    def block_scale_dequantize(self, input, scale, *, block_size, is_negative_scale=False,
-                               compute_data_type=None, name=""):
-        """y = x * scale per block (``block_size``: int or one entry per trailing dim)."""
+    def block_scale_dequantize(self, input, scale=None, block_size=None, is_negative_scale=False,
+                               compute_data_type=None, name="", *, descale=None):
+        """y = x * scale per block (``block_size``: int or one entry per trailing dim);
+        ``descale`` is cudnn-frontend's name for ``scale``."""
+        scale = _alias("block_scale_dequantize", "scale", scale, "descale", descale)
+        if block_size is None:
+            raise BadParamError("block_scale_dequantize: block_size is required")
         bs = [int(block_size)] if isinstance(block_size, int) else [int(b) for b in block_size]
         n = self._add("block_scale_dequantize", {"x": input, "scale": scale}, ("y",),
                       {"block_size": bs, "is_negative_scale": True if is_negative_scale else None},
@@ -408,10 +490,12 @@ class OpsMixin:
                       ("output",), {"mode": m, "top_k": top_k}, compute_data_type, name)
         return n.outputs["output"]
 
-    def moe_grouped_matmul_backward(self, doutput, token, first_token_offset, *,
+    def moe_grouped_matmul_backward(self, doutput, token, first_token_offset,
                                     compute_data_type=None, name=""):
         """dweight [E, K, N] = per expert token^T @ doutput (E = first_token_offset rows)."""
         n = self._add("moe_grouped_matmul_backward", dict(doutput=doutput, token=token,
                                                           first_token_offset=first_token_offset),
                       ("dweight",), {}, compute_data_type, name)
         return n.outputs["dweight"]
+
+    moe_grouped_matmul_bwd = moe_grouped_matmul_backward       # cudnn-frontend pygraph's name

@@ -8,13 +8,15 @@ from ..._generated.enums import AttributeType as T
 from ..._generated.enums import BehaviorNote
 from ..._generated.enums import DescriptorType as D
 from ...errors import BadParamError, NotSupportedError
-from ..handle import Handle, engine_name_by_id
+from ..handle import Handle, engine_memory_kind, engine_name_by_id, engines
 from ._types import (
+    DECLINE_MARK,
     NO_ENGINE_MSG,
     BuildPlanPolicy,
     EngineConfigInfo,
     GraphNotSupportedError,
     KnobInfo,
+    decline_parts,
 )
 
 
@@ -31,7 +33,7 @@ class PlansMixin:
         self._active = None
         self.engine_id = None
         self._engine_name = None
-        self._mem_plan, self._ws_sizes = {}, {}
+        self._mem_plan, self._ws_sizes, self._mem_why = {}, {}, {}
         self._explicit_engine = False
         for d in getattr(self, "_knob_descs", ()):
             a.destroy(d)
@@ -73,10 +75,12 @@ class PlansMixin:
             if order is not None:
                 a.set(heur, A.HIPDNN_ATTR_ENGINEHEUR_POLICY_ORDER_EXT, T.HIPDNN_TYPE_INT64, order)
             a.finalize(heur, "finalize engine heuristic")
+            # the backend keeps why engines declined (hipdnnGetLastErrorString), also when others
+            # accepted the graph: kept to name them when no accepting engine reaches the memory
+            why = a.last_error()
+            self._declines = why if DECLINE_MARK in why else ""
             count = a.get_count(heur, A.HIPDNN_ATTR_ENGINEHEUR_RESULTS, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
             if count <= 0:
-                # the backend keeps why each engine declined (hipdnnGetLastErrorString)
-                why = a.last_error()
                 raise GraphNotSupportedError(f"{NO_ENGINE_MSG} {why}" if why else NO_ENGINE_MSG)
             cfgs = [a.create(D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR) for _ in range(count)]
             arr = a.ffi.new("hipdnnBackendDescriptor_t[]", cfgs)
@@ -130,6 +134,8 @@ class PlansMixin:
                         break
             elif self.preferred_engine_id is not None and self.preferred_engine_id in self._engine_ids:
                 active = self._engine_ids.index(self.preferred_engine_id)
+            elif self.select_engine_by_memory and self._device_stream():
+                active = self._first_device_plan()
             self._active = active
             self._plans = [a.create(D.HIPDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) for _ in cfgs]
             self._plan_ok = [False] * len(cfgs)
@@ -137,6 +143,46 @@ class PlansMixin:
             self._release_plans()
             raise
         return self
+
+    # ---------------------------------------------------------------- device streams
+    def _device_stream(self) -> int:
+        """The handle's stream when it is a device stream (not the null stream), else 0."""
+        h = self.handle
+        if h is None or getattr(h, "_h", None) is None:
+            return 0
+        try:
+            return h.get_stream()
+        except Exception:  # noqa: BLE001 - a backend without streams: no preference
+            return 0
+
+    def _first_device_plan(self) -> int:
+        """The first configuration, in heuristic order, of an engine that reaches device memory
+        (a handle with a device stream runs there); GraphNotSupportedError naming the device
+        engines that declined the graph when there is none."""
+        for i, eid in enumerate(self._engine_ids):
+            if engine_memory_kind(self._engine_name_of(eid)) == "device":
+                return i
+        accepted = ", ".join(str(self._engine_name_of(e) or e) for e in self._engine_ids)
+        raise GraphNotSupportedError(
+            f"{NO_ENGINE_MSG} The handle's stream 0x{self._device_stream():x} is a device stream, "
+            f"but no device engine accepted the graph: {self._declined_by('device')}. "
+            f"Accepted by {accepted} (host memory): set the handle's stream to 0, or "
+            f"select_engine_by_memory = False, to run there")
+
+    def _declined_by(self, kind) -> str:
+        """Why the loaded engines that reach ``kind`` memory declined the graph (the backend's
+        reasons from the last heuristic query), or that none is loaded."""
+        parts = list(dict.fromkeys(decline_parts(getattr(self, "_declines", ""))))
+        mine = [text for name, text in parts if name is None or engine_memory_kind(name) == kind]
+        if mine:
+            return "; ".join(mine)
+        try:
+            loaded = [e.name for e in engines(self.handle) if engine_memory_kind(e.name) == kind]
+        except Exception:  # noqa: BLE001 - the listing is only for the message
+            loaded = None
+        if loaded == []:
+            return f"no engine that reaches {kind} memory is loaded"
+        return "; ".join(text for _, text in parts) or "(no reasons given)"
 
     def _engine_name_of(self, eid):
         """Engine name by id (hipdnnGetEngineNameById_ext, else ENGINE_NAME_EXT), cached."""
@@ -323,6 +369,32 @@ class PlansMixin:
         call :meth:`build_plans` next.  ``knobs``: {knob id: value} or [(id, value)]."""
         self._need_graph()
         self._release_plans()
+        cfg, plan, keep = self._engine_config(engine_id, knobs)
+        self._knob_descs = keep
+        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
+        self._active = 0
+        self._explicit_engine = True
+        return self
+
+    def create_execution_plan(self, engine_id: int, knobs=None):
+        """cudnn-frontend pygraph's ``create_execution_plan(engine_id, knobs)``: appends a plan
+        for ``engine_id`` with these knob settings to the graph's plans (the first one, after
+        ``build_operation_graph``, is :meth:`create_execution_plan_ext`: an explicit engine);
+        build it with :meth:`build_plans` or :meth:`build_plan_at_index`."""
+        if not self._plans:
+            return self.create_execution_plan_ext(engine_id, knobs)
+        self._need_graph()
+        cfg, plan, keep = self._engine_config(engine_id, knobs)
+        self._knob_descs = list(getattr(self, "_knob_descs", ())) + keep
+        self._cfgs.append(cfg)
+        self._engine_ids.append(int(engine_id))
+        self._plans.append(plan)
+        self._plan_ok.append(False)
+        return self
+
+    def _engine_config(self, engine_id, knobs):
+        """(finalized ENGINECFG, new EXECUTION_PLAN, descriptors to keep until the plans go) for
+        ``engine_id`` with knob settings (§2.8)."""
         a = self.api
         cfg, keep = self._knob_config(engine_id, knobs)
         try:
@@ -332,11 +404,7 @@ class PlansMixin:
                 a.destroy(d)
             a.destroy(cfg)
             raise
-        self._knob_descs = keep
-        self._cfgs, self._engine_ids, self._plans, self._plan_ok = [cfg], [int(engine_id)], [plan], [False]
-        self._active = 0
-        self._explicit_engine = True
-        return self
+        return cfg, plan, keep
 
     def _knob_config(self, engine_id, knobs):
         """A finalized ENGINECFG for ``engine_id`` with knob settings (§2.8): engine descriptor,
@@ -384,9 +452,13 @@ class PlansMixin:
         autotune configuration file's winner) or of an autotuned winner."""
         if self._active is None or not self._cfgs or self._cfgs[self._active] is None:
             raise BadParamError("no engine config: call create_execution_plans() first")
+        return self._cfg_knob_settings(self._cfgs[self._active])
+
+    def _cfg_knob_settings(self, cfg) -> dict:
+        """{knob id: value} of a finalized engine config: ENGINECFG_KNOB_CHOICES (count query,
+        fetch into new wrappers), KNOB_TYPE and KNOB_VALUE of each; the wrappers destroyed."""
         a = self.api
         ffi = a.ffi
-        cfg = self._cfgs[self._active]
         n = a.get_count(cfg, A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         if n <= 0:
             return {}

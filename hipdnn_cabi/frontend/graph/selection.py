@@ -80,6 +80,15 @@ class SelectionMixin:
         self._desel_engines = out
         return self
 
+    def deselect_workspace_greater_than(self, limit: int):
+        """Drop engine configurations whose workspace (ENGINECFG_WORKSPACE_SIZE) exceeds
+        ``limit`` bytes (cudnn-frontend pygraph's filter)."""
+        try:
+            self._ws_limit = int(limit)
+        except (TypeError, ValueError):
+            raise BadParamError(f"deselect_workspace_greater_than: {limit!r} is not a byte count") from None
+        return self
+
     def get_execution_plan_count(self) -> int:
         return len(getattr(self, "_plans", []) or [])
 
@@ -136,7 +145,8 @@ class SelectionMixin:
         sel = getattr(self, "_sel_notes", None) or []
         desel = getattr(self, "_desel_notes", None) or []
         engines = getattr(self, "_desel_engines", None) or []
-        if not (sel or desel or engines):
+        ws_limit = getattr(self, "_ws_limit", None)
+        if not (sel or desel or engines or ws_limit is not None):
             return cfgs, ids
         keep_c, keep_i, why = [], [], []
         for cfg, eid in zip(cfgs, ids):
@@ -145,6 +155,12 @@ class SelectionMixin:
                 why.append(f"{name or eid}: deselected")
                 self.api.destroy(cfg)
                 continue
+            if ws_limit is not None:
+                ws = self.api.try_get(cfg, A.HIPDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.HIPDNN_TYPE_INT64)
+                if ws and int(ws[0]) > ws_limit:
+                    why.append(f"{name or eid}: workspace {int(ws[0])} > {ws_limit} bytes")
+                    self.api.destroy(cfg)
+                    continue
             notes = set(self.get_behavior_notes_for_engine(eid)) if (sel or desel) else set()
             missing = [n.name for n in sel if n not in notes]
             banned = [n.name for n in desel if n in notes]
@@ -157,7 +173,8 @@ class SelectionMixin:
             keep_i.append(eid)
         if not keep_c:
             raise GraphNotSupportedError("No engine configurations available for the graph after "
-                                         "the engine/behaviour-note filters (" + "; ".join(why) + ").")
+                                         "the engine/behaviour-note/workspace filters (" +
+                                         "; ".join(why) + ").")
         return keep_c, keep_i
 
     # ------------------------------------------------------------------ autotune (autotune.py)
