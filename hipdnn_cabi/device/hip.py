@@ -18,6 +18,13 @@ from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, Module, P
                      RtcCompiler, address_mapped, check, is_bound)
 
 
+def hiprtc_options(arch: str) -> list:
+    """The options the engine passes to hiprtc for ``arch`` (``gfx942``): ``make check-amd``
+    (tools/check_amd.py) compiles its offline corpus with exactly these, after the ones hiprtc
+    adds itself."""
+    return [f"--offload-arch={arch}", "-std=c++17", "-DHDN_PLATFORM_HIP=1", "-O3"]
+
+
 class HiprtcCompiler(RtcCompiler):
     kind = "hip"
     prefix, code_call, label, default_arch = "hiprtc", "Code", "hiprtc", "gfx942"
@@ -30,7 +37,7 @@ class HiprtcCompiler(RtcCompiler):
         self.version = f"hiprtc-{major}.{minor}"
 
     def default_options(self, arch: str):
-        return [f"--offload-arch={arch}", "-std=c++17", "-DHDN_PLATFORM_HIP=1", "-O3"]
+        return hiprtc_options(arch)
 
     def _destroy(self, prog):
         self.rtc.hiprtcDestroyProgram(prog.createRef())
@@ -180,18 +187,20 @@ class HipRuntime:
         with Bound(self):
             check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
-    def compile(self, source, name="kernel.hip", options=(), headers=None):
+    def compile(self, source, name="kernel.hip", options=(), headers=None, arch=None):
+        """``arch``: a target other than the device's own (the engine never asks for one on AMD)."""
+        arch = arch or self.arch
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
-                              list(options), self.arch, self.compiler.version)
+                              list(options), arch, self.compiler.version)
         img = self.cache.get(key)
         if img is None:
-            img = self.compiler.compile(source, name, options, self.arch, headers)
+            img = self.compiler.compile(source, name, options, arch, headers)
             self.cache.put(key, img)
         return img
 
-    def module(self, source, name="kernel.hip", options=(), headers=None):
+    def module(self, source, name="kernel.hip", options=(), headers=None, arch=None):
         import hashlib
-        img = self.compile(source, name, options, headers)
+        img = self.compile(source, name, options, headers, arch)
         k = hashlib.sha256(img).hexdigest()
         with self._mlock:
             m = self._modules.get(k)
