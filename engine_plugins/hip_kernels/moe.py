@@ -223,6 +223,16 @@ def _use_wgmma(prog, dtype, use_mma):
         choose_core(dtype, dtype, arch, use_mma) == "wgmma"
 
 
+def _portable_core(prog, dtype, use_mma):
+    """The core of the batched (not grouped-scheduler) path: 'mfma' on AMD gfx90a / gfx942,
+    'mma' on NVIDIA, for 16-bit data with the matrix units on; else 'simt'."""
+    from .gemm_core import choose_core
+    arch = getattr(prog, "arch", None) or ""
+    if not use_mma:
+        return "simt"
+    return choose_core(dtype, dtype, arch, use_mma) if arch.startswith("gfx") else "mma"
+
+
 def _gather_source(gname, tok, rows_total, K, T):
     """Routed rows token[token_index[r]] -> a packed [rows, K] copy; 16-byte chunks when the
     rows allow it (else one element per thread); rows with a bad index become zeros (the
@@ -315,19 +325,19 @@ def emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
                           f"TMA {''.join(sorted(gs['tmaps'])) or 'none'}")
         return
     use_mma = _dt(tok) in ("HALF", "BFLOAT16") and use_mma
+    core = _portable_core(prog, _dt(tok), use_mma)
     spec.a_dense = spec.b_dense = None
-    gs = cg.gemm_source(spec, use_mma, sms=0)       # sms=0: never split K (groups fill the GPU)
+    gs = cg.gemm_source(spec, use_mma, sms=0, core=core)   # sms=0: never split K (groups fill the GPU)
     src, name, grid, block = gs["gemm"]
     hook = ("__device__ __forceinline__ bool hdn_moe_tile_active(HDN_EPI_PARAMS, int b, int m0) {"
             f" if (!*moe_flag) return false; const int lo = moe_off[b];"
             f" const int hi = b + 1 < {G} ? moe_off[b + 1] : {rows_total};"
             f" return m0 < hi && m0 + {cg.TILE} > lo; }}\n"
             "#define HDN_TILE_ACTIVE(b, m0) hdn_moe_tile_active(HDN_EPI_ARGS, b, m0)\n")
-    body = cg.read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
+    body = cg.read_kernel(f"gemm_{core}.hip")
     src = src.replace(body, hook + body)
     prog.steps.append(("launch", src, name, grid, block, [a_loc, loc[w.uid]] + gargs))
-    prog.notes.append(f"MoE grouped matmul: {G} groups x {rows_total} rows, "
-                      f"{'mma' if use_mma else 'simt'} GEMM core")
+    prog.notes.append(f"MoE grouped matmul: {G} groups x {rows_total} rows, {core} GEMM core")
 
 
 # --------------------------------------------------------------------------- weight gradient
