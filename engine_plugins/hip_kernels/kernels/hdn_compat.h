@@ -93,8 +93,9 @@ template <> __device__ __forceinline__ hdn_fp8e5m2 hdn_from_float<hdn_fp8e5m2>(f
 
 // the value of lane (this lane ^ o) of the warp (NVIDIA, 32 lanes) / wavefront (AMD, 64 lanes):
 // for o < 32 the same neighbours on both.  AMD: __shfl_xor takes no lane mask (hiprtc's
-// __shfl_xor_sync is absent before ROCm 6.2 and wants a 64-bit mask after)
-__device__ __forceinline__ unsigned hdn_lane_xor(unsigned v, int o) {
+// __shfl_xor_sync is absent before ROCm 6.2 and wants a 64-bit mask after).  A template: only
+// kernels that use it need the intrinsic (the host emulation of tests/gpu has none)
+template <class T> __device__ __forceinline__ T hdn_lane_xor(T v, int o) {
 #if HDN_CUDA
     return __shfl_xor_sync(0xffffffffu, v, o);
 #else
