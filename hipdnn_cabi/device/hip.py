@@ -3,7 +3,9 @@
 The same surface as :mod:`.cuda` (see :class:`~hipdnn_cabi.device.cuda.CudaRuntime`): hiprtc
 compiles the same HIP sources for the device's ``gcnArchName`` (e.g. ``gfx942``), hipModule*
 loads and launches.  NOT yet exercised on an AMD GPU in this project (the test machine is an
-NVIDIA H200); kept small and symmetric so that the engine runs unchanged once it is.
+NVIDIA H200); kept small and symmetric so that the engine runs unchanged once it is.  Its steps
+run in CI against a recording stand-in of hip-python whose hiprtc compiles with the offline
+toolchain of ``make check-amd`` (tests/amd/test_hip_runtime_path.py).
 
 :class:`HipPlatform` is the process-wide part (device count, ``hipGetDevice``,
 ``hipStreamGetDevice``, pointer attributes); :class:`HipRuntime` is one device.  HIP's context
@@ -155,6 +157,15 @@ class HipRuntime:
             with Bound(self):
                 check(self.hip.hipFree(int(p)), "hipFree")
 
+    def malloc_host(self, n):
+        with Bound(self):
+            return int(check(self.hip.hipHostMalloc(max(1, int(n)), 0), "hipHostMalloc"))
+
+    def free_host(self, p):
+        if p:
+            with Bound(self):
+                check(self.hip.hipHostFree(int(p)), "hipHostFree")
+
     def memcpy_htod(self, dst, src, n):
         check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
 
@@ -178,6 +189,32 @@ class HipRuntime:
         if k == "device":
             return dev == self.device
         return k in ("managed", "host") or (k is None and self.pageable_access)
+
+    def stream_create(self):
+        with Bound(self):
+            return int(check(self.hip.hipStreamCreateWithFlags(self.hip.hipStreamNonBlocking),
+                             "hipStreamCreateWithFlags"))
+
+    def stream_destroy(self, s):
+        with Bound(self):
+            check(self.hip.hipStreamDestroy(int(s)), "hipStreamDestroy")
+
+    def last_error(self):
+        r = self.hip.hipGetLastError()
+        r = r[0] if isinstance(r, tuple) else r
+        return int(getattr(r, "value", r))
+
+    def event_create(self):
+        with Bound(self):
+            return check(self.hip.hipEventCreate(), "hipEventCreate")
+
+    def event_record(self, ev, stream=0):
+        with Bound(self):
+            check(self.hip.hipEventRecord(ev, int(stream)), "hipEventRecord")
+
+    def event_elapsed_ms(self, a, b):
+        check(self.hip.hipEventSynchronize(b), "hipEventSynchronize")
+        return float(check(self.hip.hipEventElapsedTime(a, b), "hipEventElapsedTime"))
 
     def stream_synchronize(self, s=0):
         with Bound(self):
