@@ -70,14 +70,15 @@
 #define AM_LD (AM_BN * AM_DCH / AM_NT)   // 16-byte chunks of K (and of V) per thread and tile
 
 // four consecutive words n0 .. n0 + 3 of the dropout stream (hdn_philox.h): two Philox blocks
-__device__ __forceinline__ void am_philox4(unsigned long long seed, unsigned long long sub,
+// (the key as two words, k0 / k1)
+__device__ __forceinline__ void am_philox4(unsigned k0, unsigned k1, unsigned long long sub,
                                            unsigned long long n0, unsigned (&w)[4]) {
     const unsigned long long q = n0 >> 2;
     const uint4 a = hdn_philox(make_uint4((unsigned)q, (unsigned)(q >> 32), (unsigned)sub,
-                                          (unsigned)(sub >> 32)), (unsigned)seed, (unsigned)(seed >> 32));
+                                          (unsigned)(sub >> 32)), k0, k1);
     const unsigned long long q1 = q + 1;
     const uint4 c = hdn_philox(make_uint4((unsigned)q1, (unsigned)(q1 >> 32), (unsigned)sub,
-                                          (unsigned)(sub >> 32)), (unsigned)seed, (unsigned)(seed >> 32));
+                                          (unsigned)(sub >> 32)), k0, k1);
     const unsigned o = (unsigned)(n0 & 3);
     const unsigned x0 = a.x, x1 = a.y, x2 = a.z, x3 = a.w, x4 = c.x, x5 = c.y, x6 = c.z;
     w[0] = o == 0 ? x0 : o == 1 ? x1 : o == 2 ? x2 : x3;
@@ -106,6 +107,11 @@ extern "C" __global__ void __launch_bounds__(AM_NT) hdn_attn_fwd_mfma(HDN_ATTN_F
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
     const unsigned long long dsub = (unsigned long long)b * HQ + h;
+    // the Philox key in VGPRs: its 10-round schedule, hoisted out of the loop, would take 20 of
+    // the wavefront's ~100 SGPRs
+    unsigned sk0 = (unsigned)seed, sk1 = (unsigned)(seed >> 32);
+    am_vgpr(sk0);
+    am_vgpr(sk1);
 #endif
     const int i = q0 + 32 * w + lq;                 // this lane's query row
     const HdnAttnSpan sp = hdn_attn_row(L, i);      // its keys: sp.lo <= j < sp.hi
@@ -193,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(AM_NT) hdn_attn_fwd_mfma(HDN_ATTN_F
             for (int g = 0; g < 4; ++g) {
 #if DROPOUT
                 unsigned dw[4];
-                am_philox4(seed, dsub, doff + (unsigned long long)i * SKV + (kv0 + 32 * t + 8 * g + 4 * hi), dw);
+                am_philox4(sk0, sk1, dsub, doff + (unsigned long long)i * SKV + (kv0 + 32 * t + 8 * g + 4 * hi), dw);
 #endif
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
