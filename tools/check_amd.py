@@ -61,13 +61,16 @@ NVIDIA_KNOBS = [{"HIPDNN_CABI_HIP_TILE": "128x64"}, {"HIPDNN_CABI_HIP_STAGES": "
 FAMILIES = [("hdn_gemm_mfma", "gemm/conv (MFMA)"), ("hdn_gemm_simt", "gemm/conv (SIMT)"),
             ("hdn_gemm_splitk", "gemm split-K finish"), ("hdn_transpose", "layout transpose"),
             ("hdn_attn", "attention"), ("hdn_bsq", "block-scale quantize"),
-            ("hdn_bsdq", "block-scale dequantize"), ("hdn_moe", "MoE"), ("hdn_bn", "batchnorm"),
+            ("hdn_bsdq", "block-scale dequantize"), ("hdn_moe", "MoE route / gather / wgrad"), ("hdn_bn", "batchnorm"),
             ("hdn_reduce", "reduction"), ("hdn_ln", "norms"), ("hdn_rms", "norms"),
             ("hdn_norm", "norms"), ("hdn_pool", "resample"), ("hdn_pw", "pointwise"),
             ("hdn_ew", "pointwise")]
 
 
-def family(names):
+def family(item):
+    names = item["names"] if not item["body"] else set()
+    if "hdn_moe_tile_active" in item["source"] and not item["body"]:
+        return "MoE grouped GEMM (MFMA)" if "hdn_gemm_mfma" in names else "MoE grouped GEMM (SIMT)"
     for n in sorted(names):
         for p, f in FAMILIES:
             if n.startswith(p):
@@ -363,7 +366,7 @@ def main(argv=None):
             why = evaluate(it, r, launched.get(it["key"], set()))
             if it["body"]:
                 st.setdefault("body_kernels", {})[it["origins"][0][5:]] = r.get("defined", [])
-            f = family(it["names"] if not it["body"] else set())
+            f = family(it)
             e = fam.setdefault(f, {"sources": 0, "failed": 0, "mfma": {}})
             e["sources"] += 1
             st["compiled_now"] += int(r.get("ok", False) and not r.get("cached"))
