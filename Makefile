@@ -9,7 +9,7 @@ CFLAGS_TEST := -std=c11 -Wall -Wextra -Werror -Iinclude
 # The [cuda] extra (cuda-bindings, NVRTC wheels) only where an NVIDIA GPU is visible.
 EXTRAS := test$(shell nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
 
-.PHONY: all venv build lib plugins pkgconfig demo test test-install test-all bench bench-gpu generate check-generated clean
+.PHONY: all venv build lib plugins pkgconfig demo test test-install test-all check-amd bench bench-gpu generate check-generated clean
 
 all: build
 
@@ -69,6 +69,13 @@ test: build $(NVRTC_STAMP)
 # venv: a graph, export-plugin, conform, pkg-config and CMake C++ builds (tests/packaging/).
 test-install: build
 	$(PY) -m pytest -q -m slow tests/packaging
+
+# Every kernel source the HIP engine can emit for AMD gfx942 / gfx90a compiled offline to amdgcn code
+# objects with hiprtc's options, checked (kernel symbols, MFMA, no spills / scratch) and summarised
+# (tools/check_amd.py; apt-installs clang-19, lld-19, llvm-19, rocm-device-libs and
+# libhiprtc-builtins5 when missing; results cached by content under build/amd).  No GPU needed.
+check-amd: build
+	$(PY) tools/check_amd.py --install --jobs $(or $(CHECK_AMD_JOBS),2)
 
 test-all: build
 	$(PY) -m pytest -q -m ''

@@ -107,7 +107,9 @@ def analyse(graph, tf32=None, mma=None) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma() if mma is None else bool(mma)
     sms = sm_count() if device.available() else 132
-    arch = device_arch() if mma else None
+    arch = device_arch()
+    if not mma and not (arch or "").startswith("gfx"):
+        arch = None       # NVIDIA with the matrix units off: the portable kernels (AMD keeps its target)
     tf32 = tf32_default() if tf32 is None else bool(tf32)
     key = (raw, mma, sms, arch, gemm_knobs(), tf32)
     if raw is not None:

@@ -28,6 +28,9 @@ from .ops._base import NotApplicable, _need, dims, dt, io_uids, roles, span_elem
 # allocated once at plan build: such plans need no workspace
 SCRATCH_PIECE = 64 * 1024
 SCRATCH_TOTAL = 256 * 1024
+# AMD targets whose every kernel source compiles (make check-amd: tools/check_amd.py); any other
+# gfx device is declined with a reason
+AMD_TARGETS = ("gfx90a", "gfx942")
 
 
 class Program:
@@ -73,6 +76,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
     TF32_MATH; default off = true fp32 FFMA)."""
     _need(graph.nodes, "graph has no nodes")
+    _need(not (arch or "").startswith("gfx") or arch in AMD_TARGETS,
+          f"AMD target {arch}: the HIP engine's kernels are compiled and checked for "
+          f"{' / '.join(AMD_TARGETS)} only (make check-amd)")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
     nodes = graph.nodes
     R = [check_node(n, graph) for n in nodes]

@@ -3,7 +3,9 @@
 The same surface as :mod:`.cuda` (see :class:`~hipdnn_cabi.device.cuda.CudaRuntime`): hiprtc
 compiles the same HIP sources for the device's ``gcnArchName`` (e.g. ``gfx942``), hipModule*
 loads and launches.  NOT yet exercised on an AMD GPU in this project (the test machine is an
-NVIDIA H200); kept small and symmetric so that the engine runs unchanged once it is.
+NVIDIA H200); kept small and symmetric so that the engine runs unchanged once it is.  Its steps
+run in CI against a recording stand-in of hip-python whose hiprtc compiles with the offline
+toolchain of ``make check-amd`` (tests/amd/test_hip_runtime_path.py).
 
 :class:`HipPlatform` is the process-wide part (device count, ``hipGetDevice``,
 ``hipStreamGetDevice``, pointer attributes); :class:`HipRuntime` is one device.  HIP's context
@@ -18,6 +20,13 @@ from .common import (SPECIAL_STREAMS, Bound, DeviceError, KernelCache, Module, P
                      RtcCompiler, address_mapped, check, is_bound)
 
 
+def hiprtc_options(arch: str) -> list:
+    """The options the engine passes to hiprtc for ``arch`` (``gfx942``): ``make check-amd``
+    (tools/check_amd.py) compiles its offline corpus with exactly these, after the ones hiprtc
+    adds itself."""
+    return [f"--offload-arch={arch}", "-std=c++17", "-DHDN_PLATFORM_HIP=1", "-O3"]
+
+
 class HiprtcCompiler(RtcCompiler):
     kind = "hip"
     prefix, code_call, label, default_arch = "hiprtc", "Code", "hiprtc", "gfx942"
@@ -30,7 +39,7 @@ class HiprtcCompiler(RtcCompiler):
         self.version = f"hiprtc-{major}.{minor}"
 
     def default_options(self, arch: str):
-        return [f"--offload-arch={arch}", "-std=c++17", "-DHDN_PLATFORM_HIP=1", "-O3"]
+        return hiprtc_options(arch)
 
     def _destroy(self, prog):
         self.rtc.hiprtcDestroyProgram(prog.createRef())
@@ -148,6 +157,15 @@ class HipRuntime:
             with Bound(self):
                 check(self.hip.hipFree(int(p)), "hipFree")
 
+    def malloc_host(self, n):
+        with Bound(self):
+            return int(check(self.hip.hipHostMalloc(max(1, int(n)), 0), "hipHostMalloc"))
+
+    def free_host(self, p):
+        if p:
+            with Bound(self):
+                check(self.hip.hipHostFree(int(p)), "hipHostFree")
+
     def memcpy_htod(self, dst, src, n):
         check(self.hip.hipMemcpy(int(dst), int(src), int(n), self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
 
@@ -172,6 +190,32 @@ class HipRuntime:
             return dev == self.device
         return k in ("managed", "host") or (k is None and self.pageable_access)
 
+    def stream_create(self):
+        with Bound(self):
+            return int(check(self.hip.hipStreamCreateWithFlags(self.hip.hipStreamNonBlocking),
+                             "hipStreamCreateWithFlags"))
+
+    def stream_destroy(self, s):
+        with Bound(self):
+            check(self.hip.hipStreamDestroy(int(s)), "hipStreamDestroy")
+
+    def last_error(self):
+        r = self.hip.hipGetLastError()
+        r = r[0] if isinstance(r, tuple) else r
+        return int(getattr(r, "value", r))
+
+    def event_create(self):
+        with Bound(self):
+            return check(self.hip.hipEventCreate(), "hipEventCreate")
+
+    def event_record(self, ev, stream=0):
+        with Bound(self):
+            check(self.hip.hipEventRecord(ev, int(stream)), "hipEventRecord")
+
+    def event_elapsed_ms(self, a, b):
+        check(self.hip.hipEventSynchronize(b), "hipEventSynchronize")
+        return float(check(self.hip.hipEventElapsedTime(a, b), "hipEventElapsedTime"))
+
     def stream_synchronize(self, s=0):
         with Bound(self):
             check(self.hip.hipStreamSynchronize(int(s)), "hipStreamSynchronize")
@@ -180,18 +224,20 @@ class HipRuntime:
         with Bound(self):
             check(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
-    def compile(self, source, name="kernel.hip", options=(), headers=None):
+    def compile(self, source, name="kernel.hip", options=(), headers=None, arch=None):
+        """``arch``: a target other than the device's own (the engine never asks for one on AMD)."""
+        arch = arch or self.arch
         key = KernelCache.key(source + "".join(f"\0{k}\0{v}" for k, v in (headers or {}).items()),
-                              list(options), self.arch, self.compiler.version)
+                              list(options), arch, self.compiler.version)
         img = self.cache.get(key)
         if img is None:
-            img = self.compiler.compile(source, name, options, self.arch, headers)
+            img = self.compiler.compile(source, name, options, arch, headers)
             self.cache.put(key, img)
         return img
 
-    def module(self, source, name="kernel.hip", options=(), headers=None):
+    def module(self, source, name="kernel.hip", options=(), headers=None, arch=None):
         import hashlib
-        img = self.compile(source, name, options, headers)
+        img = self.compile(source, name, options, headers, arch)
         k = hashlib.sha256(img).hexdigest()
         with self._mlock:
             m = self._modules.get(k)

@@ -72,6 +72,7 @@
 #define HDN_FROM_FLOAT(x) hdn_from_float<hdn_half>(x).bits
 #endif
 #include "hdn_attention.h"
+#if HDN_CUDA   // mma.sync: NVIDIA only (AMD CDNA: attention_bwd_mfma.hip)
 
 #define BM 64
 #define BN 64
@@ -387,3 +388,4 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
         }
     }
 }
+#endif  // HDN_CUDA

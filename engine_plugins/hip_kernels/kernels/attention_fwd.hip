@@ -49,6 +49,7 @@
     const long long* __restrict__ seedp, const long long* __restrict__ offp
 #endif
 #include "hdn_attention.h"
+#if HDN_CUDA   // mma.sync: NVIDIA only (AMD CDNA: attention_fwd_mfma.hip)
 
 #define BM (16 * NW)
 #define BN 64
@@ -244,3 +245,4 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #endif
     }
 }
+#endif  // HDN_CUDA

@@ -1,10 +1,11 @@
 // gemm_mfma.hip - the AMD CDNA (gfx90a / gfx942) 16-bit GEMM core behind the same interface as
 // the NVIDIA kernels: the same generated prelude (sizes, a_off / b_off gathers through
 // load_a_raw / load_b_raw, store_c with any fused epilogue, GSPLIT split-K partials finished by
-// gemm_splitk.hip), compiled with hiprtc.  NEVER RUN OR COMPILED IN THIS PROJECT'S CI (no AMD GPU,
-// no hiprtc here): kept deliberately small - a 128 x 128 x 32 tile per 256-thread block (4
-// wave64s, 64 x 64 each = 2 x 2 v_mfma_f32_32x32x8 f16 / bf16_1k), operands gathered element by
-// element into LDS, no pipelining.  Operand layout of the 32x32x8 MFMA (wave64): lane l holds
+// gemm_splitk.hip), compiled with hiprtc.  Compiled offline for gfx90a / gfx942 by
+// `make check-amd` (tools/check_amd.py), NEVER RUN (no AMD GPU in this project's CI): kept
+// deliberately small - a 128 x 128 x 32 tile per 256-thread block (4 wave64s, 64 x 64 each =
+// 2 x 2 v_mfma_f32_32x32x8 f16 / bf16_1k), operands gathered element by element into LDS, no
+// pipelining.  Operand layout of the 32x32x8 MFMA (wave64): lane l holds
 // A[l % 32][4 (l / 32) + 0..3] and B[4 (l / 32) + 0..3][l % 32]; accumulator register r of lane l
 // is C[8 (r / 4) + 4 (l / 32) + r % 4][l % 32].
 // Grid (ceil(GN / 128), ceil(GM / 128), GBATCH * GSPLIT), block 256.
@@ -64,6 +65,9 @@ hdn_gemm_mfma(const TA* __restrict__ A, const TB* __restrict__ B,
     const int n0 = blockIdx.x * MF_BN, m0 = blockIdx.y * MF_BM;
     const int b = blockIdx.z / GSPLIT, s = blockIdx.z % GSPLIT;
     const int kb = s * GKSPLIT, ke = kb + GKSPLIT < GK ? kb + GKSPLIT : GK;
+#ifdef HDN_TILE_ACTIVE   // optional data-dependent tile skip (MoE groups: moe.py)
+    if (!HDN_TILE_ACTIVE(b, m0)) return;
+#endif
     mf_f16 acc[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)

@@ -209,6 +209,9 @@ hdn_gemm_simt(const TA* __restrict__ A, const TB* __restrict__ B, HDN_EPI_PARAMS
     sstore(0);
     __syncthreads();
     int buf = 0;
+#if HDN_HIP
+#pragma unroll 1   // AMD: a short constant k range unrolled whole spills registers (gfx90a)
+#endif
     for (int k0 = kbeg; k0 < kend; k0 += SBK) {
         const bool more = k0 + SBK < kend;
         if (more) gload(k0 + SBK);

@@ -4,7 +4,10 @@
 // keep factor.  Configured by the generated prelude (attention.py); semantics as the CPU
 // reference (engine_plugins/cpu_reference/kernels/sdpa.py).
 #pragma once
+#include "hdn_compat.h"
+#if HDN_CUDA
 #include "hdn_mma.h"
+#endif
 #include "hdn_philox.h"
 
 #define HDN_BIG (1 << 30)

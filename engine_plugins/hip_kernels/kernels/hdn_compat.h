@@ -91,6 +91,18 @@ template <> __device__ __forceinline__ hdn_fp8e5m2 hdn_from_float<hdn_fp8e5m2>(f
     hdn_fp8e5m2 v; v.bits = hdn_fp8_code<2, 15, 0x7bu>(f); return v;
 }
 
+// the value of lane (this lane ^ o) of the warp (NVIDIA, 32 lanes) / wavefront (AMD, 64 lanes):
+// for o < 32 the same neighbours on both.  AMD: __shfl_xor takes no lane mask (hiprtc's
+// __shfl_xor_sync is absent before ROCm 6.2 and wants a 64-bit mask after).  A template: only
+// kernels that use it need the intrinsic (the host emulation of tests/gpu has none)
+template <class T> __device__ __forceinline__ T hdn_lane_xor(T v, int o) {
+#if HDN_CUDA
+    return __shfl_xor_sync(0xffffffffu, v, o);
+#else
+    return __shfl_xor(v, o);
+#endif
+}
+
 // raw 16-bit access (GEMM tiles move bits, not values)
 __device__ __forceinline__ hdn_u16 hdn_bits(hdn_half h) { return h.bits; }
 __device__ __forceinline__ hdn_u16 hdn_bits(hdn_bf16 h) { return h.bits; }

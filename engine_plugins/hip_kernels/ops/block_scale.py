@@ -319,7 +319,7 @@ def _quant_lanes(prog, r, loc, tag, bs, head, nel, lanes):
          f"#pragma unroll\n    for (int e = 0; e < {vec}; ++e) au = max(au, __float_as_uint(v[e]) & 0x7fffffffu);"]
     for o in (1, 2, 4, 8, 16):
         if o < lanes:
-            L.append(f"    au = max(au, __shfl_xor_sync(0xffffffffu, au, {o}));")
+            L.append(f"    au = max(au, hdn_lane_xor(au, {o}));")
     L += [f"    if (c >= {chunks}LL) continue;",
           "    const bool fin = au < 0x7f800000u;"]
     exact = _e8m0_exact(ymx) if st == "FP8_E8M0" else None

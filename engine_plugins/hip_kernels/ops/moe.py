@@ -36,6 +36,7 @@ from __future__ import annotations
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
+from ..gemm_core import choose_core
 from ._base import check_storage_types, check_tensors, declines, kinds
 
 KINDS = kinds("moe")
@@ -229,10 +230,18 @@ def gemm_spec(tok_src, tok_t, w, out, mode, G, E, rows_total, top_k):
 
 
 def _use_wgmma(prog, dtype, use_mma):
-    from ..gemm_core import choose_core
     arch = getattr(prog, "arch", None)
     return arch is not None and dtype in ("HALF", "BFLOAT16") and \
         choose_core(dtype, dtype, arch, use_mma) == "wgmma"
+
+
+def _portable_core(prog, dtype, use_mma):
+    """The core of the batched (not grouped-scheduler) path: 'mfma' on AMD gfx90a / gfx942,
+    'mma' on NVIDIA, for 16-bit data with the matrix units on; else 'simt'."""
+    arch = getattr(prog, "arch", None) or ""
+    if not use_mma:
+        return "simt"
+    return choose_core(dtype, dtype, arch, use_mma) if arch.startswith("gfx") else "mma"
 
 
 def _gather_source(gname, tok, rows_total, K, T):
@@ -327,19 +336,19 @@ def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
                           f"TMA {''.join(sorted(gs['tmaps'])) or 'none'}")
         return
     use_mma = _dt(tok) in ("HALF", "BFLOAT16") and use_mma
+    core = _portable_core(prog, _dt(tok), use_mma)
     spec.a_dense = spec.b_dense = None
-    gs = cg.gemm_source(spec, use_mma, sms=0)       # sms=0: never split K (groups fill the GPU)
+    gs = cg.gemm_source(spec, use_mma, sms=0, core=core)   # sms=0: never split K (groups fill the GPU)
     src, name, grid, block = gs["gemm"]
     hook = ("__device__ __forceinline__ bool hdn_moe_tile_active(HDN_EPI_PARAMS, int b, int m0) {"
             f" if (!*moe_flag) return false; const int lo = moe_off[b];"
             f" const int hi = b + 1 < {G} ? moe_off[b + 1] : {rows_total};"
             f" return m0 < hi && m0 + {cg.TILE} > lo; }}\n"
             "#define HDN_TILE_ACTIVE(b, m0) hdn_moe_tile_active(HDN_EPI_ARGS, b, m0)\n")
-    body = cg.read_kernel("gemm_mma.hip" if use_mma else "gemm_simt.hip")
+    body = cg.read_kernel(f"gemm_{core}.hip")
     src = src.replace(body, hook + body)
     prog.steps.append(("launch", src, name, grid, block, [a_loc, loc[w.uid]] + gargs))
-    prog.notes.append(f"MoE grouped matmul: {G} groups x {rows_total} rows, "
-                      f"{'mma' if use_mma else 'simt'} GEMM core")
+    prog.notes.append(f"MoE grouped matmul: {G} groups x {rows_total} rows, {core} GEMM core")
 
 
 # --------------------------------------------------------------------------- weight gradient

@@ -258,6 +258,8 @@ def _emit(prog, node, r, loc, tag, arch=None):
     Hkv, Skv = _dims(r["k"])[1:3]
     defines = {}
     extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
+    if (arch or "").startswith("gfx"):      # AMD CDNA: the MFMA kernels (attention_*_mfma.hip)
+        return _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a)
     u16 = "const hdn_u16* __restrict__"
     if node.kind == FWD:
         defines["NW"] = FWD_NW
@@ -335,3 +337,62 @@ def _emit(prog, node, r, loc, tag, arch=None):
 def _len_params(defines):
     p = defines["HDN_ATTN_LEN_PARAMS"]
     return [x.strip() for x in p.split(",") if x.strip()]
+
+
+# ------------------------------------------------------------------------- AMD CDNA (MFMA)
+MFMA_FWD_ROWS, MFMA_BWD_KEYS = 128, 64     # attention_fwd_mfma.hip AM_BM, attention_bwd_mfma.hip AM_BN
+
+
+def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
+    """The launch steps on AMD gfx90a / gfx942 (program.py admits no other gfx target):
+    attention_fwd_mfma.hip / attention_bwd_mfma.hip, wave64 MFMA; the parameters, masks,
+    dropout and workspace as the NVIDIA kernels'.  Static LDS only (no dynamic shared memory)."""
+    B, H, Sq, D = _dims(r["q"])
+    Hkv, Skv = _dims(r["k"])[1:3]
+    io = cg.dtype_name(r["q"].dtype)
+    defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
+    u16 = "const hdn_u16* __restrict__"
+    lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
+    if node.kind == FWD:
+        has_stats = "stats" in r
+        defines["HAS_STATS"] = int(has_stats)
+        if not has_stats:
+            defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
+        base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
+                  "float* __restrict__ LSE"]
+        base_a = _ptr_args(("q", "k", "v", "o"), r, loc) + [loc[r["stats"].uid] if has_stats else None]
+        ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + lens)
+        defines["HDN_ATTN_FWD_PARAMS"] = ps
+        src = _source("attention_fwd_mfma.hip", defines)
+        prog.steps.append(("launch", src, "hdn_attn_fwd_mfma",
+                           ((Sq + MFMA_FWD_ROWS - 1) // MFMA_FWD_ROWS, H, B), (256, 1, 1), as_))
+        prog.notes.append(f"{node.kind}: MFMA flash attention, {MFMA_FWD_ROWS} query rows x 64-key tiles")
+        return
+    defines["HDN_TO_FLOAT(x)"] = CONV[io][0]
+    defines["HDN_FROM_FLOAT(x)"] = CONV[io][1]
+    n_rows = B * H * Sq
+    ws_d = prog.ws_alloc(n_rows * 4)
+    ws_q = prog.ws_alloc(n_rows * D * 4)
+    main_p = [f"{u16} Q", f"{u16} K", f"{u16} V", f"{u16} dO", "const float* __restrict__ LSE",
+              "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV",
+              "const float* __restrict__ Dsum", "float* __restrict__ dQacc"] + _len_params(defines)
+    main_a = (_ptr_args(("q", "k", "v", "do", "stats", "dk", "dv"), r, loc)
+              + [("ws", ws_d), ("ws", ws_q)] + lens)
+    ps, as_ = _finish(extra_p, extra_a, main_p, main_a)
+    defines["HDN_ATTN_BWD_PARAMS"] = ps
+    pre_p, pre_a = _finish(extra_p, extra_a, [f"{u16} O", f"{u16} dO", "float* __restrict__ Dsum"],
+                           _ptr_args(("o", "do"), r, loc) + [("ws", ws_d)])
+    defines["HDN_ATTN_PRE_PARAMS"] = pre_p
+    dq_p, dq_a = _finish(extra_p, extra_a, ["const float* __restrict__ dQacc",
+                                            "hdn_u16* __restrict__ dQ"],
+                         [("ws", ws_q), loc[r["dq"].uid]])
+    defines["HDN_ATTN_DQ_PARAMS"] = dq_p
+    src = _source("attention_bwd_mfma.hip", defines)
+    prog.steps.append(("memset", ws_q, n_rows * D * 4))
+    prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
+                       pre_a))
+    prog.steps.append(("launch", src, "hdn_attn_bwd_mfma",
+                       ((Skv + MFMA_BWD_KEYS - 1) // MFMA_BWD_KEYS, Hkv, B), (128, 1, 1), as_))
+    prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
+                       (256, 1, 1), dq_a))
+    prog.notes.append(f"{node.kind}: MFMA flash attention backward, {MFMA_BWD_KEYS}-key blocks")
