@@ -1,7 +1,9 @@
 #!/bin/bash
 # One device call: build the backend, run the GPU tests and the benchmark; results under $OUT.
 # Expects the repo root as CWD, .whl/ carried (cffi, pycparser for cp312).
-# ONLY=tests|bench|all (default all); PYTEST_K: a -k expression for the GPU tests.
+# ONLY=tests|bench|all (default all); PYTEST_K: a -k expression for the GPU tests; PYTEST_N: run the
+# GPU tests in that many pytest-xdist workers on the one GPU (compilation dominates; the kernel cache is
+# safe to share).
 # ONLY=multigpu (a machine with >= 2 GPUs, issue 18): the device-binding GPU tests and
 # bench/multi_gpu_bench.py (-> $OUT/multi_gpu.json).
 # ONLY=cpubench (issue 15): the C sample plugin and the CPU thread benchmarks on this machine's cores:
@@ -52,7 +54,7 @@ fi
 if [ "$ONLY" != bench ] && [ "$ONLY" != none ]; then
   echo "== pytest"
   timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest -q -m '' tests/gpu -p no:cacheprovider -rs --durations=8 \
-     --ignore=tests/gpu/test_host_emulation.py ${PYTEST_K:+-k "$PYTEST_K"} --tb=short > "$OUT/pytest.log" 2>&1
+     --ignore=tests/gpu/test_host_emulation.py ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_N:+-n $PYTEST_N} --tb=short > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -60
 fi
 if [ "$ONLY" != tests ] && [ "$ONLY" != none ]; then
