@@ -152,7 +152,7 @@ int main(int argc, char** argv)
     TIME("get_size_query_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 0, &cnt, NULL));
     TIME("get_fetch_x8_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 8, &cnt, out));
     TIME("get_int64_scalar_ns", hipdnnBackendGetAttribute(t, HIPDNN_ATTR_TENSOR_UNIQUE_ID, HIPDNN_TYPE_INT64, 1, &cnt, &v));
-    /* operation descriptors: C-resident, plain attributes in C (issue 15) */
+    /* operation descriptors: C-resident, plain attributes in C */
     hipdnnPointwiseMode_t pm = HIPDNN_POINTWISE_RELU_FWD;
     double clip = 0.25;
     int64_t dil[2] = {1, 1};
@@ -182,7 +182,7 @@ int main(int argc, char** argv)
     hipdnnBackendDestroyDescriptor(op);
     hipdnnBackendDestroyDescriptor(cv);
     hipdnnBackendDestroyDescriptor(ty);
-    /* variant packs: C-resident (issue 15) */
+    /* variant packs: C-resident */
     hipdnnBackendDescriptor_t vp;
     int64_t uids[3] = {1, 2, 3};
     void* ptrs[3] = {(void*)16, (void*)32, (void*)48};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Diagnostic (issue 15/20, by hand on a GPU machine): where the C API rows of the GPU benchmark
+"""Diagnostic (by hand on a GPU machine): where the C API rows of the GPU benchmark
 lose time against the plugin-object rows.  For one GEMM (fp16 4096^3) and a tiny relu it prints,
 for both paths: the CUDA-event median (what gpu_bench reports), the host time of one call after a
 sync, the C fast-path counters, the kernels each plan launches, and a profile of the C API path's

@@ -1,4 +1,4 @@
-"""Device harness for the GEMM core (issue 20): correctness of every wgmma variant, then timings.
+"""Device harness for the GEMM core: correctness of every wgmma variant, then timings.
 
     python3 bench/gemm_core_probe.py check          # every variant vs PyTorch (float64 reference)
     python3 bench/gemm_core_probe.py time [--json F] # GEMM / conv timings vs cuBLAS / cuDNN

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Many GPUs in one process (issue 18): conv / GEMM throughput on 1 GPU and on N GPUs at once,
+"""Many GPUs in one process: conv / GEMM throughput on 1 GPU and on N GPUs at once,
 N threads, one hipDNN handle (with its own stream) per device, through the public C API
 (``hipdnn_cabi.frontend``: hipdnnCreate / hipdnnSetStream / hipdnnBackendExecute on the
 HIP kernel engine), with one finalized variant pack per device reused for every execute (the C
@@ -9,7 +9,7 @@ Per workload: one thread on device 0 runs ``--iters`` executes (after warm-up) a
 stream -> executes/s; then N threads, thread i on device i (its device current, as a program
 calling ``cudaSetDevice(i)`` would have it), start together behind a barrier, each runs
 ``--iters`` executes -> aggregate executes/s over the wall time from the first start to the last
-stream drained.  ``scaling`` = aggregate / one-GPU (issue 18's goal: >= 1.8 on 2 GPUs).
+stream drained.  ``scaling`` = aggregate / one-GPU (goal: >= 1.8 on 2 GPUs).
 ``host_us_per_execute``: the mean host time one execute call takes (the Python part, which the
 threads share through the GIL).  With PyTorch present the same shapes run through torch (cuBLAS /
 cuDNN), 1 vs N threads, side by side, as the reference for what the machine scales to.

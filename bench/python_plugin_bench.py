@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-call cost of host → Python plugin vs host → C plugin (issue 5's benchmark).
+"""Per-call cost of host → Python plugin vs host → C plugin.
 
 One process loads libhipdnn_backend.so (cffi ABI mode) with a plugin directory holding:
 

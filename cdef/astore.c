@@ -1,6 +1,6 @@
 /* ==================================================================== the C attribute store
  * TENSOR and operation descriptors resident in C: create, destroy and the hot Set/Get of their plain
- * fields without entering Python (issue 15; docs/abi-choices.md "C attribute store").
+ * fields without entering Python (docs/abi-choices.md "C attribute store").
  *
  * Pasted by cdef/build_backend.py after cdef/vpack.c (it reuses that file's slot-table types and the
  * execute registry's thread shards).  The field tables (cdef/astore_tables.h, pasted

@@ -239,7 +239,7 @@ class CAdapter(PluginApiAdapter):
         ids = list(c.get_applicable_engine_ids(g))
         why = getattr(c, "decline_reasons", None)
         declined = why(g, ids) if why is not None else []
-        # Decline reasons (issue 22): the thread's last error holds "<engine> declined the
+        # Decline reasons: the thread's last error holds "<engine> declined the
         # graph: <why>" (the host reads it after a query that left engines out) and they are
         # logged at info level through the host's logging callback.
         if declined:

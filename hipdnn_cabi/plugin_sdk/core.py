@@ -211,7 +211,7 @@ def required_api_version(graph) -> tuple:
 
 def check_restored_graph(graph, plugin) -> None:
     """The version guards a fresh graph passes in the host before any plugin sees it, for a graph
-    that arrives inside a serialized execution context instead (issue 19): its stamped
+    that arrives inside a serialized execution context instead: its stamped
     ``min_required_engine_api_version`` and the version its content needs must both be within
     the plugin's reported API version.  (Span checks follow through ``_require``.)"""
     api = parse_api_version(getattr(plugin, "api_version", "1.0.0")) if plugin is not None \

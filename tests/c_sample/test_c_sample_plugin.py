@@ -450,7 +450,7 @@ def make_cases() -> list:
         Case("no_strides", G([T(1, d, write_strides=False), T(3, d)], [N(PW_RELU_FWD, 1, 3)]), False),
         Case("nine_dims", G([T(1, [1] * 9), T(3, [1] * 9)], [N(PW_RELU_FWD, 1, 3)]), False),
         Case("zero_dim", G([T(1, [2, 0]), T(3, [2, 0])], [N(PW_RELU_FWD, 1, 3)]), False),
-        # issue 19: element offsets that overflow int64 / spans no address space holds
+        # element offsets that overflow int64 / spans no address space holds
         Case("offset_overflows_int64", G([T(1, [4, 8], [2**62, 1]), T(3, [4, 8])], [N(PW_RELU_FWD, 1, 3)]), False),
         Case("span_beyond_address_space", G([T(1, [4, 8], [2**47, 1]), T(3, [4, 8])], [N(PW_RELU_FWD, 1, 3)]),
              False),

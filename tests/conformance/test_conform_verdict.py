@@ -1,4 +1,4 @@
-"""Issue 14 items 7 and 8: `conform` does not say CONFORMANT when the checks that matter never ran.
+"""`conform` does not say CONFORMANT when the checks that matter never ran.
 A plugin that applies to no corpus graph gets "INCONCLUSIVE: no graph of the corpus was
 applicable" (exit 3); `--graph file.json|.bin` (repeatable) adds the user's own graphs, whose
 expected outputs the CPU reference engine computes; a `.py` plugin is told to be exported first."""

@@ -333,7 +333,7 @@ print(json.dumps(out))
     ("both", None, "ser_with_id"),                        # both exported: WithEngineId wins
 ])
 def test_each_save_hook_shape_round_trips(ctplug, tag, define, hook):
-    """Issue 14 item 13: a plugin exporting only the legacy 3-argument save hook is serializable
+    """A plugin exporting only the legacy 3-argument save hook is serializable
     through it; a plugin exporting both is called through WithEngineId only."""
     d = ctplug(tag, *([define] if define else []))
     r = _plug_run(d, ROUND_TRIP)

@@ -1,4 +1,4 @@
-"""Issue 19 items 3-5: a restored plan is checked like a fresh one.
+"""A restored plan is checked like a fresh one.
 
 * the backend verifies the envelope beyond the FlatBuffers verifier: vectors may not overlap (a
   raised tensor-uid count), uids are unique, and an HDGP container's plan lists its graph's uids;

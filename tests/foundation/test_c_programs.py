@@ -66,7 +66,7 @@ def test_fork_while_busy(c_build):
 
 
 def test_fork_with_async_log_callback(c_build):
-    """Issue 19 item 1: a child forked while the ASYNC delivery thread is busy (or idle) can
+    """A child forked while the ASYNC delivery thread is busy (or idle) can
     unregister without hanging and gets a working ASYNC pipeline of its own."""
     r = run([c_build(os.path.join(HERE, "fork_log_async.c"))], timeout=300, check=False)
     assert "fork_log_async: 0 failures" in r.stdout, r.stdout + r.stderr

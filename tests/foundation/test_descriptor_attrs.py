@@ -1,4 +1,4 @@
-"""Issue 19 item 6: every descriptor-valued attribute of every descriptor answers a NULL,
+"""Every descriptor-valued attribute of every descriptor answers a NULL,
 destroyed, foreign or handle value, a wrong-kind descriptor and an unfinalized one with the
 statuses docs/abi-choices.md ("Descriptor-valued attributes") promises - read from the docs."""
 from __future__ import annotations

@@ -93,7 +93,7 @@ def drive(seed: int, iters: int) -> dict:  # noqa: C901 - one flat fuzzing loop
         live.append((V(p), 4))
     world_plans = [x[0] for x in live if x[1] == 4]
     envelopes = []
-    for wp in world_plans:   # issue 19: envelopes of real plans, mutated by the "tamper" op
+    for wp in world_plans:   # envelopes of real plans, mutated by the "tamper" op
         n = ffi.new("size_t*")
         if lib.hipdnnBackendGetSerializedExecutionPlan_ext(wp, 0, n, ffi.NULL) == 0:
             eb = ffi.new("char[]", n[0])
@@ -217,7 +217,7 @@ def drive(seed: int, iters: int) -> dict:  # noqa: C901 - one flat fuzzing loop
                 check("hipdnnDestroy", lib.hipdnnDestroy(h))
                 dead.append(h)
         elif op == "tamper" and envelopes:
-            # issue 19: a real envelope with a lying uid count, a duplicated uid or random bytes;
+            # a real envelope with a lying uid count, a duplicated uid or random bytes;
             # whatever restores must answer its getters and execute without crashing
             data, at = R.choice(envelopes)
             b = bytearray(data)
@@ -279,7 +279,7 @@ def test_random_api_calls_never_crash_or_leak_python_errors():
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert s["n_problems"] == 0, "\n".join(s["problems"])
     assert s["ok"] > 100 and s["finalized"] > 0  # it reached past the argument checks
-    assert s.get("tampered_counts", 0) > 0       # issue 19: lying envelope uid counts were tried
+    assert s.get("tampered_counts", 0) > 0       # lying envelope uid counts were tried
 
 
 def _fresh(ffi, lib, t):

@@ -1,4 +1,4 @@
-"""Issue 14 items 11 and 12: the public headers compile with plain gcc/g++ whether or not HIP's own
+"""The public headers compile with plain gcc/g++ whether or not HIP's own
 headers are on the include path, and code written against older hipDNN enumerator spellings still
 compiles (aliases with the same values).
 

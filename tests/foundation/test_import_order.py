@@ -1,4 +1,4 @@
-"""Issue 14 item 2: the library starts in an already-running interpreter whatever was imported first.
+"""The library starts in an already-running interpreter whatever was imported first.
 
 Before Python 3.12, cffi's embedding start spins until ``PyCapsule_Type.tp_version_tag`` reads 0;
 any attribute lookup on a capsule (the datetime C API import that torch/pandas do, numpy's and

@@ -66,7 +66,7 @@ HUGE = [2**62, -2**62, 2**61, 2**47, 2**46, 2**40, 2**63 - 1, -2**63, 2**32, 3]
 
 
 def span_phase(c, h, seed_graph: bytes, rng, n: int) -> dict:
-    """Issue 19: graphs whose tensors get huge strides / dims.  A graph with a tensor no engine
+    """Graphs whose tensors get huge strides / dims.  A graph with a tensor no engine
     can address (hipdnn_cabi.plugin_sdk.spans) must get no engine config from the heuristics."""
     from hipdnn_cabi.backend import graph_fb
     from hipdnn_cabi.plugin_sdk import parse_graph, spans

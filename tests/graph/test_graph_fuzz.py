@@ -21,6 +21,6 @@ def test_fuzz_deserialize(libpath):
     assert summary["valid"] > 0
     assert sum(summary["statuses"].values()) == 10000
     assert "9" not in summary["statuses"]  # no INTERNAL_ERROR
-    # issue 19: graphs with huge strides; the unaddressable ones got no engine
+    # graphs with huge strides; the unaddressable ones got no engine
     sp = summary["spans"]
     assert sp["unaddressable"] > 0 and sp["graphs"] > sp["unaddressable"], sp

@@ -79,7 +79,7 @@ class ExecutionPlanDescriptor(Descriptor):
         aligns = dict(graph.tensor_alignments()) if hasattr(graph, "tensor_alignments") else {}
         self.adopt_context(hp, plugin, ph, context, engine.engine_id, 0, uids, aligns,
                            getattr(graph, "override_shape_enabled", False))
-        # the engines that declined this graph and why (named by execute errors, issue 22)
+        # the engines that declined this graph and why (named by execute errors)
         self.declines = list(getattr(graph, "declines", ()) or ())
         ws = hp.context_workspace_size(plugin, ph, context)
         if ws > INT64_MAX:

@@ -516,7 +516,7 @@ DECLINE_MARK = " declined the graph: "
 def _decline_text(p, before: str) -> str:
     """The reasons a plugin gives for the engines it left out of an applicability answer: its
     last error after the (successful) query, when the query set it - the plugin SDK writes
-    "<engine> declined the graph: <why>" there (issue 22).  A message left over from an
+    "<engine> declined the graph: <why>" there.  A message left over from an
     earlier failure (unchanged, without that mark) is not taken for a reason."""
     try:
         after = p.last_error()

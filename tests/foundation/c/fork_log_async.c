@@ -1,5 +1,5 @@
 #define _DEFAULT_SOURCE
-/* fork() with an ASYNC user log callback registered (issue 19, item 1).
+/* fork() with an ASYNC user log callback registered.
  *
  * Case "busy": the parent's delivery thread is inside a slow (~3 ms) callback when fork() runs.
  * Case "idle": the parent's queue has drained before fork().
