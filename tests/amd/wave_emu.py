@@ -183,16 +183,20 @@ def _build(src: str, headers: dict, name: str):
         inc = os.path.join(d, f"inc_{h}")
         os.makedirs(inc, exist_ok=True)
         for k, v in headers.items():
-            with open(os.path.join(inc, k), "w") as f:
+            tmp = os.path.join(inc, f"{k}.{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
                 f.write(v)
-        cpp = so[:-3] + ".cpp"
+            os.replace(tmp, os.path.join(inc, k))
+        # per-process file names: concurrent test processes may build the same library
+        tag = f".{os.getpid()}"
+        cpp = so[:-3] + tag + ".cpp"
         with open(cpp, "w") as f:
             f.write(src)
         r = subprocess.run([clang(), "-x", "c++", "-std=c++17", "-O1", "-w", "-fPIC", "-shared",
-                            "-I", inc, cpp, "-o", so + ".tmp"], capture_output=True, text=True)
+                            "-I", inc, cpp, "-o", so + tag + ".tmp"], capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(r.stderr[-6000:])
-        os.replace(so + ".tmp", so)
+        os.replace(so + tag + ".tmp", so)
     return ctypes.CDLL(so)
 
 
