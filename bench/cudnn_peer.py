@@ -298,9 +298,9 @@ class _Api:
 
 
 class Built:
-    def __init__(self, g, tensors, outputs, host, workspace_size, engine=""):
+    def __init__(self, g, tensors, outputs, host, workspace_size, engine="", plan=None):
         self.g, self.tensors, self.outputs, self.host = g, tensors, outputs, host
-        self.workspace_size, self.engine = workspace_size, engine
+        self.workspace_size, self.engine, self.plan = workspace_size, engine, plan
 
 
 class Side:
@@ -318,8 +318,19 @@ class Side:
         raise NotImplementedError
 
     def build(self, recipe):
-        """The recipe's graph on this side: inputs as non-virtual tensors with the specs' dims,
-        strides and types, outputs marked with the output specs."""
+        """The recipe's graph on this side, with its plan built."""
+        g, t, outs, host = self.graph(recipe)
+        plan = self.plan_notes(g)
+        engine = self.finish(g)
+        return Built(g, t, outs, host, int(g.get_workspace_size()), engine, plan)
+
+    def plan_notes(self, g):
+        return None
+
+    def graph(self, recipe):
+        """The recipe's graph on this side (not built): inputs as non-virtual tensors with the
+        specs' dims, strides and types, outputs marked with the output specs.  Returns (graph,
+        {input: tensor}, {output: tensor}, {scalar name: (tensor, value)})."""
         api = _Api(self, recipe)
         g = self.new_graph(recipe.io)
         t = {n: g.tensor(name=n, dim=list(s.dims), stride=s.strides, data_type=self.dt(s.dtype))
@@ -330,8 +341,7 @@ class Side:
         for n, s in recipe.outputs.items():
             outs[n].set_output(True).set_dim(list(s.dims)).set_stride(s.strides).set_data_type(self.dt(s.dtype))
             outs[n].set_name(f"out_{n}")
-        engine = self.finish(g)
-        return Built(g, t, outs, api.host, int(g.get_workspace_size()), engine)
+        return g, t, outs, api.host
 
 
 class OursSide(Side):
@@ -363,6 +373,15 @@ class OursSide(Side):
         for o in (s, sq):
             o.set_dim(k)
         return s, sq
+
+    def plan_notes(self, g):
+        """The HIP engine's plan for the graph (its analysis notes: core, tiles, fusions)."""
+        try:
+            from engine_plugins.hip_kernels.engine import analyse
+            from hipdnn_cabi.plugin_sdk import parse_graph
+            return list(analyse(parse_graph(g.serialize())).program.notes)
+        except Exception as e:  # noqa: BLE001 - informational only
+            return [f"(no plan notes: {type(e).__name__}: {e})"]
 
     def finish(self, g):
         g.build()
@@ -677,6 +696,8 @@ def run_row(torch, rec, sides, log=print):
             row[f"{p}_build_s"] = time.perf_counter() - t0
             if b.engine:
                 row[f"{p}_engine"] = b.engine
+            if b.plan is not None:
+                row[f"{p}_plan"] = b.plan
             outs = {n: alloc(torch, s, fill=False) for n, s in rec.outputs.items()}
             vp = {b.tensors[n]: bufs[n] for n in rec.inputs}
             vp.update({b.outputs[n]: outs[n] for n in rec.outputs})
