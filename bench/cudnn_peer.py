@@ -284,7 +284,7 @@ class _Api:
         self.side, self.recipe = side, recipe
         self.F32 = side.dt("FLOAT")
         self.TRAINING = side.TRAINING
-        self.host = {}                    # graph tensor -> host buffer (cudnn-frontend scalars)
+        self.host = {}                    # scalar name -> (graph tensor, value): by-value host buffers
 
     def spec(self, name):
         r = self.recipe
@@ -485,6 +485,16 @@ def _rel(got, ref):
     return float(d / n) if float(n) > 0 else float(d)
 
 
+def worst(errs):
+    """The largest error; NaN (an output left unwritten) wins."""
+    errs = list(errs)
+    return float("nan") if any(e != e for e in errs) else max(errs)
+
+
+def _log(msg):
+    print(msg, flush=True)
+
+
 def derive(torch, rec, bufs):
     """Fill the recipe's derived inputs from the others (statistics of x; attention output and
     log-sum-exp) in fp32."""
@@ -677,7 +687,7 @@ def _err_of(torch, rec, outs, ref):
     return {n: _rel(outs[n][:1] if sdpa else outs[n], ref[n]) for n in ref}
 
 
-def run_row(torch, rec, sides, log=print):
+def run_row(torch, rec, sides, log=_log):
     """One peer row: inputs, each side's graph and outputs, errors, interleaved times."""
     row = {"mirrors": rec.mirrors, "io": rec.io}
     if rec.note:
@@ -709,7 +719,7 @@ def run_row(torch, rec, sides, log=print):
             torch.cuda.synchronize()
             errs = _err_of(torch, rec, outs, ref)
             row[f"{p}_errs"] = errs
-            row["err_vs_ref" if p == "ours" else f"{p}_err"] = max(errs.values())
+            row["err_vs_ref" if p == "ours" else f"{p}_err"] = worst(errs.values())
             fns[p] = (lambda side=side, b=b, vp=vp, ws=ws: side.execute(b, vp, ws))
             keep.append((b, outs, vp, ws))
         except Exception as e:  # noqa: BLE001 - recorded in the row
@@ -753,7 +763,7 @@ def fmt(key, row):
             f" (cuDNN {f('cudnn_err', '.1e')})")
 
 
-def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=print):
+def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=_log):
     """The ``cudnnpeer`` group: every recipe through both frontends (``E``, the plugin object the
     other groups time, is not used: our side goes through the public frontend)."""
     stream = torch.cuda.current_stream().cuda_stream
@@ -769,6 +779,7 @@ def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=print):
     except Exception as e:  # noqa: BLE001
         group["ours_error"] = f"{type(e).__name__}: {e}"
     try:
+        group["torch_cudnn_version"] = torch.backends.cudnn.version()  # loads libcudnn.so.9 first
         c = CudnnSide(stream=stream)
         group["cudnn_version"] = str(c.cudnn.backend_version())
         group["cudnn_frontend_version"] = getattr(c.cudnn, "__version__", "")
