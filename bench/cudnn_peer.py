@@ -441,9 +441,9 @@ class CudnnSide(Side):
 TORCH_DT = {"HALF": "float16", "BFLOAT16": "bfloat16", "FLOAT": "float32"}
 
 
-def alloc(torch, spec, fill=True):
+def alloc(torch, spec, fill=True, device="cuda"):
     t = torch.empty_strided(list(spec.dims), spec.strides, dtype=getattr(torch, TORCH_DT[spec.dtype]),
-                            device="cuda")
+                            device=device)
     if fill:
         kind, a, b = spec.init
         (t.normal_() if kind == "randn" else t.uniform_()).mul_(a).add_(b)
@@ -514,7 +514,7 @@ def derive(torch, rec, bufs):
         sc = 1.0 / math.sqrt(q.shape[-1])
         bufs["o"].copy_(F.scaled_dot_product_attention(q, kk, v, is_causal=True, scale=sc))
         S = q.shape[2]
-        mask = torch.ones(S, S, device="cuda", dtype=torch.bool).tril()
+        mask = torch.ones(S, S, device=q.device, dtype=torch.bool).tril()
         for b in range(q.shape[0]):
             s = (q[b].float() @ kk[b].float().transpose(-1, -2)) * sc
             s.masked_fill_(~mask, float("-inf"))
@@ -536,7 +536,7 @@ def reference(torch, rec, bufs):
         return {"dx": dx * (f["xa"] > 0)}
     if k.startswith("conv3x3_wgrad"):
         wsh = rec.outputs["dw"].dims
-        dw = torch.ops.aten.convolution_backward(f["dy"], f["x"], torch.empty(wsh, device="cuda"), None,
+        dw = torch.ops.aten.convolution_backward(f["dy"], f["x"], torch.empty(wsh, device=f["x"].device), None,
                                                  [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
                                                  [False, True, False])[1]
         return {"dw": dw}
@@ -567,7 +567,7 @@ def reference(torch, rec, bufs):
         w = f["scale"].reshape(-1).clone().requires_grad_(True)
         D = x.shape[1]
         if k.startswith("layernorm"):
-            b = torch.zeros(D, device="cuda", requires_grad=True)
+            b = torch.zeros(D, device=x.device, requires_grad=True)
             y = F.layer_norm(x, (D,), w, b, 1e-5)
             dx, ds, db = torch.autograd.grad(y, (x, w, b), f["dy"].view(M, D))
             return {"dx": dx.view(f["x"].shape), "dscale": ds.view(1, D, 1, 1), "dbias": db.view(1, D, 1, 1)}
@@ -579,7 +579,7 @@ def reference(torch, rec, bufs):
         sc = 1.0 / math.sqrt(q.shape[-1])
         S = q.shape[2]
         s = (q @ kk.transpose(-1, -2)) * sc
-        s.masked_fill_(~torch.ones(S, S, device="cuda", dtype=torch.bool).tril(), float("-inf"))
+        s.masked_fill_(~torch.ones(S, S, device=q.device, dtype=torch.bool).tril(), float("-inf"))
         lse = torch.logsumexp(s, dim=-1, keepdim=True)
         return {"o": torch.softmax(s, dim=-1) @ v, "stats": lse}
     if k.startswith("sdpa_bwd"):
@@ -601,7 +601,7 @@ def reference(torch, rec, bufs):
         x = f["x"].clone().requires_grad_(True)
         C = x.shape[1]
         w = f["scale"].reshape(-1).clone().requires_grad_(True)
-        b = torch.zeros(C, device="cuda", requires_grad=True)
+        b = torch.zeros(C, device=x.device, requires_grad=True)
         y = F.batch_norm(x, None, None, w, b, training=True, eps=1e-5)
         dx, ds, db = torch.autograd.grad(y, (x, w, b), f["dy"])
         return {"dx": dx, "dscale": ds.view(1, C, 1, 1), "dbias": db.view(1, C, 1, 1)}
@@ -623,7 +623,7 @@ def torch_fn(torch, rec, bufs):
             return torch.ops.aten.threshold_backward(dx, B["xa"], 0)
         return f
     if k.startswith("conv3x3_wgrad"):
-        w = torch.empty(rec.outputs["dw"].dims, device="cuda", dtype=torch.float16)
+        w = torch.empty(rec.outputs["dw"].dims, device=B["x"].device, dtype=torch.float16)
         return lambda: torch.ops.aten.convolution_backward(B["dy"], B["x"], w, None, [1, 1], [1, 1], [1, 1],
                                                            False, [0, 0], 1, [False, True, False])
     if k.startswith("conv3x3_genstats"):
@@ -648,7 +648,7 @@ def torch_fn(torch, rec, bufs):
         x2, dy2 = B["x"].view(-1, D), B["dy"].view(-1, D)
         w = B["scale"].reshape(-1)
         b = torch.zeros_like(w)
-        m, iv = B["mean"].view(-1, 1), B["inv_variance"].view(-1, 1)
+        _, m, iv = torch.ops.aten.native_layer_norm(x2, [D], w, b, 1e-5)   # its own statistics' types
         return lambda: torch.ops.aten.native_layer_norm_backward(dy2, x2, [D], m, iv, w, b, [True, True, True])
     if k.startswith("rmsnorm_fwd"):
         D = B["x"].shape[1]
@@ -687,42 +687,57 @@ def _err_of(torch, rec, outs, ref):
     return {n: _rel(outs[n][:1] if sdpa else outs[n], ref[n]) for n in ref}
 
 
+def prepare(torch, rec, device="cuda"):
+    """The row's input buffers (derived ones filled) and the fp32 reference outputs."""
+    bufs = {n: alloc(torch, s, device=device) for n, s in rec.inputs.items()}
+    derive(torch, rec, bufs)
+    return bufs, reference(torch, rec, bufs)
+
+
+def run_side(torch, rec, side, bufs, ref, row, device="cuda"):
+    """Build the recipe on ``side``, run it once on ``bufs`` into fresh (NaN-filled) outputs,
+    record build time, engine, plan notes and errors in ``row``; returns the timed callable."""
+    p = side.name
+    t0 = time.perf_counter()
+    b = side.build(rec)
+    row[f"{p}_build_s"] = time.perf_counter() - t0
+    if b.engine:
+        row[f"{p}_engine"] = b.engine
+    if b.plan is not None:
+        row[f"{p}_plan"] = b.plan
+    outs = {n: alloc(torch, s, fill=False, device=device) for n, s in rec.outputs.items()}
+    vp = {b.tensors[n]: bufs[n] for n in rec.inputs}
+    vp.update({b.outputs[n]: outs[n] for n in rec.outputs})
+    vp.update({t: torch.full((1, 1, 1, 1), v, dtype=torch.float32) for t, v in b.host.values()})
+    ws = torch.empty(max(1, b.workspace_size), dtype=torch.uint8, device=device)
+    for o in outs.values():
+        o.fill_(float("nan"))
+    side.execute(b, vp, ws)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    errs = _err_of(torch, rec, outs, ref)
+    row[f"{p}_errs"] = errs
+    row["err_vs_ref" if p == "ours" else f"{p}_err"] = worst(errs.values())
+
+    def run():
+        side.execute(b, vp, ws)
+    run.keep = (b, outs, vp, ws)
+    return run
+
+
 def run_row(torch, rec, sides, log=_log):
     """One peer row: inputs, each side's graph and outputs, errors, interleaved times."""
     row = {"mirrors": rec.mirrors, "io": rec.io}
     if rec.note:
         row["note"] = rec.note
-    bufs = {n: alloc(torch, s) for n, s in rec.inputs.items()}
-    derive(torch, rec, bufs)
+    bufs, ref = prepare(torch, rec)
     torch.cuda.synchronize()
-    ref = reference(torch, rec, bufs)
     fns = {}
-    keep = []
     for side in sides:
-        p = side.name
         try:
-            t0 = time.perf_counter()
-            b = side.build(rec)
-            row[f"{p}_build_s"] = time.perf_counter() - t0
-            if b.engine:
-                row[f"{p}_engine"] = b.engine
-            if b.plan is not None:
-                row[f"{p}_plan"] = b.plan
-            outs = {n: alloc(torch, s, fill=False) for n, s in rec.outputs.items()}
-            vp = {b.tensors[n]: bufs[n] for n in rec.inputs}
-            vp.update({b.outputs[n]: outs[n] for n in rec.outputs})
-            vp.update({t: torch.full((1, 1, 1, 1), v, dtype=torch.float32) for t, v in b.host.values()})
-            ws = torch.empty(max(1, b.workspace_size), dtype=torch.uint8, device="cuda")
-            for o in outs.values():
-                o.fill_(float("nan"))
-            side.execute(b, vp, ws)
-            torch.cuda.synchronize()
-            errs = _err_of(torch, rec, outs, ref)
-            row[f"{p}_errs"] = errs
-            row["err_vs_ref" if p == "ours" else f"{p}_err"] = worst(errs.values())
-            fns[p] = (lambda side=side, b=b, vp=vp, ws=ws: side.execute(b, vp, ws))
-            keep.append((b, outs, vp, ws))
+            fns[side.name] = run_side(torch, rec, side, bufs, ref, row)
         except Exception as e:  # noqa: BLE001 - recorded in the row
+            p = side.name
             row[f"{p}_error"] = f"{type(e).__name__}: {e}"[:2000]
             log(f"   {rec.key}: {p}: {row[f'{p}_error'][:300]}")
     try:
@@ -750,7 +765,7 @@ def run_row(torch, rec, sides, log=_log):
     if "ours_ms" in row and "torch_ms" in row:
         row["ratio_vs_torch"] = row["torch_ms"] / row["ours_ms"]
     row["work"] = {"kind": rec.work[0], "n": rec.work[1]}
-    del keep, fns, bufs, ref
+    del fns, bufs, ref
     return row
 
 

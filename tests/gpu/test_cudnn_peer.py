@@ -105,6 +105,24 @@ def test_hip_engine_accepts_every_recipe_at_the_issue_sizes():
         g.close()
 
 
+def test_references_match_the_cpu_reference_engine():
+    """With torch (CPU tensors): each recipe's inputs, derived inputs and fp32 reference, and our
+    frontend's graph run on the CPU reference engine (host buffers) — the oracle agrees with the
+    references the device rows are measured against (SDPA statistics convention, running
+    statistics, dgrad + dReLU mask, the statistics as reductions, ...)."""
+    torch = pytest.importorskip("torch")
+    side = _ours()
+    cp = peer()
+    torch.manual_seed(0)
+    small = dict(SMALL, mm=dict(M=64, N=64, K=64), norm=dict(M=16, D=256), sdpa=dict(B=2, H=2, S=32, D=16))
+    for r in cp.recipes(small):
+        row = {}
+        bufs, ref = cp.prepare(torch, r, device="cpu")
+        cp.run_side(torch, r, side, bufs, ref, row, device="cpu")
+        assert row["ours_engine"] == "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
+        assert row["err_vs_ref"] < 1e-2, (r.key, row["ours_errs"])
+
+
 # ------------------------------------------------------------------ cudnn-frontend 1.23 stand-in
 T_ = object()          # a parameter that takes a graph tensor
 REQ = object()         # a required parameter
