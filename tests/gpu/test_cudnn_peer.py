@@ -121,6 +121,13 @@ def test_references_match_the_cpu_reference_engine():
         cp.run_side(torch, r, side, bufs, ref, row, device="cpu")
         assert row["ours_engine"] == "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
         assert row["err_vs_ref"] < 1e-2, (r.key, row["ours_errs"])
+    # the cuDNN side's variant pack from the same buffers (the stand-in checks it)
+    c = cp.CudnnSide(module=fake_cudnn(), stream=0)
+    FakePygraph.executed = 0
+    for r in cp.recipes(small):
+        bufs, ref = cp.prepare(torch, r, device="cpu")
+        cp.run_side(torch, r, c, bufs, ref, {}, device="cpu")
+    assert FakePygraph.executed == len(cp.recipes())
 
 
 # ------------------------------------------------------------------ cudnn-frontend 1.23 stand-in
@@ -190,6 +197,7 @@ class FakeTensor:
 
 class FakePygraph:
     calls = []
+    executed = 0
 
     def __init__(self, name="test_graph", io_data_type=None, intermediate_data_type=None,
                  compute_data_type=None, handle=None, sm_count=None, sm_version=None, kernel_cache=None,
@@ -200,8 +208,23 @@ class FakePygraph:
     def tensor(self, dim, stride, data_type=None, is_virtual=False, is_pass_by_value=False, ragged_offset=None,
                reordering_type=None, name="", uid=-1):
         assert len(dim) == len(stride) and data_type is not None
-        return FakeTensor(dim=list(dim), stride=list(stride), data_type=data_type, name=name,
-                          by_value=is_pass_by_value)
+        t = FakeTensor(dim=list(dim), stride=list(stride), data_type=data_type, name=name,
+                       by_value=is_pass_by_value)
+        self.steps.append(("tensor", {}, [t]))
+        return t
+
+    def execute(self, vp, workspace, handle=None):
+        """Every graph input and every output has a buffer; by-value scalars a host one."""
+        assert handle == 1234
+        need = [o for op, _, outs in self.steps for o in outs if op == "tensor" or o.a.get("output")]
+        missing = [t.a.get("name") for t in need if t not in vp]
+        assert not missing, f"variant pack lacks {missing}"
+        for t, buf in vp.items():
+            if t.a.get("by_value"):
+                assert buf.device.type == "cpu" and buf.numel() == 1
+            else:
+                assert list(buf.shape) == t.a["dim"] and list(buf.stride()) == t.a["stride"], t.a.get("name")
+        FakePygraph.executed += 1
 
     def __getattr__(self, op):
         if op not in SIGS:
