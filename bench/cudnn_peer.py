@@ -198,7 +198,7 @@ def recipes(sizes=None):
     w = Spec("HALF", (K, C, R, R), "nhwc", ("randn", 1.0 / math.sqrt(C * R * R), 0.0))
     yk = Spec("HALF", (N, K, P, P), "nhwc")
     conv_fl = 2 * N * K * P * P * C * R * R
-    stat_k = Spec("FLOAT", (1, K, 1, 1))
+    stat_k = Spec("FLOAT", (1, K, 1, 1), "nhwc")      # the layout cudnn-frontend infers for genstats
     out = [
         Recipe("conv3x3_bias_relu_fp16_nhwc", "conv", "HALF",
                {"x": x, "w": w, "b": Spec("HALF", (1, K, 1, 1), "nhwc")}, {"y": yk},
