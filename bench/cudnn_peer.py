@@ -225,9 +225,11 @@ def recipes(sizes=None):
                           {"a": a, "b": bm, "bias": Spec("BFLOAT16", (1, 1, Nn))}, {"c": cm},
                           _b_matmul_act(act), ("flop", fl), params={"act": act}))
     Mr, D = n["M"], n["D"]
-    xn = Spec("BFLOAT16", (Mr, D, 1, 1))
-    sc = Spec("BFLOAT16", (1, D, 1, 1), init=("rand", 1.0, 0.5))
-    bi = Spec("BFLOAT16", (1, D, 1, 1))
+    # cudnn-frontend's norm layout (its samples): x [rows, D, 1, 1] channels-last, scale / bias
+    # [1, D, 1, 1]; the same bytes as row-major [rows, D]
+    xn = Spec("BFLOAT16", (Mr, D, 1, 1), "nhwc")
+    sc = Spec("BFLOAT16", (1, D, 1, 1), "nhwc", init=("rand", 1.0, 0.5))
+    bi = Spec("BFLOAT16", (1, D, 1, 1), "nhwc")
     st = Spec("FLOAT", (Mr, 1, 1, 1))
     nb = Mr * D * 2
     out += [
@@ -551,7 +553,7 @@ def reference(torch, rec, bufs):
             c = (F.relu if act == "relu" else F.gelu)(c + f["bias"])
         return {"c": c}
     if k.startswith("layernorm_fwd") or k.startswith("rmsnorm_fwd"):
-        x = f["x"].view(f["x"].shape[0], -1)
+        x = f["x"].reshape(f["x"].shape[0], -1)
         w = f["scale"].reshape(-1)
         if k.startswith("layernorm"):
             var, mean = torch.var_mean(x, dim=1, keepdim=True, unbiased=False)
@@ -563,16 +565,16 @@ def reference(torch, rec, bufs):
         return {"y": (x * iv * w).view(f["x"].shape), "inv_rms": iv.view(-1, 1, 1, 1)}
     if k.startswith("layernorm_bwd") or k.startswith("rmsnorm_bwd"):
         M = f["x"].shape[0]
-        x = f["x"].view(M, -1).clone().requires_grad_(True)
+        x = f["x"].reshape(M, -1).clone().requires_grad_(True)
         w = f["scale"].reshape(-1).clone().requires_grad_(True)
         D = x.shape[1]
         if k.startswith("layernorm"):
             b = torch.zeros(D, device=x.device, requires_grad=True)
             y = F.layer_norm(x, (D,), w, b, 1e-5)
-            dx, ds, db = torch.autograd.grad(y, (x, w, b), f["dy"].view(M, D))
+            dx, ds, db = torch.autograd.grad(y, (x, w, b), f["dy"].reshape(M, D))
             return {"dx": dx.view(f["x"].shape), "dscale": ds.view(1, D, 1, 1), "dbias": db.view(1, D, 1, 1)}
         y = x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5) * w
-        dx, ds = torch.autograd.grad(y, (x, w), f["dy"].view(M, D))
+        dx, ds = torch.autograd.grad(y, (x, w), f["dy"].reshape(M, D))
         return {"dx": dx.view(f["x"].shape), "dscale": ds.view(1, D, 1, 1)}
     if k.startswith("sdpa_fwd"):
         q, kk, v = (f[n][:1] for n in ("q", "k", "v"))
@@ -640,26 +642,26 @@ def torch_fn(torch, rec, bufs):
         return lambda: g(torch.addmm(bias, a, b))
     if k.startswith("layernorm_fwd"):
         x, D = B["x"], B["x"].shape[1]
-        x2 = x.view(-1, D)
+        x2 = x.reshape(-1, D)
         w, b = B["scale"].reshape(-1), B["bias"].reshape(-1)
         return lambda: torch.ops.aten.native_layer_norm(x2, [D], w, b, 1e-5)
     if k.startswith("layernorm_bwd"):
         D = B["x"].shape[1]
-        x2, dy2 = B["x"].view(-1, D), B["dy"].view(-1, D)
+        x2, dy2 = B["x"].reshape(-1, D), B["dy"].reshape(-1, D)
         w = B["scale"].reshape(-1)
         b = torch.zeros_like(w)
         _, m, iv = torch.ops.aten.native_layer_norm(x2, [D], w, b, 1e-5)   # its own statistics' types
         return lambda: torch.ops.aten.native_layer_norm_backward(dy2, x2, [D], m, iv, w, b, [True, True, True])
     if k.startswith("rmsnorm_fwd"):
         D = B["x"].shape[1]
-        x2, w = B["x"].view(-1, D), B["scale"].reshape(-1)
+        x2, w = B["x"].reshape(-1, D), B["scale"].reshape(-1)
         return lambda: F.rms_norm(x2, (D,), w, 1e-5)
     if k.startswith("rmsnorm_bwd"):
         D = B["x"].shape[1]
-        xh = B["x"].view(-1, D).detach().clone().requires_grad_(True)
+        xh = B["x"].reshape(-1, D).detach().clone().requires_grad_(True)
         wh = B["scale"].reshape(-1).detach().clone().requires_grad_(True)
         yh = F.rms_norm(xh, (D,), wh, 1e-5)
-        dy2 = B["dy"].view(-1, D)
+        dy2 = B["dy"].reshape(-1, D)
         return lambda: torch.autograd.grad(yh, (xh, wh), dy2, retain_graph=True)
     if k.startswith("sdpa_fwd"):
         sc = 1.0 / math.sqrt(B["q"].shape[-1])
