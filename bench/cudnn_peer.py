@@ -309,6 +309,9 @@ class Side:
     name = ""
     TRAINING = None
 
+    def engine_of(self, b):
+        return b.engine
+
     def dt(self, name):
         raise NotImplementedError
 
@@ -350,19 +353,23 @@ class OursSide(Side):
     """hipdnn_cabi.frontend on the device stream: the heuristics' device engine (the HIP engine)."""
     name = "ours"
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, engine=None):
         from hipdnn_cabi import frontend as hf
         self.hf = hf
         self.TRAINING = hf.NormFwdPhase.TRAINING
         self.handle = hf.Handle(stream=stream) if stream is not None else None
+        self.engine = engine              # a preferred engine name (None: the heuristics' choice)
 
     def dt(self, name):
         return getattr(self.hf.DataType, "HIPDNN_DATA_" + name)
 
     def new_graph(self, io):
         f = self.dt("FLOAT")
-        return self.hf.Graph(handle=self.handle, io_data_type=self.dt(io), intermediate_data_type=f,
-                             compute_data_type=f)
+        g = self.hf.Graph(handle=self.handle, io_data_type=self.dt(io), intermediate_data_type=f,
+                          compute_data_type=f)
+        if self.engine:
+            g.set_preferred_engine_name_ext(self.engine)
+        return g
 
     def scalar(self, api, g, name, value):
         return float(value)               # a compile-time constant scalar tensor
@@ -391,6 +398,9 @@ class OursSide(Side):
 
     def execute(self, b, vp, ws):
         b.g.execute(vp, workspace=ws)
+
+    def engine_of(self, b):
+        return b.g.engine_name            # after an execute: the engine that ran
 
 
 class CudnnSide(Side):
@@ -441,6 +451,7 @@ class CudnnSide(Side):
 
 # ------------------------------------------------------------------ device side (torch)
 TORCH_DT = {"HALF": "float16", "BFLOAT16": "bfloat16", "FLOAT": "float32"}
+HIP_ENGINE = "HIPDNN_CABI_HIP_KERNELS_ENGINE"
 
 
 def alloc(torch, spec, fill=True, device="cuda"):
@@ -452,9 +463,11 @@ def alloc(torch, spec, fill=True, device="cuda"):
     return t
 
 
-def interleaved_ms(torch, fns, reps=REPS, warm=WARM):
+def interleaved_ms(torch, fns, reps=None, warm=None):
     """{name: median ms per call}: the callables' samples alternate (each sample times ``inner``
     back-to-back calls, ~SAMPLE_MS long, with CUDA events on the current stream)."""
+    reps = REPS if reps is None else reps
+    warm = WARM if warm is None else warm
     inner = {}
     for k, f in fns.items():
         for _ in range(warm):
@@ -717,6 +730,7 @@ def run_side(torch, rec, side, bufs, ref, row, device="cuda"):
     side.execute(b, vp, ws)
     if device == "cuda":
         torch.cuda.synchronize()
+    row[f"{p}_engine"] = side.engine_of(b)
     errs = _err_of(torch, rec, outs, ref)
     row[f"{p}_errs"] = errs
     row["err_vs_ref" if p == "ours" else f"{p}_err"] = worst(errs.values())
@@ -792,7 +806,7 @@ def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=_log):
                     "SDPA over batch 0)", "reps": REPS, "statistic": "median, interleaved"}
     sides = []
     try:
-        sides.append(OursSide(stream=stream))
+        sides.append(OursSide(stream=stream, engine=HIP_ENGINE))
     except Exception as e:  # noqa: BLE001
         group["ours_error"] = f"{type(e).__name__}: {e}"
     try:
