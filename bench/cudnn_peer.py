@@ -797,10 +797,20 @@ def fmt(key, row):
 def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=_log):
     """The ``cudnnpeer`` group: every recipe through both frontends (``E``, the plugin object the
     other groups time, is not used: our side goes through the public frontend)."""
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark)
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False      # fp32 references without TF32
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        return _peer_group(torch, res, sizes, only, log)
+    finally:
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+         torch.backends.cudnn.benchmark) = flags
+
+
+def _peer_group(torch, res, sizes, only, log):
     stream = torch.cuda.current_stream().cuda_stream
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
     group = {"cases": {}, "ratio": "cuDNN ms / ours ms (> 1: ours faster)",
              "err": "relative Frobenius error vs an fp32 PyTorch reference (max over outputs; "
                     "SDPA over batch 0)", "reps": REPS, "statistic": "median, interleaved"}
