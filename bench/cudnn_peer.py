@@ -85,7 +85,7 @@ def _conv_kw(api, pad=1, st=1):
 
 def b_conv_bias_relu(api, g, t):
     y = g.conv_fprop(image=t["x"], weight=t["w"], name="conv", **_conv_kw(api))
-    y = g.bias(input=y, bias=t["b"], name="bias")
+    y = g.bias(input=y, bias=t["b"], name="add_bias")
     return {"y": g.relu(input=y, name="relu")}
 
 
@@ -113,7 +113,7 @@ def b_matmul(api, g, t):
 def _b_matmul_act(act):
     def build(api, g, t):
         c = g.matmul(A=t["a"], B=t["b"], compute_data_type=api.F32, name="mm")
-        c = g.bias(input=c, bias=t["bias"], name="bias")
+        c = g.bias(input=c, bias=t["bias"], name="add_bias")
         return {"c": getattr(g, act)(input=c, name=act)}
     build.__name__ = f"b_matmul_bias_{act}"
     return build

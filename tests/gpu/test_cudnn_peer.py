@@ -274,6 +274,8 @@ class FakePygraph:
                 assert kw.get("attn_scale") is None or isinstance(kw["attn_scale"], (float, FakeTensor))
             if op == "conv_dgrad":
                 pass                      # dims checked at validate (below)
+            tnames = {o.a.get("name") for o_, _, outs in self.steps if o_ == "tensor" for o in outs}
+            assert kw.get("name") not in tnames, f"{op}: node name {kw.get('name')!r} is a tensor's name"
             FakePygraph.calls.append(op)
             outs = [FakeTensor(op=op, inputs=kw) for _ in range(nret)]
             self.steps.append((op, kw, outs))
