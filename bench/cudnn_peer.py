@@ -22,8 +22,10 @@ keeps the other side's numbers; the group never stops on one row.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -794,6 +796,22 @@ def fmt(key, row):
             f" (cuDNN {f('cudnn_err', '.1e')})")
 
 
+def _dump_partial(res):
+    """Rewrite gpu_bench's ``--out`` file after each row, so that a run cut short (a timeout)
+    keeps the rows done (gpu_bench itself writes after each group)."""
+    argv = sys.argv
+    path = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--out"), None) or \
+        next((a[len("--out="):] for a in argv if a.startswith("--out=")), None)
+    if not path or not os.path.basename(argv[0]).startswith(("gpu_bench", "cudnn_peer")):
+        return
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+    except (OSError, TypeError, ValueError):
+        pass
+
+
 def bench_cudnn_peer(torch, E, res, sizes=None, only=None, log=_log):
     """The ``cudnnpeer`` group: every recipe through both frontends (``E``, the plugin object the
     other groups time, is not used: our side goes through the public frontend)."""
@@ -842,6 +860,7 @@ def _peer_group(torch, res, sizes, only, log):
         group["cases"][rec.key] = row
         log(fmt(rec.key, row))
         torch.cuda.empty_cache()
+        _dump_partial(res)
     group["wall_s"] = time.perf_counter() - t0
     return group
 
@@ -852,7 +871,6 @@ STEPS = [("cudnnpeer", bench_cudnn_peer)]
 if __name__ == "__main__":
     # python3 bench/cudnn_peer.py [--out FILE]: the peer rows only (CUDNN_PEER_ROWS=conv,sdpa ...
     # keeps the rows whose key contains one of the words)
-    import sys
     import gpu_bench
     if "--only" not in sys.argv:
         sys.argv += ["--only", "cudnnpeer"]
