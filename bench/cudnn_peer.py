@@ -444,7 +444,10 @@ class CudnnSide(Side):
         g.build_operation_graph()
         g.create_execution_plans([c.heur_mode.A, c.heur_mode.FALLBACK])
         g.check_support()
-        g.build_plans()
+        try:
+            g.build_plans()                       # the heuristics' first plan
+        except Exception:  # noqa: BLE001 - it did not build: the first of the others that does
+            g.build_plans(c.build_plan_policy.ALL)
         return "cuDNN " + str(getattr(c, "backend_version_string", lambda: "")())
 
     def execute(self, b, vp, ws):

@@ -309,6 +309,7 @@ def fake_cudnn():
     m.data_type = types.SimpleNamespace(HALF="HALF", BFLOAT16="BFLOAT16", FLOAT="FLOAT")
     m.norm_forward_phase = types.SimpleNamespace(TRAINING="TRAINING", INFERENCE="INFERENCE")
     m.heur_mode = types.SimpleNamespace(A="A", FALLBACK="FALLBACK")
+    m.build_plan_policy = types.SimpleNamespace(HEURISTICS_CHOICE="HEURISTICS_CHOICE", ALL="ALL")
     m.create_handle = lambda: 1234
     m.set_stream = lambda handle, stream: None
     m.pygraph = FakePygraph
