@@ -8,7 +8,7 @@ against an fp32 reference computed by PyTorch.  Times are interleaved CUDA-event
 PyTorch's current stream (both handles run on it); ``ratio_vs_cudnn`` = cuDNN time / ours (> 1:
 ours is faster).  PyTorch's own op (``torch_ms``) is timed in the same loop for context.
 
-The recipes are data (``RECIPES``: tensor specs, graph data types, a builder written against the
+The recipes are data (``recipes()``: tensor specs, graph data types, a builder written against the
 pygraph API that both frontends share) and import neither torch nor cudnn, so the CPU tests
 (tests/gpu/test_cudnn_peer.py) build every recipe through this project's frontend and through a
 stand-in of cudnn-frontend 1.23's pygraph signatures.  The differences between the two frontends
@@ -179,7 +179,7 @@ def b_batchnorm_bwd(api, g, t):
     return {"dx": dx, "dscale": ds, "dbias": db}
 
 
-SIZES = {  # the issue's sizes
+SIZES = {  # the benchmark's sizes
     "conv": dict(N=32, C=64, K=64, H=56, R=3),
     "mm": dict(M=8192, N=8192, K=8192),
     "norm": dict(M=16384, D=4096),

@@ -3,7 +3,7 @@
 CPU side (no torch, no cudnn): the module imports; the recipes' specs are consistent (strides
 are torch's channels-last strides, derived inputs are inputs, every row mirrors a gpu_bench
 group); every recipe builds through this project's frontend (plan on the CPU reference engine)
-and the HIP engine's program builder accepts each graph at the issue's sizes; every recipe builds
+and the HIP engine's program builder accepts each graph at the benchmark's sizes; every recipe builds
 through a stand-in of cudnn-frontend 1.23's pygraph that checks each call against the pybind11
 signatures (python/pygraph/*.cpp: parameter names, required parameters, tensor-valued
 parameters such as epsilon, the generate_stats / is_inference rule).
@@ -60,7 +60,7 @@ def test_recipes_are_consistent():
             assert s.dtype in cp.ELEM and len(s.strides) == len(s.dims)
         assert r.work[0] in ("flop", "bytes") and r.work[1] > 0
     sizes = {r.key: r for r in cp.recipes()}
-    # the issue's sizes
+    # the benchmark's sizes
     assert sizes["conv3x3_bias_relu_fp16_nhwc"].inputs["x"].dims == (32, 64, 56, 56)
     assert "matmul_bf16_8192x8192x8192" in sizes
     assert "layernorm_fwd_bf16_16384x4096" in sizes
@@ -90,7 +90,7 @@ def test_every_recipe_builds_through_our_frontend():
         b.g.close()
 
 
-def test_hip_engine_accepts_every_recipe_at_the_issue_sizes():
+def test_hip_engine_accepts_every_recipe_at_the_benchmark_sizes():
     """The HIP engine's program builder (sm_90, no GPU needed) takes every graph: one fused
     kernel for conv + bias + relu and matmul + bias + activation."""
     side = _ours()
@@ -106,7 +106,7 @@ def test_hip_engine_accepts_every_recipe_at_the_issue_sizes():
 
 
 def test_hip_engine_sources_for_every_recipe_compile_sm90a():
-    """Every kernel the HIP engine generates for the peer rows (issue sizes) compiles for sm_90a
+    """Every kernel the HIP engine generates for the peer rows (benchmark sizes) compiles for sm_90a
     with NVRTC and spills nothing (skipped where the NVRTC wheel is not importable)."""
     side = _ours()
     from engine_plugins.hip_kernels import codegen
