@@ -917,7 +917,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
     ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead,"
-                                     "frontend,norms,normpw,pool,mxq,moe")
+                                     "frontend,norms,normpw,pool,mxq,moe,cudnnpeer")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -930,6 +930,8 @@ def main():
            "sample_ms": SAMPLE_MS,
            "date": time.strftime("%Y-%m-%d")}
     only = a.only.split(",")
+    if "cudnn" in only:                  # alias of the cuDNN graph-API peer group
+        only.append("cudnnpeer")
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("convsweep", bench_conv_sweep),
@@ -937,6 +939,8 @@ def main():
     # "overhead" and "frontend" run last (below), after the loop
     from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
     steps += EXT_STEPS
+    from cudnn_peer import STEPS as PEER_STEPS     # cuDNN graph API peer (bench/cudnn_peer.py)
+    steps += PEER_STEPS
     for k, fn in steps:
         if k in only:
             try:
