@@ -180,7 +180,7 @@ def _scores(q, k, p, b, h0, G, H, cdt):
         ok = keep if ok is None else (keep & ok[None])
     if p.block_mask is not None:
         bk = p.block_mask
-        bk = bk[b if bk.shape[0] > 1 else 0]
+        bk = block_keep(bk[b if bk.shape[0] > 1 else 0][None], Sq, Skv)[0]
         bk = np.broadcast_to(bk, (H,) + bk.shape[1:])[h0:h0 + G]
         ok = bk if ok is None else (bk & (ok if ok.ndim == 3 else ok[None]))
     if ok is not None:
