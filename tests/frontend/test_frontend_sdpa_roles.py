@@ -528,3 +528,35 @@ def test_serialization_round_trips_fp8_and_dbias(handle):
         t.set_output(True)
     node = hf.Graph(handle=handle).deserialize(handle, g.serialize())._nodes[0]
     assert node.outputs["dbias"].name == "db" and node.outputs["dbias"].get_dim() == [1, 2, 3, 3]
+
+
+def test_backward_from_sink_forward_stats(handle):
+    """hipDNN's backward has no sink role, but its P = exp(s - stats) with the stats of a
+    forward that had a sink token is that forward's P: dq/dk/dv match finite differences of
+    the sink forward."""
+    B, H, Hkv, Sq, Skv, D = 1, 2, 1, 3, 4, 4
+    qa, ka, va = inputs(46, B, H, Hkv, Sq, Skv, D, scale=2.0)
+    sink = np.array([0.9, -0.4], np.float32).reshape(1, H, 1, 1)
+    doa = np.random.default_rng(47).uniform(-1, 1, (B, H, Sq, D)).astype(np.float32)
+    res = run_plain(handle, qa, ka, va, attn_scale=0.5, sink_token=("t", sink, F32))
+    r = Run(handle)
+    q, k, v = r.inp("q", qa), r.inp("k", ka), r.inp("v", va)
+    dq, dk, dv = r.g.sdpa_backward(q, k, v, r.inp("o", res["o"]), r.inp("do", doa),
+                                   r.inp("st", res["stats"], F32), attn_scale=0.5)
+    for name, x in (("dq", dq), ("dk", dk), ("dv", dv)):
+        r.out(name, x, np.float32)
+    got = r.go()
+
+    def loss(x):
+        return float(np.sum(R.forward_full(*x, 0.5, sink=sink.reshape(-1))[0] * doa))
+    base = [np.array(x, np.float64) for x in (qa, ka, va)]
+    for idx, name in enumerate(("dq", "dk", "dv")):
+        fd = np.zeros_like(base[idx])
+        for pos in np.ndindex(*fd.shape):
+            vals = []
+            for sgn in (1, -1):
+                xs = [b.copy() for b in base]
+                xs[idx][pos] += sgn * 1e-6
+                vals.append(loss(xs))
+            fd[pos] = (vals[0] - vals[1]) / 2e-6
+        np.testing.assert_allclose(got[name], fd, rtol=1e-3, atol=1e-4, err_msg=name)
