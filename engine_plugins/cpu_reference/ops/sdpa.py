@@ -5,24 +5,21 @@ import itertools
 
 import numpy as np
 
+from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, PluginError
 from hipdnn_cabi.schemas import catalog
 from hipdnn_cabi.schemas.catalog import FB_NAMES
-
-from hipdnn_cabi.plugin_sdk.errors import INVALID_VALUE, PluginError
 
 from ..kernels import dtypes as kdt
 from ..kernels import layout as klayout
 from ..kernels import philox as kphilox
 from ..kernels import sdpa as ksdpa
 from ..signature import BOOL, FLOATS, STRIDED, SignatureKey, dtype_name, kernel_type
-from ._base import (F8, NodeBuilder, NodePlan, RaggedRef, _dims, _f8_outs, _float_compute, _need,
+from ._base import (F8, NodeBuilder, NodePlan, _dims, _f8_outs, _float_compute, _need,
                     _np_compute, _scalar_ok, _scalar_value, load, store)
 
 
 _IDX = ("INT32", "INT64")
 _RNG = ("seed", "offset")   # the dropout RNG's integer scalars
-
-
 _FP8_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 _PAGED = {"k": "page_table_k", "v": "page_table_v"}
 _ROW_LEN = {"q": "seq_len_q", "o": "seq_len_q", "do": "seq_len_q", "dq": "seq_len_q",

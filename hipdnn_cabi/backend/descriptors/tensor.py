@@ -91,7 +91,8 @@ class TensorDescriptor(Descriptor):
         # the operation graph then gathers beside the operations' tensors
         if atype == T.HIPDNN_TYPE_BACKEND_DESCRIPTOR:
             aux = attrs.set_descriptor(ctx, atype, count, arr, nbytes,
-                                       (DescriptorType.HIPDNN_BACKEND_TENSOR_DESCRIPTOR,))
+                                       (DescriptorType.HIPDNN_BACKEND_TENSOR_DESCRIPTOR,),
+                                       null_status=BadParamError)
             self.ragged_offset_tensor, self.ragged_offset_uid = aux, aux.uid
             return
         self.ragged_offset_uid = attrs.set_int64(ctx, atype, count, arr, nbytes)
