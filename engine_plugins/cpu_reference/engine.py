@@ -25,13 +25,13 @@ from . import hostmem
 from .kernels import blocked
 from .kernels import dtypes as kdt
 from .kernels import layout as klayout
-from .ops import BUILDERS, BY_KIND, Unsupported
+from .ops import BUILDERS, BY_KIND, RaggedRef, Unsupported
 from .signature import PlanBuilderRegistry, dtype_name, kernel_type
 
 ENGINE_NAME = "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
 PLUGIN_NAME = "hipdnn_cabi_cpu_reference"
 PLUGIN_VERSION = "1.0.0"
-API_VERSION = "1.2.0"   # honours runtime pass-by-value scalars
+API_VERSION = "1.3.0"   # runtime pass-by-value scalars (1.2.0), ragged tensors and alignment (1.3.0)
 
 REGISTRY = PlanBuilderRegistry(BUILDERS)
 
@@ -61,6 +61,11 @@ def _analyse(graph) -> Analysis:
             ins, outs = cls.io_uids(node, graph)
         except Unsupported as e:
             return Analysis(False, f"node {i} ({node.kind}): {e}")
+        if not getattr(cls, "READS_RAGGED", False):
+            for u in ins + outs:
+                if getattr(graph.tensors[u], "ragged_offset_uid", None) is not None:
+                    return Analysis(False, f"node {i} ({node.kind}): tensor uid {u} is ragged; "
+                                           f"only SDPA nodes read ragged tensors")
         builder = REGISTRY.get_plan_builder(key)
         if builder is None:
             return Analysis(False, f"node {i}: no plan builder for {key.describe()}")
@@ -173,6 +178,7 @@ class GraphPlan(PlanBase):
         self.external = [t for t in used if t.uid not in self.constants and t.uid not in self.virtual
                          and not t.is_runtime_pass_by_value]
         self.storage = {t.uid: storage(t) for t in used}
+        self.tensors = graph.tensors
 
     def get_workspace_size(self, handle) -> int:
         return 0
@@ -193,7 +199,11 @@ class GraphPlan(PlanBase):
                                   f"tensor uid {t.uid}: buffer 0x{int(ptr):x} is device-only "
                                   f"memory; the CPU reference engine needs host-accessible "
                                   f"(host, pinned or managed) memory")
-            env[t.uid] = host_view(ptr, t, self.storage[t.uid])
+            if getattr(t, "ragged_offset_uid", None) is not None:
+                env[t.uid] = RaggedRef(ptr, self.storage[t.uid], self.tensors[t.ragged_offset_uid],
+                                       t.ragged_offset_multiplier)
+            else:
+                env[t.uid] = host_view(ptr, t, self.storage[t.uid])
         for t in self.runtime:
             if t.uid not in buffers or not buffers[t.uid]:
                 raise PluginError(INVALID_VALUE,

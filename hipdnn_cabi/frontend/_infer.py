@@ -280,6 +280,22 @@ def infer_norm(node):
         fill(o.get(r), stats)
 
 
+def sdpa_kv_len(node):
+    """The logical key/value length: k's S, or for a paged k (a [pages, Hkv, page_size, D] pool)
+    max_seq_len_kv, else the page table's pages times the page size."""
+    i = node.inputs
+    k, tab = i["k"], i.get("page_table_k")
+    if tab is None:
+        k, tab = i["v"], i.get("page_table_v")
+        if tab is None:
+            return i["k"].dim[2] if _known(i["k"]) else None
+    if node.attrs.get("max_seq_len_kv") is not None:
+        return int(node.attrs["max_seq_len_kv"])
+    if _known(k, tab) and len(tab.dim) == 4:
+        return tab.dim[2] * k.dim[2]
+    return None
+
+
 def infer_sdpa(node):
     i, o = node.inputs, node.outputs
     q, k, v = i["q"], i["k"], i["v"]
@@ -291,10 +307,18 @@ def infer_sdpa(node):
         fill(o.get("o"), [q.dim[0], q.dim[1], q.dim[2], v.dim[3]], q)
         for r in ("stats", "max", "sum_exp"):
             fill(o.get(r), [q.dim[0], q.dim[1], q.dim[2], 1])
+        for r in ("amax_s", "amax_o"):
+            fill(o.get(r), [1, 1, 1, 1])
+        skv = sdpa_kv_len(node)
+        if skv is not None:
+            fill(o.get("rng_dump"), [q.dim[0], q.dim[1], q.dim[2], skv])
         return
     for g, x in (("dq", q), ("dk", k), ("dv", v)):
         if _known(x):
             fill(o.get(g), x.dim, x)
+    m = i.get("attn_mask")
+    if _known(m):
+        fill(o.get("dbias"), m.dim, m)
 
 
 # ---- norm backward, resample, block scale, MoE ---------------------------------------------

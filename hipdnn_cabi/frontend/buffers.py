@@ -219,7 +219,7 @@ def check_layout(t, desc: dict, nbytes: int | None, is_output: bool) -> None:
                 f"elements) and its shape differs from the tensor's {dims}: pass a contiguous "
                 f"buffer (numpy: np.ascontiguousarray) or one shaped like the tensor")
         have = nbytes if nbytes is not None else int(np.prod(shape, dtype=np.int64)) * (bits // 8)
-        if have < need:
+        if have < need and getattr(t, "_ragged", None) is None:   # a ragged span: by its offsets
             raise BadParamError(f"{what} for {_tname(t)} holds {have} bytes, the tensor spans {need} "
                                 f"(dims {dims}, strides {tstr}, {esz}-byte elements)")
         return

@@ -181,6 +181,8 @@ class Tensor:
         self._value = _UNSET
         self._runtime = False
         self._producer = None     # the node that writes it (None for graph inputs)
+        self._ragged = None       # the offsets tensor of a ragged tensor
+        self.ragged_offset_multiplier = 1
 
     # ------------------------------------------------------------------ repr
     def __repr__(self):
@@ -226,6 +228,33 @@ class Tensor:
     def set_byte_alignment(self, n):
         self.byte_alignment = int(n)
         return self
+
+    def set_ragged_offset(self, offsets):
+        """Make this a ragged tensor: batch b starts ``offsets[b] * multiplier`` elements after
+        the base address (``offsets``: a [B + 1, 1, 1, 1] INT32/INT64 graph input), its other
+        strides as set; None makes it dense again."""
+        if offsets is not None and not isinstance(offsets, Tensor):
+            raise TypeError("set_ragged_offset takes a Tensor (or None)")
+        if offsets is self:
+            raise BadParamError("a tensor cannot hold its own ragged offsets")
+        self._post_build("set_ragged_offset")
+        self._ragged = offsets
+        return self
+
+    def get_ragged_offset(self):
+        return self._ragged
+
+    def set_ragged_offset_multiplier(self, n):
+        """hipDNN's ``ragged_offset_multiplier``: the element offset of batch b is
+        ``offsets[b] * n`` (default 1)."""
+        if int(n) < 1:
+            raise BadParamError(f"ragged offset multiplier {n} must be >= 1")
+        self._post_build("set_ragged_offset_multiplier")
+        self.ragged_offset_multiplier = int(n)
+        return self
+
+    def get_ragged_offset_multiplier(self):
+        return self.ragged_offset_multiplier
 
     # ------------------------------------------------------------------ getters
     def get_name(self):

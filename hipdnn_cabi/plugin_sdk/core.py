@@ -200,7 +200,8 @@ def required_api_version(graph) -> tuple:
     """The engine API a graph's content needs (shipped §3.6 order: ragged offsets / alignment
     other than 16 -> 1.3.0, runtime pass-by-value -> 1.2.0, shape overrides -> 1.1.0)."""
     ts = list(graph.tensors.values())
-    if any(getattr(t, "alignment", 16) not in (16, 0) for t in ts):
+    if any(getattr(t, "alignment", 16) not in (16, 0)
+           or getattr(t, "ragged_offset_uid", None) is not None for t in ts):
         return (1, 3, 0)
     if any(getattr(t, "is_runtime_pass_by_value", False) for t in ts):
         return (1, 2, 0)

@@ -32,9 +32,12 @@ def _verified(buf: bytes, root: str, what: str) -> bytes:
 
 class Tensor:
     """One tensor of the op graph.  ``dtype`` is the schema DataType value
-    (hipdnn_cabi.schemas._generated.DataType); ``value`` is the by-value scalar or None."""
+    (hipdnn_cabi.schemas._generated.DataType); ``value`` is the by-value scalar or None;
+    ``ragged_offset_uid`` the uid of a ragged tensor's offsets tensor (element offset of batch b
+    = offsets[b] * ``ragged_offset_multiplier``) or None."""
     __slots__ = ("uid", "name", "dtype", "dims", "strides", "virtual", "value", "value_type",
-                 "is_runtime_pass_by_value", "alignment")
+                 "is_runtime_pass_by_value", "alignment", "ragged_offset_uid",
+                 "ragged_offset_multiplier")
 
     def __repr__(self):
         return (f"Tensor(uid={self.uid}, dtype={self.dtype}, dims={self.dims}, "
@@ -100,6 +103,8 @@ def parse_graph(buf: bytes) -> OpGraph:
         t.value_type, t.value = (tv if tv is not None else (0, None))
         t.is_runtime_pass_by_value = bool(ta.IsRuntimePassByValue())
         t.alignment = ta.Alignment()
+        t.ragged_offset_uid = ta.RaggedOffsetTensorUid()
+        t.ragged_offset_multiplier = ta.RaggedOffsetMultiplier()
         if t.uid in out.tensors:
             raise PluginError(BAD_PARAM, f"invalid op graph: duplicate tensor uid {t.uid}")
         out.tensors[t.uid] = t

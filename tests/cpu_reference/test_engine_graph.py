@@ -153,7 +153,7 @@ def test_runtime_pass_by_value_scalar_read_at_execute(tmp_path):
     ok, missing, inert = batch.run()
     assert inert["execute_status"] == 0, inert
     _close(y3.get(), ref3(0.5), 2e-6)
-    assert ok["api_version"] == "1.2.0"
+    assert ok["api_version"] == "1.3.0"
     assert ok["execute_status"] == 0, ok
     _close(y.get(), ref(0.25), 2e-6)
     from hipdnn_cabi.schemas._generated.EngineDetails import EngineDetails

@@ -628,6 +628,6 @@ def test_plugin_identity(batch):
     res = next(iter(batch.values()))[0]
     from hipdnn_cabi.plugin_sdk import engine_id_of
     assert res["name"] == "hipdnn_cabi_cpu_reference"
-    assert res["api_version"] == "1.2.0"
+    assert res["api_version"] == "1.3.0"
     assert res["engine_name"] == "HIPDNN_CABI_CPU_REFERENCE_ENGINE"
     assert res["engine_id"] == engine_id_of("HIPDNN_CABI_CPU_REFERENCE_ENGINE")

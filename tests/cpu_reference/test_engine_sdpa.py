@@ -1,12 +1,16 @@
-"""CPU reference SDPA at the plugin boundary: what is not applicable (paged K/V, block masks,
-sink tokens, fp8 scale tensors, malformed shapes) and the Philox generator's known-answer
-vectors.  Numerics are tested through the frontend in tests/frontend/test_frontend_sdpa.py."""
+"""CPU reference SDPA at the plugin boundary: malformed nodes (the newer roles with wrong shapes
+or types included) are not applicable, with a reason naming the problem; the Philox generator's
+known-answer vectors.  Numerics are tested through the frontend in
+tests/frontend/test_frontend_sdpa.py and tests/frontend/test_frontend_sdpa_roles.py."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from engine_testutil import Tensor, applicable, graph_bytes, node, run_inprocess
+
+from engine_plugins.cpu_reference import engine as cpu_engine
+from hipdnn_cabi.plugin_sdk import parse_graph
 
 
 def sdpa_graph(extra_tensors=(), q=(1, 2, 5, 8), k=(1, 2, 6, 8), o=None, **attrs):
@@ -31,11 +35,35 @@ def test_plain_is_applicable_and_runs_in_process():
     np.testing.assert_allclose(o, p @ v, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("role", ["page_table_k", "page_table_v", "block_mask", "sink_token",
-                                  "descale_q", "scale_o", "amax_s"])
-def test_not_applicable_roles(role):
-    ts, gb = sdpa_graph([Tensor(9, [1, 1, 1, 1])], **{role + "_tensor_uid": 9})
-    assert not applicable(gb)
+def reason(gb):
+    cpu_engine._cache.clear()
+    a = cpu_engine._analyse(parse_graph(gb))
+    assert not a.ok
+    return a.reason
+
+
+@pytest.mark.parametrize("role,tensor,expect", [
+    ("page_table_k", Tensor(9, [2, 1, 1, 1], "INT32"), "must be [B=1, 1, max_pages, 1]"),
+    ("page_table_v", Tensor(9, [1, 1, 2, 1], "INT32"), "paged K/V needs seq_len_kv"),
+    ("block_mask", Tensor(9, [1, 2, 1, 1], "FLOAT"), "block_mask"),
+    ("block_mask", Tensor(9, [1, 2, 1, 2], "UINT8"), "ceil(Sq/128)"),
+    ("sink_token", Tensor(9, [1, 3, 1, 1]), "sink_token must hold Hq=2"),
+    ("descale_q", Tensor(9, [1, 1, 1, 1]), "descale_q needs FP8 q/k/v"),
+    ("scale_o", Tensor(9, [1, 1, 1, 1]), "scale_o needs FP8 q/k/v"),
+    ("amax_s", Tensor(9, [1, 1, 1, 1]), "amax_s needs FP8 q/k/v"),
+])
+def test_malformed_new_roles_are_declined_with_a_reason(role, tensor, expect):
+    _, gb = sdpa_graph([tensor], **{role + "_tensor_uid": 9})
+    assert expect in reason(gb)
+
+
+def test_fp8_backward_is_declined():
+    ts = [Tensor(u, (1, 2, 5, 8), "FP8_E4M3") for u in (1, 2, 3, 4, 5, 7, 8, 9)]
+    ts.append(Tensor(6, (1, 2, 5, 1)))
+    a = dict(zip(("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv"), range(1, 10)))
+    gb = graph_bytes(ts, [node("SdpaBackwardAttributes",
+                               {f"{r}_tensor_uid": u for r, u in a.items()})])
+    assert "no fp8 descale" in reason(gb)
 
 
 @pytest.mark.parametrize("kw", [dict(q=(1, 3, 5, 8), k=(1, 2, 6, 8)),      # Hq % Hkv != 0

@@ -65,7 +65,8 @@ PROBE = textwrap.dedent("""
               A.HIPDNN_ATTR_ENGINECFG_ENGINE: D.HIPDNN_BACKEND_ENGINE_DESCRIPTOR,
               A.HIPDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG: D.HIPDNN_BACKEND_ENGINECFG_DESCRIPTOR,
               A.HIPDNN_ATTR_ENGINECFG_KNOB_CHOICES: D.HIPDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
-              A.HIPDNN_ATTR_OPERATIONGRAPH_OPS: D.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR}}
+              A.HIPDNN_ATTR_OPERATIONGRAPH_OPS: D.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
+              A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC: D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR}}
 
     def setv(dt, name, v):
         d = new(dt)
@@ -90,7 +91,8 @@ PROBE = textwrap.dedent("""
             if is_op:
                 target, wrong = D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR, relu
             else:
-                target, wrong = TARGET.get(name), tensor
+                target = TARGET.get(name)
+                wrong = relu if target == D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR else tensor
             r = {{"op": is_op, "invalid": sorted({{setv(dt, name, v)[0] for v in invalid.values()}}),
                  "wrong": setv(dt, name, wrong)[0]}}
             if target is not None:

@@ -473,3 +473,55 @@ def test_every_set_but_handle_drops_the_id(c, h):
         assert new_id is not None and new_id != to_dict(blob, "Graph")["id"], i
         c.destroy(g2)
     c.destroy(g)
+
+
+def test_ragged_offsets_given_as_a_tensor_descriptor(c, h):
+    """TENSOR_RAGGED_OFFSET_DESC also takes the offsets' tensor descriptor (BACKEND_DESCRIPTOR,
+    newer hipDNN): the uid reads back as INT64, the descriptor as a new wrapper, the graph
+    carries the offsets tensor beside the op's tensors and its bytes round-trip; a virtual or
+    itself ragged offsets tensor makes the graph's finalize BAD_PARAM."""
+    L = c.lib
+
+    def build(aux_virtual=False, nested=False):
+        aux = c.tensor(9, dims=(3, 1, 1, 1), dtype=L.HIPDNN_DATA_INT64, virtual=aux_virtual,
+                       finalize=False)
+        if nested:
+            c.ok(c.set_i64(aux, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, 1))
+        c.ok(L.hipdnnBackendFinalize(aux))
+        x, y = c.tensor(1, finalize=False), c.tensor(2)
+        c.ok(c.set_desc(x, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, [aux]))
+        c.ok(c.set_i64(x, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, 4))
+        c.ok(L.hipdnnBackendFinalize(x))
+        op = c.create(L.HIPDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
+        c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_IN_0_EXT, [x]))
+        c.ok(c.set_desc(op, L.HIPDNN_ATTR_OPERATION_POINTWISE_OUT_0_EXT, [y]))
+        c.ok(c.set_enum(op, L.HIPDNN_ATTR_POINTWISE_MODE, L.HIPDNN_TYPE_POINTWISE_MODE,
+                        L.HIPDNN_POINTWISE_EXP))
+        c.ok(L.hipdnnBackendFinalize(op))
+        g = c.create(L.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+        c.ok(c.set_desc(g, L.HIPDNN_ATTR_OPERATIONGRAPH_OPS, [op]))
+        c.ok(c.set_handle(g, h))
+        return aux, x, y, op, g
+
+    aux, x, y, op, g = build()
+    assert c.get_i64(x, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC) == 9
+    back = c.get_desc(x, L.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC)
+    assert c.get_i64(back, L.HIPDNN_ATTR_TENSOR_UNIQUE_ID) == 9
+    c.ok(L.hipdnnBackendFinalize(g))
+    blob = c.serialize(g)
+    d = to_dict(blob, "Graph")
+    ts = {t["uid"]: t for t in d["tensors"]}
+    assert set(ts) == {1, 2, 9}
+    assert ts[1]["ragged_offset_tensor_uid"] == 9 and ts[1]["ragged_offset_multiplier"] == 4
+    v = d["min_required_engine_api_version"]
+    assert (v["major"], v["minor"], v["patch"]) == (1, 3, 0)
+    st, g2 = c.deserialize(blob)
+    c.ok(st)
+    assert c.serialize(g2) == blob
+    for o in (back, aux, x, y, op, g, g2):
+        c.destroy(o)
+    for kw in (dict(aux_virtual=True), dict(nested=True)):
+        objs = build(**kw)
+        assert L.hipdnnBackendFinalize(objs[-1]) == L.HIPDNN_STATUS_BAD_PARAM, kw
+        for o in objs:
+            c.destroy(o)

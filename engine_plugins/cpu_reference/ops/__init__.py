@@ -8,7 +8,7 @@ builder.
 from __future__ import annotations
 
 from . import batchnorm, block_scale, conv, matmul, moe, norms, pointwise, reduction, resample, sdpa
-from ._base import NodeBuilder, NodePlan, Unsupported  # noqa: F401
+from ._base import NodeBuilder, NodePlan, RaggedRef, Unsupported  # noqa: F401
 
 MODULES = (conv, batchnorm, norms, pointwise, matmul, reduction, resample, block_scale, moe, sdpa)
 FAMILIES = tuple(m.__name__.rsplit(".", 1)[1] for m in MODULES)

@@ -44,6 +44,16 @@ def load(env, t):
     return kdt.decode(env[t.uid], kernel_type(dtype_name(t.dtype)))
 
 
+class RaggedRef:
+    """The binding of a ragged tensor: its base address, storage dtype, offsets tensor and
+    multiplier.  Only a builder that knows the per-batch row counts (SDPA) reads it."""
+    __slots__ = ("ptr", "dtype", "offsets", "multiplier")
+
+    def __init__(self, ptr, dtype, offsets, multiplier):
+        self.ptr, self.dtype = int(ptr), dtype
+        self.offsets, self.multiplier = offsets, int(multiplier or 1)
+
+
 def store(env, t, values):
     """Round values to t's type and write them into t's (strided) storage."""
     dst = env[t.uid]

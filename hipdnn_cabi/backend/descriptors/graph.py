@@ -286,6 +286,23 @@ class GraphDescriptor(Descriptor):
                     elif prev is not t:
                         raise BadParamError(f"GraphDescriptor: tensor uid {t.uid} is used by two "
                                             f"different tensor descriptors")
+            for t in list(order):   # ragged offsets given as tensor descriptors
+                aux = getattr(t, "ragged_offset_tensor", None)
+                if aux is None:
+                    continue
+                if aux.is_virtual:
+                    raise BadParamError(f"GraphDescriptor: the ragged offsets (uid {aux.uid}) of "
+                                        f"tensor uid {t.uid} are virtual")
+                if aux.ragged_offset_uid is not None:
+                    raise BadParamError(f"GraphDescriptor: the ragged offsets (uid {aux.uid}) of "
+                                        f"tensor uid {t.uid} are ragged themselves")
+                prev = seen.get(aux.uid)
+                if prev is None:
+                    seen[aux.uid] = aux
+                    order.append(aux)
+                elif prev is not aux:
+                    raise BadParamError(f"GraphDescriptor: tensor uid {aux.uid} is used by two "
+                                        f"different tensor descriptors")
             self._tensors = order
         return list(self._tensors)
 
@@ -365,6 +382,9 @@ class GraphDescriptor(Descriptor):
             if t.uid in by_uid:
                 raise BadParamError(f"Graph.tensors[{i}]: duplicate tensor uid {t.uid}")
             by_uid[t.uid] = t
+        for t in by_uid.values():   # link ragged tensors to their offsets tensors
+            if t.ragged_offset_uid is not None:
+                t.ragged_offset_tensor = by_uid.get(t.ragged_offset_uid)
         for i, nd in enumerate(g.get("nodes") or ()):
             where = f"Graph.nodes[{i}]"
             att = nd.get("attributes")

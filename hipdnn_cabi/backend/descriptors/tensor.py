@@ -31,6 +31,7 @@ class TensorDescriptor(Descriptor):
         self.value: bytes | None = None          # by-value scalar (VALUE_EXT)
         self.byte_alignment = DEFAULT_ALIGNMENT
         self.ragged_offset_uid: int | None = None
+        self.ragged_offset_tensor: "TensorDescriptor | None" = None   # set by descriptor
         self.ragged_offset_multiplier: int | None = None
         self.is_runtime_pass_by_value = False
 
@@ -86,7 +87,16 @@ class TensorDescriptor(Descriptor):
 
     @setter(A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC)
     def _set_ragged(self, ctx, atype, count, arr, nbytes):
+        # INT64: the offsets tensor's uid; BACKEND_DESCRIPTOR: the offsets tensor itself, which
+        # the operation graph then gathers beside the operations' tensors
+        if atype == T.HIPDNN_TYPE_BACKEND_DESCRIPTOR:
+            aux = attrs.set_descriptor(ctx, atype, count, arr, nbytes,
+                                       (DescriptorType.HIPDNN_BACKEND_TENSOR_DESCRIPTOR,),
+                                       null_status=BadParamError)
+            self.ragged_offset_tensor, self.ragged_offset_uid = aux, aux.uid
+            return
         self.ragged_offset_uid = attrs.set_int64(ctx, atype, count, arr, nbytes)
+        self.ragged_offset_tensor = None
 
     @setter(A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER)
     def _set_ragged_mult(self, ctx, atype, count, arr, nbytes):
@@ -165,6 +175,9 @@ class TensorDescriptor(Descriptor):
 
     @getter(A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC)
     def _get_ragged(self, ctx, atype, req, cnt, arr):
+        if atype == T.HIPDNN_TYPE_BACKEND_DESCRIPTOR:   # the offsets tensor (a new wrapper)
+            attrs.get_optional_descriptor(ctx, atype, req, cnt, arr, self.ragged_offset_tensor)
+            return
         v = self.ragged_offset_uid
         attrs.get_optional(ctx, atype, T.HIPDNN_TYPE_INT64, req, cnt, arr,
                            None if v is None else attrs.pack_i64(v))

@@ -108,7 +108,14 @@ class _Node:
                 out.append(self.outputs[role])
         for role, _ in spec.arrays:
             out.extend(self.arrays.get(role) or ())
-        return out
+        # a ragged tensor's offsets tensor is a graph tensor too, ahead of the tensor it offsets
+        withaux = []
+        for t in out:
+            aux = getattr(t, "_ragged", None)
+            if aux is not None:
+                withaux.append(aux)
+            withaux.append(t)
+        return withaux
 
     def input_tensors(self):
         return [t for t in self.inputs.values() if t is not None] + \

@@ -16,7 +16,7 @@ class LoweringMixin:
     """Mixin of :class:`Graph`."""
 
     # ================================================================== lowering (§2.2)
-    def _tensor_desc(self, t):
+    def _tensor_desc(self, t, tdesc=None):
         a = self.api
         d = a.create(D.HIPDNN_BACKEND_TENSOR_DESCRIPTOR)
         try:
@@ -29,6 +29,12 @@ class LoweringMixin:
             a.set(d, A.HIPDNN_ATTR_TENSOR_IS_VIRTUAL, T.HIPDNN_TYPE_BOOLEAN, [t.is_virtual])
             if t.byte_alignment != 16:
                 a.set(d, A.HIPDNN_ATTR_TENSOR_BYTE_ALIGNMENT, T.HIPDNN_TYPE_INT64, [t.byte_alignment])
+            if t._ragged is not None:
+                a.set(d, A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR,
+                      [tdesc[id(t._ragged)]])
+            if t.ragged_offset_multiplier != 1:
+                a.set(d, A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, T.HIPDNN_TYPE_INT64,
+                      [t.ragged_offset_multiplier])
             if t.has_value:
                 a.set(d, A.HIPDNN_ATTR_TENSOR_VALUE_EXT, T.HIPDNN_TYPE_CHAR,
                       scalar_bytes(t._value, t.data_type))
@@ -90,7 +96,7 @@ class LoweringMixin:
             for n in self._order:
                 for t in n.tensors():
                     if id(t) not in tdesc:
-                        tdesc[id(t)] = self._tensor_desc(t)
+                        tdesc[id(t)] = self._tensor_desc(t, tdesc)
                         wrappers.append(tdesc[id(t)])
                 ops.append(self._op_desc(n, tdesc))
             g = a.create(D.HIPDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)

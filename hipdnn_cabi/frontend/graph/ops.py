@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..._generated.enums import (ConvolutionMode, DataType, DiagonalAlignment, MoeGroupedMatmulMode,
                                  PaddingMode, ReduceTensorOp, ResampleMode)
-from ...errors import BadParamError
+from ...errors import BadParamError, NotSupportedError
 from ...schemas.catalog import NormFwdPhase
-from ..tensor import Tensor
+from .. import _infer
+from ..tensor import Tensor, data_type_of
 from ._types import _enum_arg, _pw
 
 
@@ -177,18 +178,59 @@ class OpsMixin:
                                 "value (only 0.0)")
         return self._add("matmul", dict(a=A, b=B), ("c",), {}, compute_data_type, name).outputs["c"]
 
+    def _sdpa_outputs(self, node, given):
+        """Attach caller-made output tensors (``score_max``, ``rng_dump``, ``dBias``...) to a
+        node, as cudnn-frontend's pygraph takes them; their unset dims are inferred."""
+        for role, t in given.items():
+            if t is None:
+                continue
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{node.name}: {role} must be a Tensor")
+            if t._producer is not None:
+                raise BadParamError(f"{node.name}: {role} tensor {t.name!r} is already written "
+                                    f"by {t._producer.name}")
+            t._producer = node
+            node.outputs[role] = t
+        _infer.INFER[node.kind](node)
+
+    def _sdpa_fwd(self, what, q, k, v, ins, attrs, generate_stats, outs_given, compute_data_type,
+                  name, extra_outs=()):
+        attrs["generate_stats"] = bool(generate_stats)
+        outs = ("o", "stats") if generate_stats else ("o",)
+        n = self._add("sdpa", dict(q=q, k=k, v=v, **ins), outs + tuple(extra_outs), attrs,
+                      compute_data_type, name)
+        self._sdpa_outputs(n, outs_given)
+        st = n.outputs.get("stats")
+        if st is not None and st.data_type is None:
+            st.data_type = DataType.HIPDNN_DATA_FLOAT
+        return n
+
+    @staticmethod
+    def _paged(what, ins, attrs, k_table, v_table, max_seq_len_kv):
+        if (k_table is not None or v_table is not None) and ins.get("seq_len_kv") is None:
+            raise BadParamError(f"{what}: paged attention needs seq_len_kv")
+        ins.update(page_table_k=k_table, page_table_v=v_table)
+        if max_seq_len_kv is not None:
+            attrs["max_seq_len_kv"] = int(max_seq_len_kv)
+
     def sdpa(self, q, k, v, attn_scale=None, is_inference=None, *, generate_stats=None,
              use_causal_mask=False, use_causal_mask_bottom_right=False, sliding_window_length=None,
              diagonal_alignment=None, diagonal_band_left_bound=None,
              diagonal_band_right_bound=None, use_padding_mask=False, seq_len_q=None,
-             seq_len_kv=None, attn_mask=None, bias=None, use_alibi_mask=False, dropout=None,
+             seq_len_kv=None, attn_mask=None, bias=None, block_mask=None, use_alibi_mask=False,
+             dropout=None, rng_dump=None, paged_attention_k_table=None,
+             paged_attention_v_table=None, paged_attention_max_seq_len_kv=None,
+             score_max=None, score_sum_exp=None, sink_token=None, implementation=None,
              compute_data_type=None, name=""):
         """Scaled dot-product attention: ``o, stats = g.sdpa(q, k, v, ...)`` with q [B, Hq, Sq, D],
         k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv].  ``attn_scale`` is a float (baked attribute) or
         a scalar Tensor (by value or runtime); ``dropout`` is ``(probability, seed, offset)`` or
-        ``(mask, scale)``; ``attn_mask`` (alias ``bias``) is additive, or a boolean keep mask.
-        ``stats`` ([B, Hq, Sq, 1] float32 log-sum-exp) is None when ``is_inference`` (or
-        ``generate_stats=False``)."""
+        ``(mask, scale)``; ``attn_mask`` (alias ``bias``) is additive, or a boolean keep mask;
+        ``block_mask`` a UINT8 bit mask of 128 x 128 tiles; ``sink_token`` [1, Hq, 1, 1] float
+        logits; ``paged_attention_k/v_table`` [B, 1, pages, 1] page tables (k / v then being
+        [pages, Hkv, page_size, D] pools); ``score_max`` / ``score_sum_exp`` / ``rng_dump``
+        caller-made output tensors.  ``stats`` ([B, Hq, Sq, 1] float32 log-sum-exp) is None when
+        ``is_inference`` (or ``generate_stats=False``)."""
         if attn_mask is not None and bias is not None:
             raise BadParamError("sdpa: attn_mask and bias are the same input; pass one")
         if generate_stats is None:
@@ -199,22 +241,74 @@ class OpsMixin:
                                  use_padding_mask, seq_len_q, seq_len_kv,
                                  attn_mask if attn_mask is not None else bias, use_alibi_mask,
                                  dropout)
-        attrs["generate_stats"] = bool(generate_stats)
-        outs = ("o", "stats") if generate_stats else ("o",)
-        n = self._add("sdpa", dict(q=q, k=k, v=v, **ins), outs, attrs, compute_data_type, name)
-        st = n.outputs.get("stats")
-        if st is not None and st.data_type is None:
-            st.data_type = DataType.HIPDNN_DATA_FLOAT
-        return n.outputs["o"], st
+        self._paged("sdpa", ins, attrs, paged_attention_k_table, paged_attention_v_table,
+                    paged_attention_max_seq_len_kv)
+        ins.update(block_mask=block_mask, sink_token=sink_token)
+        if implementation is not None:
+            attrs["implementation"] = implementation
+        if rng_dump is not None and not attrs.get("dropout_probability"):
+            raise BadParamError("sdpa: rng_dump needs a (probability, seed, offset) dropout")
+        n = self._sdpa_fwd("sdpa", q, k, v, ins, attrs, generate_stats,
+                           {"max": score_max, "sum_exp": score_sum_exp, "rng_dump": rng_dump},
+                           compute_data_type, name)
+        return n.outputs["o"], n.outputs.get("stats")
+
+    def sdpa_fp8(self, q, k, v, descale_q, descale_k, descale_v, descale_s, scale_s, scale_o,
+                 is_inference=None, attn_scale=None, bias=None, use_alibi_mask=False,
+                 use_padding_mask=False, seq_len_q=None, seq_len_kv=None, use_causal_mask=False,
+                 use_causal_mask_bottom_right=False, sliding_window=None, diagonal_alignment=None,
+                 left_bound=None, right_bound=None, dropout=None, rng_dump=None,
+                 paged_attention_k_table=None, paged_attention_v_table=None,
+                 paged_attention_max_seq_len_kv=None, compute_data_type=None, name="",
+                 generate_stats=None, score_max=None, score_sum_exp=None, sink_token=None,
+                 *, attn_mask=None, block_mask=None, o_data_type=None):
+        """FP8 attention: ``o, stats, amax_s, amax_o = g.sdpa_fp8(q, k, v, descale_q, descale_k,
+        descale_v, descale_s, scale_s, scale_o, ...)`` (cudnn-frontend's order).  The scores use
+        the descaled q·k; P is encoded to q's fp8 format after ``scale_s``; O = descale_s *
+        descale_v * P8·V, written times ``scale_o``; amax_s / amax_o ([1, 1, 1, 1] FLOAT) are
+        max |P| and max |O| before scaling.  ``o`` takes q's type unless ``o_data_type``."""
+        if score_max is not None or score_sum_exp is not None:
+            raise BadParamError("sdpa_fp8: score_max / score_sum_exp are not produced by FP8 "
+                                "attention")
+        if attn_mask is not None and bias is not None:
+            raise BadParamError("sdpa_fp8: attn_mask and bias are the same input; pass one")
+        if generate_stats is None:
+            generate_stats = not bool(is_inference) if is_inference is not None else True
+        ins, attrs = _sdpa_attrs("sdpa_fp8", attn_scale, use_causal_mask,
+                                 use_causal_mask_bottom_right, sliding_window, diagonal_alignment,
+                                 left_bound, right_bound, use_padding_mask, seq_len_q, seq_len_kv,
+                                 attn_mask if attn_mask is not None else bias, use_alibi_mask,
+                                 dropout)
+        self._paged("sdpa_fp8", ins, attrs, paged_attention_k_table, paged_attention_v_table,
+                    paged_attention_max_seq_len_kv)
+        ins.update(block_mask=block_mask, sink_token=sink_token, descale_q=descale_q,
+                   descale_k=descale_k, descale_v=descale_v, descale_s=descale_s, scale_s=scale_s,
+                   scale_o=scale_o)
+        if rng_dump is not None and not attrs.get("dropout_probability"):
+            raise BadParamError("sdpa_fp8: rng_dump needs a (probability, seed, offset) dropout")
+        n = self._sdpa_fwd("sdpa_fp8", q, k, v, ins, attrs, generate_stats,
+                           {"rng_dump": rng_dump}, compute_data_type, name,
+                           extra_outs=("amax_s", "amax_o"))
+        o = n.outputs["o"]
+        if o.data_type is None:
+            o.data_type = data_type_of(o_data_type) if o_data_type is not None else q.data_type
+        for r in ("amax_s", "amax_o"):
+            n.outputs[r].data_type = DataType.HIPDNN_DATA_FLOAT
+        return o, n.outputs.get("stats"), n.outputs["amax_s"], n.outputs["amax_o"]
 
     def sdpa_backward(self, q, k, v, o, dO, stats, attn_scale=None, *, use_causal_mask=False,
                       use_causal_mask_bottom_right=False, sliding_window_length=None,
                       diagonal_alignment=None, diagonal_band_left_bound=None,
                       diagonal_band_right_bound=None, use_padding_mask=False, seq_len_q=None,
-                      seq_len_kv=None, attn_mask=None, bias=None, use_alibi_mask=False,
-                      dropout=None, compute_data_type=None, name=""):
+                      seq_len_kv=None, attn_mask=None, bias=None, dBias=None,
+                      use_alibi_mask=False, dropout=None, sink_token=None, dSink_token=None,
+                      compute_data_type=None, name=""):
         """SDPA backward: ``dq, dk, dv = g.sdpa_backward(q, k, v, o, dO, stats, ...)`` with the
-        options of :meth:`sdpa` (the same values the forward used)."""
+        options of :meth:`sdpa` (the same values the forward used); ``dBias`` a caller-made
+        output tensor receiving the bias gradient (summed to its broadcast shape)."""
+        if sink_token is not None or dSink_token is not None:
+            raise NotSupportedError("sdpa_backward: hipDNN's SdpaBackwardAttributes has no sink "
+                                    "token roles (sink_token / dSink_token)")
         if attn_mask is not None and bias is not None:
             raise BadParamError("sdpa_backward: attn_mask and bias are the same input; pass one")
         ins, attrs = _sdpa_attrs("sdpa_backward", attn_scale, use_causal_mask,
@@ -225,8 +319,16 @@ class OpsMixin:
                                  use_alibi_mask, dropout)
         n = self._add("sdpa_backward", dict(q=q, k=k, v=v, o=o, do=dO, stats=stats, **ins),
                       ("dq", "dk", "dv"), attrs, compute_data_type, name)
+        self._sdpa_outputs(n, {"dbias": dBias})
         out = n.outputs
         return out["dq"], out["dk"], out["dv"]
+
+    def sdpa_fp8_backward(self, *args, **kwargs):
+        """cudnn-frontend's FP8 attention backward: not expressible in hipDNN, whose
+        SdpaBackwardAttributes has no descale / scale / amax roles."""
+        raise NotSupportedError("sdpa_fp8_backward: hipDNN's SdpaBackwardAttributes has no fp8 "
+                                "descale_q/k/v/o/dO/s/dP, scale_s/dQ/dK/dV/dP or amax roles; "
+                                "FP8 attention backward cannot be expressed")
 
     def reduction(self, input, mode, compute_data_type=None, name="", *, is_deterministic=None):
         """Reduction (``mode``: ReduceTensorOp); set the output dims with ``set_dim``."""

@@ -359,7 +359,16 @@ class SerializationMixin:
         rt = a.try_get(d, A.HIPDNN_ATTR_TENSOR_IS_RUNTIME_PASS_BY_VALUE_EXT, T.HIPDNN_TYPE_BOOLEAN)
         if rt and rt[0]:
             t._runtime = True
+        m = a.try_get(d, A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, T.HIPDNN_TYPE_INT64)
+        if m:
+            t.ragged_offset_multiplier = int(m[0])
+        aux = a.try_get(d, A.HIPDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, T.HIPDNN_TYPE_BACKEND_DESCRIPTOR)
         tensors[uid] = t
+        if aux and aux[0] != a.ffi.NULL:
+            try:
+                t._ragged = self._unpack_tensor(aux[0], tensors)
+            finally:
+                a.destroy(aux[0])
         self._tensors.append(t)
         return t
 

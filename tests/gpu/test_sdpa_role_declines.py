@@ -1,0 +1,93 @@
+"""CI (no GPU): every SDPA role the HIP engine has no kernel for - paged K/V, block masks, sink
+tokens, the fp8 scales and amax, score_max / score_sum_exp, rng_dump - makes its analysis
+decline the node with a reason naming the role, while the CPU reference (the oracle) accepts
+the same graph; ragged tensors never reach the HIP engine (its plugin API is below the 1.3.0
+such graphs require, which the host reports as the decline reason)."""
+from __future__ import annotations
+
+import pytest
+
+from engine_plugins.cpu_reference import engine as cpu_engine
+from engine_plugins.hip_kernels import engine as hip_engine
+from engine_plugins.hip_kernels import program as gp
+from hipdnn_cabi.plugin_sdk import parse_graph
+from hipdnn_cabi.plugin_sdk.core import required_api_version
+
+from gpu_testlib import T, graph_bytes, node
+
+B, H, Sq, Skv, D = 1, 2, 8, 16, 64
+
+
+def sdpa_graph(dtype="HALF", extra=(), **attrs):
+    ts = [T(1, [B, H, Sq, D], dtype), T(2, [B, H, Skv, D], dtype), T(3, [B, H, Skv, D], dtype),
+          T(4, [B, H, Sq, D], dtype), *extra]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4}
+    a.update(attrs)
+    return graph_bytes(ts, [node("SdpaAttributes", a)])
+
+
+def analyses(b):
+    g = parse_graph(b)
+    cpu_engine._cache.clear()
+    cpu = cpu_engine._analyse(g)
+    try:
+        gp.build_program(g, use_mma=True, sms=132)
+        gpu = (True, "")
+    except gp.NotApplicable as e:
+        gpu = (False, str(e))
+    return (cpu.ok, cpu.reason), gpu
+
+
+CASES = {
+    "block_mask": dict(extra=[T(9, [B, H, 1, 1], "UINT8")], block_mask_tensor_uid=9),
+    "sink_token": dict(extra=[T(9, [1, H, 1, 1], "FLOAT")], sink_token_tensor_uid=9),
+    "max": dict(extra=[T(9, [B, H, Sq, 1], "FLOAT")], max_tensor_uid=9),
+    "sum_exp": dict(extra=[T(9, [B, H, Sq, 1], "FLOAT")], sum_exp_tensor_uid=9),
+    "rng_dump": dict(extra=[T(9, [B, H, Sq, Skv], "FLOAT"), T(10, [1, 1, 1, 1], "INT64"),
+                            T(11, [1, 1, 1, 1], "INT64")],
+                     rng_dump_tensor_uid=9, seed_tensor_uid=10, offset_tensor_uid=11,
+                     dropout_probability=0.25),
+}
+
+
+@pytest.mark.parametrize("role", sorted(CASES))
+def test_unimplemented_roles_are_declined_with_the_role_named(role):
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph(**CASES[role]))
+    assert cpu_ok, cpu_why
+    assert not gpu_ok and f"{role} is not supported by the HIP engine" in gpu_why, gpu_why
+
+
+@pytest.mark.parametrize("paged", ["k", "v"])
+def test_paged_kv_is_declined(paged):
+    pool = T(2 if paged == "k" else 3, [6, H, 4, D], "HALF")
+    ts = [T(1, [B, H, Sq, D], "HALF"), T(4, [B, H, Sq, D], "HALF"),
+          T(2, [B, H, Skv, D], "HALF") if paged == "v" else pool,
+          T(3, [B, H, Skv, D], "HALF") if paged == "k" else pool,
+          T(9, [B, 1, 4, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32")]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         f"page_table_{paged}_tensor_uid": 9, "seq_len_kv_tensor_uid": 10, "max_seq_len_kv": Skv}
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]))
+    assert cpu_ok, cpu_why
+    assert not gpu_ok and f"page_table_{paged} is not supported by the HIP engine" in gpu_why
+
+
+def test_fp8_attention_is_declined():
+    scales = [T(u, [1, 1, 1, 1], "FLOAT") for u in range(9, 15)]
+    amax = [T(15, [1, 1, 1, 1], "FLOAT"), T(16, [1, 1, 1, 1], "FLOAT")]
+    attrs = {f"{r}_tensor_uid": u for r, u in zip(
+        ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o",
+         "amax_s", "amax_o"), range(9, 17))}
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(
+        sdpa_graph("FP8_E4M3", extra=scales + amax, **attrs))
+    assert cpu_ok, cpu_why
+    assert not gpu_ok and "is not supported by the HIP engine" in gpu_why, gpu_why
+
+
+def test_ragged_graphs_do_not_reach_the_hip_engine():
+    """A ragged tensor raises the graph's engine API floor to 1.3.0; the HIP plugin reports
+    less, so the host skips it with 'plugin API ... < required (1, 3, 0)'."""
+    g = parse_graph(sdpa_graph())
+    g.tensors[1].ragged_offset_uid = 7
+    assert required_api_version(g) == (1, 3, 0)
+    api = tuple(int(x) for x in hip_engine.API_VERSION.split("."))
+    assert api < (1, 3, 0)
