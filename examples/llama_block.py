@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nn_graphs import FLOAT, Arrays, Graphs, type_name  # noqa: E402
+from nn_graphs import Arrays, Graphs, param_type_name, type_name  # noqa: E402
 
 WEIGHTS = ("attn_norm", "w_qkv", "w_o", "ffn_norm", "w_gate_up", "w_down")
 GRADS = {"attn_norm": "d_attn_norm", "w_qkv": "d_w_qkv", "w_o": "d_w_o", "ffn_norm": "d_ffn_norm",
@@ -80,11 +80,12 @@ class LlamaBlock:
         self.h1, self.qkv, self.attn = A.empty((M, D), dt), A.empty((M, 3 * D), dt), A.empty((M, D), dt)
         self.x2, self.h2 = A.empty((M, D), dt), A.empty((M, D), dt)
         self.gu, self.act, self.y = A.empty((M, 2 * F), dt), A.empty((M, F), dt), A.empty((M, D), dt)
-        self.r1, self.r2 = A.empty((M, 1), "float32"), A.empty((M, 1), "float32")
-        self.stats = A.empty((batch, heads, seq, 1), "float32")
+        pt = param_type_name(dt)
+        self.r1, self.r2 = A.empty((M, 1), pt), A.empty((M, 1), pt)
+        self.stats = A.empty((batch, heads, seq, 1), pt)
         self.dgu, self.dx2, self.dattn = A.empty((M, 2 * F), dt), A.empty((M, D), dt), A.empty((M, D), dt)
         self.dqkv, self.dx = A.empty((M, 3 * D), dt), A.empty((M, D), dt)
-        self.grads = {GRADS[k]: A.empty(self.w[k].shape, dt if k.startswith("w_") else "float32")
+        self.grads = {GRADS[k]: A.empty(self.w[k].shape, dt if k.startswith("w_") else pt)
                       for k in WEIGHTS}
         # strided views: Q, K, V in the packed projection, O in token order, gate / up halves
         B, S, H, Dh = batch, seq, heads, self.Dh
@@ -105,14 +106,15 @@ class LlamaBlock:
     def _build(self):
         G, M, D, F = self.G, self.M, self.D, self.F
         T = G.t
+        P = G.param
         qs, os_ = self.qkv_strides, self.o_strides
         sdpa_opts = dict(attn_scale=self.scale, use_causal_mask=self.causal)
 
         # 1: RMSnorm -> QKV projection
         g = G.new("norm1_qkv")
-        x, s1, w = T(g, "x", [M, D]), T(g, "attn_norm", [1, D], dtype=FLOAT), T(g, "w_qkv", [D, 3 * D])
+        x, s1, w = T(g, "x", [M, D]), T(g, "attn_norm", [1, D], dtype=P), T(g, "w_qkv", [D, 3 * D])
         h1, r1 = g.rmsnorm(x, s1, self.eps, name="attn_norm")
-        r1.set_data_type(FLOAT)
+        r1.set_data_type(P)
         qkv = g.matmul(h1, w, name="qkv")
         self.f1 = (G.done(g, h1.set_name("h1"), r1.set_name("inv_rms1"), qkv.set_name("qkv")),
                    x, s1, w, h1, r1, qkv)
@@ -122,15 +124,16 @@ class LlamaBlock:
         q, k, v = (T(g, n, self.qkv_dims, qs) for n in "qkv")
         o, st = g.sdpa(q, k, v, generate_stats=True, name="attn", **sdpa_opts)
         o.set_dim(self.qkv_dims).set_stride(os_)
+        st.set_data_type(P)
         self.f2 = (G.done(g, o, st), q, k, v, o, st)
 
         # 3: output projection + residual (epilogue) -> RMSnorm -> gate/up projection
         g = G.new("oproj_norm2_gateup")
         a, wo, x = T(g, "attn", [M, D]), T(g, "w_o", [D, D]), T(g, "x", [M, D])
-        s2, wgu = T(g, "ffn_norm", [1, D], dtype=FLOAT), T(g, "w_gate_up", [D, 2 * F])
+        s2, wgu = T(g, "ffn_norm", [1, D], dtype=P), T(g, "w_gate_up", [D, 2 * F])
         x2 = g.add(g.matmul(a, wo, name="o_proj"), x, name="residual1")
         h2, r2 = g.rmsnorm(x2, s2, self.eps, name="ffn_norm")
-        r2.set_data_type(FLOAT)
+        r2.set_data_type(P)
         gu = g.matmul(h2, wgu, name="gate_up")
         self.f3 = (G.done(g, x2.set_name("x2"), h2.set_name("h2"), r2.set_name("inv_rms2"),
                           gu.set_name("gate_up")), a, wo, x, s2, wgu, x2, h2, r2, gu)
@@ -160,11 +163,11 @@ class LlamaBlock:
         # 6: gate/up backward -> RMSnorm backward -> + dy; d w_gate_up, d ffn_norm
         g = G.new("gateup_norm2_bwd")
         dgu, wguT = T(g, "d_gate_up", [M, 2 * F]), T(g, "w_gate_up_t", [2 * F, D], [1, 2 * F])
-        h2T, x2, s2 = T(g, "h2_t", [D, M], [1, D]), T(g, "x2", [M, D]), T(g, "ffn_norm", [1, D], dtype=FLOAT)
-        r2, dy = T(g, "inv_rms2", [M, 1], dtype=FLOAT), T(g, "dy", [M, D])
+        h2T, x2, s2 = T(g, "h2_t", [D, M], [1, D]), T(g, "x2", [M, D]), T(g, "ffn_norm", [1, D], dtype=P)
+        r2, dy = T(g, "inv_rms2", [M, 1], dtype=P), T(g, "dy", [M, D])
         dh2 = g.matmul(dgu, wguT, name="gate_up_dx")
         dn, ds2, _ = g.rmsnorm_backward(dh2, x2, s2, r2, name="ffn_norm_bwd")
-        ds2.set_data_type(FLOAT)
+        ds2.set_data_type(P)
         dx2 = g.add(dn, dy, name="residual2_bwd")
         dwgu = g.matmul(h2T, dgu, name="gate_up_dw").set_stride([2 * F, 1])
         self.b6 = (G.done(g, dx2.set_name("dx2"), ds2.set_name("d_ffn_norm"), dwgu.set_name("d_w_gate_up")),
@@ -181,7 +184,7 @@ class LlamaBlock:
         g = G.new("sdpa_bwd")
         q, k, v = (T(g, n, self.qkv_dims, qs) for n in "qkv")
         o, do = T(g, "o", self.qkv_dims, os_), T(g, "d_o", self.qkv_dims, os_)
-        st = T(g, "stats", [self.B, self.H, self.S, 1], dtype=FLOAT)
+        st = T(g, "stats", [self.B, self.H, self.S, 1], dtype=P)
         dq, dk, dv = g.sdpa_backward(q, k, v, o, do, st, name="attn_bwd", **sdpa_opts)
         for t in (dq, dk, dv):
             t.set_dim(self.qkv_dims).set_stride(qs)
@@ -190,11 +193,11 @@ class LlamaBlock:
         # 9: QKV backward -> RMSnorm backward -> + dx2; d w_qkv, d attn_norm
         g = G.new("qkv_norm1_bwd")
         dqkv, wqkvT = T(g, "d_qkv", [M, 3 * D]), T(g, "w_qkv_t", [3 * D, D], [1, 3 * D])
-        h1T, x, s1 = T(g, "h1_t", [D, M], [1, D]), T(g, "x", [M, D]), T(g, "attn_norm", [1, D], dtype=FLOAT)
-        r1, dx2 = T(g, "inv_rms1", [M, 1], dtype=FLOAT), T(g, "dx2", [M, D])
+        h1T, x, s1 = T(g, "h1_t", [D, M], [1, D]), T(g, "x", [M, D]), T(g, "attn_norm", [1, D], dtype=P)
+        r1, dx2 = T(g, "inv_rms1", [M, 1], dtype=P), T(g, "dx2", [M, D])
         dh1 = g.matmul(dqkv, wqkvT, name="qkv_dx")
         dn, ds1, _ = g.rmsnorm_backward(dh1, x, s1, r1, name="attn_norm_bwd")
-        ds1.set_data_type(FLOAT)
+        ds1.set_data_type(P)
         dx = g.add(dn, dx2, name="residual1_bwd")
         dwqkv = g.matmul(h1T, dqkv, name="qkv_dw").set_stride([3 * D, 1])
         self.b9 = (G.done(g, dx.set_name("dx"), ds1.set_name("d_attn_norm"), dwqkv.set_name("d_w_qkv")),
@@ -361,12 +364,14 @@ def reference(w, x, dy, heads, eps=1e-5, causal=True):
 
 
 def random_weights(D, F, rng, dtype=np.float32):
-    """Weights scaled like a trained layer (unit-variance activations), as numpy arrays."""
+    """Weights scaled like a trained layer (unit-variance activations), as numpy arrays; the
+    norm scales float32 (float64 for a float64 model)."""
+    pt = np.float64 if dtype == np.float64 else np.float32
     def mat(i, o):
         return (rng.standard_normal((i, o)) / math.sqrt(i)).astype(dtype)
-    return {"attn_norm": (1.0 + 0.1 * rng.standard_normal(D)).astype(np.float32),
+    return {"attn_norm": (1.0 + 0.1 * rng.standard_normal(D)).astype(pt),
             "w_qkv": mat(D, 3 * D), "w_o": mat(D, D),
-            "ffn_norm": (1.0 + 0.1 * rng.standard_normal(D)).astype(np.float32),
+            "ffn_norm": (1.0 + 0.1 * rng.standard_normal(D)).astype(pt),
             "w_gate_up": mat(D, 2 * F), "w_down": mat(F, D)}
 
 

@@ -19,6 +19,7 @@ from hipdnn_cabi import frontend as hf
 
 DT = hf.DataType
 FLOAT = DT.HIPDNN_DATA_FLOAT
+INT32 = DT.HIPDNN_DATA_INT32
 
 # name -> (hipDNN type, numpy dtype or None, torch dtype attribute)
 _TYPES = {
@@ -26,6 +27,7 @@ _TYPES = {
     "float16": (DT.HIPDNN_DATA_HALF, np.float16, "float16"),
     "bfloat16": (DT.HIPDNN_DATA_BFLOAT16, None, "bfloat16"),
     "float64": (DT.HIPDNN_DATA_DOUBLE, np.float64, "float64"),
+    "int32": (DT.HIPDNN_DATA_INT32, np.int32, "int32"),
 }
 _ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
             "fp64": "float64"}
@@ -42,6 +44,12 @@ def type_name(dtype) -> str:
     if name not in _TYPES:
         raise ValueError(f"unsupported model data type {dtype!r}: one of {sorted(_TYPES)}")
     return name
+
+
+def param_type_name(dtype) -> str:
+    """The type of normalisation parameters and statistics beside data of ``dtype``: float32
+    (hipDNN's mixed-precision norms), float64 for float64 models."""
+    return "float64" if type_name(dtype) == "float64" else "float32"
 
 
 def hip_type(dtype):
@@ -129,14 +137,18 @@ class Arrays:
 class Graphs:
     """hipDNN graphs of one model, built once on one handle with the model's data types.
 
-    ``new(name)`` starts a graph (io and intermediate type: the model's; compute: FLOAT);
+    ``new(name)`` starts a graph (io and intermediate type: the model's; compute: FLOAT, DOUBLE for
+    float64 models);
     ``t(g, name, dims, strides=None, dtype=None)`` declares an input tensor (strides default to
-    packed row-major); ``done(g, *outputs)`` marks outputs and builds it.  ``graphs`` keeps every
+    packed row-major); ``done(g, *outputs)`` marks outputs and builds it.  ``param`` /
+    ``ptype``: the hipDNN type / type name of normalisation parameters and statistics.  ``graphs`` keeps every
     built graph in build order (``len`` = the number of graphs of the model)."""
 
     def __init__(self, dtype, handle=None, name="model"):
         self.dtype = type_name(dtype)
         self.io = hip_type(self.dtype)
+        self.ptype = param_type_name(self.dtype)
+        self.param = hip_type(self.ptype)     # norm scales / biases / statistics
         self.own_handle = handle is None
         self.handle = handle if handle is not None else hf.Handle()
         self.name = name
@@ -144,7 +156,7 @@ class Graphs:
 
     def new(self, name):
         return hf.Graph(handle=self.handle, io_data_type=self.io, intermediate_data_type=self.io,
-                        compute_data_type=FLOAT, name=f"{self.name}.{name}")
+                        compute_data_type=self.param, name=f"{self.name}.{name}")
 
     @staticmethod
     def t(g, name, dims, strides=None, dtype=None):
