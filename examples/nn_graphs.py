@@ -158,6 +158,11 @@ class Graphs:
         return hf.Graph(handle=self.handle, io_data_type=self.io, intermediate_data_type=self.io,
                         compute_data_type=self.param, name=f"{self.name}.{name}")
 
+    def scalar(self, v):
+        """A constant (epsilon, momentum) in the parameters' type: a number becomes a FLOAT
+        scalar, a numpy float64 a DOUBLE one."""
+        return np.float64(v) if self.ptype == "float64" else float(v)
+
     @staticmethod
     def t(g, name, dims, strides=None, dtype=None):
         return g.tensor(name=name, dim=list(dims),

@@ -139,7 +139,7 @@ class ResNet50:
                 v = w
             self.weights[k] = v
         self.running = {k: v for k, v in self.weights.items() if "running_" in k}
-        self._run_next = {k: A.empty(v.shape, pt) for k, v in self.running.items()}
+        self._run_sets = (self.running, {k: A.empty(v.shape, pt) for k, v in self.running.items()})
         self.grads = {}
         for k, shp in shapes.items():
             if "running_" in k:
@@ -181,9 +181,10 @@ class ResNet50:
         T, P = self.G.t, self.G.param
         sh = [1, c, 1, 1]
         t = {f: T(g, f"{prefix}.{f}", sh, dtype=P) for f in BN_FIELDS}
-        z, mean, iv, nrm, nrv = g.batchnorm(y, t["weight"], t["bias"], self.eps,
+        z, mean, iv, nrm, nrv = g.batchnorm(y, t["weight"], t["bias"], self.G.scalar(self.eps),
                                             in_running_mean=t["running_mean"],
-                                            in_running_var=t["running_var"], momentum=self.momentum,
+                                            in_running_var=t["running_var"],
+                                            momentum=self.G.scalar(self.momentum),
                                             name=prefix)
         for s, nm in ((mean, "mean"), (iv, "inv_var"), (nrm, "next_running_mean"),
                       (nrv, "next_running_var")):
@@ -408,8 +409,7 @@ class ResNet50:
         """Batchnorm tensors of one graph: parameters, saved statistics, running statistics (read
         from one buffer set and written to the other, alternating per step)."""
         Wt, Gr = self.weights, self.grads
-        cur = (self.running, self._run_next)[parity]
-        nxt = (self.running, self._run_next)[1 - parity]
+        cur, nxt = self._run_sets[parity], self._run_sets[1 - parity]
         for prefix, t in bn.items():
             sv = self.saved_stats[prefix]
             pack[t["weight"]] = Wt[f"{prefix}.weight"]
@@ -484,8 +484,8 @@ class ResNet50:
             self._packs[key] = hit = (x, dlogits, run)
         for g, pk in hit[2]:
             g.execute(pk)
-        self.running, self._run_next = self._run_next, self.running
         self._parity ^= 1
+        self.running = self._run_sets[self._parity]
         return self.logits
 
     def forward(self, x):
@@ -507,7 +507,7 @@ class ResNet50:
 
 
 def main() -> int:
-    """A float64 network with two blocks per stage at width 4 on 32 x 32 images: the gradient of
+    """A float64 network with one block per stage at width 4 on 32 x 32 images: the gradient of
     L = <logits, dlogits> along random directions, from step()'s gradients and from central
     differences of forward()."""
     rng = np.random.default_rng(0)
