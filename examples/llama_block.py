@@ -61,12 +61,13 @@ class LlamaBlock:
     ``weights`` maps the names of :data:`WEIGHTS` to arrays (numpy or torch, all of one kind;
     the matmul weights in the model's data type, which they define; the norm scales float32).
     ``x`` / ``dy`` are [batch, seq, D] (or [batch * seq, D]) arrays of that type and kind.  The
-    returned arrays are the block's own buffers, overwritten by the next call."""
+    returned arrays are the block's own buffers, overwritten by the next call.  ``dtype``
+    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing)."""
 
-    def __init__(self, weights, batch, seq, heads, eps=1e-5, handle=None, causal=True):
+    def __init__(self, weights, batch, seq, heads, eps=1e-5, handle=None, causal=True, dtype=None):
         self.w = {k: weights[k] for k in WEIGHTS}
         self.arr = A = Arrays(self.w["w_qkv"])
-        self.dtype = type_name(self.w["w_qkv"].dtype)
+        self.dtype = type_name(dtype if dtype is not None else self.w["w_qkv"].dtype)
         D = self.w["w_qkv"].shape[0]
         F = self.w["w_down"].shape[0]
         if D % heads:
@@ -152,8 +153,14 @@ class LlamaBlock:
         gt, up = T(g, "gate", [M, F], [2 * F, 1]), T(g, "up", [M, F], [2 * F, 1])
         actT = T(g, "act_t", [F, M], [1, F])
         dact = g.matmul(dy, wdT, name="down_dx")
-        dup = g.mul(dact, g.swish(gt, 1.0, name="silu"), name="d_up")
-        dgate = g.swish_backward(g.mul(dact, up, name="d_silu"), gt, swish_beta=1.0, name="d_gate")
+        # silu'(g) = s (1 + g - g s), s = sigmoid(g), from SIGMOID / MUL / SUB / ADD nodes (the
+        # catalog's SWISH_BWD says the same, but not every engine implements that mode)
+        sg = g.sigmoid(gt, name="sigmoid")
+        silu = g.mul(gt, sg, name="silu")
+        dup = g.mul(dact, silu, name="d_up")
+        dsilu = g.mul(g.mul(dact, up, name="d_silu"), sg, name="d_silu_s")
+        dgate = g.mul(dsilu, g.add(g.sub(gt, silu, name="g_minus_silu"), 1.0, name="plus_one"),
+                      name="d_gate")
         dgate.set_stride([2 * F, 1])
         dup.set_stride([2 * F, 1])
         dwd = g.matmul(actT, dy, name="down_dw").set_stride([D, 1])
@@ -264,10 +271,10 @@ class LlamaBlock:
         """y = block(x); keeps what the backward needs (x itself is referenced, not copied)."""
         p1, p3, p4, _ = self._packs_for(x)
         self._x = x
-        self.f1[0].execute(p1)
-        self.f2[0].execute(self.p2)
-        self.f3[0].execute(p3)
-        self.f4[0].execute(p4)
+        self.G.run(self.f1[0], p1)
+        self.G.run(self.f2[0], self.p2)
+        self.G.run(self.f3[0], p3)
+        self.G.run(self.f4[0], p4)
         return self.y.reshape(tuple(x.shape))
 
     def backward(self, dy):
@@ -282,11 +289,11 @@ class LlamaBlock:
         g6, _, _, _, _, _, _, dy6, *_ = self.b6
         p6 = dict(self._p6)
         p6[dy6] = dyr
-        self.b5[0].execute(p5)
-        g6.execute(p6)
-        self.b7[0].execute(self.p7)
-        self.b8[0].execute(self.p8)
-        self.b9[0].execute(p9)
+        self.G.run(self.b5[0], p5)
+        self.G.run(g6, p6)
+        self.G.run(self.b7[0], self.p7)
+        self.G.run(self.b8[0], self.p8)
+        self.G.run(self.b9[0], p9)
         return self.dx.reshape(tuple(dy.shape)), self.grads
 
     def engines(self):

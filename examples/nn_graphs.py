@@ -98,9 +98,12 @@ class Arrays:
         if self.torch is not None:
             return getattr(self.torch, _TYPES[name][2])
         npd = _TYPES[name][1]
-        if npd is None:
-            import ml_dtypes            # numpy has no bfloat16: ml_dtypes' (the frontend accepts it)
-            npd = ml_dtypes.bfloat16
+        if npd is None:             # numpy has no bfloat16: ml_dtypes', else raw 16-bit words
+            try:
+                import ml_dtypes
+                npd = ml_dtypes.bfloat16
+            except ImportError:
+                npd = np.uint16
         return np.dtype(npd)
 
     def empty(self, shape, dtype):
@@ -175,6 +178,16 @@ class Graphs:
         g.build()
         self.graphs.append(g)
         return g
+
+    @staticmethod
+    def run(g, pack):
+        """``g.execute(pack)``; an error names the graph."""
+        try:
+            g.execute(pack)
+        except Exception as e:
+            if hasattr(e, "add_note"):
+                e.add_note(f"while executing graph {g.name!r}")
+            raise
 
     def engines(self):
         """{engine name: number of graphs whose active plan it runs}."""

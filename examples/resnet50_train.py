@@ -113,11 +113,13 @@ class ResNet50:
     ``params``: {torchvision name: array} (numpy or torch, one kind), convolution / fc weights in
     the model's data type (which they define), batchnorm tensors float32 (float64 for a float64
     model); ``width`` and ``classes`` are read from them.  The model keeps channels-last copies of
-    the convolution weights (``weights``, the same values); ``step(x, dlogits)``."""
+    the convolution weights (``weights``, the same values); ``step(x, dlogits)``.  ``dtype``
+    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing)."""
 
-    def __init__(self, params, batch, image, layers=LAYERS, eps=1e-5, momentum=0.1, handle=None):
+    def __init__(self, params, batch, image, layers=LAYERS, eps=1e-5, momentum=0.1, handle=None,
+                 dtype=None):
         self.arr = A = Arrays(params["conv1.weight"])
-        self.dtype = dt = type_name(params["conv1.weight"].dtype)
+        self.dtype = dt = type_name(dtype if dtype is not None else params["conv1.weight"].dtype)
         self.pt = pt = param_type_name(dt)
         self.width = params["conv1.weight"].shape[0]
         self.classes = params["fc.weight"].shape[0]
@@ -395,7 +397,11 @@ class ResNet50:
             dws["downsample.0"] = self._wgrad(g, x, dys, W[f"{pre}.downsample.0.weight"].shape, st, 0,
                                               f"{pre}.downsample.0.d_weight")
         else:
-            dxs = d3
+            # the identity path's gradient is ReLU backward again, as a node of its own beside
+            # the sum: reusing d3 would join the two pointwise nodes through a virtual tensor,
+            # and an engine that runs joined pointwise nodes as one kernel (the HIP engine) would
+            # see that kernel depend on its own output through bn3 / conv3 / ... / conv1
+            dxs = g.relu_backward(t[f"d_{pre}.out"], t[f"{pre}.out"], name=f"{pre}.relu3.bwd_identity")
         dx = g.add(dxm, dxs, name=f"{pre}.d_input").set_stride(nhwc_strides(xd)).set_name(f"d_{inp}")
         self.act_grads[inp] = self._nhwc(xd, self.dtype)
         outs = [dx] + list(dws.values())
@@ -483,7 +489,7 @@ class ResNet50:
             self._packs = {k: v for k, v in self._packs.items() if k[2] != self._parity}
             self._packs[key] = hit = (x, dlogits, run)
         for g, pk in hit[2]:
-            g.execute(pk)
+            self.G.run(g, pk)
         self._parity ^= 1
         self.running = self._run_sets[self._parity]
         return self.logits
@@ -493,7 +499,7 @@ class ResNet50:
         logits.  Used by gradient checks."""
         run, n_fwd = self._make_packs(x, self._parity)
         for g, pk in run[:n_fwd]:
-            g.execute(pk)
+            self.G.run(g, pk)
         return self.logits
 
     def n_convolutions(self):
