@@ -62,9 +62,11 @@ class LlamaBlock:
     the matmul weights in the model's data type, which they define; the norm scales float32).
     ``x`` / ``dy`` are [batch, seq, D] (or [batch * seq, D]) arrays of that type and kind.  The
     returned arrays are the block's own buffers, overwritten by the next call.  ``dtype``
-    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing)."""
+    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing);
+    ``plans=False`` only lowers the graphs (``G.graphs``: to inspect or serialise them)."""
 
-    def __init__(self, weights, batch, seq, heads, eps=1e-5, handle=None, causal=True, dtype=None):
+    def __init__(self, weights, batch, seq, heads, eps=1e-5, handle=None, causal=True, dtype=None,
+                 plans=True):
         self.w = {k: weights[k] for k in WEIGHTS}
         self.arr = A = Arrays(self.w["w_qkv"])
         self.dtype = type_name(dtype if dtype is not None else self.w["w_qkv"].dtype)
@@ -99,7 +101,7 @@ class LlamaBlock:
         self.do = A.view(self.dattn, self.qkv_dims, self.o_strides)
         self.gate, self.up = A.view(self.gu, [M, F], [2 * F, 1]), A.view(self.gu, [M, F], [2 * F, 1], F)
         self.dgate, self.dup = A.view(self.dgu, [M, F], [2 * F, 1]), A.view(self.dgu, [M, F], [2 * F, 1], F)
-        self.G = Graphs(dt, handle=handle, name="llama")
+        self.G = Graphs(dt, handle=handle, name="llama", plans=plans)
         self._x = None
         self._build()
 

@@ -143,11 +143,13 @@ class Graphs:
     ``new(name)`` starts a graph (io and intermediate type: the model's; compute: FLOAT, DOUBLE for
     float64 models);
     ``t(g, name, dims, strides=None, dtype=None)`` declares an input tensor (strides default to
-    packed row-major); ``done(g, *outputs)`` marks outputs and builds it.  ``param`` /
+    packed row-major); ``done(g, *outputs)`` marks outputs and builds it (``plans=False``:
+    lowers it only, no engine chosen).  ``param`` /
     ``ptype``: the hipDNN type / type name of normalisation parameters and statistics.  ``graphs`` keeps every
     built graph in build order (``len`` = the number of graphs of the model)."""
 
-    def __init__(self, dtype, handle=None, name="model"):
+    def __init__(self, dtype, handle=None, name="model", plans=True):
+        self.plans = plans
         self.dtype = type_name(dtype)
         self.io = hip_type(self.dtype)
         self.ptype = param_type_name(self.dtype)
@@ -175,7 +177,10 @@ class Graphs:
     def done(self, g, *outputs):
         for o in outputs:
             o.set_output(True)
-        g.build()
+        if self.plans:
+            g.build()
+        else:                       # lowered only: to inspect or serialise, not to execute
+            g.build_operation_graph()
         self.graphs.append(g)
         return g
 

@@ -114,10 +114,11 @@ class ResNet50:
     the model's data type (which they define), batchnorm tensors float32 (float64 for a float64
     model); ``width`` and ``classes`` are read from them.  The model keeps channels-last copies of
     the convolution weights (``weights``, the same values); ``step(x, dlogits)``.  ``dtype``
-    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing)."""
+    overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing);
+    ``plans=False`` only lowers the graphs (``G.graphs``: to inspect or serialise them)."""
 
     def __init__(self, params, batch, image, layers=LAYERS, eps=1e-5, momentum=0.1, handle=None,
-                 dtype=None):
+                 dtype=None, plans=True):
         self.arr = A = Arrays(params["conv1.weight"])
         self.dtype = dt = type_name(dtype if dtype is not None else params["conv1.weight"].dtype)
         self.pt = pt = param_type_name(dt)
@@ -149,7 +150,7 @@ class ResNet50:
             self.grads[k] = (self._nhwc(shp, dt) if len(shp) == 4 else
                              A.empty(shp, dt if k.startswith("fc.") else pt))
         self.saved = {}       # activations of the forward pass, by name
-        self.G = Graphs(dt, handle=handle, name="resnet50")
+        self.G = Graphs(dt, handle=handle, name="resnet50", plans=plans)
         self._parity = 0
         self._build()
 
