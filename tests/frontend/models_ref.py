@@ -73,6 +73,18 @@ def llama_reference(w, x, dy, heads, eps=1e-5, causal=True):
     return y.reshape(B, S, D), dx.reshape(B, S, D), g
 
 
+def round_fp16(a):
+    """float64 values rounded to float16 (round to nearest even)."""
+    return np.asarray(a, np.float64).astype(np.float16).astype(np.float64)
+
+
+def round_bf16(a):
+    """float64 values rounded to bfloat16 (through float32, round to nearest even)."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.view(np.float32).astype(np.float64)
+
+
 # ------------------------------------------------------------------------------ ResNet-50 pieces
 def conv(x, w, stride, pad):
     N, C, H, W = x.shape
@@ -153,9 +165,12 @@ def maxpool_bwd(dy, idx, shape):
     return dx.reshape(shape)
 
 
-def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1):
+def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1, q=None):
     """float64 training step of examples/resnet50_train.py's network on NCHW arrays:
-    (logits, {param name: gradient}, {running stat name: new value})."""
+    (logits, {param name: gradient}, {running stat name: new value}).  ``q`` (optional) rounds
+    every tensor the hipDNN graphs hold in the model's data type (outputs and intermediates of
+    every node; batchnorm parameters and statistics stay float64), to emulate 16-bit data."""
+    q = q or (lambda a: a)
     f = {k: np.asarray(v, np.float64) for k, v in p.items()}
     x = np.asarray(x, np.float64)
     width = f["conv1.weight"].shape[0]
@@ -164,10 +179,21 @@ def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1):
     def bnf(z, pre):
         y, cache, run[pre + ".running_mean"], run[pre + ".running_var"] = bn(
             z, f[pre + ".weight"], f[pre + ".bias"], f[pre + ".running_mean"], f[pre + ".running_var"], eps, mom)
-        return y, cache
+        return q(y), cache
+
+    def cv(a, w, st, pad):
+        return q(conv(a, w, st, pad))
+
+    def cvb(dy, a, w, st, pad):
+        dx, dw = conv_bwd(dy, a, w, st, pad)
+        return q(dx), q(dw)
+
+    def bnb(dy, cache):
+        dx, dg, db = bn_bwd(dy, cache)
+        return q(dx), dg, db
 
     relu = lambda z: np.maximum(z, 0)  # noqa: E731
-    y0 = conv(x, f["conv1.weight"], 2, 3)
+    y0 = cv(x, f["conv1.weight"], 2, 3)
     z0, c0 = bnf(y0, "bn1")
     a0 = relu(z0)
     h, idx = maxpool(a0)
@@ -175,43 +201,44 @@ def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1):
               for i, n in enumerate(layers) for j in range(n)]
     for pre, mid, st, proj in blocks:
         xin = h
-        y1 = conv(xin, f[pre + ".conv1.weight"], 1, 0)
+        y1 = cv(xin, f[pre + ".conv1.weight"], 1, 0)
         z1, c1 = bnf(y1, pre + ".bn1")
         a1 = relu(z1)
-        y2 = conv(a1, f[pre + ".conv2.weight"], st, 1)
+        y2 = cv(a1, f[pre + ".conv2.weight"], st, 1)
         z2, c2 = bnf(y2, pre + ".bn2")
         a2 = relu(z2)
-        y3 = conv(a2, f[pre + ".conv3.weight"], 1, 0)
+        y3 = cv(a2, f[pre + ".conv3.weight"], 1, 0)
         z3, c3 = bnf(y3, pre + ".bn3")
         if proj:
-            ys = conv(xin, f[pre + ".downsample.0.weight"], st, 0)
+            ys = cv(xin, f[pre + ".downsample.0.weight"], st, 0)
             zs, cs = bnf(ys, pre + ".downsample.1")
         else:
             zs, cs = xin, None
-        h = relu(z3 + zs)
+        h = relu(q(z3 + zs))
         tape.append((pre, st, proj, xin, a1, a2, h, c1, c2, c3, cs))
-    pooled = h.mean((2, 3))
-    logits = pooled @ f["fc.weight"].T + f["fc.bias"]
+    pooled = q(h.mean((2, 3)))
+    logits = q(q(pooled @ f["fc.weight"].T) + f["fc.bias"])
     # backward
     dl = np.asarray(dlogits, np.float64)
-    grads["fc.weight"] = dl.T @ pooled
-    grads["fc.bias"] = dl.sum(0)
-    dh = np.broadcast_to((dl @ f["fc.weight"])[:, :, None, None] / (h.shape[2] * h.shape[3]), h.shape)
+    grads["fc.weight"] = q(dl.T @ pooled)
+    grads["fc.bias"] = q(dl.sum(0))
+    dp = q(dl @ f["fc.weight"])
+    dh = q(np.broadcast_to(dp[:, :, None, None] / (h.shape[2] * h.shape[3]), h.shape))
     for pre, st, proj, xin, a1, a2, out, c1, c2, c3, cs in reversed(tape):
         d3 = dh * (out > 0)
-        dy3, grads[pre + ".bn3.weight"], grads[pre + ".bn3.bias"] = bn_bwd(d3, c3)
-        da2, grads[pre + ".conv3.weight"] = conv_bwd(dy3, a2, f[pre + ".conv3.weight"], 1, 0)
-        dy2, grads[pre + ".bn2.weight"], grads[pre + ".bn2.bias"] = bn_bwd(da2 * (a2 > 0), c2)
-        da1, grads[pre + ".conv2.weight"] = conv_bwd(dy2, a1, f[pre + ".conv2.weight"], st, 1)
-        dy1, grads[pre + ".bn1.weight"], grads[pre + ".bn1.bias"] = bn_bwd(da1 * (a1 > 0), c1)
-        dxm, grads[pre + ".conv1.weight"] = conv_bwd(dy1, xin, f[pre + ".conv1.weight"], 1, 0)
+        dy3, grads[pre + ".bn3.weight"], grads[pre + ".bn3.bias"] = bnb(d3, c3)
+        da2, grads[pre + ".conv3.weight"] = cvb(dy3, a2, f[pre + ".conv3.weight"], 1, 0)
+        dy2, grads[pre + ".bn2.weight"], grads[pre + ".bn2.bias"] = bnb(da2 * (a2 > 0), c2)
+        da1, grads[pre + ".conv2.weight"] = cvb(dy2, a1, f[pre + ".conv2.weight"], st, 1)
+        dy1, grads[pre + ".bn1.weight"], grads[pre + ".bn1.bias"] = bnb(da1 * (a1 > 0), c1)
+        dxm, grads[pre + ".conv1.weight"] = cvb(dy1, xin, f[pre + ".conv1.weight"], 1, 0)
         if proj:
-            dys, grads[pre + ".downsample.1.weight"], grads[pre + ".downsample.1.bias"] = bn_bwd(d3, cs)
-            dxs, grads[pre + ".downsample.0.weight"] = conv_bwd(dys, xin, f[pre + ".downsample.0.weight"], st, 0)
+            dys, grads[pre + ".downsample.1.weight"], grads[pre + ".downsample.1.bias"] = bnb(d3, cs)
+            dxs, grads[pre + ".downsample.0.weight"] = cvb(dys, xin, f[pre + ".downsample.0.weight"], st, 0)
         else:
             dxs = d3
-        dh = dxm + dxs
+        dh = q(dxm + dxs)
     da0 = maxpool_bwd(dh, idx, a0.shape) * (a0 > 0)
-    dy0, grads["bn1.weight"], grads["bn1.bias"] = bn_bwd(da0, c0)
-    _, grads["conv1.weight"] = conv_bwd(dy0, x, f["conv1.weight"], 2, 3)
+    dy0, grads["bn1.weight"], grads["bn1.bias"] = bnb(q(da0), c0)
+    _, grads["conv1.weight"] = cvb(dy0, x, f["conv1.weight"], 2, 3)
     return logits, grads, run
