@@ -111,9 +111,9 @@ def kernel_sources(graphs):
     return out, declined
 
 
-def prewarm_model(kind, cfg, dtype, compile_=True):
+def prewarm_model(kind, cfg, dtype, compile_=True, **model_args):
     """:func:`prewarm` on the twin of a model (closed afterwards)."""
-    twin = twin_graphs(kind, cfg, dtype)
+    twin = twin_graphs(kind, cfg, dtype, **model_args)
     try:
         return prewarm(twin.G.graphs, compile_)
     finally:
@@ -139,7 +139,7 @@ def prewarm(graphs, compile_=True):
     return len(srcs), time.perf_counter() - t0, declined
 
 
-def twin_graphs(kind, cfg, dtype):
+def twin_graphs(kind, cfg, dtype, **model_args):
     """The model on host stand-ins (zeros) with its graphs lowered but not planned (no engine
     compiles anything): the same graphs the device model builds, for :func:`prewarm`."""
     dt = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32}[dtype]
@@ -148,10 +148,12 @@ def twin_graphs(kind, cfg, dtype):
         shapes = {"attn_norm": (D,), "w_qkv": (D, 3 * D), "w_o": (D, D), "ffn_norm": (D,),
                   "w_gate_up": (D, 2 * F), "w_down": (F, D)}
         w = {k: np.zeros(s, dt if is_low(k) else np.float32) for k, s in shapes.items()}
-        return llama_block.LlamaBlock(w, cfg["batch"], cfg["seq"], cfg["heads"], dtype=dtype, plans=False)
+        return llama_block.LlamaBlock(w, cfg["batch"], cfg["seq"], cfg["heads"], dtype=dtype, plans=False,
+                                      **model_args)
     shapes = resnet50_train.param_shapes(cfg["layers"], cfg["width"], cfg["classes"])
     p = {k: np.zeros(s, dt if is_low(k) else np.float32) for k, s in shapes.items()}
-    return resnet50_train.ResNet50(p, cfg["batch"], cfg["image"], cfg["layers"], dtype=dtype, plans=False)
+    return resnet50_train.ResNet50(p, cfg["batch"], cfg["image"], cfg["layers"], dtype=dtype, plans=False,
+                                   **model_args)
 
 
 # ------------------------------------------------------------------------------------ errors

@@ -20,6 +20,7 @@ updated with ``momentum``):
 
 * stem forward: conv -> batchnorm -> ReLU -> max pool (with the winners' index);
   stem backward: max-pool backward (index) -> ReLU backward -> batchnorm backward -> conv wgrad
+  (and, with ``input_grad=True``, the image's gradient: the 53rd dgrad)
 * per bottleneck block, forward: the three convolutions with batchnorm and ReLU, the projection
   shortcut, the residual add and the last ReLU - one graph; backward: ReLU backward, three
   batchnorm backwards, three conv dgrads and wgrads, the shortcut's, and the sum of the two input
@@ -115,10 +116,12 @@ class ResNet50:
     model); ``width`` and ``classes`` are read from them.  The model keeps channels-last copies of
     the convolution weights (``weights``, the same values); ``step(x, dlogits)``.  ``dtype``
     overrides the data type (numpy bfloat16 as raw uint16 bits, where ml_dtypes is missing);
-    ``plans=False`` only lowers the graphs (``G.graphs``: to inspect or serialise them)."""
+    ``plans=False`` only lowers the graphs (``G.graphs``: to inspect or serialise them);
+    ``input_grad=True`` adds the stem convolution's data gradient (``d_x``, the image's
+    gradient; a training step needs none)."""
 
     def __init__(self, params, batch, image, layers=LAYERS, eps=1e-5, momentum=0.1, handle=None,
-                 dtype=None, plans=True):
+                 dtype=None, plans=True, input_grad=False):
         self.arr = A = Arrays(params["conv1.weight"])
         self.dtype = dt = type_name(dtype if dtype is not None else params["conv1.weight"].dtype)
         self.pt = pt = param_type_name(dt)
@@ -126,6 +129,7 @@ class ResNet50:
         self.classes = params["fc.weight"].shape[0]
         self.N, self.image, self.layers = batch, image, tuple(layers)
         self.eps, self.momentum = float(eps), float(momentum)
+        self.input_grad, self.d_x = bool(input_grad), None
         self.blocks = block_names(self.layers, self.width)
         shapes = param_shapes(self.layers, self.width, self.classes, params["conv1.weight"].shape[1])
         missing = sorted(set(shapes) - set(params))
@@ -313,8 +317,13 @@ class ResNet50:
         bnb = {}
         dy0 = self._bn_bwd(g, dz0, y0t, "bn1", w0, bnb)
         dw0 = self._wgrad(g, xt, dy0, W["conv1.weight"].shape, 2, 3, "conv1.d_weight")
-        G.done(g, dw0, bnb["bn1"]["d_weight"], bnb["bn1"]["d_bias"])
-        self.stem_b = (g, dpo, ix, a0t, y0t, xt, dw0, bnb)
+        wt = dxi = None
+        if self.input_grad:
+            wt = T(g, "conv1.weight", W["conv1.weight"].shape, nhwc_strides(W["conv1.weight"].shape))
+            dxi = self._dgrad(g, dy0, wt, 2, 3, self.x_dims, "conv1.dgrad").set_name("d_x")
+            self.d_x = self._nhwc(self.x_dims, self.dtype)
+        G.done(g, dw0, bnb["bn1"]["d_weight"], bnb["bn1"]["d_bias"], *([dxi] if dxi is not None else []))
+        self.stem_b = (g, dpo, ix, a0t, y0t, xt, dw0, bnb, wt, dxi)
         self._packs = {}
 
     def _stats_bufs(self, bn):
@@ -470,9 +479,11 @@ class ResNet50:
             pk.update({v: Gr[f"{pre}.{k}.weight"] for k, v in dws.items()})
             self._bn_pack(pk, bnb, parity, False)
             run.append((g, pk))
-        g, dpo, ix, a0t, y0t, xt, dw0, bnb = self.stem_b
+        g, dpo, ix, a0t, y0t, xt, dw0, bnb, wt, dxi = self.stem_b
         pk = {dpo: grad_of["stem.out"], ix: S["maxpool.index"], a0t: S["stem.a"], y0t: S["conv1.y"],
               xt: x, dw0: Gr["conv1.weight"]}
+        if dxi is not None:
+            pk.update({wt: Wt["conv1.weight"], dxi: self.d_x})
         self._bn_pack(pk, bnb, parity, False)
         run.append((g, pk))
         return run, n_fwd

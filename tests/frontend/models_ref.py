@@ -167,7 +167,7 @@ def maxpool_bwd(dy, idx, shape):
 
 def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1, q=None):
     """float64 training step of examples/resnet50_train.py's network on NCHW arrays:
-    (logits, {param name: gradient}, {running stat name: new value}).  ``q`` (optional) rounds
+    (logits, {param name: gradient, "x": the image's gradient}, {running stat name: new value}).  ``q`` (optional) rounds
     every tensor the hipDNN graphs hold in the model's data type (outputs and intermediates of
     every node; batchnorm parameters and statistics stay float64), to emulate 16-bit data."""
     q = q or (lambda a: a)
@@ -240,5 +240,5 @@ def resnet_reference(p, x, dlogits, layers, eps=1e-5, mom=0.1, q=None):
         dh = q(dxm + dxs)
     da0 = maxpool_bwd(dh, idx, a0.shape) * (a0 > 0)
     dy0, grads["bn1.weight"], grads["bn1.bias"] = bnb(q(da0), c0)
-    _, grads["conv1.weight"] = cvb(dy0, x, f["conv1.weight"], 2, 3)
+    grads["x"], grads["conv1.weight"] = cvb(dy0, x, f["conv1.weight"], 2, 3)
     return logits, grads, run

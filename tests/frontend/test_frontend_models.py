@@ -172,6 +172,9 @@ def _check_resnet(net, p, x, dl, layers, tol, steps=1):
     for step in range(steps):
         logits = net.step(x, dl)
         rl, rg, rrun = models_ref.resnet_reference(ref_p, nchw(x), dl, layers)
+        dx = rg.pop("x")
+        if net.input_grad:
+            assert rel(net.d_x, dx) < tol, step
         assert rel(logits, rl) < tol, step
         assert set(net.grads) == set(rg)
         for k in rg:
@@ -204,8 +207,9 @@ def test_resnet50_float64_matches_reference_exactly():
     which turns rounding differences of 1e-16 into 1e-9)."""
     layers = (1, 2, 1, 1)
     p, x, dl = _resnet(layers, 4, 64, 2, 5, np.float64, seed=1)
-    net = resnet50_train.ResNet50(p, 2, 64, layers)
+    net = resnet50_train.ResNet50(p, 2, 64, layers, input_grad=True)
     try:
+        assert net.n_convolutions() == 20
         _check_resnet(net, p, x, dl, layers, 1e-9)
     finally:
         net.close()
@@ -218,7 +222,8 @@ def test_resnet_reference_matches_finite_differences():
     _, g, _ = models_ref.resnet_reference(p, x, dl, layers)
     loss = lambda: float(np.sum(models_ref.resnet_reference(p, x, dl, layers)[0] * dl))  # noqa: E731
     r = np.random.default_rng(3)
-    for name in ("conv1.weight", "bn1.weight", "layer1.0.conv2.weight", "layer2.0.downsample.0.weight",
+    p = dict(p, x=x)
+    for name in ("x", "conv1.weight", "bn1.weight", "layer1.0.conv2.weight", "layer2.0.downsample.0.weight",
                  "layer3.0.bn1.bias", "layer4.0.conv3.weight", "fc.weight", "fc.bias"):
         v = r.standard_normal(p[name].shape)
         arr = p[name]

@@ -22,8 +22,8 @@ GPU_TEST_LLAMA = dict(batch=1, seq=128, hidden=256, heads=2, ffn=512)
 GPU_TEST_RESNET = dict(batch=4, image=64, width=16, layers=(1, 1, 1, 1), classes=10)
 
 
-def _programs(kind, cfg, dtype, arch="sm_90"):
-    twin = mb.twin_graphs(kind, cfg, dtype)
+def _programs(kind, cfg, dtype, arch="sm_90", **model_args):
+    twin = mb.twin_graphs(kind, cfg, dtype, **model_args)
     try:
         return {g.name: build_program(parse_graph(mb.graph_bytes(g)), arch=arch) for g in twin.G.graphs}
     finally:
@@ -58,8 +58,11 @@ def test_resnet_graphs_plan_on_the_hip_engine(cfg, dtype):
 
 
 def test_resnet_fp32_graphs_plan_on_the_hip_engine():
-    progs = _programs("resnet", dict(GPU_TEST_RESNET, batch=2), "float32")
+    progs = _programs("resnet", dict(GPU_TEST_RESNET, batch=2), "float32", input_grad=True)
     assert len(progs) == 14
+    gemms = [st[2] for st in progs["resnet50.stem_bwd"].steps
+             if st[0] == "launch" and st[2].startswith("hdn_gemm_") and "splitk" not in st[2]]
+    assert len(gemms) == 2              # the stem's wgrad and the image's dgrad
 
 
 def test_dry_run_of_the_models_bench():

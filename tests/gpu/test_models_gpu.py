@@ -78,8 +78,8 @@ def test_llama_block_bf16(torch):
         h.close()
 
 
-def _resnet_on_gpu(torch, cfg, dtype, tdt):
-    mb.prewarm_model("resnet", cfg, dtype)
+def _resnet_on_gpu(torch, cfg, dtype, tdt, input_grad=False):
+    mb.prewarm_model("resnet", cfg, dtype, input_grad=input_grad)
     p, x, dl = mb.resnet_weights(cfg)
     cl = torch.channels_last
     P = {}
@@ -89,12 +89,15 @@ def _resnet_on_gpu(torch, cfg, dtype, tdt):
     xt = torch.from_numpy(np.ascontiguousarray(x)).cuda().to(tdt).contiguous(memory_format=cl)
     dlt = torch.from_numpy(dl).cuda().to(tdt)
     h = _handle(torch)
-    net = resnet50_train.ResNet50(P, cfg["batch"], cfg["image"], cfg["layers"], handle=h)
+    net = resnet50_train.ResNet50(P, cfg["batch"], cfg["image"], cfg["layers"], handle=h,
+                                  input_grad=input_grad)
     try:
         logits = net.step(xt, dlt).clone()
         torch.cuda.synchronize()
         assert net.engines() == {HIP: 2 * sum(cfg["layers"]) + 6}
         grads = {k: _np(v) for k, v in net.grads.items()}
+        if input_grad:
+            grads["x"] = _np(net.d_x)
         running = {k: _np(v) for k, v in net.running.items()}
         ins = ({k: _np(v) for k, v in P.items()}, _np(xt), _np(dlt))
         return _np(logits), grads, running, ins
@@ -104,9 +107,11 @@ def _resnet_on_gpu(torch, cfg, dtype, tdt):
 
 
 def test_resnet_float32(torch):
-    """float32 (true FFMA, TF32 off): logits, every gradient and the running statistics."""
+    """float32 (true FFMA, TF32 off): logits, every gradient (the image's too: 20 dgrads) and
+    the running statistics."""
     cfg = dict(GPU_TEST_RESNET, batch=2)
-    logits, grads, running, (p, x, dl) = _resnet_on_gpu(torch, cfg, "float32", torch.float32)
+    logits, grads, running, (p, x, dl) = _resnet_on_gpu(torch, cfg, "float32", torch.float32,
+                                                        input_grad=True)
     rl, rg, rr = models_ref.resnet_reference(p, x, dl, cfg["layers"])
     assert rel(logits, rl) < 1e-4
     errs = {k: rel(grads[k], rg[k]) for k in rg}
@@ -126,6 +131,7 @@ def test_resnet_16bit(torch, dtype):
     logits, grads, running, (p, x, dl) = _resnet_on_gpu(torch, cfg, dtype, tdt)
     q = models_ref.round_fp16 if dtype == "float16" else models_ref.round_bf16
     rl, rg, rr = models_ref.resnet_reference(p, x, dl, cfg["layers"], q=q)
+    rg.pop("x")
     assert all(np.isfinite(v).all() for v in grads.values())
     assert rel(logits, rl) < (2e-2 if dtype == "float16" else 3e-2)
     errs = {k: fro(grads[k], rg[k]) for k in rg}
