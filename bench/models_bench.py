@@ -27,10 +27,11 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for p in (ROOT, os.path.join(ROOT, "examples")):
+for p in (ROOT, HERE, os.path.join(ROOT, "examples")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -38,7 +39,11 @@ import numpy as np  # noqa: E402
 
 import llama_block  # noqa: E402
 import resnet50_train  # noqa: E402
-from hipdnn_cabi import frontend as hf  # noqa: E402
+from engine_plugins.hip_kernels import codegen  # noqa: E402
+from engine_plugins.hip_kernels.engine import analyse  # noqa: E402
+from gpu_bench import median_ms  # noqa: E402
+from hipdnn_cabi import device, frontend as hf  # noqa: E402
+from hipdnn_cabi.plugin_sdk import parse_graph  # noqa: E402
 
 LLAMA = dict(batch=2, seq=2048, hidden=4096, heads=32, ffn=11008)
 RESNET = dict(batch=32, image=224, width=64, layers=resnet50_train.LAYERS, classes=1000)
@@ -84,8 +89,6 @@ def _compile_one(item):
     """Compile one source into the kernel cache: None, or why it failed (the plan build then
     compiles it again and reports the error where it belongs)."""
     try:
-        from engine_plugins.hip_kernels import codegen
-        from hipdnn_cabi import device
         src, arch = item
         device.get_runtime().compile(src, "model.hip", (), codegen.headers(), arch)
         return None
@@ -96,8 +99,6 @@ def _compile_one(item):
 def kernel_sources(graphs):
     """{(source, target)} of every kernel the HIP engine generates for ``graphs`` (its own
     analysis: the device's target and SM count), and the graphs it declines with why."""
-    from engine_plugins.hip_kernels.engine import analyse
-    from hipdnn_cabi.plugin_sdk import parse_graph
     out, declined = set(), {}
     for g in graphs:
         a = analyse(parse_graph(graph_bytes(g)))
@@ -124,7 +125,6 @@ def prewarm(graphs, compile_=True):
     """Compile the kernels of ``graphs`` in parallel into the kernel cache (one NVRTC per
     process), so building the plans then compiles nothing.  Returns (n sources, seconds,
     declined graphs); compile failures are printed."""
-    from concurrent.futures import ProcessPoolExecutor
     t0 = time.perf_counter()
     srcs, declined = kernel_sources(graphs)
     if compile_ and srcs:
@@ -258,7 +258,6 @@ def _print(name, row):
 
 # ------------------------------------------------------------------------------------ Llama
 def bench_llama(torch, E, res, cfg=None):
-    from gpu_bench import median_ms
     cfg = dict(cfg or LLAMA)
     out = res.setdefault("models", {})
     B, S, D, H = cfg["batch"], cfg["seq"], cfg["hidden"], cfg["heads"]
@@ -348,7 +347,6 @@ def bench_llama(torch, E, res, cfg=None):
 
 # ------------------------------------------------------------------------------------ ResNet-50
 def bench_resnet(torch, E, res, cfg=None, dtypes=None):
-    from gpu_bench import median_ms
     cfg = dict(cfg or RESNET)
     out = res.setdefault("models", {})
     names = {"fp16": ("float16", torch.float16), "bf16": ("bfloat16", torch.bfloat16)}
