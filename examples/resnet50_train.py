@@ -455,7 +455,6 @@ class ResNet50:
             self._bn_pack(pk, bn, parity, True)
             run.append((g, pk))
         g, a, pooled = self.avg_f
-        hw = self.last_hw
         run.append((g, {a: S[self.blocks[-1][0] + ".out"],
                         pooled: A.view(self.pooled, [N, c, 1, 1], nhwc_strides([N, c, 1, 1]))}))
         g, xp, wt, b, logits = self.fc_f
