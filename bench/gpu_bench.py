@@ -917,7 +917,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
     ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead,"
-                                     "frontend,norms,normpw,pool,mxq,moe,cudnnpeer")
+                                     "frontend,norms,normpw,pool,mxq,moe,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -932,15 +932,19 @@ def main():
     only = a.only.split(",")
     if "cudnn" in only:                  # alias of the cuDNN graph-API peer group
         only.append("cudnnpeer")
+    if "models" in only:            # whole networks (bench/models_bench.py): both of them
+        only += ["models_llama", "models_resnet"]
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("convsweep", bench_conv_sweep),
              ("convfwd16", bench_conv_fwd16)]
     # "overhead" and "frontend" run last (below), after the loop
-    from gpu_bench_ext import STEPS as EXT_STEPS   # issue 17: norms, pooling, MX quantize, MoE
+    from gpu_bench_ext import STEPS as EXT_STEPS   # norms, pooling, MX quantize, MoE
     steps += EXT_STEPS
     from cudnn_peer import STEPS as PEER_STEPS     # cuDNN graph API peer (bench/cudnn_peer.py)
     steps += PEER_STEPS
+    from models_bench import STEPS as MODEL_STEPS  # Llama decoder layer, ResNet-50 training step
+    steps += MODEL_STEPS
     for k, fn in steps:
         if k in only:
             try:
