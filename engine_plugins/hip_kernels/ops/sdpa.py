@@ -63,9 +63,6 @@ def check(node, graph, r):
         _need(t.value is None and not t.is_runtime_pass_by_value, f"{k}: {role} is a scalar")
         _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
         _need(cg.dtype_name(t.dtype) in MMA, f"{k}: {role} must be HALF or BFLOAT16")
-        s = _st(t)
-        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
-              f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
     _need(len({cg.dtype_name(r[x].dtype) for x in DATA[k]}) == 1, f"{k}: mixed data types")
     B, H, Sq, D = _dims(r["q"])
     _, Hkv, Skv, Dk = _dims(r["k"])
@@ -75,6 +72,10 @@ def check(node, graph, r):
         _need(0 < x <= MAX_HEAD and x % 8 == 0,
               f"{k}: head dim {nm} = {x}: the HIP engine takes multiples of 8 up to {MAX_HEAD} "
               f"(16-byte rows for the tile loads)")
+    for role in DATA[k]:
+        s = _st(r[role])
+        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
+              f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
     _need(Hkv >= 1 and H % Hkv == 0, f"{k}: Hq % Hkv != 0")
     _need(_dims(r["o"]) == [B, H, Sq, Dv], f"{k}: o shape")
     if k == BWD:
