@@ -128,21 +128,19 @@ def _compiler():
         pytest.skip(f"NVRTC not usable here: {e}")
 
 
-def _sources():
+def programs(build):
+    """(kind, program) of every graph the GPU tests below plan, built by ``build(graph bytes)``
+    (also used by prewarm_attention.py)."""
     import os
-    out = []
-    for c in FWD:
-        out.append(("fwd_wg", _build(fwd_graph(**c)[1])))
+    out = [("fwd_wg", build(fwd_graph(**c)[1])) for c in FWD]
     os.environ["HIPDNN_CABI_HIP_ATTN"] = "mma"
     try:
-        for i in MMA_FWD:
-            out.append(("fwd_mma", _build(fwd_graph(**FWD[i])[1])))
+        out += [("fwd_mma", build(fwd_graph(**FWD[i])[1])) for i in MMA_FWD]
     finally:
         del os.environ["HIPDNN_CABI_HIP_ATTN"]
-    out.append(("fwd_drop", _build(fwd_graph("HALF", 2, 3, 3, 77, 56, 56, drop=0.35,
-                                             stats=False)[1])))
-    for c in BWD:
-        out.append(("bwd", _build(bwd_graph(**_bwd_cfg(c))[1])))
+    out.append(("fwd_drop", build(fwd_graph("HALF", 2, 3, 3, 77, 56, 56, drop=0.35,
+                                            stats=False)[1])))
+    out += [("bwd", build(bwd_graph(**_bwd_cfg(c))[1])) for c in BWD]
     return out
 
 
@@ -153,7 +151,7 @@ def test_head_size_sources_compile_sm90a():
     c = _compiler()
     hdr = codegen.headers()
     seen = set()
-    for name, prog in _sources():
+    for name, prog in programs(_build):
         for st in prog.steps:
             if st[0] != "launch" or st[1] in seen:
                 continue
