@@ -27,6 +27,7 @@ def sources():
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
     import test_attention as ta
+    import test_attention_headdim as tah
     from gpu_bench import SDPA_CASES
     arch = device_arch()
 
@@ -39,6 +40,7 @@ def sources():
         progs.append(build(ta.bwd_graph(dt, B, H, Hkv, S, S, D, **at)[1]))
     for D in (64, 128):
         progs.append(build(ta.fwd_graph("HALF", 2, 3, 3, 77, D, D, drop=0.35, stats=False)[1]))
+    progs += [p for _, p in tah.programs(build)]
     return sorted({(st[1], (st[6] if len(st) > 6 and isinstance(st[6], dict) else {}).get("arch"))
                    for p in progs for st in p.steps if st[0] == "launch"}, key=str)
 

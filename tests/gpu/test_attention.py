@@ -17,13 +17,16 @@ rng = np.random.default_rng(77)
 
 
 def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, bshd=False, stats=True, seq=False, drop=None,
-              scale_mode="attr", **attrs):
+              scale_mode="attr", Dv=None, **attrs):
+    """Dv: V / O head size (default D)."""
+    Dv = D if Dv is None else Dv
+
     def st(b, h, s, d):
         return [s * h * d, d, h * d, 1] if bshd else None
     q = T(1, [B, H, Sq, D], dt, strides=st(B, H, Sq, D))
     k = T(2, [B, Hkv, Skv, D], dt, strides=st(B, Hkv, Skv, D))
-    v = T(3, [B, Hkv, Skv, D], dt, strides=st(B, Hkv, Skv, D))
-    o = T(4, [B, H, Sq, D], dt, strides=st(B, H, Sq, D))
+    v = T(3, [B, Hkv, Skv, Dv], dt, strides=st(B, Hkv, Skv, Dv))
+    o = T(4, [B, H, Sq, Dv], dt, strides=st(B, H, Sq, Dv))
     ts = [q, k, v, o]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4}
     if stats:
@@ -44,13 +47,18 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, bshd=False, stats=True, seq=False, drop
     return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
 
 
-def bwd_graph(dt, B, H, Hkv, Sq, Skv, D, **attrs):
-    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, D], dt),
-          T(4, [B, H, Sq, D], dt), T(5, [B, H, Sq, D], dt), T(6, [B, H, Sq, 1], "FLOAT"),
-          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, D], dt)]
+def bwd_graph(dt, B, H, Hkv, Sq, Skv, D, Dv=None, seq=False, **attrs):
+    """Dv: V / O / dO head size (default D); seq: padding mask (lengths uids 7 / 8)."""
+    Dv = D if Dv is None else Dv
+    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, Dv], dt),
+          T(4, [B, H, Sq, Dv], dt), T(5, [B, H, Sq, Dv], dt), T(6, [B, H, Sq, 1], "FLOAT"),
+          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, Dv], dt)]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
          "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(D)}
+    if seq:
+        ts += [T(7, [B, 1, 1, 1], "INT32"), T(8, [B, 1, 1, 1], "INT32")]
+        a.update(seq_len_q_tensor_uid=7, seq_len_kv_tensor_uid=8, padding_mask=True)
     a.update(attrs)
     return ts, graph_bytes(ts, [node("SdpaBackwardAttributes", a)])
 
@@ -122,7 +130,7 @@ def test_attention_sources_compile_sm90a():
 def test_not_applicable_on_the_hip_engine():
     from engine_plugins.hip_kernels.program import NotApplicable, build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
-    for kw in (dict(D=96), dict(dt="FLOAT"), dict(alibi_mask=True)):
+    for kw in (dict(D=100), dict(D=264), dict(Dv=36), dict(dt="FLOAT"), dict(alibi_mask=True)):
         c = dict(dt="HALF", B=1, H=2, Hkv=2, Sq=64, Skv=64, D=64)
         c.update(kw)
         _, g = fwd_graph(**c)

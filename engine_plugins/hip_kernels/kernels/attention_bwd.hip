@@ -11,9 +11,18 @@
 //                     (cp.reduce.async.bulk .add.f32, sm_90; red.add atomics before Hopper).
 //                     Masks are applied (branch-free) only on tiles that cross a boundary.
 //  hdn_attn_bwd_dq  : dq = scale * dQacc in dq's type and strides.
+// Head sizes (hdn_attention.h): Q / K / dQ / dK rows of HD, V / O / dO / dV rows of HDV, tiles
+// HDP / HDVP wide (multiples of 64, padding columns zero-filled, never stored; dQacc rows are HDP
+// wide).  NSPLIT > 1 (wide heads): the dK / dQ and dV columns are split over NSPLIT blocks per
+// 64 keys (DKC / DVC columns each), every block recomputing S and dP, so that the dK / dV
+// accumulators fit the registers.
 #ifndef HDN_GENERATED
 #define HDN_MMA_TYPE "f16"
 #define HD 128
+#define HDV 128
+#define HDP 128
+#define HDVP 128
+#define NSPLIT 1
 #define GRP 2
 #define NB 1
 #define HQ 2
@@ -78,9 +87,18 @@
 #define BN 64
 #define NW 4
 #define NT 128
-#define DCH (HD / 8)
-#if HD == 64
-#define NBUF 2       // Q / dO double-buffered (shared memory allows it at D = 64)
+#define DCH (HDP / 8)             // 16-byte chunks of a Q / K tile row
+#define DCHV (HDVP / 8)           // of a V / dO tile row
+#define KSQK ((HD + 15) / 16)     // 16-column steps of K Qᵀ that hold data
+#define KSPV ((HDV + 15) / 16)    // of V dOᵀ
+#ifndef NSPLIT
+#define NSPLIT 1
+#endif
+#define DKC (HDP / NSPLIT)        // dK / dQ columns of one block
+#define DVC (HDVP / NSPLIT)       // dV columns of one block
+#define QGT (BM * (HDP + HDVP))   // elements of one (Q tile, dO tile) buffer
+#if HDP + HDVP <= 128
+#define NBUF 2       // Q / dO double-buffered (shared memory allows it at D = Dv = 64)
 #else
 #define NBUF 1
 #endif
@@ -108,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_pre(HDN_ATTN_PRE_
     const hdn_u16* o = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
     const hdn_u16* g = dO + (long long)b * GSB + (long long)h * GSH + (long long)i * GSS;
     float s = 0.f;
-    for (int d = lane; d < HD; d += 32) s += HDN_TO_FLOAT(o[d]) * HDN_TO_FLOAT(g[d]);
+    for (int d = lane; d < HDV; d += 32) s += HDN_TO_FLOAT(o[d]) * HDN_TO_FLOAT(g[d]);
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
     if (lane == 0) Dsum[row] = s;
@@ -121,18 +139,19 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_dq(HDN_ATTN_DQ_PA
     const long long row = n / HD;
     const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
     dQ[(long long)b * DQSB + (long long)h * DQSH + (long long)i * DQSS + d] =
-        HDN_FROM_FLOAT(dQacc[n] * HDN_SCALE);
+        HDN_FROM_FLOAT(dQacc[row * HDP + d] * HDN_SCALE);
 }
 
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAMS) {
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
     hdn_u16* Ks = hdn_smem;
-    hdn_u16* Vs = Ks + BN * HD;
-    hdn_u16* Qs0 = Vs + BN * HD;         // NBUF x (Q tile, dO tile)
-    hdn_u16* Ss = Qs0 + NBUF * 2 * BM * HD;   // dSᵀ [key][query]
+    hdn_u16* Vs = Ks + BN * HDP;
+    hdn_u16* Qs0 = Vs + BN * HDVP;       // NBUF x (Q tile, dO tile)
+    hdn_u16* Ss = Qs0 + NBUF * QGT;      // dSᵀ [key][query]
     float* ls0 = reinterpret_cast<float*>(Ss + BN * BM);   // NBUF x (lse, Dsum)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int kv0 = blockIdx.x * BN, hk = blockIdx.y, b = blockIdx.z;
+    const int kv0 = (blockIdx.x / NSPLIT) * BN, hk = blockIdx.y, b = blockIdx.z;
+    const int c0k = (blockIdx.x % NSPLIT) * DKC, c0v = (blockIdx.x % NSPLIT) * DVC;   // column slices
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
     const float scale = HDN_SCALE;
     const float sl2 = scale * HDN_LOG2E;
@@ -142,13 +161,8 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
 #endif
-    for (int c = tid; c < BN * DCH; c += NT) {
-        int r = c / DCH, ch = c % DCH;
-        bool in = kv0 + r < SKV;
-        long long rr = in ? kv0 + r : 0;
-        hdn_cp16(Ks + hdn_swz<DCH>(r, ch), Kb + rr * KSS + ch * 8, in);
-        hdn_cp16(Vs + hdn_swz<DCH>(r, ch), Vb + rr * VSS + ch * 8, in);
-    }
+    hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0, SKV, HD, tid);
+    hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, SKV, HDV, tid);
     hdn_cp_commit();
     // query rows these keys can see: llim <= j - i <= rlim  =>  j - rlim <= i <= j - llim
     int ibeg = 0, iend = L.sq;
@@ -157,15 +171,19 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     if (kv0 >= L.skv) iend = ibeg;
     const int qb0 = ibeg / BM, qb1 = iend > ibeg ? (iend + BM - 1) / BM : qb0;
 
-    float dk[HD / 8][4], dv[HD / 8][4];
+    float dk[DKC / 8][4], dv[DVC / 8][4];
 #pragma unroll
-    for (int t = 0; t < HD / 8; ++t)
+    for (int t = 0; t < DKC / 8; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dk[t][e] = dv[t][e] = 0.f;
+        for (int e = 0; e < 4; ++e) dk[t][e] = 0.f;
+#pragma unroll
+    for (int t = 0; t < DVC / 8; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dv[t][e] = 0.f;
     const int j0 = kv0 + warp * 16 + (lane >> 2);   // this thread's keys: j0, j0 + 8
     const HdnAttnSpan cs0 = hdn_attn_col(L, j0), cs1 = hdn_attn_col(L, j0 + 8);
 #if HDN_BULK_DQ
-    float* dqs = ls0 + NBUF * 2 * BM;     // dQ tile staging [BM][HD + 8]
+    float* dqs = ls0 + NBUF * 2 * BM;     // dQ tile staging [BM][DKC + 8]
     const unsigned dqs_a = hdn_saddr(dqs);
 #endif
 
@@ -176,15 +194,10 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
         const int h = hk * GRP + it / nqb, q0 = (qb0 + it % nqb) * BM, bf = it % NBUF;
         const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
         const hdn_u16* Gb = dO + (long long)b * GSB + (long long)h * GSH;
-        hdn_u16* Qd = Qs0 + bf * (2 * BM * HD);
-        hdn_u16* Gd = Qd + BM * HD;
-        for (int c = tid; c < BM * DCH; c += NT) {
-            int r = c / DCH, ch = c % DCH;
-            bool in = q0 + r < SQ;
-            long long rr = in ? q0 + r : 0;
-            hdn_cp16(Qd + hdn_swz<DCH>(r, ch), Qb + rr * QSS + ch * 8, in);
-            hdn_cp16(Gd + hdn_swz<DCH>(r, ch), Gb + rr * GSS + ch * 8, in);
-        }
+        hdn_u16* Qd = Qs0 + bf * QGT;
+        hdn_u16* Gd = Qd + BM * HDP;
+        hdn_attn_tile<BM, DCH, NT>(Qd, Qb, QSS, q0, SQ, HD, tid);
+        hdn_attn_tile<BM, DCHV, NT>(Gd, Gb, GSS, q0, SQ, HDV, tid);
         if (tid < BM) {   // rows past SQ read 0 (their tiles are boundary tiles: masked)
             const int i = q0 + tid;
             const bool in = i < SQ;
@@ -199,11 +212,11 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
 #endif
     for (int it = 0; it < nit; ++it) {
         const int h = hk * GRP + it / nqb, q0 = (qb0 + it % nqb) * BM, bf = it % NBUF;
-        const hdn_u16* Qs = Qs0 + bf * (2 * BM * HD);
-        const hdn_u16* Gs = Qs + BM * HD;
+        const hdn_u16* Qs = Qs0 + bf * QGT;
+        const hdn_u16* Gs = Qs + BM * HDP;
         const float* lse_s = ls0 + bf * (2 * BM);
         const float* dsum_s = lse_s + BM;
-        float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HD;
+        float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HDP + c0k;
 #if DROPOUT
         const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
@@ -223,8 +236,14 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
         for (int t = 0; t < 8; ++t)
 #pragma unroll
             for (int e = 0; e < 4; ++e) st[t][e] = dp[t][e] = 0.f;
+        // the 16-column steps both products take together (tiles of one width), then the rest
+#if HDP == HDVP
+#define KSC (KSQK < KSPV ? KSQK : KSPV)
+#else
+#define KSC 0
+#endif
 #pragma unroll
-        for (int ks = 0; ks < HD / 16; ++ks) {
+        for (int ks = 0; ks < KSC; ++ks) {
             unsigned ka[4], va[4];
             hdn_ldsm4(ka, Ks + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
             hdn_ldsm4(va, Vs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
@@ -236,6 +255,32 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 hdn_ldsm4(gf, Gs + hdn_swz<DCH>(rr, cc));
                 hdn_mma16816(st[2 * jp], ka, qf);
                 hdn_mma16816(st[2 * jp + 1], ka, qf + 2);
+                hdn_mma16816(dp[2 * jp], va, gf);
+                hdn_mma16816(dp[2 * jp + 1], va, gf + 2);
+            }
+        }
+#pragma unroll
+        for (int ks = KSC; ks < KSQK; ++ks) {
+            unsigned ka[4];
+            hdn_ldsm4(ka, Ks + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+            for (int jp = 0; jp < 4; ++jp) {
+                unsigned qf[4];
+                hdn_ldsm4(qf, Qs + hdn_swz<DCH>(jp * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                2 * ks + ((lane >> 3) & 1)));
+                hdn_mma16816(st[2 * jp], ka, qf);
+                hdn_mma16816(st[2 * jp + 1], ka, qf + 2);
+            }
+        }
+#pragma unroll
+        for (int ks = KSC; ks < KSPV; ++ks) {
+            unsigned va[4];
+            hdn_ldsm4(va, Vs + hdn_swz<DCHV>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+            for (int jp = 0; jp < 4; ++jp) {
+                unsigned gf[4];
+                hdn_ldsm4(gf, Gs + hdn_swz<DCHV>(jp * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                 2 * ks + ((lane >> 3) & 1)));
                 hdn_mma16816(dp[2 * jp], va, gf);
                 hdn_mma16816(dp[2 * jp + 1], va, gf + 2);
             }
@@ -293,10 +338,12 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr, (qc + 8) >> 3) + (qc & 7)) = sa[2];
                 *reinterpret_cast<unsigned*>(Ss + hdn_swz<BM / 8>(kr + 8, (qc + 8) >> 3) + (qc & 7)) = sa[3];
             }
+            const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#if HDP == HDVP   // one column slice for dK and dV
 #pragma unroll
-            for (int dpi = 0; dpi < HD / 16; ++dpi) {
+            for (int dpi = 0; dpi < DKC / 16; ++dpi) {
                 unsigned gb[4], qbf[4];
-                const int rr = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), cc = 2 * dpi + (lane >> 4);
+                const int cc = c0k / 8 + 2 * dpi + (lane >> 4);
                 hdn_ldsm4t(gb, Gs + hdn_swz<DCH>(rr, cc));
                 hdn_ldsm4t(qbf, Qs + hdn_swz<DCH>(rr, cc));
                 hdn_mma16816(dv[2 * dpi], pa, gb);
@@ -304,19 +351,36 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 hdn_mma16816(dk[2 * dpi], sa, qbf);
                 hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
             }
+#else
+#pragma unroll
+            for (int dpi = 0; dpi < DVC / 16; ++dpi) {
+                unsigned gb[4];
+                hdn_ldsm4t(gb, Gs + hdn_swz<DCHV>(rr, c0v / 8 + 2 * dpi + (lane >> 4)));
+                hdn_mma16816(dv[2 * dpi], pa, gb);
+                hdn_mma16816(dv[2 * dpi + 1], pa, gb + 2);
+            }
+#pragma unroll
+            for (int dpi = 0; dpi < DKC / 16; ++dpi) {
+                unsigned qbf[4];
+                hdn_ldsm4t(qbf, Qs + hdn_swz<DCH>(rr, c0k / 8 + 2 * dpi + (lane >> 4)));
+                hdn_mma16816(dk[2 * dpi], sa, qbf);
+                hdn_mma16816(dk[2 * dpi + 1], sa, qbf + 2);
+            }
+#endif
         }
 #if HDN_BULK_DQ
         if (warp == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");   // staging free
 #endif
         __syncthreads();
-        // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d]; warp w: queries 16w..
+        // dQ[q][d] += sum over this block's keys of dS[q][key] K[key][d] (d in this block's
+        // slice c0k..c0k + DKC); warp w: queries 16w..
         unsigned af[BN / 16][4];
 #pragma unroll
         for (int ks = 0; ks < BN / 16; ++ks)
             hdn_ldsm4t(af[ks], Ss + hdn_swz<BM / 8>(ks * 16 + (lane & 7) + ((lane >> 4) << 3),
                                                     2 * warp + ((lane >> 3) & 1)));
 #pragma unroll
-        for (int dc = 0; dc < HD / 32; ++dc) {
+        for (int dc = 0; dc < DKC / 32; ++dc) {
             float aq[4][4];
 #pragma unroll
             for (int t = 0; t < 4; ++t) aq[t][0] = aq[t][1] = aq[t][2] = aq[t][3] = 0.f;
@@ -326,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 for (int dpi = 0; dpi < 2; ++dpi) {
                     unsigned kb[4];
                     hdn_ldsm4t(kb, Ks + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                                     4 * dc + 2 * dpi + (lane >> 4)));
+                                                     c0k / 8 + 4 * dc + 2 * dpi + (lane >> 4)));
                     hdn_mma16816(aq[2 * dpi], af[ks], kb);
                     hdn_mma16816(aq[2 * dpi + 1], af[ks], kb + 2);
                 }
@@ -337,12 +401,12 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 for (int r = 0; r < 2; ++r) {
                     const int il = warp * 16 + (lane >> 2) + 8 * r;
 #if HDN_BULK_DQ
-                    *reinterpret_cast<float2*>(dqs + il * (HD + 8) + 32 * dc + 8 * t + 2 * (lane & 3)) =
+                    *reinterpret_cast<float2*>(dqs + il * (DKC + 8) + 32 * dc + 8 * t + 2 * (lane & 3)) =
                         make_float2(aq[t][2 * r], aq[t][2 * r + 1]);
 #else
                     const int i = q0 + il;
                     if (i < SQ) {
-                        float* dst = dQb + (long long)i * HD + 32 * dc + 8 * t + 2 * (lane & 3);
+                        float* dst = dQb + (long long)i * HDP + 32 * dc + 8 * t + 2 * (lane & 3);
                         atomicAdd(dst, aq[t][2 * r]);
                         atomicAdd(dst + 1, aq[t][2 * r + 1]);
                     }
@@ -363,8 +427,8 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
                 const int rr = lane + 32 * h2;
                 if (q0 + rr < SQ)
                     asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
-                                 :: "l"(dQb + (long long)(q0 + rr) * HD), "r"(dqs_a + rr * (HD + 8) * 4),
-                                    "n"(HD * 4) : "memory");
+                                 :: "l"(dQb + (long long)(q0 + rr) * HDP), "r"(dqs_a + rr * (DKC + 8) * 4),
+                                    "n"(DKC * 4) : "memory");
             }
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
@@ -381,10 +445,16 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
         hdn_u16* dkr = dK + (long long)b * DKSB + (long long)hk * DKSH + (long long)j * DKSS;
         hdn_u16* dvr = dV + (long long)b * DVSB + (long long)hk * DVSH + (long long)j * DVSS;
 #pragma unroll
-        for (int t = 0; t < HD / 8; ++t) {
-            const int d = 8 * t + 2 * (lane & 3);
-            *reinterpret_cast<unsigned*>(dkr + d) = hdn_pack2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
-            *reinterpret_cast<unsigned*>(dvr + d) = hdn_pack2(dv[t][2 * r], dv[t][2 * r + 1]);
+        for (int t = 0; t < DKC / 8; ++t) {
+            const int d = c0k + 8 * t + 2 * (lane & 3);
+            if (c0k + 8 * t < HD)
+                *reinterpret_cast<unsigned*>(dkr + d) = hdn_pack2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
+        }
+#pragma unroll
+        for (int t = 0; t < DVC / 8; ++t) {
+            const int d = c0v + 8 * t + 2 * (lane & 3);
+            if (c0v + 8 * t < HDV)
+                *reinterpret_cast<unsigned*>(dvr + d) = hdn_pack2(dv[t][2 * r], dv[t][2 * r + 1]);
         }
     }
 }

@@ -5,9 +5,16 @@
 // exp2 scale; no S x S matrix in memory.  Masks (padding, causal, bottom-right, bands) are
 // evaluated only on tiles that cross a boundary; dropout draws the shared Philox stream.
 // Outputs O (row / l; rows without keys: 0) and the log-sum-exp statistics (+inf for them).
+// Head sizes (hdn_attention.h): Q / K rows of HD, V / O rows of HDV, computed on tiles HDP / HDVP
+// wide (multiples of 64; the padding columns load as zeros, are skipped by the products where a
+// whole 16-column step is padding, and are not stored).  HDP > 128: the Q fragments are read from
+// shared memory at each use instead of being held in registers.
 #ifndef HDN_GENERATED
 #define HDN_MMA_TYPE "f16"
 #define HD 128
+#define HDV 128
+#define HDP 128
+#define HDVP 128
 #define NW 4
 #define GRP 1
 #define HQ 1
@@ -53,14 +60,18 @@
 
 #define BM (16 * NW)
 #define BN 64
-#define DCH (HD / 8)
+#define DCH (HDP / 8)             // 16-byte chunks of a Q / K tile row
+#define DCHV (HDVP / 8)           // of a V tile row
+#define KSQK ((HD + 15) / 16)     // 16-column steps of Q Kᵀ that hold data
+#define KSPV ((HDV + 15) / 16)    // 16-column steps of P V that hold data
+#define QREG (HDP <= 128)
 #define NT (NW * 32)
 
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAMS) {
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
     hdn_u16* Qs = hdn_smem;
-    hdn_u16* Ks = Qs + BM * HD;
-    hdn_u16* Vs = Ks + BN * HD;
+    hdn_u16* Ks = Qs + BM * HDP;
+    hdn_u16* Vs = Ks + BN * HDP;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int q0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
@@ -81,11 +92,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
     // Q tile
-    for (int c = tid; c < BM * DCH; c += NT) {
-        int r = c / DCH, ch = c % DCH;
-        bool in = q0 + r < SQ;
-        hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Qb + (long long)(in ? q0 + r : 0) * QSS + ch * 8, in);
-    }
+    hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, SQ, HD, tid);
     hdn_cp_commit();
     // key range of this block
     const int ihi = hdn_imin(q0 + BM, L.sq) - 1;
@@ -95,31 +102,26 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     if (ihi < q0) kend = kbeg;
     const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
 
-    auto load_kv = [&](hdn_u16* dst, const hdn_u16* src, long long ss, int kv0) {
-        for (int c = tid; c < BN * DCH; c += NT) {
-            int r = c / DCH, ch = c % DCH;
-            bool in = kv0 + r < SKV;
-            hdn_cp16(dst + hdn_swz<DCH>(r, ch), src + (long long)(in ? kv0 + r : 0) * ss + ch * 8, in);
-        }
-    };
-    if (nb0 < nb1) load_kv(Ks, Kb, KSS, nb0 * BN);
+    if (nb0 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, nb0 * BN, SKV, HD, tid);
     hdn_cp_commit();
     hdn_cp_wait<1>();
     __syncthreads();
-    unsigned qf[HD / 16][4];
+#if QREG
+    unsigned qf[KSQK][4];
 #pragma unroll
-    for (int ks = 0; ks < HD / 16; ++ks)
+    for (int ks = 0; ks < KSQK; ++ks)
         hdn_ldsm4(qf[ks], Qs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#endif
 
-    float acc[HD / 8][4];
+    float acc[HDVP / 8][4];
 #pragma unroll
-    for (int t = 0; t < HD / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+    for (int t = 0; t < HDVP / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
     const int r0 = q0 + warp * 16 + (lane >> 2);   // this thread's rows: r0, r0 + 8
 
     for (int nb = nb0; nb < nb1; ++nb) {
         const int kv0 = nb * BN;
-        load_kv(Vs, Vb, VSS, kv0);
+        hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, SKV, HDV, tid);
         hdn_cp_commit();
         hdn_cp_wait<1>();
         __syncthreads();
@@ -127,18 +129,24 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #pragma unroll
         for (int t = 0; t < 8; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
 #pragma unroll
-        for (int ks = 0; ks < HD / 16; ++ks) {
+        for (int ks = 0; ks < KSQK; ++ks) {
+#if QREG
+            const unsigned* qa = qf[ks];
+#else
+            unsigned qa[4];
+            hdn_ldsm4(qa, Qs + hdn_swz<DCH>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#endif
 #pragma unroll
             for (int jp = 0; jp < 4; ++jp) {
                 unsigned kb[4];
                 hdn_ldsm4(kb, Ks + hdn_swz<DCH>(jp * 16 + (lane & 7) + ((lane >> 4) << 3),
                                                 2 * ks + ((lane >> 3) & 1)));
-                hdn_mma16816(s[2 * jp], qf[ks], kb);
-                hdn_mma16816(s[2 * jp + 1], qf[ks], kb + 2);
+                hdn_mma16816(s[2 * jp], qa, kb);
+                hdn_mma16816(s[2 * jp + 1], qa, kb + 2);
             }
         }
         __syncthreads();
-        if (nb + 1 < nb1) load_kv(Ks, Kb, KSS, kv0 + BN);
+        if (nb + 1 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0 + BN, SKV, HD, tid);
         hdn_cp_commit();
         const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
                           (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
@@ -203,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             lrow[r] = lrow[r] * alpha[r] + sum[r];
         }
 #pragma unroll
-        for (int t = 0; t < HD / 8; ++t) {
+        for (int t = 0; t < HDVP / 8; ++t) {
             acc[t][0] *= alpha[0]; acc[t][1] *= alpha[0];
             acc[t][2] *= alpha[1]; acc[t][3] *= alpha[1];
         }
@@ -215,9 +223,9 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
                              hdn_pack2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
                              hdn_pack2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
 #pragma unroll
-            for (int dp = 0; dp < HD / 16; ++dp) {
+            for (int dp = 0; dp < KSPV; ++dp) {
                 unsigned vb[4];
-                hdn_ldsm4t(vb, Vs + hdn_swz<DCH>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                hdn_ldsm4t(vb, Vs + hdn_swz<DCHV>(ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
                                                  2 * dp + (lane >> 4)));
                 hdn_mma16816(acc[2 * dp], a, vb);
                 hdn_mma16816(acc[2 * dp + 1], a, vb + 2);
@@ -234,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
         const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
         hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
 #pragma unroll
-        for (int t = 0; t < HD / 8; ++t) {
+        for (int t = 0; t < HDV / 8; ++t) {
             unsigned v = hdn_pack2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
             *reinterpret_cast<unsigned*>(Ob + 8 * t + 2 * (lane & 3)) = v;
         }

@@ -1,12 +1,12 @@
 // attention_fwd_wgmma.hip - flash-attention forward on Hopper (sm_90a): wgmma + tensor copy engine.
 // One CTA = 128 query rows of one (b, h), 3 warpgroups (384 threads):
-//   warpgroup 0  producer: one thread loads the Q tile once and the 128-key K / V tiles into an
+//   warpgroup 0  producer: one thread loads the Q tile once and the AW_BN-key K / V tiles into an
 //                AW_ST-stage shared-memory ring (cp.async.bulk.tensor, 128-byte swizzle, one
 //                mbarrier "full" per K and per V stage, "empty" ones to reuse a stage);
 //   warpgroups 1, 2  consumers, 64 query rows each (wgmma M = 64):
-//                S = Q Kᵀ (m64n128k16, both operands K-major in shared memory), online softmax in
+//                S = Q Kᵀ (m64nAW_BNk16, both operands K-major in shared memory), online softmax in
 //                registers on the exp2 scale (the attention scale folded into log2 e), P rounded
-//                to f16 / bf16 in registers is the register A operand of O += P V (m64nHDk16, V
+//                to f16 / bf16 in registers is the register A operand of O += P V (m64nHDVPk16, V
 //                the transposed - N-major - B operand), O rescaled in registers.  Software
 //                pipelined inside the warpgroup: S(n) = Q K(n)ᵀ and O += P(n-1) V(n-1) are in
 //                flight together while the softmax of tile n runs.
@@ -14,11 +14,21 @@
 // boundary.  Outputs O (row / l; rows without keys: 0) and the log-sum-exp statistics (+inf for
 // those rows).  Same configuration prelude as attention_fwd.hip (attention.py), plus the
 // parameter list HDN_ATTN_FWD_WG_PARAMS (tensor maps tmQ / tmK / tmV: 4-d (D, S, H, B) views
-// with a 64 x 128 x 1 x 1 box).  No dropout here (attention_fwd.hip runs those graphs).
+// with a 64 x 128 x 1 x 1 box for Q, 64 x AW_BN x 1 x 1 for K / V).  No dropout here
+// (attention_fwd.hip runs those graphs).
+// Head sizes (hdn_attention.h): the tiles are HDP (Q / K) and HDVP (V) columns wide, 64-column
+// atoms; the tensor maps' innermost extents are HD / HDV, so the copy engine fills the columns
+// past them with zeros (Q Kᵀ unchanged; the P V columns past HDV are not stored).  AW_BN = 64
+// for heads wider than 128 (registers: O is HDVP / 2 floats per consumer thread; shared
+// memory), P V at HDVP = 192 as an n128 and an n64 product.
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 #define HDN_MMA_TYPE "f16"
 #define HD 128
+#define HDV 128
+#define HDP 128
+#define HDVP 128
+#define AW_BN 128
 #define GRP 1
 #define HQ 1
 #define SQ 256
@@ -50,14 +60,21 @@
 #include "hdn_attention.h"
 
 #define AW_BM 128                      // query rows per CTA (2 consumer warpgroups x 64)
+#ifndef AW_BN
 #define AW_BN 128                      // keys per tile
-#define AW_NA (HD / 64)                // 128-byte column atoms per row (64 elements each)
-#define AW_ATOM (AW_BN * 128)          // bytes of one atom of a 128-row tile
-#define AW_TILE (AW_NA * AW_ATOM)      // bytes of one Q / K / V tile
-#ifndef AW_ST
-#define AW_ST (HD == 64 ? 4 : 2)       // K / V ring depth
 #endif
-#define AW_BARS (AW_TILE * (1 + 2 * AW_ST))
+#define AW_NK (HDP / 64)               // 128-byte column atoms per Q / K row (64 elements each)
+#define AW_NV (HDVP / 64)              // per V row
+#define AW_QATOM (AW_BM * 128)         // bytes of one atom of the Q tile
+#define AW_ATOM (AW_BN * 128)          // bytes of one atom of a K / V tile
+#define AW_QTILE (AW_NK * AW_QATOM)    // bytes of the Q tile
+#define AW_KTILE (AW_NK * AW_ATOM)     // of one K tile
+#define AW_VTILE (AW_NV * AW_ATOM)     // of one V tile
+#define AW_KS ((HD + 15) / 16)         // 16-column steps of Q Kᵀ that hold data
+#ifndef AW_ST
+#define AW_ST (HDP + HDVP <= 128 ? 4 : 2)   // K / V ring depth
+#endif
+#define AW_BARS (AW_QTILE + AW_ST * (AW_KTILE + AW_VTILE))
 #define AW_SMEM_BYTES (AW_BARS + 8 * (1 + 4 * AW_ST) + 1024)
 
 #if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -76,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     extern __shared__ __align__(16) unsigned char aw_smem_raw[];
     const unsigned raw_s = wg_saddr(aw_smem_raw);
     const unsigned sb = (raw_s + 1023u) & ~1023u;
-    const unsigned sQ = sb, sK = sb + AW_TILE, sV = sK + AW_ST * AW_TILE;
+    const unsigned sQ = sb, sK = sb + AW_QTILE, sV = sK + AW_ST * AW_KTILE;
     // barriers: q_full, k_full[ST], k_empty[ST], v_full[ST], v_empty[ST]
     const unsigned bq = sb + AW_BARS;
     const unsigned bkf = bq + 8, bke = bkf + 8 * AW_ST, bvf = bke + 8 * AW_ST, bve = bvf + 8 * AW_ST;
@@ -112,24 +129,24 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         // ------------------------------------------------------------------ producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (tid != 0 || nb1 <= nb0) return;
-        wg_bar_expect_tx(bq, AW_TILE);
+        wg_bar_expect_tx(bq, AW_QTILE);
 #pragma unroll
-        for (int a = 0; a < AW_NA; ++a) wg_tma4(sQ + a * AW_ATOM, &tmQ, 64 * a, q0, h, b, bq);
+        for (int a = 0; a < AW_NK; ++a) wg_tma4(sQ + a * AW_QATOM, &tmQ, 64 * a, q0, h, b, bq);
         int it = 0;
 #pragma unroll 1
         for (int n = nb0; n < nb1; ++n, ++it) {
             const int st = it % AW_ST;
             const unsigned ph = (unsigned)(it / AW_ST) & 1u;
             wg_bar_wait(bke + 8 * st, ph ^ 1u);
-            wg_bar_expect_tx(bkf + 8 * st, AW_TILE);
+            wg_bar_expect_tx(bkf + 8 * st, AW_KTILE);
 #pragma unroll
-            for (int a = 0; a < AW_NA; ++a)
-                wg_tma4(sK + st * AW_TILE + a * AW_ATOM, &tmK, 64 * a, n * AW_BN, hk, b, bkf + 8 * st);
+            for (int a = 0; a < AW_NK; ++a)
+                wg_tma4(sK + st * AW_KTILE + a * AW_ATOM, &tmK, 64 * a, n * AW_BN, hk, b, bkf + 8 * st);
             wg_bar_wait(bve + 8 * st, ph ^ 1u);
-            wg_bar_expect_tx(bvf + 8 * st, AW_TILE);
+            wg_bar_expect_tx(bvf + 8 * st, AW_VTILE);
 #pragma unroll
-            for (int a = 0; a < AW_NA; ++a)
-                wg_tma4(sV + st * AW_TILE + a * AW_ATOM, &tmV, 64 * a, n * AW_BN, hk, b, bvf + 8 * st);
+            for (int a = 0; a < AW_NV; ++a)
+                wg_tma4(sV + st * AW_VTILE + a * AW_ATOM, &tmV, 64 * a, n * AW_BN, hk, b, bvf + 8 * st);
         }
         return;
     }
@@ -147,30 +164,37 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     const int g = lane >> 2, t4 = lane & 3;
     const int q0w = q0 + 64 * wgc;
     const int r0 = q0w + 16 * w4 + g;              // this thread's rows: r0, r0 + 8
-    float o[HD / 2];
+    float o[HDVP / 2];
     float s[AW_BN / 2];
     unsigned pa[AW_BN / 16][4];
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < HDVP / 2; ++i) o[i] = 0.f;
     const unsigned qa = sQ + wgc * 8192;
 
     auto issue_s = [&](int st) {
-        const unsigned kb = sK + st * AW_TILE;
+        const unsigned kb = sK + st * AW_KTILE;
         hdn_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; ++kk) {
-            const unsigned off = (kk >> 2) * AW_ATOM + (kk & 3) * 32;
-            AW_XSS(AW_BN)(s, wg_desc(qa + off, 16, 1024), wg_desc(kb + off, 16, 1024), kk != 0);
+        for (int kk = 0; kk < AW_KS; ++kk) {
+            const unsigned off = (kk & 3) * 32;
+            AW_XSS(AW_BN)(s, wg_desc(qa + (kk >> 2) * AW_QATOM + off, 16, 1024),
+                          wg_desc(kb + (kk >> 2) * AW_ATOM + off, 16, 1024), kk != 0);
         }
         hdn_wgmma_commit();
     };
     auto issue_pv = [&](int st) {
-        const unsigned vb = sV + st * AW_TILE;
+        const unsigned vb = sV + st * AW_VTILE;
         hdn_wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < AW_BN / 16; ++ks)
-            AW_XRS(HD)(o, pa[ks], wg_desc(vb + ks * 2048, AW_ATOM, 1024), 1);
+        for (int ks = 0; ks < AW_BN / 16; ++ks) {
+#if HDVP == 192
+            AW_XRS(128)(o, pa[ks], wg_desc(vb + ks * 2048, AW_ATOM, 1024), 1);
+            AW_XRS(64)(o + 64, pa[ks], wg_desc(vb + 2 * AW_ATOM + ks * 2048, AW_ATOM, 1024), 1);
+#else
+            AW_XRS(HDVP)(o, pa[ks], wg_desc(vb + ks * 2048, AW_ATOM, 1024), 1);
+#endif
+        }
         hdn_wgmma_commit();
     };
     // softmax of the tile in s (keys kv0..): s <- p (fp32), returns the rescale factors
@@ -240,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         }
     };
 #define AW_FENCE_S() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 2; ++i_) asm volatile("" : "+f"(s[i_]) :: "memory")
-#define AW_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HD / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
+#define AW_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HDVP / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
 #define AW_FENCE_P() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
     asm volatile("" : "+r"(pa[i_][0]), "+r"(pa[i_][1]), "+r"(pa[i_][2]), "+r"(pa[i_][3]) :: "memory")
 
@@ -276,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             AW_FENCE_P();
             wg_bar_arrive(bve + 8 * pst);
 #pragma unroll
-            for (int j = 0; j < HD / 8; ++j) {
+            for (int j = 0; j < HDVP / 8; ++j) {
                 o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
                 o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
             }
@@ -298,7 +322,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
         hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
 #pragma unroll
-        for (int j = 0; j < HD / 8; ++j) {
+        for (int j = 0; j < HDV / 8; ++j) {
             const unsigned v = hdn_pack2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
             *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
         }

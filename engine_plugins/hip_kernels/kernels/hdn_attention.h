@@ -1,5 +1,5 @@
-// hdn_attention.h - what flash-attention forward and backward share: the per-batch sequence
-// lengths (padding mask), the diagonal limits of the causal / band masks (element (i, j) takes
+// hdn_attention.h - what flash-attention forward and backward share: the head sizes, the
+// per-batch sequence lengths (padding mask), the zero-filling tile loader (NVIDIA), the diagonal limits of the causal / band masks (element (i, j) takes
 // part when i < sq, j < skv and llim <= j - i <= rlim), the attention scale and the dropout
 // keep factor.  Configured by the generated prelude (attention.py); semantics as the CPU
 // reference (engine_plugins/cpu_reference/kernels/sdpa.py).
@@ -9,6 +9,19 @@
 #include "hdn_mma.h"
 #endif
 #include "hdn_philox.h"
+
+// head sizes: HD (Q / K) and HDV (V / O) as the tensors hold them, HDP / HDVP the tile widths the
+// kernels compute with (multiples of 64; the columns past HD / HDV load as zeros and are not
+// stored).  Defaults: Dv = D, unpadded.
+#ifndef HDV
+#define HDV HD
+#endif
+#ifndef HDP
+#define HDP HD
+#endif
+#ifndef HDVP
+#define HDVP HDV
+#endif
 
 #define HDN_BIG (1 << 30)
 #define HDN_LOG2E 1.4426950408889634f
@@ -67,6 +80,20 @@ __device__ __forceinline__ HdnAttnSpan hdn_attn_col(const HdnAttnLim& L, int j) 
     s.hi = j < L.skv ? hdn_imin(L.sq, j - L.llim + 1) : s.lo;
     return s;
 }
+#if HDN_CUDA
+// rows [r0, r0 + ROWS) of a global tile (row stride ss, w columns) into a swizzled shared-memory
+// tile of NCH 16-byte chunks per row by cp.async; rows at or past nrows and chunks at or past
+// w / 8 fill with zeros (no global read)
+template <int ROWS, int NCH, int NT>
+__device__ __forceinline__ void hdn_attn_tile(hdn_u16* dst, const hdn_u16* src, long long ss, int r0,
+                                              int nrows, int w, int tid) {
+    for (int c = tid; c < ROWS * NCH; c += NT) {
+        const int r = c / NCH, ch = c % NCH;
+        const bool in = r0 + r < nrows && ch < w / 8;
+        hdn_cp16(dst + hdn_swz<NCH>(r, ch), src + (long long)(in ? r0 + r : 0) * ss + (in ? ch : 0) * 8, in);
+    }
+}
+#endif
 // exp2 on the special-function unit (flush-to-zero; exp2(-inf) = 0)
 __device__ __forceinline__ float hdn_exp2(float x) {
 #if HDN_CUDA

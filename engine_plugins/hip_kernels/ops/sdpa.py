@@ -4,14 +4,17 @@ hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
 kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: kernels/attention_bwd.hip
 (mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
 
-Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] with
-D = Dv in {64, 128}, unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...);
+Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] (v / o / do /
+dv [B, H, S, Dv]) with head sizes D, Dv multiples of 8 up to 256 (Dv may differ from D; the
+kernels compute on tiles padded to a multiple of 64 columns, the padding zero-filled and never
+stored), unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...);
 Hq a multiple of Hkv; causal (top-left / bottom-right), left/right bands with either diagonal
 alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribute, by-value
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
 float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
 else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
 K/V, fp8 scales) is not applicable here (the CPU reference engine implements most of it).
+On AMD (the MFMA kernels) D = Dv in {64, 128} only.
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ MMA = {"HALF": "f16", "BFLOAT16": "bf16"}
 CONV = {"HALF": ("hdn_half_bits_to_float(x)", "hdn_from_float<hdn_half>(x).bits"),
         "BFLOAT16": ("hdn_bf16_bits_to_float(x)", "hdn_from_float<hdn_bf16>(x).bits")}
 FWD_NW = 4
+MAX_HEAD = 256
+SMEM_MAX = 227 * 1024      # opt-in dynamic shared memory per block on sm_90
 PREFIX = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "G", "dq": "DQ", "dk": "DK", "dv": "DV",
           "stats": "L"}
 
@@ -58,18 +63,23 @@ def check(node, graph, r):
         _need(t.value is None and not t.is_runtime_pass_by_value, f"{k}: {role} is a scalar")
         _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
         _need(cg.dtype_name(t.dtype) in MMA, f"{k}: {role} must be HALF or BFLOAT16")
-        s = _st(t)
-        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
-              f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
     _need(len({cg.dtype_name(r[x].dtype) for x in DATA[k]}) == 1, f"{k}: mixed data types")
     B, H, Sq, D = _dims(r["q"])
     _, Hkv, Skv, Dk = _dims(r["k"])
-    _need(_dims(r["v"]) == [B, Hkv, Skv, D] and Dk == D, f"{k}: k/v shapes")
-    _need(D in (64, 128), f"{k}: head dim {D} (64 or 128 on the HIP engine)")
+    Dv = _dims(r["v"])[3]
+    _need(_dims(r["v"])[:3] == [B, Hkv, Skv] and Dk == D, f"{k}: k/v shapes")
+    for nm, x in (("D", D), ("Dv", Dv)):
+        _need(0 < x <= MAX_HEAD and x % 8 == 0,
+              f"{k}: head dim {nm} = {x}: the HIP engine takes multiples of 8 up to {MAX_HEAD} "
+              f"(16-byte rows for the tile loads)")
+    for role in DATA[k]:
+        s = _st(r[role])
+        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
+              f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
     _need(Hkv >= 1 and H % Hkv == 0, f"{k}: Hq % Hkv != 0")
-    _need(_dims(r["o"]) == [B, H, Sq, D], f"{k}: o shape")
+    _need(_dims(r["o"]) == [B, H, Sq, Dv], f"{k}: o shape")
     if k == BWD:
-        _need(_dims(r["do"]) == [B, H, Sq, D], "do shape")
+        _need(_dims(r["do"]) == [B, H, Sq, Dv], "do shape")
         for g, x in (("dq", "q"), ("dk", "k"), ("dv", "v")):
             _need(_dims(r[g]) == _dims(r[x]), f"{g} shape")
         _need("stats" in r, "stats missing")
@@ -111,17 +121,24 @@ def drop_threshold(p):
     return int(min(math.floor(p * 4294967296.0), 4294967295.0))
 
 
+def pad64(d):
+    """The tile width a head size is computed on (hdn_attention.h HDP / HDVP)."""
+    return (int(d) + 63) // 64 * 64
+
+
 def _prelude(node, r, defines, params, args, loc):
-    """Shared defines / parameters: masks, lengths, scale, dropout, strides of the data tensors."""
+    """Shared defines / parameters: head sizes, masks, lengths, scale, dropout, strides of the
+    data tensors."""
     a = node.attrs
     B, H, Sq, D = _dims(r["q"])
+    Dv = _dims(r["v"])[3]
     Hkv, Skv = _dims(r["k"])[1:3]
     io = cg.dtype_name(r["q"].dtype)
     br = cg.FB_NAMES.get("DiagonalAlignment", {}).get(a.get("diagonal_alignment"))
     if br is None:
         br = "BOTTOM_RIGHT" if a.get("diagonal_alignment") == 1 else "TOP_LEFT"
     causal_br = bool(a.get("causal_mask_bottom_right"))
-    d = dict(HD=D, GRP=H // Hkv, HQ=H, NB=B, SQ=Sq, SKV=Skv, CAUSAL=_bool(a, "causal_mask"),
+    d = dict(HD=D, HDV=Dv, HDP=pad64(D), HDVP=pad64(Dv), GRP=H // Hkv, HQ=H, NB=B, SQ=Sq, SKV=Skv, CAUSAL=_bool(a, "causal_mask"),
              CAUSAL_BR=int(causal_br),
              BR_ALIGN=int(br == "BOTTOM_RIGHT" or (causal_br and not a.get("causal_mask"))),
              HAS_RB=int(a.get("right_bound") is not None), RB=int(a.get("right_bound") or 0),
@@ -230,20 +247,25 @@ def wgmma_ok(node, r, arch):
     return True
 
 
-def _tmap(t, loc):
-    """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x 128."""
+def _tmap(t, loc, rows):
+    """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x rows;
+    the box's columns past D read as zeros (the padded head)."""
     B, H, S, D = _dims(t)
     sb, sh, ss = _st(t)[:3]
     dims = (D, S, H, B)
     strides = [ss * 2 if S > 1 else D * 2, sh * 2 if H > 1 else D * 2 * S,
                sb * 2 if B > 1 else D * 2 * S * H]
-    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), dims, tuple(strides), (64, WG_BN, 1, 1))
+    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), dims, tuple(strides), (64, rows, 1, 1))
 
 
-def wg_smem_bytes(D, stages=None):
-    st = stages or (4 if D == 64 else 2)
-    tile = (D // 64) * WG_BN * 128
-    return tile * (1 + 2 * st) + 8 * (1 + 4 * st) + 1024, st
+def wg_config(D, Dv, stages=None):
+    """(dynamic shared memory bytes, K / V ring depth, keys per tile) of the wgmma forward
+    (attention_fwd_wgmma.hip AW_SMEM_BYTES, AW_ST, AW_BN) for head sizes D, Dv."""
+    dp, dvp = pad64(D), pad64(Dv)
+    bn = WG_BN if max(dp, dvp) <= 128 else 64
+    st = stages or (4 if dp + dvp <= 128 else 2)
+    smem = WG_BM * dp * 2 + st * bn * (dp + dvp) * 2 + 8 * (1 + 4 * st) + 1024
+    return smem, st, bn
 
 
 def emit(ctx, node, r, tag, fused=None):
@@ -256,6 +278,8 @@ def _emit(prog, node, r, loc, tag, arch=None):
     check(node, None, r)
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
+    Dv = _dims(r["v"])[3]
+    dp, dvp = pad64(D), pad64(Dv)
     defines = {}
     extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
     if (arch or "").startswith("gfx"):      # AMD CDNA: the MFMA kernels (attention_*_mfma.hip)
@@ -271,12 +295,15 @@ def _emit(prog, node, r, loc, tag, arch=None):
             io = cg.dtype_name(r["q"].dtype)
             defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
             st = int(os.environ.get("HIPDNN_CABI_HIP_ATTN_STAGES", "0") or 0) or None
-            smem, st = wg_smem_bytes(D, st)
+            smem, st, bn = wg_config(D, Dv, st)
+            _need(smem <= SMEM_MAX, f"{node.kind}: {st} K/V stages need {smem} bytes of shared memory")
             defines["AW_ST"] = st
+            defines["AW_BN"] = bn
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
                       "float* __restrict__ LSE"]
-            base_a = [_tmap(r[x], loc) for x in ("q", "k", "v")] + [loc[r["o"].uid]] + \
+            base_a = [_tmap(r["q"], loc, WG_BM), _tmap(r["k"], loc, bn), _tmap(r["v"], loc, bn)] + \
+                [loc[r["o"].uid]] + \
                 [loc[r["stats"].uid] if has_stats else None]
             lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
             ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + lens)
@@ -284,7 +311,7 @@ def _emit(prog, node, r, loc, tag, arch=None):
             src = _source("attention_fwd_wgmma.hip", defines)
             prog.steps.append(("launch", src, "hdn_attn_fwd_wg", ((Sq + WG_BM - 1) // WG_BM, H, B),
                                (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
-            prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{WG_BN} tiles, "
+            prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{bn} tiles, "
                               f"{st} K/V stages, TMA QKV")
             return
         base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
@@ -295,18 +322,20 @@ def _emit(prog, node, r, loc, tag, arch=None):
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
         src = _source("attention_fwd.hip", defines)
         BM = 16 * FWD_NW
-        smem = (BM + 128) * D * 2
+        smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
         prog.steps.append(("launch", src, name, ((Sq + BM - 1) // BM, H, B), (32 * FWD_NW, 1, 1),
                            as_, smem))
         return
-    # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, D] fp32 (zeroed)
+    # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, HDP] fp32 (zeroed)
     io = cg.dtype_name(r["q"].dtype)
     defines["HDN_TO_FLOAT(x)"] = CONV[io][0]
     defines["HDN_FROM_FLOAT(x)"] = CONV[io][1]
     n_rows = B * H * Sq
     ws_d = prog.ws_alloc(n_rows * 4)
-    ws_q = prog.ws_alloc(n_rows * D * 4)
+    ws_q = prog.ws_alloc(n_rows * dp * 4)
+    nsplit = bwd_split(D, Dv)
+    defines["NSPLIT"] = nsplit
     lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
     main_p = [f"{u16} Q", f"{u16} K", f"{u16} V", f"{u16} dO", "const float* __restrict__ LSE",
               "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV",
@@ -323,15 +352,29 @@ def _emit(prog, node, r, loc, tag, arch=None):
                          [("ws", ws_q), loc[r["dq"].uid]])
     defines["HDN_ATTN_DQ_PARAMS"] = dq_p
     src = _source("attention_bwd.hip", defines)
-    prog.steps.append(("memset", ws_q, n_rows * D * 4))
+    prog.steps.append(("memset", ws_q, n_rows * dp * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    nbuf = 2 if D == 64 else 1       # Q / dO buffers (attention_bwd.hip NBUF)
-    smem = (2 * 64 + nbuf * 2 * 64) * D * 2 + 64 * 64 * 2 + nbuf * 2 * 64 * 4 + 64 * (D + 8) * 4
-    prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64, Hkv, B), (128, 1, 1),
-                       as_, smem))
+    prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64 * nsplit, Hkv, B),
+                       (128, 1, 1), as_, bwd_smem_bytes(D, Dv)))
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
+
+
+def bwd_split(D, Dv):
+    """Column slices of dK / dQ and dV per 64 keys (attention_bwd.hip NSPLIT): the dK / dV
+    accumulators of one block stay within 256 columns."""
+    return (pad64(D) + pad64(Dv) + 255) // 256
+
+
+def bwd_smem_bytes(D, Dv):
+    """Dynamic shared memory of hdn_attn_bwd: K, V, NBUF x (Q, dO) tiles, dSᵀ, NBUF x (lse,
+    Dsum), the dQ staging rows."""
+    dp, dvp = pad64(D), pad64(Dv)
+    nbuf = 2 if dp + dvp <= 128 else 1
+    dkc = dp // bwd_split(D, Dv)
+    return (64 * (dp + dvp) + nbuf * 64 * (dp + dvp) + 64 * 64) * 2 + nbuf * 2 * 64 * 4 + \
+        64 * (dkc + 8) * 4
 
 
 def _len_params(defines):
@@ -349,6 +392,10 @@ def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
     dropout and workspace as the NVIDIA kernels'.  Static LDS only (no dynamic shared memory)."""
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
+    Dv = _dims(r["v"])[3]
+    _need(D == Dv and D in (64, 128),
+          f"{node.kind}: head dim {D} (Dv {Dv}): the AMD MFMA attention kernels take "
+          f"D = Dv in {{64, 128}} only")
     io = cg.dtype_name(r["q"].dtype)
     defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
     u16 = "const hdn_u16* __restrict__"
