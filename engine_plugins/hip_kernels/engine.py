@@ -103,6 +103,30 @@ def tf32_of(config) -> bool:
     return bool(v)
 
 
+def launch_smem(step) -> int:
+    """The dynamic shared memory of one program step (0 for memsets and plain launches)."""
+    if step[0] != "launch" or len(step) <= 6:
+        return 0
+    opts = step[6]
+    return int(opts if isinstance(opts, int) else opts.get("shmem", 0))
+
+
+def smem_problem(program) -> str | None:
+    """Why the current device cannot launch ``program``: a kernel asking for more dynamic shared
+    memory per block than the device allows (an sm_80 part's 163 KiB, AMD's 64 KiB LDS)."""
+    if not device.available():
+        return None
+    limit = getattr(device.get_runtime(), "max_dynamic_smem", None)
+    if not limit:
+        return None
+    for st in program.steps:
+        need = launch_smem(st)
+        if need > limit:
+            return (f"kernel {st[2]} needs {need} bytes of shared memory per block; this device "
+                    f"allows {limit}")
+    return None
+
+
 def analyse(graph, tf32=None, mma=None) -> Analysis:
     raw = getattr(graph, "raw", None)
     mma = use_mma() if mma is None else bool(mma)
@@ -122,7 +146,11 @@ def analyse(graph, tf32=None, mma=None) -> Analysis:
     try:
         if why:
             raise NotApplicable(why)
-        a = Analysis(True, "", build_program(graph, use_mma=mma, sms=sms, arch=arch, tf32=tf32))
+        prog = build_program(graph, use_mma=mma, sms=sms, arch=arch, tf32=tf32)
+        why = smem_problem(prog)
+        if why:
+            raise NotApplicable(why)
+        a = Analysis(True, "", prog)
     except NotApplicable as e:
         a = Analysis(False, str(e))
     except (KeyError, ValueError, TypeError, IndexError) as e:

@@ -148,6 +148,7 @@ class CudaRuntime:
         self.arch = f"sm_{self.cc[0]}{self.cc[1]}"
         self.sm_count = ga(A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         self.max_smem_optin = ga(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        self.max_dynamic_smem = self.max_smem_optin    # what a kernel may ask for, opted in
         self.pageable_access = bool(ga(A.CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS))
         name = check(driver.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName")
         self.name = bytes(name).split(b"\0")[0].decode("utf-8", "replace")

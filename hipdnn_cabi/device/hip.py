@@ -247,6 +247,8 @@ class HipRuntime:
                 m = self._modules[k] = Module(h, self.hip.hipModuleGetFunction, "hipModuleGetFunction")
         return m
 
+    max_dynamic_smem = 64 * 1024    # LDS per workgroup on CDNA
+
     def set_max_dynamic_smem(self, fn, nbytes):
         pass   # LDS limit is static on AMD (64 KiB)
 
