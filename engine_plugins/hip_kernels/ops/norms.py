@@ -21,10 +21,12 @@ from ._base import check_storage_types, check_tensors, declines, kinds, op
 KINDS = kinds("norms")
 FUSES = ("LayernormAttributes", "RMSNormAttributes")   # forward: a pointwise run fuses into y
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+# epsilon may be a runtime pass-by-value scalar: the kernels take it as a by-value float argument
+RUNTIME_SCALARS = {k: op(k).scalar_roles for k in KINDS if op(k).scalar_roles}
 
 
 def check(node, graph, r):
-    check_tensors(node, r)
+    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
     check_storage_types(node, r)
     with declines(node.kind):
         _check(node, graph, r)
@@ -154,7 +156,8 @@ def _check(node, graph, r):
         raise ValueError(str(e)) from None
     eps = r.get("epsilon")
     if eps is not None:
-        _ok = eps.numel == 1 and (eps.value is not None or cg.dtype_name(eps.dtype) in FLOATS)
+        _ok = eps.numel == 1 and (eps.value is not None or eps.is_runtime_pass_by_value
+                                  or cg.dtype_name(eps.dtype) in FLOATS)
         if not _ok:
             raise ValueError("epsilon must be one float")
     return g
@@ -219,6 +222,10 @@ def _eps_code(r, args, params, loc):
     if eps.value is not None:
         v = eps.value[0] if isinstance(eps.value, (list, tuple)) else eps.value
         return cg.flit(float(v))
+    if eps.is_runtime_pass_by_value:      # read on the host at execute, passed by value
+        params.append("const float peps")
+        args.append(loc[eps.uid])
+        return "peps"
     params.append(f"const {cg.CTYPE[cg.dtype_name(eps.dtype)]}* __restrict__ peps")
     args.append(loc[eps.uid])
     return "hdn_to_float(peps[0])"
