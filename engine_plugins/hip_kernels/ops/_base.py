@@ -167,7 +167,7 @@ def check_types(node, r):
                                      f"({' or '.join(okout)})")
     ptypes = {dt(r[q]) for q in o.roles_of(catalog.PARAM) if q in r}
     _need(ptypes <= {t, "FLOAT"}, f"{node.kind}: parameter tensors are {sorted(ptypes)} for {t} "
-                                  f"data ({t} or FLOAT each)")
+                                  f"data ({t} or FLOAT)")
 
 
 def check_storage_types(node, r, extra=()):
