@@ -142,14 +142,15 @@ def host_scalar(role, t, node) -> bool:
     return role in op(node.kind).scalar_roles and (t.value is not None or t.is_runtime_pass_by_value)
 
 
-def check_types(node, r):
+def check_types(node, r, extra=()):
     """The catalog's data-type rules (the CPU reference engine's): the ``data`` roles share one
     type t; outputs are t or FLOAT (16-bit too for fp8 data); each ``param`` role (statistics,
     scale, bias) is t or FLOAT, independently (mixed precision, as hipDNN's samples build
     batchnorm).  Every tensor FLOAT, HALF, BFLOAT16 or fp8 (a host scalar in a scalar role also
-    DOUBLE); compute type FLOAT or UNSET (16-bit data computes in float)."""
+    DOUBLE; ``extra``: further types the family takes); compute type FLOAT or UNSET (16-bit data
+    computes in float)."""
     for role, t in r.items():
-        ok = FLOATS + (("DOUBLE",) if host_scalar(role, t, node) else ())
+        ok = FLOATS + tuple(extra) + (("DOUBLE",) if host_scalar(role, t, node) else ())
         _need(dt(t) in ok, f"{role}: type {dt(t)} not supported")
     cd = cg.dtype_name(node.compute_dtype)
     _need(cd in COMPUTE_TYPES, f"compute type {cd} not supported (FLOAT or UNSET)")
