@@ -480,14 +480,17 @@ def corpus():
     return out
 
 
-def gpu_subset(cases, budget=400, seed=1234):
-    """A deterministic subset for the device run: every family, spread over the corpus."""
+def gpu_subset(cases, budget=110, always=(), seed=1234):
+    """A deterministic subset for the device run: the cases named in ``always``, then about
+    ``budget`` / families cases of every family, drawn with a fixed seed."""
     rnd = random.Random(seed)
+    must = [c for c in cases if c.name in set(always)]
     by_fam = {}
     for c in cases:
-        by_fam.setdefault(c.family, []).append(c)
-    per = max(1, budget // max(1, len(by_fam)))
-    out = []
+        if c.name not in set(always):
+            by_fam.setdefault(c.family, []).append(c)
+    per = max(1, (budget - len(must)) // max(1, len(by_fam)))
+    out = list(must)
     for fam, cs in by_fam.items():
         out.extend(cs if len(cs) <= per else sorted(rnd.sample(cs, per), key=cs.index))
     return out
