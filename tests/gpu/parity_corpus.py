@@ -276,18 +276,14 @@ def reduction_cases():
     return out
 
 
-def _bn_params(C, pt, roles):
-    return {r: pt for r in roles}
-
-
 def batchnorm_cases():
     out = []
     N, C, H, W = 2, 8, 5, 3
     xd, cd = [N, C, H, W], [1, C, 1, 1]
-    # parameter precision: "data" (every per-channel tensor the data type), "float" (all FLOAT),
-    # "upstream" (hipDNN's samples: FLOAT scale / bias / running stats, saved statistics the
-    # data type), "half" (a third type: declined by both)
-    pmodes = ("data", "float", "upstream")
+    # parameter precision: "data" (every per-channel tensor the data type), "float" (all FLOAT:
+    # hipDNN's BnTraining sample), "mixed" (FLOAT scale / bias / previous running statistics,
+    # saved and next running statistics / dscale / dbias the data type, as frameworks build it)
+    pmodes = ("data", "float", "mixed")
     for dt, lay, pm in itertools.product(ALLF, ("nchw", "nhwc"), pmodes):
         def ptype(role, out_stat=False):
             if pm == "data":

@@ -113,10 +113,11 @@ def test_every_family_runs_on_the_gpu_engine(outcomes):
 
 
 REQUIRED = [
-    "bn/train/HALF/nchw/upstream/bv64/run",       # hipDNN's BnTraining sample, fp16
-    "bn/train/BFLOAT16/nhwc/upstream/rt32/run",   # runtime epsilon / momentum
+    "bn/train/HALF/nchw/float/bv64/run",          # hipDNN's BnTraining sample, fp16
+    "bn/train/HALF/nchw/mixed/bv64/run",          # mixed precision
+    "bn/train/BFLOAT16/nhwc/mixed/rt32/run",      # runtime epsilon / momentum
     "bn/inf_var/HALF/nhwc/float/rt64",
-    "bn/bwd/HALF/nchw/upstream",
+    "bn/bwd/HALF/nchw/mixed",
     "bn/inf_tail/HALF/UNSET",                     # virtual tensors left UNSET
     "norms/ln_fwd/row/HALF/FLOAT/rt32",           # layernorm epsilon as a host scalar
     "norms/rms_fwd/4d/BFLOAT16/FLOAT/rt64",
@@ -127,6 +128,8 @@ REQUIRED = [
     "pw/SWISH_BWD/HALF/bv64/p0",
     "conv/fused/HALF/UNSET/rt32",
     "matmul/fused/BFLOAT16/UNSET",
+    "matmul/2d/INT8>INT32/tn/INT32",              # integer tensor cores
+    "matmul/bcast/INT8>FLOAT/nt/UNSET",
 ]
 
 
@@ -189,20 +192,22 @@ def _fill(case, t, rng):
 
 
 def _moe_routing(case, g, inputs):
-    """Valid MoE routing: first-token offsets spread over the rows, token indices / ks in range."""
-    n = g.nodes[0]
-    a = n.attrs
-    tok = g.tensors[a["token_tensor_uid"]]
-    S = int(tok.dims[1])
-    off = g.tensors[a["first_token_offset_tensor_uid"]]
-    G = int(off.dims[0])
-    inputs[off.uid] = np.array([i * S // G for i in range(G)], np.int32).tobytes()
-    for role, hi in (("token_index_tensor_uid", S), ("token_ks_tensor_uid", int(a.get("top_k", 1)))):
-        u = a.get(role)
-        if u is not None:
-            t = g.tensors[u]
-            k = int(np.prod(t.dims))
-            inputs[u] = (np.arange(k) % max(1, hi)).astype(np.int32).tobytes()
+    """Valid MoE routing (the CPU reference checks it): first-token offsets spread over the
+    routed rows, GATHER sources / SCATTER destinations in range and distinct."""
+    a = g.nodes[0].attrs
+    S = int(g.tensors[a["token_tensor_uid"]].dims[1])
+    mode, top_k = int(a.get("mode", 0) or 0), int(a.get("top_k", 1) or 1)
+    ti, tk = a.get("token_index_tensor_uid"), a.get("token_ks_tensor_uid")
+    R = int(np.prod(g.tensors[ti].dims)) if ti is not None else S
+    rows = R if mode == 1 else S
+    G = int(g.tensors[a["first_token_offset_tensor_uid"]].dims[0])
+    inputs[a["first_token_offset_tensor_uid"]] = np.array([i * rows // G for i in range(G)],
+                                                          np.int32).tobytes()
+    r = np.arange(R)
+    if ti is not None:
+        inputs[ti] = (r % S if mode == 1 else r // top_k).astype(np.int32).tobytes()
+    if tk is not None:
+        inputs[tk] = (r % top_k).astype(np.int32).tobytes()
 
 
 def _as_float(t, raw):
@@ -212,21 +217,63 @@ def _as_float(t, raw):
     return a.astype(np.float64)
 
 
-class _Both:
+class _HostRuntime:
+    """The few runtime calls _Both makes, on host memory (the CI self-check of the harness:
+    the CPU reference engine on both sides)."""
+
     def __init__(self):
+        self.bufs = {}
+
+    def malloc(self, n):
+        a = np.zeros(max(1, n), np.uint8)
+        self.bufs[a.ctypes.data] = a
+        return a.ctypes.data
+
+    def free(self, p):
+        self.bufs.pop(p, None)
+
+    def memcpy_htod(self, dst, src, n):
+        import ctypes
+        ctypes.memmove(dst, src, n)
+
+    memcpy_dtoh = memcpy_htod
+
+    def memset(self, p, v, n, stream):
+        import ctypes
+        ctypes.memset(p, v, n)
+
+    def synchronize(self):
+        pass
+
+    def stream_synchronize(self, s):
+        pass
+
+    def stream_create(self):
+        return 0
+
+
+class _Both:
+    """One graph on the CPU reference (host buffers) and on a second engine (``device``: the
+    HIP engine on the GPU; else the CPU reference again, on host memory)."""
+
+    def __init__(self, device=True):
         from engine_plugins.cpu_reference import create_plugin as cpu_plugin
         from engine_plugins.cpu_reference.engine import ENGINE_NAME as CN
-        from engine_plugins.hip_kernels import create_plugin as gpu_plugin
-        from engine_plugins.hip_kernels.engine import ENGINE_NAME as GN
-        from hipdnn_cabi import device
         from hipdnn_cabi.plugin_sdk import engine_id_of
-        self.rt = device.get_runtime()
         self.cpu = cpu_plugin().create_container()
-        self.gpu = gpu_plugin().create_container()
-        self.stream = self.rt.stream_create()
-        self.gpu.set_stream(self.stream)
         self.ccfg = types.SimpleNamespace(engine_id=engine_id_of(CN), knobs={})
-        self.gcfg = types.SimpleNamespace(engine_id=engine_id_of(GN), knobs={})
+        if device:
+            from engine_plugins.hip_kernels import create_plugin as gpu_plugin
+            from engine_plugins.hip_kernels.engine import ENGINE_NAME as GN
+            from hipdnn_cabi import device as dev
+            self.rt = dev.get_runtime()
+            self.gpu = gpu_plugin().create_container()
+            self.gcfg = types.SimpleNamespace(engine_id=engine_id_of(GN), knobs={})
+        else:
+            self.rt, self.gpu, self.gcfg = _HostRuntime(), cpu_plugin().create_container(), self.ccfg
+        self.stream = self.rt.stream_create()
+        if device:
+            self.gpu.set_stream(self.stream)
 
     def run(self, case, rng):
         import cffi
@@ -306,7 +353,7 @@ def _compare(case, res):
             c, g = np.frombuffer(cpu_b, np.uint8), np.frombuffer(gpu_b, np.uint8)
             idx = _element_index(t, np.dtype(_np(t)).itemsize)
             same = float(np.mean(c[idx] == g[idx])) if len(idx) else 1.0
-            if same < 0.98:
+            if same < (1.0 if case.family == "matmul" else 0.98):     # INT8 GEMMs are exact
                 errs.append(f"uid {uid} ({t.dtype}): {100 * (1 - same):.1f}% of the bytes differ")
     return errs
 
@@ -321,6 +368,31 @@ def _element_index(t, itemsize=1):
     return (off[:, None] * itemsize + np.arange(itemsize)[None, :]).ravel()
 
 
+def _run_subset(both, sub):
+    rng = np.random.default_rng(7)
+    bad, times = [], []
+    for c in sub:
+        t1 = time.time()
+        try:
+            errs = _compare(c, both.run(c, rng))
+        except Exception as e:  # noqa: BLE001 - report every case, then fail
+            errs = [f"{type(e).__name__}: {e}"]
+        times.append((round(time.time() - t1, 2), c.name))
+        if errs:
+            bad.append(f"{c.name}: {'; '.join(errs)[:300]}")
+    return bad, times
+
+
+def test_device_harness_on_the_cpu_reference(outcomes):
+    """CI self-check of the device test's harness: the same subset, inputs (valid MoE routing,
+    positive statistics), runtime scalars and comparison, with the CPU reference on both sides
+    (host memory): every graph runs and agrees with itself."""
+    acc = [c for c, cok, gok, _ in outcomes if cok and gok]
+    sub = gpu_subset(acc, 110, REQUIRED)
+    bad, _ = _run_subset(_Both(device=False), sub)
+    assert not bad, "\n".join(bad[:40])
+
+
 @pytest.mark.gpu
 def test_accepted_graphs_match_on_the_device():
     """A deterministic subset of the graphs both engines accept (every family) runs on both
@@ -331,18 +403,8 @@ def test_accepted_graphs_match_on_the_device():
     n = int(os.environ.get("HIPDNN_CABI_PARITY_GPU_CASES", "110"))
     acc = [c for c, cok, gok, _ in _outcomes() if cok and gok]
     sub = gpu_subset(acc, n, REQUIRED)
-    both = _Both()
-    rng = np.random.default_rng(7)
-    bad, t0, times = [], time.time(), []
-    for c in sub:
-        t1 = time.time()
-        try:
-            errs = _compare(c, both.run(c, rng))
-        except Exception as e:  # noqa: BLE001 - report every case, then fail
-            errs = [f"{type(e).__name__}: {e}"]
-        times.append((time.time() - t1, c.name))
-        if errs:
-            bad.append(f"{c.name}: {'; '.join(errs)[:300]}")
+    t0 = time.time()
+    bad, times = _run_subset(_Both(), sub)
     summary = (f"{len(sub)} graphs in {time.time() - t0:.1f} s; slowest "
                f"{sorted(times, reverse=True)[:3]}")
     if os.environ.get("OUT"):
