@@ -9,7 +9,6 @@ import flatbuffers
 
 from ..schemas import tensor_value
 from ..schemas._generated import EngineDetails as _ED
-from ..schemas._generated.DataType import DataType as _DataType
 from ..schemas._generated.EngineConfig import EngineConfig as _EngineConfig
 from ..schemas._generated.Graph import Graph as _Graph
 from ..schemas._generated.NodeAttributes import NodeAttributes
@@ -17,7 +16,7 @@ from ..schemas.dump import gen_class, table_to_dict
 from ..schemas.verifier import VerificationError, verify
 from .errors import BAD_PARAM, PluginError
 
-_FB_FLOAT = _DataType.FLOAT     # UNSET = 0
+_FB_FLOAT = 1          # the FlatBuffers DataType of FLOAT (UNSET = 0)
 _UNION_NAMES = {v: k for k, v in vars(NodeAttributes).items()
                 if not k.startswith("_") and isinstance(v, int) and v}
 
