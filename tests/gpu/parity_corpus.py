@@ -354,14 +354,22 @@ def batchnorm_cases():
 def norms_cases():
     out = []
     shapes = [("row", [6, 64], 1), ("4d", [2, 3, 4, 16], 2)]
-    for (sn, xd, k), dt, pt, form in itertools.product(
-            shapes, ALLF, ("data", "FLOAT"), [f[0] for f in SCALAR_FORMS]):
+    combos = [(sh, dt, pt, form, "nchw") for sh, dt, pt, form in itertools.product(
+        shapes, ALLF, ("data", "FLOAT"), [f[0] for f in SCALAR_FORMS])]
+    # x-shaped tensors in other layouts (padded rows, permuted, channels-last)
+    combos += [(sh, dt, "FLOAT", form, lay) for sh, dt, form, lay in itertools.product(
+        shapes, FLOATS, ("bv32", "rt64"), ("pad", "perm", "nhwc"))]
+    for (sn, xd, k), dt, pt, form, lay in combos:
         ptt = dt if pt == "data" else pt
         pd = [1] * (len(xd) - k) + xd[-k:]
         sd = xd[:len(xd) - k] + [1] * k
+        sn = sn if lay == "nchw" else f"{sn}_{lay}"
+
+        def X(uid, dtype):
+            return _ten(uid, xd, dtype, lay)
         for rms in (False, True):
             eps, v = scalar(4, form, 1e-5)
-            x, sc, b, y = P(1, xd, dt), P(2, pd, ptt), P(3, pd, ptt), P(5, xd, dt)
+            x, sc, b, y = X(1, dt), P(2, pd, ptt), P(3, pd, ptt), X(5, dt)
             m, iv = P(6, sd, ptt), P(7, sd, ptt)
             if rms:
                 ts = [x, sc, eps, y, b, iv]
@@ -378,9 +386,9 @@ def norms_cases():
             out.append(Case(f"norms/{'rms' if rms else 'ln'}_fwd/{sn}/{dt}/{pt}/{form}", "norms", ts,
                             _g(ts, [node(kind, a)]), {4: v} if v is not None else {}))
         # backward (layernorm backward carries an epsilon role too)
-        dy, x, sc = P(1, xd, dt), P(2, xd, dt), P(3, pd, ptt)
+        dy, x, sc = X(1, dt), X(2, dt), P(3, pd, ptt)
         m, iv = P(4, sd, ptt), P(5, sd, ptt)
-        dx, ds, db = P(6, xd, dt), P(7, pd, ptt), P(8, pd, ptt)
+        dx, ds, db = X(6, dt), P(7, pd, ptt), P(8, pd, ptt)
         eps, v = scalar(9, form, 1e-5)
         ts = [dy, x, sc, m, iv, dx, ds, db, eps]
         a = {"dy_tensor_uid": 1, "x_tensor_uid": 2, "scale_tensor_uid": 3, "mean_tensor_uid": 4,
@@ -389,12 +397,12 @@ def norms_cases():
         out.append(Case(f"norms/ln_bwd/{sn}/{dt}/{pt}/{form}", "norms", ts,
                         _g(ts, [node("LayernormBackwardAttributes", a)]),
                         {9: v} if v is not None else {}))
-        if form == "bv32":
+        if form in ("bv32", "rt64") and (form == "bv32" or lay != "nchw"):
             ts = [dy, x, sc, iv, dx, ds, db]
             a = {"dy_tensor_uid": 1, "x_tensor_uid": 2, "scale_tensor_uid": 3,
                  "inv_rms_tensor_uid": 5, "dx_tensor_uid": 6, "dscale_tensor_uid": 7,
                  "dbias_tensor_uid": 8}
-            out.append(Case(f"norms/rms_bwd/{sn}/{dt}/{pt}", "norms", ts,
+            out.append(Case(f"norms/rms_bwd/{sn}/{dt}/{pt}/{form}", "norms", ts,
                             _g(ts, [node("RMSNormBackwardAttributes", a)]), {}))
     return out
 

@@ -122,6 +122,8 @@ REQUIRED = [
     "norms/ln_fwd/row/HALF/FLOAT/rt32",           # layernorm epsilon as a host scalar
     "norms/rms_fwd/4d/BFLOAT16/FLOAT/rt64",
     "norms/ln_bwd/row/FLOAT/data/rt32",
+    "norms/ln_fwd/4d_nhwc/HALF/FLOAT/rt64",       # x / y not packed row-major: copies
+    "norms/ln_bwd/row_pad/BFLOAT16/FLOAT/bv32",
     "pw/chain/HALF/UNSET/rt32",
     "pw/CMP_GT/HALF/outUNSET",                    # BOOLEAN output
     "pw/SELECT/BFLOAT16/maskUNSET",
