@@ -190,7 +190,9 @@ def _fill(case, t, rng):
         return rng.integers(120, 135, n).astype(np.uint8).tobytes()
     if t.dtype in ("INT8", "INT32"):
         return rng.integers(-100, 100, n).astype(_np(t)).tobytes()
-    return rng.integers(0, 0x70, n).astype(np.uint8).tobytes()   # narrow floats: finite codes
+    # narrow floats, one element per byte: positive finite codes of the type's width
+    top = 16 if t.dtype.startswith("FP4") else 64 if t.dtype.startswith("FP6") else 0x70
+    return rng.integers(0, top, n).astype(np.uint8).tobytes()
 
 
 def _moe_routing(case, g, inputs):
