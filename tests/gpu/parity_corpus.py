@@ -149,6 +149,22 @@ def pointwise_cases():
             ts = [x, y] if mode in PW_UNARY else [x, b, y]
             n = pw(mode, 1, 3) if mode in PW_UNARY else pw(mode, 1, 3, 2)
             out.append(Case(f"pw/{mode}/{dt}", "pointwise", ts, _g(ts, [n]), {}))
+    # integers with other modes / types: comparisons to BOOLEAN, conversions, integer masks
+    for dt in ("INT8", "UINT8", "INT32"):
+        a, b = _ten(1, [M, N], dt), _ten(2, [M, N], dt)
+        for mode, ot in (("CMP_GT", "UNSET"), ("CMP_EQ", "FLOAT"), ("IDENTITY", "FLOAT")):
+            y = _ten(3, [M, N], ot)
+            ts = [a, y] if mode == "IDENTITY" else [a, b, y]
+            n = pw(mode, 1, 3) if mode == "IDENTITY" else pw(mode, 1, 3, 2)
+            out.append(Case(f"pw/{mode}/{dt}>{ot}", "pointwise", ts, _g(ts, [n]), {}))
+        fa, fb, m, y = _ten(1, [M, N], "FLOAT"), _ten(2, [M, N], "FLOAT"), _ten(3, [M, N], dt), _ten(4, [M, N], "FLOAT")
+        out.append(Case(f"pw/SELECT/FLOAT/mask{dt}", "pointwise", [fa, fb, m, y],
+                        _g([fa, fb, m, y], [pw("BINARY_SELECT", 1, 4, 2, 3)]), {}))
+    for dt in ("INT8", "UINT8"):       # exact 8-bit chains (virtual intermediates of the type)
+        a, b, c = _ten(1, [M, N], dt), _ten(2, [M, N], dt), _ten(3, [M, N], dt)
+        v, y = _ten(4, [M, N], dt, virtual=True), _ten(5, [M, N], dt)
+        out.append(Case(f"pw/int_chain/{dt}", "pointwise", [a, b, c, v, y],
+                        _g([a, b, c, v, y], [pw("MUL", 1, 4, 2), pw("SUB", 4, 5, 3)]), {}))
     # BINARY_SELECT, a comparison mask (BOOLEAN written UNSET, or FLOAT), chains with virtual
     # intermediates left UNSET
     for dt in ALLF:

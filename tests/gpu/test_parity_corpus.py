@@ -128,6 +128,8 @@ REQUIRED = [
     "pw/CMP_GT/HALF/outUNSET",                    # BOOLEAN output
     "pw/SELECT/BFLOAT16/maskUNSET",
     "pw/SWISH_BWD/HALF/bv64/p0",
+    "pw/MUL/INT8",                                # 8-bit integers: exact, saturating
+    "pw/int_chain/UINT8",
     "conv/fused/HALF/UNSET/rt32",
     "matmul/fused/BFLOAT16/UNSET",
     "matmul/2d/INT8>INT32/tn/INT32",              # integer tensor cores

@@ -142,18 +142,18 @@ def host_scalar(role, t, node) -> bool:
     return role in op(node.kind).scalar_roles and (t.value is not None or t.is_runtime_pass_by_value)
 
 
-def check_types(node, r, extra=()):
+def check_types(node, r, extra=(), computes=COMPUTE_TYPES):
     """The catalog's data-type rules (the CPU reference engine's): the ``data`` roles share one
     type t; outputs are t or FLOAT (16-bit too for fp8 data); each ``param`` role (statistics,
     scale, bias) is t or FLOAT, independently (mixed precision, as hipDNN's samples build
     batchnorm).  Every tensor FLOAT, HALF, BFLOAT16 or fp8 (a host scalar in a scalar role also
     DOUBLE; ``extra``: further types the family takes); compute type FLOAT or UNSET (16-bit data
-    computes in float)."""
+    computes in float; ``computes``: the compute types the family takes)."""
     for role, t in r.items():
         ok = FLOATS + tuple(extra) + (("DOUBLE",) if host_scalar(role, t, node) else ())
         _need(dt(t) in ok, f"{role}: type {dt(t)} not supported")
     cd = cg.dtype_name(node.compute_dtype)
-    _need(cd in COMPUTE_TYPES, f"compute type {cd} not supported (FLOAT or UNSET)")
+    _need(cd in computes, f"compute type {cd} not supported (FLOAT or UNSET)")
     o = op(node.kind)
     present = [q for q in o.roles_of(catalog.DATA) if q in r]
     if not present:

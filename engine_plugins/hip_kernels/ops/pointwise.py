@@ -10,11 +10,14 @@ from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
 from ..codegen import EwIn, EwOut
-from ._base import (_need, NotApplicable, check_tensors, check_types, dims, dt, kinds, op,
-                    roles, strides)
+from ._base import (COMPUTE_TYPES, _need, NotApplicable, check_tensors, check_types, dims, dt,
+                    kinds, op, roles, strides)
 
 KINDS = kinds("pointwise")
 BOOL = "UNSET"        # a non-virtual UNSET tensor is a BOOLEAN one (stored 0 / 1, one byte)
+INT8S = ("INT8", "UINT8")
+# types a fused GEMM / norm epilogue does not store: the pointwise kernel only
+NOT_FUSED = (BOOL,) + INT8S
 _OP = op(KINDS[0])
 INS, (OUT,) = _OP.inputs, _OP.outputs
 # every by-value scalar role of the catalog may be a runtime pass-by-value scalar here
@@ -112,10 +115,15 @@ def pw_expression(node, args) -> str:
 
 def check(node, graph, r):
     check_tensors(node, r, RUNTIME_SCALARS[node.kind])
-    check_types(node, r, extra=(BOOL,))
+    mode = pw_mode_name(node)
+    # 8-bit integers: float32 arithmetic is exact on them and stores round and saturate as the
+    # CPU reference encodes (INT32 would need double arithmetic: declined); integer graphs may
+    # name an INT32 compute type
+    ints = any(dt(t) in INT8S for t in r.values())
+    check_types(node, r, extra=(BOOL,) + INT8S,
+                computes=COMPUTE_TYPES + (("INT32",) if ints else ()))
     _need(not any(dt(t) == BOOL and t.value is not None for t in r.values()),
           "BOOLEAN by-value scalars not supported")
-    mode = pw_mode_name(node)
     _need(mode in PW_EXPR, f"pointwise mode {mode} not supported")
     ar = PW_EXPR[mode][0]
     _need(all(x in r for x in INS[:ar]) and OUT in r, f"pointwise {mode}: operands missing")
