@@ -27,6 +27,9 @@ CTYPE.update({n: "unsigned char" for n in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "
 CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long"})
 ELEM_SIZE.update({n: 1 for n in CTYPE if CTYPE[n] in ("unsigned char", "signed char")})
 ELEM_SIZE.update({"INT32": 4, "INT64": 8})
+# BOOLEAN tensors (written UNSET by the backend: the FlatBuffers schema has no BOOLEAN) of
+# pointwise nodes: comparison / logic outputs, masks
+CTYPE["UNSET"], ELEM_SIZE["UNSET"] = "hdn_bool", 1
 
 
 def wg_elem_size(dtype):

@@ -147,6 +147,8 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
             for u in IOs[j][0]:
                 if u != y and u in producer and unit_of[producer[u]] != pu:
                     ok = False
+            if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for u in IOs[j][0] + IOs[j][1]):
+                ok = False         # BOOLEAN / 8-bit integer operands: the elementwise kernel only
             for u in IOs[j][1]:
                 if dims(graph.tensors[u]) != dims(graph.tensors[y]):
                     ok = False

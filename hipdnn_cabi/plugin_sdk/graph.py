@@ -16,6 +16,7 @@ from ..schemas.dump import gen_class, table_to_dict
 from ..schemas.verifier import VerificationError, verify
 from .errors import BAD_PARAM, PluginError
 
+_FB_FLOAT = 1          # the FlatBuffers DataType of FLOAT (UNSET = 0)
 _UNION_NAMES = {v: k for k, v in vars(NodeAttributes).items()
                 if not k.startswith("_") and isinstance(v, int) and v}
 
@@ -108,6 +109,13 @@ def parse_graph(buf: bytes) -> OpGraph:
         if t.uid in out.tensors:
             raise PluginError(BAD_PARAM, f"invalid op graph: duplicate tensor uid {t.uid}")
         out.tensors[t.uid] = t
+    # a virtual tensor whose data type is left UNSET takes the graph's intermediate type (FLOAT
+    # when that is unset too), as hipDNN's frontend types it; a non-virtual UNSET tensor stays
+    # UNSET (the FlatBuffers schema has no BOOLEAN: the backend writes BOOLEAN as UNSET)
+    inter = out.intermediate_dtype or _FB_FLOAT
+    for t in out.tensors.values():
+        if t.virtual and t.dtype == 0:
+            t.dtype = inter
     out.nodes = []
     for i in range(g.NodesLength()):
         nd = g.Nodes(i)

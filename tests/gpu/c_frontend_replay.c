@@ -1,6 +1,10 @@
 /* hipDNN's C++ frontend call sequence, replayed from C on libhipdnn_backend.so with DEVICE buffers
  * (issue 22): conv forward and the four batchnorm kinds (inference, inference with variance,
- * training with running statistics, backward) in FLOAT / HALF / BFLOAT16 x NCHW / NHWC.
+ * training with running statistics, backward) in FLOAT / HALF / BFLOAT16 x NCHW / NHWC; plus
+ * upstream's BnTraining sample graph (samples/batchnorm/BnTraining.cpp, full training: FLOAT
+ * scale / bias / statistics / running statistics beside 16-bit x and y, epsilon and momentum
+ * by-value DOUBLE scalars) and its mixed-precision variant (saved and next running statistics
+ * in the data type, as frameworks build it).
  * As the frontend does: tensor uids from 0 in creation order, graph-level io / intermediate /
  * compute data types, node compute type FLOAT, 16-bit data with FLOAT scale / bias / statistics,
  * epsilon and momentum by-value scalars, heuristics FALLBACK -> every config finalized -> config 0
@@ -119,7 +123,8 @@ typedef struct {
     int64_t uid, dims[4], strides[4];
     hipdnnDataType_t dt;
     bool byval, out;
-    float value;          /* by-value scalars */
+    float value;          /* by-value scalars (FLOAT; DOUBLE ones: dvalue) */
+    double dvalue;
     float lo, hi;         /* input value range */
     size_t n;             /* elements */
     void *host, *dev, *cpu;
@@ -169,6 +174,20 @@ static Ten* scalar(Case* c, float v)
     t->value = v;
     return t;
 }
+/* a by-value DOUBLE scalar: what upstream's samples pass (set_value(0.1) on a double) */
+static Ten* dscalar(Case* c, double v)
+{
+    int64_t d[4] = {1, 1, 1, 1};
+    Ten* t = add(c, d, HIPDNN_DATA_DOUBLE, false, false, 0, 0);
+    t->byval = true;
+    t->dvalue = v;
+    return t;
+}
+static Ten* chan_t(Case* c, int64_t C, hipdnnDataType_t dt, bool out, float lo, float hi)
+{
+    int64_t d[4] = {1, C, 1, 1};
+    return add(c, d, dt, false, out, lo, hi);
+}
 
 static int make_desc(Ten* t)
 {
@@ -179,7 +198,9 @@ static int make_desc(Ten* t)
     CHECK(hipdnnBackendSetAttribute(t->desc, HIPDNN_ATTR_TENSOR_DIMENSIONS, HIPDNN_TYPE_INT64, 4, t->dims));
     CHECK(hipdnnBackendSetAttribute(t->desc, HIPDNN_ATTR_TENSOR_STRIDES, HIPDNN_TYPE_INT64, 4, t->strides));
     CHECK(hipdnnBackendSetAttribute(t->desc, HIPDNN_ATTR_TENSOR_IS_VIRTUAL, HIPDNN_TYPE_BOOLEAN, 1, &virt));
-    if (t->byval)
+    if (t->byval && t->dt == HIPDNN_DATA_DOUBLE)
+        CHECK(hipdnnBackendSetAttribute(t->desc, HIPDNN_ATTR_TENSOR_VALUE_EXT, HIPDNN_TYPE_CHAR, 8, &t->dvalue));
+    else if (t->byval)
         CHECK(hipdnnBackendSetAttribute(t->desc, HIPDNN_ATTR_TENSOR_VALUE_EXT, HIPDNN_TYPE_CHAR, 4, &t->value));
     CHECK(hipdnnBackendFinalize(t->desc));
     return 0;
@@ -192,8 +213,9 @@ static int set_t(D op, hipdnnBackendAttributeName_t a, Ten* t)
 }
 
 /* ---------------------------------------------------------------- the five graphs */
-enum { CONV, BN_INF, BN_INF_VAR, BN_TRAIN, BN_BWD, NOPS };
-static const char* OPNAME[NOPS] = {"conv_fwd", "bn_inference", "bn_inference_variance", "bn_training", "bn_backward"};
+enum { CONV, BN_INF, BN_INF_VAR, BN_TRAIN, BN_BWD, BN_TRAIN_UP, BN_TRAIN_MIX, NOPS };
+static const char* OPNAME[NOPS] = {"conv_fwd", "bn_inference", "bn_inference_variance", "bn_training", "bn_backward",
+                                   "bn_training_upstream", "bn_training_mixed"};
 
 static int build_op(int op, hipdnnDataType_t dt, bool nhwc, Case* c, D* opd)
 {
@@ -245,19 +267,24 @@ static int build_op(int op, hipdnnDataType_t dt, bool nhwc, Case* c, D* opd)
                 || set_t(*opd, HIPDNN_ATTR_OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT, y)) return -1;
             CHECK(hipdnnBackendSetAttribute(*opd, HIPDNN_ATTR_BATCHNORM_INF_VAR_COMP_TYPE_EXT, HIPDNN_TYPE_DATA_TYPE, 1, &f32));
         }
-    } else if (op == BN_TRAIN) {
+    } else if (op == BN_TRAIN || op == BN_TRAIN_UP || op == BN_TRAIN_MIX) {
+        /* BN_TRAIN_UP: upstream's sample (x, then scale, bias, epsilon set_value(double), prev
+         * running stats, momentum set_value(0.1): DOUBLE); BN_TRAIN_MIX: saved and next running
+         * statistics in the data type */
+        hipdnnDataType_t st = op == BN_TRAIN_MIX ? dt : HIPDNN_DATA_FLOAT;
+        bool up = op != BN_TRAIN;
         Ten* x = add(c, xd, dt, nhwc, false, -2, 2);
         Ten* sc = chan(c, C, false, 0.5f, 1.5f);
         Ten* bi = chan(c, C, false, -0.5f, 0.5f);
-        Ten* eps = scalar(c, 1e-5f);
-        Ten* mom = scalar(c, 0.1f);
+        Ten* eps = up ? dscalar(c, 1e-5) : scalar(c, 1e-5f);
+        Ten* mom = up ? dscalar(c, 0.1) : scalar(c, 0.1f);
         Ten* prm = chan(c, C, false, -0.5f, 0.5f);
         Ten* prv = chan(c, C, false, 0.5f, 1.5f);
         Ten* y = add(c, xd, dt, nhwc, true, 0, 0);
-        Ten* mean = chan(c, C, true, 0, 0);
-        Ten* iv = chan(c, C, true, 0, 0);
-        Ten* nrm = chan(c, C, true, 0, 0);
-        Ten* nrv = chan(c, C, true, 0, 0);
+        Ten* mean = chan_t(c, C, st, true, 0, 0);
+        Ten* iv = chan_t(c, C, st, true, 0, 0);
+        Ten* nrm = chan_t(c, C, st, true, 0, 0);
+        Ten* nrv = chan_t(c, C, st, true, 0, 0);
         for (int i = 0; i < c->nt; i++) if (make_desc(&c->t[i])) return -1;
         CHECK(hipdnnBackendCreateDescriptor(HIPDNN_BACKEND_OPERATION_BATCHNORM_DESCRIPTOR_EXT, opd));
         if (set_t(*opd, HIPDNN_ATTR_OPERATION_BATCHNORM_X_EXT, x) || set_t(*opd, HIPDNN_ATTR_OPERATION_BATCHNORM_SCALE_EXT, sc)

@@ -7,9 +7,8 @@ of data-type / compute-type / layout combinations per operation - the GPU engine
 (the one ``is_applicable`` runs once a device is present) accepts the graph iff the CPU
 reference accepts it and the GPU engine implements every node (:func:`gpu_implements`).
 
-Dependency: the CPU reference's mixed-precision batchnorm widens what it accepts;
-graphs whose batchnorm parameter tensors mix types are outside :func:`gpu_implements`, so the
-test holds before and after that change (the GPU engine keeps declining them, with a reason).
+Mixed-precision batchnorm (each parameter / statistics tensor the data type or FLOAT, as the
+CPU reference accepts it) is inside :func:`gpu_implements`: both engines accept those graphs.
 """
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def cpu_analysis(g):
 def gpu_implements(g) -> bool:
     """The node kinds, modes and features the GPU engine has kernels for (its documented
     limits: no DOUBLE / integer data, no grouped conv, no negative strides, no peer statistics,
-    one parameter type per batchnorm node, runtime scalars only where a kernel takes them, no
-    DOUBLE compute type)."""
+    runtime scalars only where a kernel takes them, no DOUBLE compute type)."""
     for n in g.nodes:
         if n.kind not in ops.FAMILY or cg.dtype_name(n.compute_dtype) == "DOUBLE":
             return False
@@ -76,9 +74,6 @@ def gpu_implements(g) -> bool:
         if n.kind.startswith("Batchnorm"):
             if n.attrs.get("peer_stats_tensor_uid"):
                 return False
-            params = catalog.by_table(n.kind).roles_of(catalog.PARAM)
-            if len({gp.dt(r[q]) for q in params if q in r}) > 1:
-                return False   # mixed-precision parameters
     return True
 
 
@@ -240,12 +235,22 @@ def test_frontend_shaped_graphs_run_on_the_gpu_engine():
     ("self_loop_pw", "reads and writes the same tensor"),
     ("dangling_uid0", "uid 0"),
     ("grouped_conv", "grouped"),
-    ("mix_bninf_HALF", "mixed types"),
 ])
 def test_decline_reasons(name, expect):
     b = dict(CORPUS)[name]
     ok, why = gpu_analysis(parse_graph(b))
     assert not ok and expect in why, why
+
+
+@pytest.mark.parametrize("name", ["mix_bninf_HALF", "mix_bninf_BFLOAT16", "mix_bntrain_HALF",
+                                  "mix_bntrain_BFLOAT16"])
+def test_mixed_precision_batchnorm_accepted(name):
+    """Batchnorm parameter / statistics tensors each the data type or FLOAT (hipDNN's samples):
+    both engines accept."""
+    g = parse_graph(dict(CORPUS)[name])
+    assert cpu_analysis(g)[0], name
+    ok, why = gpu_analysis(g)
+    assert ok, why
 
 
 def test_uid_zero_roles():

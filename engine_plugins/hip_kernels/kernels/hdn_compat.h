@@ -50,6 +50,24 @@ template <> __device__ __forceinline__ hdn_half hdn_from_float<hdn_half>(float f
 #endif
     return h;
 }
+// BOOLEAN (the FlatBuffers schema writes it UNSET): one byte, 0 or 1; nonzero (NaN too) is true
+struct __align__(1) hdn_bool { unsigned char bits; };
+__device__ __forceinline__ float hdn_to_float(hdn_bool b) { return b.bits ? 1.f : 0.f; }
+template <> __device__ __forceinline__ hdn_bool hdn_from_float<hdn_bool>(float f) {
+    hdn_bool b;
+    b.bits = (unsigned char)(f != 0.f);
+    return b;
+}
+// 8-bit integers (pointwise nodes): round to nearest even, saturate, NaN -> 0 (the CPU
+// reference's encoding); reading one is the plain conversion to float
+template <> __device__ __forceinline__ signed char hdn_from_float<signed char>(float f) {
+    if (f != f) return 0;
+    return (signed char)fminf(fmaxf(rintf(f), -128.f), 127.f);
+}
+template <> __device__ __forceinline__ unsigned char hdn_from_float<unsigned char>(float f) {
+    if (f != f) return 0;
+    return (unsigned char)fminf(fmaxf(rintf(f), 0.f), 255.f);
+}
 // round a float through a storage type (virtual intermediates of a 16-bit type)
 template <class T> __device__ __forceinline__ float hdn_round(float f) { return hdn_to_float(hdn_from_float<T>(f)); }
 

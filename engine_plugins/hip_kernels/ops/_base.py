@@ -28,6 +28,9 @@ from .. import codegen as cg
 ENGINE = "hip_kernels"
 FLOATS = ("FLOAT", "HALF", "BFLOAT16", "FP8_E4M3", "FP8_E5M2")
 COMPUTE_TYPES = ("FLOAT", "UNSET")
+# types of a scalar (by-value, runtime pass-by-value) in a scalar role: the value is read on the
+# host and reaches the kernels as a float (baked or a by-value kernel argument)
+SCALAR_TYPES = ("FLOAT", "HALF", "BFLOAT16", "DOUBLE")
 
 
 class NotApplicable(Exception):
@@ -121,7 +124,7 @@ def check_tensors(node, r, runtime_scalars=()):
         if t.is_runtime_pass_by_value:
             _need(role in runtime_scalars,
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
-            _need(t.numel == 1 and dt(t) in FLOATS[:3], f"{role}: runtime scalar must be 1 float")
+            _need(t.numel == 1 and dt(t) in SCALAR_TYPES, f"{role}: runtime scalar must be 1 float")
         _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
         if role in outs:
             _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
@@ -134,15 +137,23 @@ def no_fp8(r):
               f"{role}: fp8 tensors are supported in matmul, convolution and pointwise nodes only")
 
 
-def check_types(node, r):
+def host_scalar(role, t, node) -> bool:
+    """A scalar role holding a value the host reads (by-value or runtime pass-by-value)."""
+    return role in op(node.kind).scalar_roles and (t.value is not None or t.is_runtime_pass_by_value)
+
+
+def check_types(node, r, extra=(), computes=COMPUTE_TYPES):
     """The catalog's data-type rules (the CPU reference engine's): the ``data`` roles share one
-    type t; outputs are t or FLOAT (16-bit too for fp8 data); the ``param`` roles (statistics,
-    scale, bias) share one type, t or FLOAT.  Every tensor FLOAT, HALF, BFLOAT16 or fp8; compute
-    type FLOAT or UNSET (16-bit data computes in float)."""
+    type t; outputs are t or FLOAT (16-bit too for fp8 data); each ``param`` role (statistics,
+    scale, bias) is t or FLOAT, independently (mixed precision, as hipDNN's samples build
+    batchnorm).  Every tensor FLOAT, HALF, BFLOAT16 or fp8 (a host scalar in a scalar role also
+    DOUBLE; ``extra``: further types the family takes); compute type FLOAT or UNSET (16-bit data
+    computes in float; ``computes``: the compute types the family takes)."""
     for role, t in r.items():
-        _need(dt(t) in FLOATS, f"{role}: type {dt(t)} not supported")
+        ok = FLOATS + tuple(extra) + (("DOUBLE",) if host_scalar(role, t, node) else ())
+        _need(dt(t) in ok, f"{role}: type {dt(t)} not supported")
     cd = cg.dtype_name(node.compute_dtype)
-    _need(cd in COMPUTE_TYPES, f"compute type {cd} not supported (FLOAT or UNSET)")
+    _need(cd in computes, f"compute type {cd} not supported (FLOAT or UNSET)")
     o = op(node.kind)
     present = [q for q in o.roles_of(catalog.DATA) if q in r]
     if not present:
@@ -156,7 +167,6 @@ def check_types(node, r):
             _need(dt(r[q]) in okout, f"{node.kind}: {q} is {dt(r[q])} for {t} data "
                                      f"({' or '.join(okout)})")
     ptypes = {dt(r[q]) for q in o.roles_of(catalog.PARAM) if q in r}
-    _need(len(ptypes) <= 1, f"{node.kind}: parameter tensors of mixed types {sorted(ptypes)}")
     _need(ptypes <= {t, "FLOAT"}, f"{node.kind}: parameter tensors are {sorted(ptypes)} for {t} "
                                   f"data ({t} or FLOAT)")
 
@@ -166,8 +176,8 @@ def check_storage_types(node, r, extra=()):
     ``extra`` (constants pass), compute type FLOAT, UNSET, HALF or BFLOAT16; the family's own
     check then narrows per role."""
     for role, t in r.items():
-        _need(t.value is not None or dt(t) in FLOATS + tuple(extra),
-              f"{role}: type {dt(t)} not supported")
+        _need(t.value is not None or host_scalar(role, t, node) and dt(t) in SCALAR_TYPES
+              or dt(t) in FLOATS + tuple(extra), f"{role}: type {dt(t)} not supported")
     cd = cg.dtype_name(node.compute_dtype)
     _need(cd in ("FLOAT", "UNSET", "HALF", "BFLOAT16"), f"compute type {cd} not supported")
 

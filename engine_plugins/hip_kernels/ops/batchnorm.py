@@ -14,8 +14,9 @@ from ._base import (_need, check_tensors, check_types, dims, dt, kinds, no_fp8, 
 
 KINDS = kinds("batchnorm")
 TRAIN, BWD = "BatchnormAttributes", "BatchnormBackwardAttributes"
-# epsilon and momentum of the training forward may be runtime pass-by-value scalars
-RUNTIME_SCALARS = {TRAIN: op(TRAIN).scalar_roles}
+# the scalar roles (epsilon, momentum) may be runtime pass-by-value scalars: the kernels take
+# them as by-value float arguments
+RUNTIME_SCALARS = {k: op(k).scalar_roles for k in KINDS if op(k).scalar_roles}
 # roles the catalog leaves optional that these kernels read: the saved statistics (backward)
 NEEDED = {BWD: frozenset({"mean", "inv_variance"})}
 
@@ -118,7 +119,6 @@ def _emit_bn_train(prog, graph, r, loc, tag):
     prog.steps.append(("memset", ws, 16 * C))
     src, grid, block = bn_stats_source(x, C, cl, M)
     prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
-    pdt = dt(r["scale"])
     outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
     eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
     run = "next_running_mean" in outs or "next_running_variance" in outs
@@ -139,7 +139,10 @@ def _emit_bn_train(prog, graph, r, loc, tag):
         t = r["momentum"]
         sptr["momentum"] = "ARG" if t.is_runtime_pass_by_value else cg.CTYPE[dt(t)]
         fargs.append(loc[t.uid])
-    src, grid, block = bn_finalize_source(C, M, pdt, eps, mom, outs, sptr)
+    ptypes = {q: dt(r[q]) for q in ("scale", "bias", "prev_running_mean", "prev_running_variance",
+                                     "mean", "inv_variance", "next_running_mean",
+                                     "next_running_variance") if q in r}
+    src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
     cs = [0] * len(domain)
@@ -261,20 +264,22 @@ extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __rest
     return src, (C, splits, 1), (256, 1, 1)
 
 
-def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
+def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs):
     """One thread per channel: mean/inv_variance (+ running stats) and the affine
-    (A_c, B_c) used by the apply pass.  ``outs``: roles present among mean, inv_variance,
-    next_running_mean, next_running_variance.  ``eps``/``mom``: float constants or None
-    (then read from device pointers ``eps_p`` / ``mom_p``)."""
-    T = cg.CTYPE[pdt]
+    (A_c, B_c) used by the apply pass.  ``ptypes``: role -> data type of each per-channel tensor
+    (each may be the data type or FLOAT: mixed precision).  ``outs``: roles present among mean,
+    inv_variance, next_running_mean, next_running_variance.  ``eps``/``mom``: float constants or
+    None (then by-value arguments or device pointers ``eps_p`` / ``mom_p``)."""
+    T = {q: cg.CTYPE[v] for q, v in ptypes.items()}
     params = [f"const double* __restrict__ ws", "float* __restrict__ ab",
-              f"const {T}* __restrict__ scale", f"const {T}* __restrict__ bias"]
+              f"const {T['scale']}* __restrict__ scale", f"const {T['bias']}* __restrict__ bias"]
     run = "next_running_mean" in outs or "next_running_variance" in outs
     if run:
-        params += [f"const {T}* __restrict__ prm", f"const {T}* __restrict__ prv"]
+        params += [f"const {T['prev_running_mean']}* __restrict__ prm",
+                   f"const {T['prev_running_variance']}* __restrict__ prv"]
     for r in ("mean", "inv_variance", "next_running_mean", "next_running_variance"):
         if r in outs:
-            params.append(f"{T}* __restrict__ o_{r}")
+            params.append(f"{T[r]}* __restrict__ o_{r}")
     eps_e = cg.flit(eps) if eps is not None else "hdn_to_float(eps_p[0])"
     mom_e = (cg.flit(mom) if mom is not None else "hdn_to_float(mom_p[0])") if run else "0.f"
     # "ARG": a runtime pass-by-value scalar, passed by value (read from the host at execute)
@@ -302,17 +307,19 @@ def bn_finalize_source(C, M, pdt, eps, mom, outs, scalar_ptrs):
   ab[{C} + c] = bi - (float)mean * sc * inv;
 """
     if "mean" in outs:
-        body += f"  o_mean[c] = hdn_from_float<{T}>((float)mean);\n"
+        body += f"  o_mean[c] = hdn_from_float<{T['mean']}>((float)mean);\n"
     if "inv_variance" in outs:
-        body += f"  o_inv_variance[c] = hdn_from_float<{T}>(inv);\n"
+        body += f"  o_inv_variance[c] = hdn_from_float<{T['inv_variance']}>(inv);\n"
     if run:
         unb = f"var * {float(M) / max(1.0, M - 1.0)!r}" if M > 1 else "var"
         body += f"  const float mo = {mom_e};\n"
         if "next_running_mean" in outs:
-            body += (f"  o_next_running_mean[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prm[c])"
+            body += (f"  o_next_running_mean[c] = hdn_from_float<{T['next_running_mean']}>("
+                     f"(1.f - mo) * hdn_to_float(prm[c])"
                      f" + mo * (float)mean);\n")
         if "next_running_variance" in outs:
-            body += (f"  o_next_running_variance[c] = hdn_from_float<{T}>((1.f - mo) * hdn_to_float(prv[c])"
+            body += (f"  o_next_running_variance[c] = hdn_from_float<{T['next_running_variance']}>("
+                     f"(1.f - mo) * hdn_to_float(prv[c])"
                      f" + mo * (float)({unb}));\n")
     src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
            f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')

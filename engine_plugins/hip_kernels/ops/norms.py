@@ -3,47 +3,103 @@ block-reduction core (kernels/hdn_reduce.h).
 
 x is viewed as [M rows, D normalised elements] (the normalised dims are the trailing ones, found
 as the CPU reference does: normalized_dim_count, else the statistics' shape, else scale's shape,
-else all but the first); x / y / dy / dx must be packed row-major (the hipDNN default 16-byte
-tensor alignment is assumed for the vector loads).  One block per row keeps its row in registers:
+else all but the first); the kernels read x / y / dy / dx packed row-major (the hipDNN default
+16-byte tensor alignment is assumed for the vector loads): other layouts are copied into packed
+workspace before (inputs) and after (outputs) the row kernel.  One block per row keeps its row in registers:
 mean and variance are two passes over registers (no cancellation), float32 throughout.  Backward
 blocks loop over rows, keep dscale / dbias partials per column in registers, write them to the
 workspace, and a column kernel sums the partials in a fixed order (deterministic).
 """
 from __future__ import annotations
 
+import copy
 import math
 
 from hipdnn_cabi.schemas import catalog
 
 from .. import codegen as cg
+from ..codegen import EwIn, EwOut
 from ._base import check_storage_types, check_tensors, declines, kinds, op
 
 KINDS = kinds("norms")
 FUSES = ("LayernormAttributes", "RMSNormAttributes")   # forward: a pointwise run fuses into y
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
+# epsilon may be a runtime pass-by-value scalar: the kernels take it as a by-value float argument
+RUNTIME_SCALARS = {k: op(k).scalar_roles for k in KINDS if op(k).scalar_roles}
 
 
 def check(node, graph, r):
-    check_tensors(node, r)
+    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
     check_storage_types(node, r)
     with declines(node.kind):
-        _check(node, graph, r)
+        _check(node, graph, packed_view(node, r)[0])
 
 
 def emit(ctx, node, r, tag, fused=None):
     """``fused``: a following pointwise run (ops.pointwise.Run) computed on the normalised value
-    in registers and stored by the norm kernel."""
+    in registers and stored by the norm kernel.  x-shaped tensors that are not packed row-major
+    (NHWC, padded, permuted) are copied into packed workspace first (inputs) or from it after
+    (outputs)."""
     epi = None
     if fused:
         y = r["y"]
         epi = fused.body(_dims(y), seed=y.uid)
         ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
+    rp, moved = packed_view(node, r)
+    loc = ctx.loc
+    if moved:
+        loc = dict(ctx.loc)
+        for role in moved:
+            t = rp[role]
+            loc[t.uid] = ("ws", ctx.prog.ws_alloc(t.numel * cg.ELEM_SIZE[cg.dtype_name(t.dtype)]))
+        for role in moved:
+            if role in op(node.kind).inputs:
+                _copy(ctx.prog, r[role], ctx.loc[r[role].uid], rp[role], loc[r[role].uid], f"{tag}_{role}")
     with declines(node.kind):
-        _emit(ctx.prog, ctx.graph, node, r, ctx.loc, tag, ctx.sms, ctx.use_mma, epi=epi)
+        _emit(ctx.prog, ctx.graph, node, rp, loc, tag, ctx.sms, ctx.use_mma, epi=epi)
+    for role in moved:
+        if role in op(node.kind).outputs:
+            _copy(ctx.prog, rp[role], loc[r[role].uid], r[role], ctx.loc[r[role].uid], f"{tag}_{role}")
 
 
 def fusable_output(node, r):
-    return r["y"].uid if node.kind in FUSES else None
+    if node.kind not in FUSES or packed_view(node, r)[1]:
+        return None
+    return r["y"].uid
+
+
+def packed_view(node, r):
+    """(r with the x-shaped roles given packed row-major strides, the roles that changed)."""
+    o = op(node.kind)
+    rp, moved = dict(r), []
+    for role in o.roles_of(catalog.DATA) + o.roles_of(catalog.OUT):
+        t = r.get(role)
+        if t is None or packed(_dims(t), _st(t)):
+            continue
+        c = copy.copy(t)
+        c.strides = _row_major(_dims(t))
+        rp[role] = c
+        moved.append(role)
+    return rp, moved
+
+
+def _row_major(dims):
+    st, acc = [], 1
+    for d in reversed(dims):
+        st.append(acc)
+        acc *= d
+    return list(reversed(st))
+
+
+def _copy(prog, src, src_loc, dst, dst_loc, tag):
+    """One elementwise kernel: dst = src (same dims and type, any strides)."""
+    domain = _dims(dst)
+    name = f"hdn_norm_copy_{tag}"
+    T = cg.dtype_name(src.dtype)
+    s, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, _st(dst)),
+                                           [EwIn("v", T, _st(src), param="ps")], [],
+                                           [EwOut("v", T, _st(dst), "pd")])
+    prog.steps.append(("launch", s, name, grid, block, [src_loc, dst_loc]))
 
 
 def fused_store_ok(t):
@@ -154,7 +210,8 @@ def _check(node, graph, r):
         raise ValueError(str(e)) from None
     eps = r.get("epsilon")
     if eps is not None:
-        _ok = eps.numel == 1 and (eps.value is not None or cg.dtype_name(eps.dtype) in FLOATS)
+        _ok = eps.numel == 1 and (eps.value is not None or eps.is_runtime_pass_by_value
+                                  or cg.dtype_name(eps.dtype) in FLOATS)
         if not _ok:
             raise ValueError("epsilon must be one float")
     return g
@@ -219,6 +276,10 @@ def _eps_code(r, args, params, loc):
     if eps.value is not None:
         v = eps.value[0] if isinstance(eps.value, (list, tuple)) else eps.value
         return cg.flit(float(v))
+    if eps.is_runtime_pass_by_value:      # read on the host at execute, passed by value
+        params.append("const float peps")
+        args.append(loc[eps.uid])
+        return "peps"
     params.append(f"const {cg.CTYPE[cg.dtype_name(eps.dtype)]}* __restrict__ peps")
     args.append(loc[eps.uid])
     return "hdn_to_float(peps[0])"

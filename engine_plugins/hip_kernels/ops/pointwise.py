@@ -10,10 +10,14 @@ from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
 from ..codegen import EwIn, EwOut
-from ._base import (_need, NotApplicable, check_tensors, check_types, dims, dt, kinds, op,
-                    roles, strides)
+from ._base import (COMPUTE_TYPES, _need, NotApplicable, check_tensors, check_types, dims, dt,
+                    kinds, op, roles, strides)
 
 KINDS = kinds("pointwise")
+BOOL = "UNSET"        # a non-virtual UNSET tensor is a BOOLEAN one (stored 0 / 1, one byte)
+INT8S = ("INT8", "UINT8")
+# types a fused GEMM / norm epilogue does not store: the pointwise kernel only
+NOT_FUSED = (BOOL,) + INT8S
 _OP = op(KINDS[0])
 INS, (OUT,) = _OP.inputs, _OP.outputs
 # every by-value scalar role of the catalog may be a runtime pass-by-value scalar here
@@ -36,6 +40,21 @@ PW_EXPR = {
     "RELU_BWD": (2, None), "SIGMOID_BWD": (2, "(a * (1.0f / (1.0f + expf(-b))) * (1.0f - 1.0f / (1.0f + expf(-b))))"),
     "TANH_BWD": (2, "(a * (1.0f - tanhf(b) * tanhf(b)))"),
     "BINARY_SELECT": (3, "((c != 0.0f) ? a : b)"),
+    # comparisons and logic produce 1 / 0 (stored as BOOLEAN, or as a number in any float type)
+    "CMP_EQ": (2, "((a == b) ? 1.0f : 0.0f)"), "CMP_NEQ": (2, "((a != b) ? 1.0f : 0.0f)"),
+    "CMP_GT": (2, "((a > b) ? 1.0f : 0.0f)"), "CMP_GE": (2, "((a >= b) ? 1.0f : 0.0f)"),
+    "CMP_LT": (2, "((a < b) ? 1.0f : 0.0f)"), "CMP_LE": (2, "((a <= b) ? 1.0f : 0.0f)"),
+    "LOGICAL_AND": (2, "((a != 0.0f && b != 0.0f) ? 1.0f : 0.0f)"),
+    "LOGICAL_OR": (2, "((a != 0.0f || b != 0.0f) ? 1.0f : 0.0f)"),
+    "LOGICAL_NOT": (1, "((a == 0.0f) ? 1.0f : 0.0f)"),
+    # backward activations: a = dy, b = x (the CPU reference's formulas)
+    "GELU_BWD": (2, "(a * (0.5f * (1.0f + erff(b * 0.70710678118654752f)) + "
+                    "b * 0.39894228040143268f * expf(-0.5f * b * b)))"),
+    "GELU_APPROX_TANH_BWD": (2, "(a * (0.5f * (1.0f + tanhf(0.79788456080286536f * (b + 0.044715f * b * b * b)))"
+                               " + 0.5f * b * (1.0f - tanhf(0.79788456080286536f * (b + 0.044715f * b * b * b))"
+                               " * tanhf(0.79788456080286536f * (b + 0.044715f * b * b * b)))"
+                               " * 0.79788456080286536f * (1.0f + 0.134145f * b * b)))"),
+    "ELU_BWD": (2, None), "SOFTPLUS_BWD": (2, None), "SWISH_BWD": (2, None),
 }
 PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
              "elu_alpha", "softplus_beta")
@@ -75,6 +94,18 @@ def pw_expression(node, args) -> str:
         al = a.get("elu_alpha")
         al = 1.0 if al is None else al
         return f"(({env['a']}) > 0.0f ? ({env['a']}) : {cg.flit(al)} * expm1f(fminf({env['a']}, 0.0f)))"
+    if mode == "ELU_BWD":
+        al = a.get("elu_alpha")
+        al = 1.0 if al is None else al
+        dy, x = env["a"], env["b"]
+        return f"(({dy}) * (({x}) > 0.0f ? 1.0f : {cg.flit(al)} * expf(fminf({x}, 0.0f))))"
+    if mode in ("SOFTPLUS_BWD", "SWISH_BWD"):
+        be = a.get("softplus_beta" if mode == "SOFTPLUS_BWD" else "swish_beta") or 1.0
+        dy, x = env["a"], env["b"]
+        sg = f"(1.0f / (1.0f + expf(-{cg.flit(be)} * ({x}))))"
+        if mode == "SOFTPLUS_BWD":
+            return f"(({dy}) * {sg})"
+        return f"(({dy}) * ({sg} + {cg.flit(be)} * ({x}) * {sg} * (1.0f - {sg})))"
     if mode == "SOFTPLUS_FWD":
         be = a.get("softplus_beta") or 1.0
         z = f"({cg.flit(be)} * ({env['a']}))"
@@ -84,8 +115,15 @@ def pw_expression(node, args) -> str:
 
 def check(node, graph, r):
     check_tensors(node, r, RUNTIME_SCALARS[node.kind])
-    check_types(node, r)
     mode = pw_mode_name(node)
+    # 8-bit integers: float32 arithmetic is exact on them and stores round and saturate as the
+    # CPU reference encodes (INT32 would need double arithmetic: declined); integer graphs may
+    # name an INT32 compute type
+    ints = any(dt(t) in INT8S for t in r.values())
+    check_types(node, r, extra=(BOOL,) + INT8S,
+                computes=COMPUTE_TYPES + (("INT32",) if ints else ()))
+    _need(not any(dt(t) == BOOL and t.value is not None for t in r.values()),
+          "BOOLEAN by-value scalars not supported")
     _need(mode in PW_EXPR, f"pointwise mode {mode} not supported")
     ar = PW_EXPR[mode][0]
     _need(all(x in r for x in INS[:ar]) and OUT in r, f"pointwise {mode}: operands missing")
