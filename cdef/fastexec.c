@@ -1,0 +1,274 @@
+/* hipdnn_cabi.frontend._fastexec: the C half of Graph.execute's by-value cache
+ * (hipdnn_cabi/frontend/graph/execution.py, docs/frontend.md "Execute cache").
+ *
+ * A CPython extension module built beside libhipdnn_backend.so (cdef/build_backend.py).  It uses
+ * only the public C API of the backend: the frontend hands it the address of
+ * hipdnnBackendExecute of the library it opened, inside each cache entry.
+ *
+ *   key(variant_pack, workspace, handle) -> tuple | None
+ *       The by-value key of one execute call: the handle's identity, the workspace's and every
+ *       buffer's type and fingerprint, every key (its identity; str / int / float / bool by type
+ *       and value).  None: some buffer is not kept by value (its type is not in the kinds table,
+ *       or it gives no fingerprint).  Fingerprints, by kind (set_kinds):
+ *         0 number:     the value itself;
+ *         1 ndarray:    data pointer, writability, shape and strides (PEP 3118 buffer) and dtype;
+ *         2 torch-like: data_ptr(), dtype, shape, stride(), device.
+ *   execute(graph, cache, variant_pack, workspace, handle) -> int | None
+ *       key(...) looked up in ``cache``; on a hit whose entry still matches the graph's state (the
+ *       active plan, select_engine_by_memory, the device workspace, the handle and its raw
+ *       handle: every one compared by identity with what the entry holds strongly), one
+ *       hipdnnBackendExecute(h, plan, pack) with the GIL released; returns its status.  None: no
+ *       such entry (or anything unexpected): the caller takes the Python path.
+ *   set_kinds(dict)   {type: kind} (exact types; the frontend adds types as it meets them).
+ *
+ * Entry layout (a tuple; execution.py _VEntry): 0 plan object, 1 select_engine_by_memory,
+ * 2 _dev_ws, 3 handle object, 4 raw handle object, 5 handle address, 6 plan address,
+ * 7 variant pack address, 8 address of hipdnnBackendExecute, ... (Python-only fields).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef int (*fe_exec_fn)(void*, void*, void*);
+
+enum { K_NUMBER = 0, K_NDARRAY = 1, K_TORCH = 2 };
+#define ENTRY_MIN 9
+
+static PyObject* g_kinds; /* dict: exact type -> kind */
+static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_active, *s_plans,
+    *s_plan_ok, *s_sebm, *s_dev_ws, *s_handle, *s_h;
+
+/* Append a new reference (stolen) to list L; -1 on error. */
+static int push(PyObject* L, PyObject* o)
+{
+    if (o == NULL)
+        return -1;
+    int r = PyList_Append(L, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static int push_attr(PyObject* L, PyObject* v, PyObject* name) { return push(L, PyObject_GetAttr(v, name)); }
+static int push_call(PyObject* L, PyObject* v, PyObject* name)
+{
+    return push(L, PyObject_CallMethodNoArgs(v, name));
+}
+
+/* The fingerprint of one buffer (or the workspace) onto L: 0 done, 1 not kept by value, -1 error. */
+static int push_fp(PyObject* L, PyObject* v)
+{
+    if (v == Py_None)
+        return PyList_Append(L, Py_None);
+    PyObject* k = PyDict_GetItemWithError(g_kinds, (PyObject*)Py_TYPE(v));
+    if (k == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    long kind = PyLong_AsLong(k);
+    if (PyList_Append(L, (PyObject*)Py_TYPE(v)) < 0)
+        return -1;
+    switch (kind) {
+    case K_NUMBER:
+        return PyList_Append(L, v);
+    case K_TORCH:
+        if (push_call(L, v, s_data_ptr) || push_attr(L, v, s_dtype) || push_attr(L, v, s_shape)
+            || push_call(L, v, s_stride) || push_attr(L, v, s_device))
+            return -1;
+        return 0;
+    case K_NDARRAY: {
+        Py_buffer b;
+        if (PyObject_GetBuffer(v, &b, PyBUF_STRIDES) < 0) { /* a dtype PEP 3118 cannot describe */
+            PyErr_Clear();
+            return 1;
+        }
+        int r = push(L, PyLong_FromVoidPtr(b.buf)) || PyList_Append(L, b.readonly ? Py_True : Py_False)
+                || push(L, PyLong_FromLong(b.ndim));
+        for (int i = 0; !r && i < b.ndim; ++i)
+            r = push(L, PyLong_FromSsize_t(b.shape[i])) || push(L, PyLong_FromSsize_t(b.strides[i]));
+        PyBuffer_Release(&b);
+        if (r || push_attr(L, v, s_dtype))
+            return -1;
+        return 0;
+    }
+    default:
+        return 1;
+    }
+}
+
+/* The key of one call (new reference), Py_None when not kept by value, NULL on error. */
+static PyObject* make_key(PyObject* vp, PyObject* ws, PyObject* handle)
+{
+    if (!PyDict_Check(vp) || g_kinds == NULL)
+        Py_RETURN_NONE;
+    PyObject* L = PyList_New(0);
+    if (L == NULL)
+        return NULL;
+    int r = push(L, handle == Py_None ? (Py_INCREF(Py_None), Py_None) : PyLong_FromVoidPtr(handle));
+    if (!r)
+        r = push_fp(L, ws);
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (!r && PyDict_Next(vp, &pos, &k, &v)) {
+        if (k == Py_None) /* skipped, as execute skips it */
+            continue;
+        PyTypeObject* tk = Py_TYPE(k);
+        r = PyList_Append(L, (PyObject*)tk);
+        if (!r)
+            r = (tk == &PyUnicode_Type || tk == &PyLong_Type || tk == &PyFloat_Type || tk == &PyBool_Type)
+                    ? PyList_Append(L, k)
+                    : push(L, PyLong_FromVoidPtr(k));
+        if (!r)
+            r = push_fp(L, v);
+    }
+    if (r) {
+        Py_DECREF(L);
+        if (r < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject* t = PyList_AsTuple(L);
+    Py_DECREF(L);
+    return t;
+}
+
+static PyObject* fe_key(PyObject* self, PyObject* const* args, Py_ssize_t n)
+{
+    (void)self;
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "key(variant_pack, workspace, handle)");
+        return NULL;
+    }
+    return make_key(args[0], args[1], args[2]);
+}
+
+/* 1 when attribute `name` of o is `want` (compared by identity), else 0 (errors cleared). */
+static int attr_is(PyObject* o, PyObject* name, PyObject* want)
+{
+    PyObject* a = PyObject_GetAttr(o, name);
+    if (a == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int same = a == want;
+    Py_DECREF(a);
+    return same;
+}
+
+/* 1 when the graph's active plan is `plan` (its _plans[_active], with _plan_ok[_active] True). */
+static int active_plan_is(PyObject* g, PyObject* plan)
+{
+    int ok = 0;
+    PyObject* a = PyObject_GetAttr(g, s_active);
+    PyObject* plans = a ? PyObject_GetAttr(g, s_plans) : NULL;
+    PyObject* oks = plans ? PyObject_GetAttr(g, s_plan_ok) : NULL;
+    if (oks != NULL && PyLong_CheckExact(a) && PyList_CheckExact(plans) && PyList_CheckExact(oks)) {
+        Py_ssize_t i = PyLong_AsSsize_t(a);
+        if (i >= 0 && i < PyList_GET_SIZE(plans) && i < PyList_GET_SIZE(oks))
+            ok = PyList_GET_ITEM(oks, i) == Py_True && PyList_GET_ITEM(plans, i) == plan;
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(plans);
+    Py_XDECREF(oks);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return ok;
+}
+
+static PyObject* fe_execute(PyObject* self, PyObject* const* args, Py_ssize_t n)
+{
+    (void)self;
+    if (n != 5) {
+        PyErr_SetString(PyExc_TypeError, "execute(graph, cache, variant_pack, workspace, handle)");
+        return NULL;
+    }
+    PyObject *g = args[0], *cache = args[1], *handle = args[4];
+    if (!PyDict_Check(cache))
+        Py_RETURN_NONE;
+    PyObject* key = make_key(args[2], args[3], handle);
+    if (key == NULL) {
+        PyErr_Clear(); /* the Python path meets the same buffer and says what is wrong */
+        Py_RETURN_NONE;
+    }
+    if (key == Py_None)
+        return key;
+    PyObject* e = PyDict_GetItemWithError(cache, key); /* borrowed */
+    Py_DECREF(key);
+    if (e == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) < ENTRY_MIN)
+        Py_RETURN_NONE;
+    Py_INCREF(e); /* the state compares below run Python code (attribute lookups) */
+    PyObject* hh = handle;
+    int ok = active_plan_is(g, PyTuple_GET_ITEM(e, 0)) && attr_is(g, s_sebm, PyTuple_GET_ITEM(e, 1))
+             && attr_is(g, s_dev_ws, PyTuple_GET_ITEM(e, 2));
+    if (ok && hh == Py_None) {
+        hh = PyObject_GetAttr(g, s_handle);
+        if (hh == NULL) {
+            PyErr_Clear();
+            ok = 0;
+        }
+    } else
+        Py_INCREF(hh);
+    if (ok) {
+        ok = hh == PyTuple_GET_ITEM(e, 3) && attr_is(hh, s_h, PyTuple_GET_ITEM(e, 4));
+        Py_DECREF(hh);
+    }
+    void *h = NULL, *p = NULL, *v = NULL, *f = NULL;
+    if (ok) {
+        h = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 5));
+        p = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 6));
+        v = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 7));
+        f = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 8));
+        if (PyErr_Occurred() || f == NULL) {
+            PyErr_Clear();
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        Py_DECREF(e);
+        Py_RETURN_NONE;
+    }
+    int st;
+    Py_BEGIN_ALLOW_THREADS /* calls into plugins release the GIL (docs/embedding.md) */
+    st = ((fe_exec_fn)f)(h, p, v);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(e);
+    return PyLong_FromLong(st);
+}
+
+static PyObject* fe_set_kinds(PyObject* self, PyObject* arg)
+{
+    (void)self;
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_kinds(dict)");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(g_kinds, arg);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"key", (PyCFunction)(void (*)(void))fe_key, METH_FASTCALL, "key(variant_pack, workspace, handle)"},
+    {"execute", (PyCFunction)(void (*)(void))fe_execute, METH_FASTCALL,
+     "execute(graph, cache, variant_pack, workspace, handle) -> status | None"},
+    {"set_kinds", fe_set_kinds, METH_O, "set_kinds({type: kind})"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastexec", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastexec(void)
+{
+    struct {
+        PyObject** p;
+        const char* s;
+    } names[] = {{&s_data_ptr, "data_ptr"}, {&s_dtype, "dtype"},   {&s_shape, "shape"},
+                 {&s_stride, "stride"},     {&s_device, "device"}, {&s_active, "_active"},
+                 {&s_plans, "_plans"},      {&s_plan_ok, "_plan_ok"}, {&s_sebm, "select_engine_by_memory"},
+                 {&s_dev_ws, "_dev_ws"},    {&s_handle, "handle"}, {&s_h, "_h"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+        if ((*names[i].p = PyUnicode_InternFromString(names[i].s)) == NULL)
+            return NULL;
+    return PyModule_Create(&module);
+}
