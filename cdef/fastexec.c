@@ -19,6 +19,10 @@
  *       handle: every one compared by identity with what the entry holds strongly), one
  *       hipdnnBackendExecute(h, plan, pack) with the GIL released; returns its status.  None: no
  *       such entry (or anything unexpected): the caller takes the Python path.
+ *   graph_execute_method
+ *       Graph.execute itself (an instancemethod around graph_execute): the lookup above on the
+ *       graph's ``_fcache``; a miss (or unusual arguments) calls graph._execute_cached(...), a
+ *       failed status graph._execute_failed(status).
  *   set_kinds(dict)   {type: kind} (exact types; the frontend adds types as it meets them).
  *
  * Entry layout (a tuple; execution.py _VEntry): 0 plan object, 1 select_engine_by_memory,
@@ -172,31 +176,27 @@ static int active_plan_is(PyObject* g, PyObject* plan)
     return ok;
 }
 
-static PyObject* fe_execute(PyObject* self, PyObject* const* args, Py_ssize_t n)
+/* The status (a new int) of the kept pack's execute, or Py_None (not a new reference: no entry, or
+ * the graph's state moved). */
+static PyObject* fe_execute_in(PyObject* g, PyObject* cache, PyObject* vp, PyObject* ws, PyObject* handle)
 {
-    (void)self;
-    if (n != 5) {
-        PyErr_SetString(PyExc_TypeError, "execute(graph, cache, variant_pack, workspace, handle)");
-        return NULL;
-    }
-    PyObject *g = args[0], *cache = args[1], *handle = args[4];
-    if (!PyDict_Check(cache))
-        Py_RETURN_NONE;
-    PyObject* key = make_key(args[2], args[3], handle);
+    PyObject* key = make_key(vp, ws, handle);
     if (key == NULL) {
         PyErr_Clear(); /* the Python path meets the same buffer and says what is wrong */
-        Py_RETURN_NONE;
+        return Py_None;
     }
-    if (key == Py_None)
-        return key;
+    if (key == Py_None) {
+        Py_DECREF(key);
+        return Py_None;
+    }
     PyObject* e = PyDict_GetItemWithError(cache, key); /* borrowed */
     Py_DECREF(key);
     if (e == NULL) {
         PyErr_Clear();
-        Py_RETURN_NONE;
+        return Py_None;
     }
     if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) < ENTRY_MIN)
-        Py_RETURN_NONE;
+        return Py_None;
     Py_INCREF(e); /* the state compares below run Python code (attribute lookups) */
     PyObject* hh = handle;
     int ok = active_plan_is(g, PyTuple_GET_ITEM(e, 0)) && attr_is(g, s_sebm, PyTuple_GET_ITEM(e, 1))
@@ -226,7 +226,7 @@ static PyObject* fe_execute(PyObject* self, PyObject* const* args, Py_ssize_t n)
     }
     if (!ok) {
         Py_DECREF(e);
-        Py_RETURN_NONE;
+        return Py_None;
     }
     int st;
     Py_BEGIN_ALLOW_THREADS /* calls into plugins release the GIL (docs/embedding.md) */
@@ -234,6 +234,80 @@ static PyObject* fe_execute(PyObject* self, PyObject* const* args, Py_ssize_t n)
     Py_END_ALLOW_THREADS
     Py_DECREF(e);
     return PyLong_FromLong(st);
+}
+
+static PyObject* fe_execute(PyObject* self, PyObject* const* args, Py_ssize_t n)
+{
+    (void)self;
+    if (n != 5) {
+        PyErr_SetString(PyExc_TypeError, "execute(graph, cache, variant_pack, workspace, handle)");
+        return NULL;
+    }
+    if (!PyDict_Check(args[1]))
+        Py_RETURN_NONE;
+    PyObject* r = fe_execute_in(args[0], args[1], args[2], args[3], args[4]);
+    if (r == Py_None)
+        Py_INCREF(r);
+    return r;
+}
+
+/* Graph.execute(variant_pack, workspace=None, handle=None) (bound through an instancemethod):
+ * the kept pack of the call when ``graph._fcache`` has it, else graph._execute_cached(...) (the
+ * identity cache and the full path).  A non-zero status goes to graph._execute_failed(status),
+ * which raises the backend's error. */
+static PyObject *s_fcache, *s_execute_cached, *s_execute_failed, *s_workspace, *s_variant_pack;
+
+static PyObject* fe_graph_execute(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames)
+{
+    (void)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "execute() needs the graph");
+        return NULL;
+    }
+    PyObject *g = args[0], *vp = n > 1 ? args[1] : NULL, *ws = n > 2 ? args[2] : Py_None,
+             *handle = n > 3 ? args[3] : Py_None;
+    int fast = n <= 4;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; fast && i < nk; ++i) {
+        PyObject* k = PyTuple_GET_ITEM(kwnames, i);
+        if (k == s_workspace && n <= 2)
+            ws = args[n + i];
+        else if (k == s_handle && n <= 3)
+            handle = args[n + i];
+        else if (k == s_variant_pack && n == 1)
+            vp = args[n + i];
+        else
+            fast = 0;
+    }
+    if (fast && vp != NULL) {
+        PyObject* fc = PyObject_GetAttr(g, s_fcache);
+        if (fc == NULL)
+            PyErr_Clear();
+        else {
+            PyObject* st = PyDict_Check(fc) && PyDict_GET_SIZE(fc) ? fe_execute_in(g, fc, vp, ws, handle) : Py_None;
+            Py_DECREF(fc);
+            if (st == NULL)
+                return NULL;
+            if (st != Py_None) {
+                long v = PyLong_AsLong(st);
+                if (v == 0) {
+                    Py_DECREF(st);
+                    Py_INCREF(g);
+                    return g;
+                }
+                PyObject* r = PyObject_CallMethodOneArg(g, s_execute_failed, st);
+                Py_DECREF(st);
+                return r;
+            }
+        }
+    }
+    PyObject* m = PyObject_GetAttr(g, s_execute_cached);
+    if (m == NULL)
+        return NULL;
+    PyObject* r = PyObject_Vectorcall(m, args + 1, (size_t)(n - 1), kwnames);
+    Py_DECREF(m);
+    return r;
 }
 
 static PyObject* fe_set_kinds(PyObject* self, PyObject* arg)
@@ -253,6 +327,9 @@ static PyMethodDef methods[] = {
     {"execute", (PyCFunction)(void (*)(void))fe_execute, METH_FASTCALL,
      "execute(graph, cache, variant_pack, workspace, handle) -> status | None"},
     {"set_kinds", fe_set_kinds, METH_O, "set_kinds({type: kind})"},
+    {"graph_execute", (PyCFunction)(void (*)(void))fe_graph_execute, METH_FASTCALL | METH_KEYWORDS,
+     "graph_execute($module, graph, variant_pack, workspace=None, handle=None)\n--\n\n"
+     "Graph.execute: the kept pack of the call, else graph._execute_cached(...)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -266,9 +343,24 @@ PyMODINIT_FUNC PyInit__fastexec(void)
     } names[] = {{&s_data_ptr, "data_ptr"}, {&s_dtype, "dtype"},   {&s_shape, "shape"},
                  {&s_stride, "stride"},     {&s_device, "device"}, {&s_active, "_active"},
                  {&s_plans, "_plans"},      {&s_plan_ok, "_plan_ok"}, {&s_sebm, "select_engine_by_memory"},
-                 {&s_dev_ws, "_dev_ws"},    {&s_handle, "handle"}, {&s_h, "_h"}};
+                 {&s_dev_ws, "_dev_ws"},    {&s_handle, "handle"}, {&s_h, "_h"},
+                 {&s_fcache, "_fcache"},    {&s_execute_cached, "_execute_cached"},
+                 {&s_execute_failed, "_execute_failed"}, {&s_workspace, "workspace"},
+                 {&s_variant_pack, "variant_pack"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         if ((*names[i].p = PyUnicode_InternFromString(names[i].s)) == NULL)
             return NULL;
-    return PyModule_Create(&module);
+    PyObject* m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    /* Graph.execute: graph_execute bound like a Python function (an instancemethod) */
+    PyObject* f = PyObject_GetAttrString(m, "graph_execute");
+    PyObject* im = f ? PyInstanceMethod_New(f) : NULL;
+    Py_XDECREF(f);
+    if (im == NULL || PyModule_AddObject(m, "graph_execute_method", im) < 0) {
+        Py_XDECREF(im);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -172,6 +172,17 @@ class ExecutionMixin:
                 if st:
                     self.api.check(st, "hipdnnBackendExecute")
                 return self
+        return self._execute_cached(variant_pack, workspace, handle)
+
+    _py_execute = execute   # the Python spelling (execute is _fastexec's when that is built)
+
+    def _execute_failed(self, status):
+        """A kept pack's execute failed: the backend's error as an exception."""
+        self.api.check(status, "hipdnnBackendExecute")
+        return self
+
+    def _execute_cached(self, variant_pack, workspace=None, handle=None):
+        """execute after a by-value miss: the identity cache, else the full path."""
         if None in variant_pack:
             variant_pack = {k: v for k, v in variant_pack.items() if k is not None}
         cache = self.__dict__.get("_xcache")
@@ -480,10 +491,23 @@ def _py_fast_execute(g, cache, variant_pack, workspace, handle):
     return e[11](e[4], e[0], e[9])
 
 
-if _fastexec is not None and not os.environ.get("HIPDNN_CABI_NO_C_FAST_EXECUTE"):
-    _vkey, _fast_execute = _fastexec.key, _fastexec.execute
-else:
-    _vkey, _fast_execute = _py_vkey, _py_fast_execute
+def use_c_fast_path(on: bool) -> bool:
+    """Serve execute's by-value cache from C (hipdnn_cabi.frontend._fastexec: Graph.execute is
+    its graph_execute_method) or from Python (ExecutionMixin._py_execute, _py_fast_execute);
+    process-wide, what tests and benchmarks compare.  Returns whether C serves it now."""
+    global _vkey, _fast_execute
+    on = bool(on) and _fastexec is not None
+    if on:
+        _vkey, _fast_execute = _fastexec.key, _fastexec.execute
+        ExecutionMixin.execute = _fastexec.graph_execute_method
+    else:
+        _vkey, _fast_execute = _py_vkey, _py_fast_execute
+        ExecutionMixin.execute = ExecutionMixin._py_execute
+    return on
+
+
+# HIPDNN_CABI_NO_C_FAST_EXECUTE=1 (read at import): the Python spelling
+use_c_fast_path(os.environ.get("HIPDNN_CABI_NO_C_FAST_EXECUTE", "") in ("", "0"))
 
 
 def _addr_fn(ffi):
