@@ -42,39 +42,57 @@ static PyObject* g_kinds; /* dict: exact type -> kind */
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_active, *s_plans,
     *s_plan_ok, *s_sebm, *s_dev_ws, *s_handle, *s_h;
 
-/* Append a new reference (stolen) to list L; -1 on error. */
-static int push(PyObject* L, PyObject* o)
+/* The key under construction: up to KEY_MAX new references, made a tuple at the end (no list,
+ * no reallocation: every execute builds one). */
+#define KEY_MAX 512
+typedef struct {
+    Py_ssize_t n;
+    PyObject* v[KEY_MAX];
+} keybuf;
+
+/* Append a new reference (stolen); -1 on error (NULL o, or the key is too long). */
+static int push(keybuf* K, PyObject* o)
 {
     if (o == NULL)
         return -1;
-    int r = PyList_Append(L, o);
-    Py_DECREF(o);
-    return r;
+    if (K->n == KEY_MAX) {
+        Py_DECREF(o);
+        PyErr_SetString(PyExc_OverflowError, "execute key too long");
+        return -1;
+    }
+    K->v[K->n++] = o;
+    return 0;
 }
 
-static int push_attr(PyObject* L, PyObject* v, PyObject* name) { return push(L, PyObject_GetAttr(v, name)); }
-static int push_call(PyObject* L, PyObject* v, PyObject* name)
+static int push_ref(keybuf* K, PyObject* o)
 {
-    return push(L, PyObject_CallMethodNoArgs(v, name));
+    Py_INCREF(o);
+    return push(K, o);
 }
 
-/* The fingerprint of one buffer (or the workspace) onto L: 0 done, 1 not kept by value, -1 error. */
-static int push_fp(PyObject* L, PyObject* v)
+static int push_attr(keybuf* K, PyObject* v, PyObject* name) { return push(K, PyObject_GetAttr(v, name)); }
+static int push_call(keybuf* K, PyObject* v, PyObject* name)
+{
+    return push(K, PyObject_CallMethodNoArgs(v, name));
+}
+
+/* The fingerprint of one buffer (or the workspace) onto K: 0 done, 1 not kept by value, -1 error. */
+static int push_fp(keybuf* K, PyObject* v)
 {
     if (v == Py_None)
-        return PyList_Append(L, Py_None);
+        return push_ref(K, Py_None);
     PyObject* k = PyDict_GetItemWithError(g_kinds, (PyObject*)Py_TYPE(v));
     if (k == NULL)
         return PyErr_Occurred() ? -1 : 1;
     long kind = PyLong_AsLong(k);
-    if (PyList_Append(L, (PyObject*)Py_TYPE(v)) < 0)
+    if (push_ref(K, (PyObject*)Py_TYPE(v)) < 0)
         return -1;
     switch (kind) {
     case K_NUMBER:
-        return PyList_Append(L, v);
+        return push_ref(K, v);
     case K_TORCH:
-        if (push_call(L, v, s_data_ptr) || push_attr(L, v, s_dtype) || push_attr(L, v, s_shape)
-            || push_call(L, v, s_stride) || push_attr(L, v, s_device))
+        if (push_call(K, v, s_data_ptr) || push_attr(K, v, s_dtype) || push_attr(K, v, s_shape)
+            || push_call(K, v, s_stride) || push_attr(K, v, s_device))
             return -1;
         return 0;
     case K_NDARRAY: {
@@ -83,12 +101,12 @@ static int push_fp(PyObject* L, PyObject* v)
             PyErr_Clear();
             return 1;
         }
-        int r = push(L, PyLong_FromVoidPtr(b.buf)) || PyList_Append(L, b.readonly ? Py_True : Py_False)
-                || push(L, PyLong_FromLong(b.ndim));
+        int r = push(K, PyLong_FromVoidPtr(b.buf)) || push_ref(K, b.readonly ? Py_True : Py_False)
+                || push(K, PyLong_FromLong(b.ndim));
         for (int i = 0; !r && i < b.ndim; ++i)
-            r = push(L, PyLong_FromSsize_t(b.shape[i])) || push(L, PyLong_FromSsize_t(b.strides[i]));
+            r = push(K, PyLong_FromSsize_t(b.shape[i])) || push(K, PyLong_FromSsize_t(b.strides[i]));
         PyBuffer_Release(&b);
-        if (r || push_attr(L, v, s_dtype))
+        if (r || push_attr(K, v, s_dtype))
             return -1;
         return 0;
     }
@@ -102,34 +120,34 @@ static PyObject* make_key(PyObject* vp, PyObject* ws, PyObject* handle)
 {
     if (!PyDict_Check(vp) || g_kinds == NULL)
         Py_RETURN_NONE;
-    PyObject* L = PyList_New(0);
-    if (L == NULL)
-        return NULL;
-    int r = push(L, handle == Py_None ? (Py_INCREF(Py_None), Py_None) : PyLong_FromVoidPtr(handle));
+    keybuf K;
+    K.n = 0;
+    int r = handle == Py_None ? push_ref(&K, Py_None) : push(&K, PyLong_FromVoidPtr(handle));
     if (!r)
-        r = push_fp(L, ws);
+        r = push_fp(&K, ws);
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (!r && PyDict_Next(vp, &pos, &k, &v)) {
         if (k == Py_None) /* skipped, as execute skips it */
             continue;
         PyTypeObject* tk = Py_TYPE(k);
-        r = PyList_Append(L, (PyObject*)tk);
+        r = push_ref(&K, (PyObject*)tk);
         if (!r)
             r = (tk == &PyUnicode_Type || tk == &PyLong_Type || tk == &PyFloat_Type || tk == &PyBool_Type)
-                    ? PyList_Append(L, k)
-                    : push(L, PyLong_FromVoidPtr(k));
+                    ? push_ref(&K, k)
+                    : push(&K, PyLong_FromVoidPtr(k));
         if (!r)
-            r = push_fp(L, v);
+            r = push_fp(&K, v);
     }
-    if (r) {
-        Py_DECREF(L);
-        if (r < 0)
-            return NULL;
+    PyObject* t = r ? NULL : PyTuple_New(K.n);
+    if (t != NULL)
+        for (Py_ssize_t i = 0; i < K.n; ++i)
+            PyTuple_SET_ITEM(t, i, K.v[i]); /* steals */
+    else
+        for (Py_ssize_t i = 0; i < K.n; ++i)
+            Py_DECREF(K.v[i]);
+    if (r > 0)
         Py_RETURN_NONE;
-    }
-    PyObject* t = PyList_AsTuple(L);
-    Py_DECREF(L);
     return t;
 }
 
