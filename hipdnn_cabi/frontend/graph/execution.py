@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 
 import numpy as np
@@ -17,10 +18,12 @@ from ..handle import Handle, engine_memory_declared, engine_memory_kind
 from ..tensor import Tensor
 from ._types import NO_ENGINE_MSG, GraphNotSupportedError
 
-try:
-    from .. import _fastexec   # cdef/fastexec.c, built with the backend library (optional)
+try:  # cdef/fastexec.c, built with the backend library (optional)
+    from .._fastexec import key as _c_key  # noqa: F401  (the module itself, below)
 except ImportError:
     _fastexec = None
+else:
+    _fastexec = sys.modules[__name__.rsplit(".", 2)[0] + "._fastexec"]
 
 
 class ExecutionMixin:
