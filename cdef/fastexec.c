@@ -13,6 +13,7 @@
  *         0 number:     the value itself;
  *         1 ndarray:    data pointer, writability, shape and strides (PEP 3118 buffer) and dtype;
  *         2 torch-like: data_ptr(), dtype, shape, stride(), device.
+ *       Packed as (bytes, objects...): see keybuf.
  *   execute(graph, cache, variant_pack, workspace, handle) -> int | None
  *       key(...) looked up in ``cache``; on a hit whose entry still matches the graph's state (the
  *       active plan, select_engine_by_memory, the device workspace, the handle and its raw
@@ -42,73 +43,157 @@ static PyObject* g_kinds; /* dict: exact type -> kind */
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_active, *s_plans,
     *s_plan_ok, *s_sebm, *s_dev_ws, *s_handle, *s_h;
 
-/* The key under construction: up to KEY_MAX new references, made a tuple at the end (no list,
- * no reallocation: every execute builds one). */
-#define KEY_MAX 512
+/* The key under construction.  A key is a tuple (bytes, obj, ...): the bytes pack, as int64
+ * words, everything that is an identity or a machine integer (the handle's and the keys' identities,
+ * type and dtype objects by identity, data pointers, shapes, strides, writability, int numbers);
+ * the objects after it are what compares by value (str keys, float / bool / big int numbers, a
+ * torch device).  Hashing and comparing it is one memory hash / memcmp plus a few objects.  The
+ * layout of each item follows from its type (kind), so the encoding is unambiguous; every object
+ * the words name by identity is held by the entry (execution.py _fcache_put) so no address is
+ * reused while the entry lives. */
+#define KEY_WORDS 1024
+#define KEY_OBJS 64
 typedef struct {
-    Py_ssize_t n;
-    PyObject* v[KEY_MAX];
+    Py_ssize_t n, m;
+    int64_t w[KEY_WORDS];
+    PyObject* o[KEY_OBJS]; /* new references */
 } keybuf;
 
-/* Append a new reference (stolen); -1 on error (NULL o, or the key is too long). */
-static int push(keybuf* K, PyObject* o)
+static int too_long(void)
 {
-    if (o == NULL)
-        return -1;
-    if (K->n == KEY_MAX) {
-        Py_DECREF(o);
-        PyErr_SetString(PyExc_OverflowError, "execute key too long");
-        return -1;
-    }
-    K->v[K->n++] = o;
+    PyErr_SetString(PyExc_OverflowError, "execute key too long");
+    return -1;
+}
+
+static int word(keybuf* K, int64_t v)
+{
+    if (K->n == KEY_WORDS)
+        return too_long();
+    K->w[K->n++] = v;
     return 0;
 }
 
-static int push_ref(keybuf* K, PyObject* o)
+static int ptr_word(keybuf* K, const void* p) { return word(K, (int64_t)(intptr_t)p); }
+
+/* Append an object compared by value (a new reference, stolen); -1 on error. */
+static int obj(keybuf* K, PyObject* o)
 {
-    Py_INCREF(o);
-    return push(K, o);
+    if (o == NULL)
+        return -1;
+    if (K->m == KEY_OBJS) {
+        Py_DECREF(o);
+        return too_long();
+    }
+    K->o[K->m++] = o;
+    return 0;
 }
 
-static int push_attr(keybuf* K, PyObject* v, PyObject* name) { return push(K, PyObject_GetAttr(v, name)); }
-static int push_call(keybuf* K, PyObject* v, PyObject* name)
+/* An int that fits int64 as a word (tag 0), else the object by value (tag 1). */
+static int int_word(keybuf* K, PyObject* v)
 {
-    return push(K, PyObject_CallMethodNoArgs(v, name));
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) {
+        Py_INCREF(v);
+        return word(K, 1) || obj(K, v) ? -1 : 0;
+    }
+    return word(K, 0) || word(K, (int64_t)x) ? -1 : 0;
 }
 
-/* The fingerprint of one buffer (or the workspace) onto K: 0 done, 1 not kept by value, -1 error. */
+/* A tuple of ints (torch.Size, stride()) as its length and items; 1 when it is something else. */
+static int ints_words(keybuf* K, PyObject* t)
+{
+    if (!PyTuple_Check(t))
+        return 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (word(K, n))
+        return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* d = PyTuple_GET_ITEM(t, i);
+        if (!PyLong_Check(d))
+            return 1;
+        long long x = PyLong_AsLongLong(d);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 1;
+        }
+        if (word(K, (int64_t)x))
+            return -1;
+    }
+    return 0;
+}
+
+/* The result (new reference) of a method call or attribute lookup on v. */
+static PyObject* get(PyObject* v, PyObject* name, int call)
+{
+    return call ? PyObject_CallMethodNoArgs(v, name) : PyObject_GetAttr(v, name);
+}
+
+/* A torch-like buffer: data_ptr(), dtype (identity), shape and stride() (ints), device (value).
+ * 0 done, 1 not kept by value, -1 error. */
+static int torch_words(keybuf* K, PyObject* v)
+{
+    PyObject* p = get(v, s_data_ptr, 1);
+    if (p == NULL)
+        return -1;
+    int r = PyLong_Check(p) ? int_word(K, p) : 1;
+    Py_DECREF(p);
+    if (r)
+        return r;
+    PyObject* dt = get(v, s_dtype, 0);
+    if (dt == NULL)
+        return -1;
+    r = ptr_word(K, dt); /* torch dtypes are immortal singletons; the entry holds it anyway */
+    Py_DECREF(dt);
+    for (int i = 0; !r && i < 2; ++i) {
+        PyObject* t = get(v, i ? s_stride : s_shape, i);
+        if (t == NULL)
+            return -1;
+        r = ints_words(K, t);
+        Py_DECREF(t);
+    }
+    return r ? r : obj(K, get(v, s_device, 0));
+}
+
+/* The fingerprint of one buffer (or the workspace): 0 done, 1 not kept by value, -1 error. */
 static int push_fp(keybuf* K, PyObject* v)
 {
     if (v == Py_None)
-        return push_ref(K, Py_None);
+        return word(K, 0);
     PyObject* k = PyDict_GetItemWithError(g_kinds, (PyObject*)Py_TYPE(v));
     if (k == NULL)
         return PyErr_Occurred() ? -1 : 1;
     long kind = PyLong_AsLong(k);
-    if (push_ref(K, (PyObject*)Py_TYPE(v)) < 0)
+    if (ptr_word(K, Py_TYPE(v)) < 0)
         return -1;
     switch (kind) {
     case K_NUMBER:
-        return push_ref(K, v);
+        if (PyLong_CheckExact(v))
+            return int_word(K, v);
+        Py_INCREF(v);
+        return obj(K, v);
     case K_TORCH:
-        if (push_call(K, v, s_data_ptr) || push_attr(K, v, s_dtype) || push_attr(K, v, s_shape)
-            || push_call(K, v, s_stride) || push_attr(K, v, s_device))
-            return -1;
-        return 0;
+        return torch_words(K, v);
     case K_NDARRAY: {
         Py_buffer b;
         if (PyObject_GetBuffer(v, &b, PyBUF_STRIDES) < 0) { /* a dtype PEP 3118 cannot describe */
             PyErr_Clear();
             return 1;
         }
-        int r = push(K, PyLong_FromVoidPtr(b.buf)) || push_ref(K, b.readonly ? Py_True : Py_False)
-                || push(K, PyLong_FromLong(b.ndim));
+        int r = ptr_word(K, b.buf) || word(K, b.readonly) || word(K, b.ndim);
         for (int i = 0; !r && i < b.ndim; ++i)
-            r = push(K, PyLong_FromSsize_t(b.shape[i])) || push(K, PyLong_FromSsize_t(b.strides[i]));
+            r = word(K, b.shape[i]) || word(K, b.strides[i]);
         PyBuffer_Release(&b);
-        if (r || push_attr(K, v, s_dtype))
+        if (r)
             return -1;
-        return 0;
+        PyObject* dt = get(v, s_dtype, 0); /* the array's descr: the entry holds it */
+        if (dt == NULL)
+            return -1;
+        r = ptr_word(K, dt);
+        Py_DECREF(dt);
+        return r;
     }
     default:
         return 1;
@@ -121,8 +206,8 @@ static PyObject* make_key(PyObject* vp, PyObject* ws, PyObject* handle)
     if (!PyDict_Check(vp) || g_kinds == NULL)
         Py_RETURN_NONE;
     keybuf K;
-    K.n = 0;
-    int r = handle == Py_None ? push_ref(&K, Py_None) : push(&K, PyLong_FromVoidPtr(handle));
+    K.n = K.m = 0;
+    int r = ptr_word(&K, handle == Py_None ? NULL : handle);
     if (!r)
         r = push_fp(&K, ws);
     Py_ssize_t pos = 0;
@@ -131,21 +216,34 @@ static PyObject* make_key(PyObject* vp, PyObject* ws, PyObject* handle)
         if (k == Py_None) /* skipped, as execute skips it */
             continue;
         PyTypeObject* tk = Py_TYPE(k);
-        r = push_ref(&K, (PyObject*)tk);
-        if (!r)
-            r = (tk == &PyUnicode_Type || tk == &PyLong_Type || tk == &PyFloat_Type || tk == &PyBool_Type)
-                    ? push_ref(&K, k)
-                    : push(&K, PyLong_FromVoidPtr(k));
+        r = ptr_word(&K, tk);
+        if (!r) {
+            if (tk == &PyLong_Type)
+                r = int_word(&K, k);
+            else if (tk == &PyUnicode_Type || tk == &PyFloat_Type || tk == &PyBool_Type) {
+                Py_INCREF(k);
+                r = obj(&K, k);
+            } else
+                r = ptr_word(&K, k); /* the entry holds the key */
+        }
         if (!r)
             r = push_fp(&K, v);
     }
-    PyObject* t = r ? NULL : PyTuple_New(K.n);
-    if (t != NULL)
-        for (Py_ssize_t i = 0; i < K.n; ++i)
-            PyTuple_SET_ITEM(t, i, K.v[i]); /* steals */
-    else
-        for (Py_ssize_t i = 0; i < K.n; ++i)
-            Py_DECREF(K.v[i]);
+    PyObject* t = r ? NULL : PyTuple_New(1 + K.m);
+    if (t != NULL) {
+        PyObject* bytes = PyBytes_FromStringAndSize((const char*)K.w, (Py_ssize_t)(K.n * sizeof(int64_t)));
+        if (bytes == NULL) {
+            Py_DECREF(t);
+            t = NULL;
+        } else {
+            PyTuple_SET_ITEM(t, 0, bytes);
+            for (Py_ssize_t i = 0; i < K.m; ++i)
+                PyTuple_SET_ITEM(t, 1 + i, K.o[i]); /* steals */
+            K.m = 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < K.m; ++i)
+        Py_DECREF(K.o[i]);
     if (r > 0)
         Py_RETURN_NONE;
     return t;

@@ -329,7 +329,7 @@ class ExecutionMixin:
         _learn_kinds(variant_pack, workspace)
         vkey = _vkey(variant_pack, workspace, handle)
         if vkey is not None:
-            return self._fcache_put(vkey, vp, h_raw, variant_pack, handle, keep)
+            return self._fcache_put(vkey, vp, h_raw, variant_pack, workspace, handle, keep)
         key = _xkey(variant_pack, workspace, handle)
         cache = self._xcache
         fns = [fingerprint_fn(v) for v in variant_pack.values()]
@@ -365,7 +365,7 @@ class ExecutionMixin:
         self._cache_insert(cache, key, e)
         return True
 
-    def _fcache_put(self, vkey, vp, h_raw, variant_pack, handle, keep) -> bool:
+    def _fcache_put(self, vkey, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
         a = self.api
         bufs = {id(v) for v in variant_pack.values()}
         # the frontend's holders (scalar arrays, a workspace it made) and the keys stay; the
@@ -373,6 +373,11 @@ class ExecutionMixin:
         kept = [k for k in keep if id(k) not in bufs and
                 not (type(k) is tuple and k and id(k[0]) in bufs)]
         kept += [kk for kk in variant_pack if type(kk) not in _IMM and type(kk) is not str]
+        # what the key names by identity (types, dtypes): no address of it is reused meanwhile
+        for v in (workspace, *variant_pack.values()):
+            kept.append(type(v))
+            if _KINDS.get(type(v), _K_NUMBER) != _K_NUMBER:
+                kept.append(v.dtype)
         plan = self._need_plan()
         hh = handle or self.handle
         addr = _addr_fn(a.ffi)
