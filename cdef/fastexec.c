@@ -259,34 +259,36 @@ static PyObject* fe_key(PyObject* self, PyObject* const* args, Py_ssize_t n)
     return make_key(args[0], args[1], args[2]);
 }
 
-/* 1 when attribute `name` of o is `want` (compared by identity), else 0 (errors cleared). */
-static int attr_is(PyObject* o, PyObject* name, PyObject* want)
+/* 1 when the graph's state is the one entry e was made under: its active plan (_plans[_active],
+ * with _plan_ok[_active] True), select_engine_by_memory, _dev_ws, the handle (the argument, else
+ * graph.handle) and that handle's raw handle (_h), each compared by identity with what e holds.
+ * Read from the instance dicts (no descriptor, no Python code runs); anything else is 0. */
+static int state_is(PyObject* g, PyObject* e, PyObject* handle)
 {
-    PyObject* a = PyObject_GetAttr(o, name);
-    if (a == NULL) {
+    PyObject* d = PyObject_GenericGetDict(g, NULL);
+    if (d == NULL) {
         PyErr_Clear();
         return 0;
     }
-    int same = a == want;
-    Py_DECREF(a);
-    return same;
-}
-
-/* 1 when the graph's active plan is `plan` (its _plans[_active], with _plan_ok[_active] True). */
-static int active_plan_is(PyObject* g, PyObject* plan)
-{
     int ok = 0;
-    PyObject* a = PyObject_GetAttr(g, s_active);
-    PyObject* plans = a ? PyObject_GetAttr(g, s_plans) : NULL;
-    PyObject* oks = plans ? PyObject_GetAttr(g, s_plan_ok) : NULL;
+    PyObject* a = PyDict_GetItemWithError(d, s_active);
+    PyObject* plans = a ? PyDict_GetItemWithError(d, s_plans) : NULL;
+    PyObject* oks = plans ? PyDict_GetItemWithError(d, s_plan_ok) : NULL;
     if (oks != NULL && PyLong_CheckExact(a) && PyList_CheckExact(plans) && PyList_CheckExact(oks)) {
         Py_ssize_t i = PyLong_AsSsize_t(a);
         if (i >= 0 && i < PyList_GET_SIZE(plans) && i < PyList_GET_SIZE(oks))
-            ok = PyList_GET_ITEM(oks, i) == Py_True && PyList_GET_ITEM(plans, i) == plan;
+            ok = PyList_GET_ITEM(oks, i) == Py_True && PyList_GET_ITEM(plans, i) == PyTuple_GET_ITEM(e, 0);
     }
-    Py_XDECREF(a);
-    Py_XDECREF(plans);
-    Py_XDECREF(oks);
+    ok = ok && PyDict_GetItemWithError(d, s_sebm) == PyTuple_GET_ITEM(e, 1)
+         && PyDict_GetItemWithError(d, s_dev_ws) == PyTuple_GET_ITEM(e, 2);
+    PyObject* hh = handle != Py_None ? handle : ok ? PyDict_GetItemWithError(d, s_handle) : NULL;
+    ok = ok && hh == PyTuple_GET_ITEM(e, 3); /* then e holds hh */
+    Py_DECREF(d);
+    if (ok) {
+        PyObject* hd = PyObject_GenericGetDict(hh, NULL);
+        ok = hd != NULL && PyDict_GetItemWithError(hd, s_h) == PyTuple_GET_ITEM(e, 4);
+        Py_XDECREF(hd);
+    }
     if (PyErr_Occurred())
         PyErr_Clear();
     return ok;
@@ -306,29 +308,13 @@ static PyObject* fe_execute_in(PyObject* g, PyObject* cache, PyObject* vp, PyObj
         return Py_None;
     }
     PyObject* e = PyDict_GetItemWithError(cache, key); /* borrowed */
+    Py_XINCREF(e);
     Py_DECREF(key);
     if (e == NULL) {
         PyErr_Clear();
         return Py_None;
     }
-    if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) < ENTRY_MIN)
-        return Py_None;
-    Py_INCREF(e); /* the state compares below run Python code (attribute lookups) */
-    PyObject* hh = handle;
-    int ok = active_plan_is(g, PyTuple_GET_ITEM(e, 0)) && attr_is(g, s_sebm, PyTuple_GET_ITEM(e, 1))
-             && attr_is(g, s_dev_ws, PyTuple_GET_ITEM(e, 2));
-    if (ok && hh == Py_None) {
-        hh = PyObject_GetAttr(g, s_handle);
-        if (hh == NULL) {
-            PyErr_Clear();
-            ok = 0;
-        }
-    } else
-        Py_INCREF(hh);
-    if (ok) {
-        ok = hh == PyTuple_GET_ITEM(e, 3) && attr_is(hh, s_h, PyTuple_GET_ITEM(e, 4));
-        Py_DECREF(hh);
-    }
+    int ok = PyTuple_Check(e) && PyTuple_GET_SIZE(e) >= ENTRY_MIN && state_is(g, e, handle);
     void *h = NULL, *p = NULL, *v = NULL, *f = NULL;
     if (ok) {
         h = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 5));
