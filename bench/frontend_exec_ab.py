@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Interleaved A/B in one process: Graph.execute of an older revision (its
 hipdnn_cabi/frontend/graph/execution.py, taken with `git show REV:...`) against this tree, with the
-by-value lookup in C (hipdnn_cabi.frontend._fastexec) and in Python; a tiny relu 4x8 float32 graph
+by-value lookup in C (hipdnn_cabi.frontend._fastexec) and in Python; on the Python engine also
+with the execute slots' CPython callables off ("before": the old frontend through cffi's extern
+"Python" dispatcher, plugin_sdk/signatures.py) and on ("old fe, new slot"); a tiny relu 4x8 float32 graph
 on the C sample engine (engine_plugins/c_sample: a host .so plugin, so the plugin's own time is
 ~0.1 µs) or on an empty Python-plugin engine (--engine py: a plan.execute that does nothing, the
 C -> Python plugin crossing a GPU engine pays).
@@ -109,9 +111,25 @@ def mk(cls):
     g.build()
     return g, x, y
 xa = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32); ya = np.empty((4, 8), np.float32)
+from hipdnn_cabi.plugin_sdk import slots
+
+
+def sdk_slot_callables(on):
+    """The execute slots' CPython callables on (this tree) or off (cffi's dispatcher, as before)."""
+    for k, a in enumerate(slots.BACKEND.adapters):
+        if a is not None:
+            slots.set_fast_execute(k, a if on else None)
+
+
+# label -> (graph class, C lookup, slot callables)
+SETUPS = {"before": (OldGraph, True, False), "old fe, new slot": (OldGraph, True, True),
+          "new (C)": (hf.Graph, True, True), "new (Python)": (PyGraph, False, True)}
+if args.engine == "c":   # a .so plugin: no slot involved
+    del SETUPS["old fe, new slot"]
+    SETUPS["before"] = (OldGraph, True, True)
 rows = {}
-for label, cls in (("old", OldGraph), ("new_c", hf.Graph), ("new_py", PyGraph)):
-    new.use_c_fast_path(label != "new_py")
+for label, (cls, c_on, slot_on) in SETUPS.items():
+    new.use_c_fast_path(c_on)
     g, x, y = mk(cls)
     vp = {x: xa, y: ya}
     g.execute(vp)
@@ -134,7 +152,8 @@ rows_base = base
 got = {}
 for rnd in range(7):
     for label, r in rows.items():
-        new.use_c_fast_path(label != "new_py")
+        new.use_c_fast_path(SETUPS[label][1])
+        sdk_slot_callables(SETUPS[label][2])
         for name, (fn, n) in r.items():
             for _ in range(100): fn()
             c0 = time.thread_time()
@@ -146,8 +165,10 @@ for rnd in range(5):
         for _ in range(n): fn()
         got.setdefault(name, []).append((time.thread_time() - c0) / n * 1e6)
 print(f"engine {eng}; us per call (thread CPU time), min / median of 7 interleaved rounds")
-names = list(rows["old"])
-print("%-26s %16s %16s %16s" % ("", "old", "new (C)", "new (Python)"))
+sdk_slot_callables(True)
+new.use_c_fast_path(True)
+names = list(rows["before"])
+print("%-26s" % "" + "".join(" %16s" % lab for lab in rows))
 for name in names:
     print("%-26s" % name + "".join(" %7.2f / %6.2f" % (min(got[(name, l)]), statistics.median(got[(name, l)])) for l in rows))
 for name in rows_base:
