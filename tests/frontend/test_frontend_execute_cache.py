@@ -424,3 +424,23 @@ def test_threads_share_the_cache(handle, fast):
     assert not errors
     assert len(g._fcache) <= g._XCACHE_MAX
     g.close()
+
+
+def test_argument_spellings(handle, resolves, fast):
+    """execute(vp), (vp, None), (vp, None, None), keywords: all served from the kept pack; an
+    unknown keyword is a TypeError as for any Python method."""
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(16), (4, 8)), np.empty((4, 8), np.float32)
+    vp = {x: xa, y: ya}
+    g.execute(vp)
+    n0 = resolves[0]
+    for call in (lambda: g.execute(vp), lambda: g.execute(vp, None), lambda: g.execute(vp, None, None),
+                 lambda: g.execute(vp, workspace=None), lambda: g.execute(vp, handle=None),
+                 lambda: g.execute(variant_pack=vp), lambda: g.execute(vp, None, handle=None)):
+        ya[:] = -1
+        assert call() is g
+        close(ya, np.maximum(xa, 0))
+    assert resolves[0] == n0
+    with pytest.raises(TypeError):
+        g.execute(vp, bogus=1)
+    g.close()
