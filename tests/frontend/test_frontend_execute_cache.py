@@ -444,3 +444,38 @@ def test_argument_spellings(handle, resolves, fast):
     with pytest.raises(TypeError):
         g.execute(vp, bogus=1)
     g.close()
+
+
+def test_threads_evicting_each_others_entries(handle, fast):
+    """More distinct calls in flight than the cache keeps: entries are evicted while other
+    threads execute them — every execute succeeds with the right result (a pack is destroyed only
+    after its entry is freed, by the cache and by every execute holding it) and no pack leaks."""
+    import threading
+    gc.collect()
+    base = live_packs()
+    g, x, y = relu_graph(handle)
+    xa = rand(rng(17), (4, 8))
+    outs = [[np.empty((4, 8), np.float32) for _ in range(4)] for _ in range(4)]
+    errors = []
+
+    def run(k):
+        try:
+            for i in range(60):
+                o = outs[k][i % 4]
+                o[:] = -1
+                g.execute({x: xa, y: o})
+                if not np.array_equal(o, np.maximum(xa, 0)):
+                    errors.append((k, i))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(g._fcache) <= g._XCACHE_MAX
+    g.close()
+    gc.collect()
+    execution._vflush()
+    assert live_packs() == base

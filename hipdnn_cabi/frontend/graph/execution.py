@@ -382,32 +382,42 @@ class ExecutionMixin:
         hh = handle or self.handle
         addr = _addr_fn(a.ffi)
         e = _VEntry((plan, self.select_engine_by_memory, self._dev_ws, hh, h_raw, addr(h_raw),
-                     addr(plan), addr(vp), _exec_address(a), vp, kept, a.lib.hipdnnBackendExecute))
+                     addr(plan), addr(vp), _exec_address(a), vp, kept, a.lib.hipdnnBackendExecute,
+                     a.destroy))
         self._cache_insert(self._fcache, vkey, e)
         return True
 
     def _cache_insert(self, cache, key, e):
-        old = cache.pop(key, None)    # a stale entry of the same call (the graph's state moved)
-        if old is not None:
+        # A stale entry of the same call (the graph's state moved), then the oldest ones.  An
+        # identity entry's pack is destroyed here; a by-value entry's when the entry itself is
+        # freed (_VEntry.__del__): another thread's execute may still hold it for its call.
+        old = cache.pop(key, None)
+        if old is not None and not isinstance(old, _VEntry):
             self.api.destroy(old.vp)
         while len(cache) >= self._XCACHE_MAX:
             old = cache.pop(next(iter(cache)))
-            self.api.destroy(old.vp)
+            if not isinstance(old, _VEntry):
+                self.api.destroy(old.vp)
+        old = None
         cache[key] = e
+        _vflush()
 
     def _xflush(self):
         dead = self.__dict__.get("_xdead")
         while dead:
             self.api.destroy(dead.pop())
+        _vflush()
 
     def _xcache_clear(self):
         """Destroy every kept variant pack (plans released, graph closed)."""
-        for name in ("_xcache", "_fcache"):
-            cache = self.__dict__.get(name)
-            if cache:
-                for e in cache.values():
-                    self.api.destroy(e.vp)
-                cache.clear()
+        cache = self.__dict__.get("_xcache")
+        if cache:
+            for e in cache.values():
+                self.api.destroy(e.vp)
+            cache.clear()
+        cache = self.__dict__.get("_fcache")
+        if cache:
+            cache.clear()             # each freed _VEntry hands its pack to _vflush
         self._xflush()
 
 
@@ -530,16 +540,37 @@ def _exec_address(api) -> int:
     return x
 
 
+# packs of freed by-value entries, destroyed by the next _vflush (not inside __del__, which may
+# run in the middle of anything): (destroy, pack)
+_VDEAD: list = []
+
+
+def _vflush(dead=_VDEAD):
+    while dead:
+        try:
+            destroy, vp = dead.pop()
+        except IndexError:      # another thread took the last one
+            return
+        destroy(vp)
+
+
 class _VEntry(tuple):
     """One pack kept by value: (plan, select_engine_by_memory, _dev_ws, handle, raw handle,
-    handle / plan / pack addresses, hipdnnBackendExecute's address, pack, holders, execute);
-    cdef/fastexec.c reads the first nine fields."""
+    handle / plan / pack addresses, hipdnnBackendExecute's address, pack, holders, execute,
+    destroy); cdef/fastexec.c reads the first nine fields.  Its pack is destroyed after the
+    entry is freed — by the cache and by every execute that held it for its call."""
     __slots__ = ()
     plan = property(lambda e: e[0])
     h_raw = property(lambda e: e[4])
     vp = property(lambda e: e[9])
     keep = property(lambda e: e[10])
     execute = property(lambda e: e[11])
+
+    def __del__(self, dead=_VDEAD):
+        try:
+            dead.append((self[12], self[9]))
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
 
 class _XEntry:
