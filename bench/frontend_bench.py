@@ -4,7 +4,16 @@
 
 Rows (µs per call, best of --reps):
   * frontend_execute_us:     g.execute with the same buffers every call (the cached variant pack)
-  * frontend_new_buffers_us: g.execute with new numpy arrays every call (every check, a new pack)
+  * frontend_new_buffers_us: g.execute with new numpy arrays every call (kept by value: a new
+                             array on memory numpy handed back hits the kept pack; other memory
+                             takes every check and a new pack)
+  * frontend_new_copies_us:  g.execute with new arrays holding new memory every call (copies kept
+                             alive: every check, a new pack)
+  * frontend_torch_like_new_us: g.execute with new torch-like stand-in objects (data_ptr(), dtype,
+                             shape, stride(), device) on the same memory every call; and
+                             stand_in_construction_us, the cost of making those two objects alone
+  * frontend_python_path_us: frontend_execute_us with the by-value lookup in Python (the C
+                             extension hipdnn_cabi.frontend._fastexec switched off)
   * frontend_no_cache_us:    the cache switched off (a new C-resident pack per call)
   * frontend_before_us:      cache off and packs made in Python (the path before issue 15)
   * backend_execute_us:      hipdnnBackendExecute(handle, plan, pack) from Python (ABI call)
@@ -51,6 +60,7 @@ def main():
 
     from hipdnn_cabi import frontend as hf
     from hipdnn_cabi.backend import registry, runtime
+    from hipdnn_cabi.frontend.graph import execution
     from hipdnn_cabi.plugin_sdk import slots
     from hipdnn_cabi.plugin_sdk.core import DeviceBuffers
 
@@ -77,11 +87,54 @@ def main():
         for _ in range(k):
             ex({x: xa.copy(), y: np.empty((4, 8), np.float32)})
 
+    def fe_copies(k):
+        ex = g.execute
+        held = []
+        for i in range(k):
+            b = np.empty((4, 8), np.float32)
+            held.append(b)         # alive: the next array gets other memory
+            ex({x: xa, y: b})
+            if len(held) > 64:
+                held.clear()
+
+    class Tensor:
+        """A torch tensor stand-in (what the by-value cache reads), on a numpy array's memory."""
+        __module__ = "torch"
+
+        def __init__(self, arr, ptr, st):
+            self._p, self._st = ptr, st
+            self.dtype, self.shape, self.device = arr.dtype, arr.shape, "cpu"
+
+        def data_ptr(self):
+            return self._p
+
+        def stride(self):
+            return self._st
+
+    px, py_ = xa.__array_interface__["data"][0], ya.__array_interface__["data"][0]
+
+    def fe_torch_like(k):
+        ex = g.execute
+        for _ in range(k):
+            ex({x: Tensor(xa, px, (8, 1)), y: Tensor(ya, py_, (8, 1))})
+
+    def construction(k):
+        for _ in range(k):
+            {x: Tensor(xa, px, (8, 1)), y: Tensor(ya, py_, (8, 1))}
+
+    def fe_python(k):
+        was = execution.use_c_fast_path(False)
+        try:
+            fe(k)
+        finally:
+            execution.use_c_fast_path(was)
+
     res = {"graph": "relu 4x8 float32, CPU reference engine", "engine": g.engine_name, "calls": n,
+           "c_fast_path": execution._fastexec is not None,
            "reps": reps, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
            "python": platform.python_version()}
     fe(200)
-    e = next(iter(g._xcache.values()))
+    e = next(iter(g._fcache.values()))
     bex = g.api.lib.hipdnnBackendExecute
 
     def backend(k):  # the backend call alone, on the graph's kept pack
@@ -108,19 +161,22 @@ def main():
 
     def no_cache(k, c_packs=True):
         g._XCACHE_MAX = 0
-        kept, g._xcache = g._xcache, None
+        kept, g._xcache, g._fcache = (g._xcache, g._fcache), None, None
         if not c_packs:
             lib.hipdnn_cabi_vp_set_resident(0)
         try:
             fe(k)
         finally:
             del g._XCACHE_MAX
-            g._xcache = kept
+            g._xcache, g._fcache = kept
             if not c_packs:
                 lib.hipdnn_cabi_vp_set_resident(1)
 
     rows = {"frontend_execute_us": (fe, n), "backend_execute_us": (backend, n), "engine_us": (engine, n),
             "frontend_new_buffers_us": (fe_new, max(n // 5, 50)),
+            "frontend_new_copies_us": (fe_copies, max(n // 5, 50)),
+            "frontend_torch_like_new_us": (fe_torch_like, n), "stand_in_construction_us": (construction, n),
+            "frontend_python_path_us": (fe_python, n),
             "frontend_no_cache_us": (no_cache, max(n // 5, 50))}
     if has_cvp:
         rows["frontend_before_us"] = (lambda k: no_cache(k, False), max(n // 5, 50))

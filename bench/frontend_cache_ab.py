@@ -1,5 +1,5 @@
 """A/B on a GPU machine: g.execute of a tiny relu graph with torch CUDA tensors, the by-value execute
-cache (frontend/graph/execution.py _fcache, default) against the identity cache alone; the same
+cache (frontend/graph/execution.py _fcache, default) against the identity cache alone (_vkey off); the same
 tensors and new output tensors every call.  Output: bench/results/frontend_new_tensors_ab_s5.log."""
 import statistics, time, torch
 from hipdnn_cabi import frontend as hf
@@ -14,10 +14,10 @@ def per_call(fn, n=5000):
         for _ in range(n): fn()
         t1 = time.perf_counter(); torch.cuda.synchronize(); out.append((t1 - t0) / n * 1e6)
     return statistics.median(out)
-real_fkey = execution._fkey
+real_vkey = execution._vkey
 for rnd in range(3):
     for mode in ("value", "identity"):
-        execution._fkey = real_fkey if mode == "value" else (lambda *a, **k: None)
+        execution._vkey = real_vkey if mode == "value" else (lambda *a, **k: None)
         h = hf.Handle(stream=stream)
         g = hf.Graph(handle=h, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
         x = g.tensor(name="x", dim=[4, 8]); y = g.relu(x).set_output(True); g.build()

@@ -797,7 +797,9 @@ def per_call_us(torch, fn, n=5000):
 def bench_frontend(torch, E, res):
     """Issue 15: a tiny relu graph through the Python frontend's g.execute with torch CUDA tensors
     (the same buffers every call: the cached variant pack) against torch.nn.functional.relu on the
-    same tensor, and the frontend with new tensors every call (the full path, for reference)."""
+    same tensor, and the frontend with new tensors every call (kept by value: the caching
+    allocator hands the same block back); for 4x8 also cudnn-frontend's execute of the same graph
+    (``cudnn_frontend``: interleaved rows, skipped without the cudnn module)."""
     import numpy as np  # noqa: F401  (the frontend imports it anyway)
     from hipdnn_cabi import frontend as hf
     F32 = hf.DataType.HIPDNN_DATA_FLOAT
@@ -829,10 +831,69 @@ def bench_frontend(torch, E, res):
             "torch_clamp_min_out_us": t_t_out, "g_execute_new_tensors_us": t_new,
             "ratio_new_tensors_vs_torch_relu": t_new / t_t,
             "ratio_g_execute_vs_torch_relu": t_g / t_t, "target": 2.0}
+        if (rows, cols) == (4, 8):
+            out[f"{rows}x{cols}"]["cudnn_frontend"] = _cudnn_fe_peer(torch, g, x, y, xt)
         g.close()
         h.close()
     res["frontend_execute"] = out
     print("frontend:", json.dumps(out), flush=True)
+
+
+def _cudnn_fe_peer(torch, g, x, y, xt, rounds=5):
+    """cudnn-frontend's execute (``import cudnn``, the nvidia-cudnn-frontend wheel) of the same
+    relu graph on the same tensors against our g.execute, interleaved round by round (host µs per
+    call, per_call_us; the medians of the rounds): with the same tensors, with a new output tensor
+    each call, and with a workspace tensor passed as cuDNN users pass it.  {"skipped": why} when
+    the module or a plan for the graph is missing."""
+    try:
+        import cudnn
+    except Exception as e:  # noqa: BLE001 - the wheel is optional
+        return {"skipped": f"import cudnn: {type(e).__name__}: {e}"}
+    try:
+        ch = cudnn.create_handle()
+        cudnn.set_stream(handle=ch, stream=torch.cuda.current_stream().cuda_stream)
+        F = cudnn.data_type.FLOAT
+        cg = cudnn.pygraph(io_data_type=F, intermediate_data_type=F, compute_data_type=F, handle=ch)
+        cx = cg.tensor(name="x", dim=list(xt.shape), stride=list(xt.stride()), data_type=F)
+        cy = cg.relu(input=cx)
+        cy.set_output(True)
+        cy.set_data_type(F)
+        cg.validate()
+        cg.build_operation_graph()
+        cg.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        cg.check_support()
+        cg.build_plans()
+        cws = torch.empty(max(cg.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+        yc = torch.full_like(xt, -1.0)
+        cvp = {cx: xt, cy: yc}
+        cg.execute(cvp, cws, handle=ch)
+        torch.cuda.synchronize()
+        ok = bool(torch.equal(yc, torch.relu(xt)))
+    except Exception as e:  # noqa: BLE001 - no cuDNN plan for a relu-only graph, an older API
+        return {"skipped": f"cudnn-frontend: {type(e).__name__}: {e}"}
+    yt = torch.empty_like(xt)
+    vp = {x: xt, y: yt}
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    rows = {"g_execute_us": lambda: g.execute(vp),
+            "cudnn_execute_us": lambda: cg.execute(cvp, cws, handle=ch),
+            "g_execute_workspace_us": lambda: g.execute(vp, ws),
+            "g_execute_new_output_us": lambda: g.execute({x: xt, y: torch.empty_like(xt)}),
+            "cudnn_execute_new_output_us": lambda: cg.execute({cx: xt, cy: torch.empty_like(xt)}, cws,
+                                                              handle=ch),
+            "torch_relu_us": lambda: torch.nn.functional.relu(xt)}
+    got = {k: [] for k in rows}
+    for _ in range(rounds):
+        for k, fn in rows.items():
+            got[k].append(per_call_us(torch, fn, n=2000))
+    res = {k: statistics.median(v) for k, v in got.items()}
+    res.update(correct=ok, cudnn_version=str(getattr(cudnn, "__version__", "?")),
+               backend_version=int(cudnn.backend_version()) if hasattr(cudnn, "backend_version") else None,
+               ratio_g_execute_vs_cudnn=res["g_execute_us"] / res["cudnn_execute_us"],
+               ratio_new_output_vs_cudnn=(res["g_execute_new_output_us"]
+                                          / res["cudnn_execute_new_output_us"]),
+               ratio_g_execute_vs_torch_relu=res["g_execute_us"] / res["torch_relu_us"],
+               target=1.0, rounds=rounds)
+    return res
 
 
 def plots(json_path, out_dir):

@@ -211,7 +211,38 @@ def make_ffibuilder(default_python: str | None = None):
     return ffi
 
 
-def build(out_dir: str, tmp_dir: str, default_python: str | None = None) -> str:
+def build_fastexec(dest_dir: str, tmp_dir: str) -> str | None:
+    """Compile cdef/fastexec.c (the CPython extension ``hipdnn_cabi.frontend._fastexec``, the C
+    half of Graph.execute's by-value cache) into ``dest_dir``.  Optional: the frontend runs the
+    same cache in Python without it, so a failed compile is reported and skipped."""
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+    ext = Extension("_fastexec", [os.path.join(HERE, "fastexec.c")],
+                    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror"])
+    dist = Distribution({"name": "hipdnn_cabi_fastexec", "ext_modules": [ext]})
+    cmd = build_ext(dist)
+    cmd.build_temp = os.path.join(tmp_dir, "fastexec")
+    cmd.build_lib = os.path.join(tmp_dir, "fastexec_lib")
+    try:
+        cmd.ensure_finalized()
+        cmd.run()
+    except Exception as e:  # noqa: BLE001 - no compiler / headers: the Python cache serves
+        print(f"fastexec: not built ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+    name = os.path.basename(cmd.get_ext_fullpath("_fastexec"))
+    os.makedirs(dest_dir, exist_ok=True)
+    dest = os.path.join(dest_dir, name)
+    shutil.copyfile(os.path.join(cmd.build_lib, name), dest + ".tmp")
+    os.replace(dest + ".tmp", dest)
+    return dest
+
+
+def build(out_dir: str, tmp_dir: str, default_python: str | None = None,
+          frontend_dir: str | None = None) -> str:
+    """libhipdnn_backend.so into ``out_dir`` (hipdnn_cabi/lib) and the frontend's _fastexec
+    extension into ``frontend_dir`` (default: the frontend package beside ``out_dir``)."""
+    build_fastexec(frontend_dir or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "frontend"),
+                   tmp_dir)
     ffi = make_ffibuilder(default_python)
     os.makedirs(tmp_dir, exist_ok=True)
     os.makedirs(out_dir, exist_ok=True)

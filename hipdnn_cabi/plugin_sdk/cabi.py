@@ -321,17 +321,49 @@ class CAdapter(PluginApiAdapter):
             raw = self._fbuf(device_buffers, 16 * n)[:]
             m = self._bufmaps.get(raw)
             if m is None:
-                st = self._unpack.get(n)
-                if st is None:
-                    st = self._unpack[n] = struct.Struct("<" + "qQ" * n).unpack
-                v = st(raw)
-                m = dict(zip(v[0::2], v[1::2]))
-                if len(self._bufmaps) >= 256:
-                    self._bufmaps.clear()
-                self._bufmaps[raw] = m
+                m = self._bufmap(raw, n)
         else:
             m = {}
         return _DeviceBuffers(m, self.ffi)
+
+    def _bufmap(self, raw: bytes, n: int) -> dict:
+        """uid → pointer of one device-buffer array (its raw bytes), kept for the next calls."""
+        st = self._unpack.get(n)
+        if st is None:
+            st = self._unpack[n] = struct.Struct("<" + "qQ" * n).unpack
+        v = st(raw)
+        m = dict(zip(v[0::2], v[1::2]))
+        if len(self._bufmaps) >= 256:
+            self._bufmaps.clear()
+        self._bufmaps[raw] = m
+        return m
+
+    def execute_op_graph_ints(self, handle, execution_context, workspace, raw, n):
+        """hipdnnEnginePluginExecuteOpGraph as the backend's execute slots call it (through the
+        CPython API, signatures.EXECUTE_SLOT_C): the handle, context and workspace addresses as
+        ints, the device-buffer array as its bytes (None when NULL); the same checks, errors and
+        call as the cdata spelling below."""
+        try:
+            c = self._handles.get(handle)
+            if c is None:
+                raise PluginError(BAD_PARAM, "invalid or destroyed hipdnnEnginePluginHandle_t")
+            ctx = self._contexts.get(execution_context)
+            if ctx is None:
+                raise PluginError(BAD_PARAM,
+                                  "invalid or destroyed hipdnnEnginePluginExecutionContext_t")
+            if n:
+                if raw is None:
+                    raise PluginError(BAD_PARAM,
+                                      f"device_buffers is NULL but num_device_buffers is {n}")
+                m = self._bufmaps.get(raw)
+                if m is None:
+                    m = self._bufmap(raw, n)
+            else:
+                m = {}
+            c.container.execute(ctx, workspace, _DeviceBuffers(m, self.ffi), c)
+            return 0
+        except BaseException as e:  # noqa: BLE001 - never let anything reach C
+            return _fail(self, e)
 
     def _workspace(self, ws):
         if not ws:

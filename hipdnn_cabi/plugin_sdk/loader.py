@@ -169,6 +169,7 @@ def load_python_plugin(path_or_module) -> dict:
             slots.BACKEND.unbind(k)
             raise RuntimeError(f"no slot function for {name}")
         table[name] = int(p)
+    slots.set_fast_execute(k, adapter)
     _loaded[id(table)] = (k, table)
     return table
 
@@ -183,4 +184,5 @@ def unload_python_plugin(table: dict) -> None:
     they return HIPDNN_PLUGIN_STATUS_NOT_INITIALIZED)."""
     ent = _loaded.pop(id(table), None)
     if ent is not None:
+        slots.set_fast_execute(ent[0], None)
         slots.BACKEND.unbind(ent[0])

@@ -57,6 +57,74 @@ def dispatcher_externs(generated=None) -> dict:
             for s in signatures(generated)}
 
 
+EXECUTE = "hipdnnEnginePluginExecuteOpGraph"
+
+# The execute slots (the hot path: every hipdnnBackendExecute of a Python plugin's plan) call the
+# adapter's ``execute_op_graph_ints(handle, context, workspace, buffers, count)`` through the
+# CPython API (ints, and the device-buffer array as bytes) instead of through cffi's extern
+# "Python" dispatcher: no cdata objects, no argument tuple.  The callable is set per slot, under
+# the GIL, by hipdnn_cabi_plugin_slot_set_execute (slots.py, when a plugin is bound; 0 clears it);
+# a slot without one calls the dispatcher as every other function does.  An exception escaping
+# the callable is HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR (the dispatchers' onerror), nothing printed.
+EXECUTE_SLOT_C = r"""
+static PyObject* hipdnn_cabi_slot_exec_fn[NUM_SLOTS];
+
+static void hipdnn_cabi_plugin_slot_set_execute(int slot, uint64_t callable)
+{
+    if (slot < 0 || slot >= NUM_SLOTS)
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject* f = (PyObject*)(uintptr_t)callable;
+    Py_XINCREF(f);
+    Py_XSETREF(hipdnn_cabi_slot_exec_fn[slot], f);
+    PyGILState_Release(g);
+}
+
+static hipdnnPluginStatus_t hipdnn_cabi_slot_execute(int slot, hipdnnEnginePluginHandle_t handle,
+                                                     hipdnnEnginePluginExecutionContext_t ctx,
+                                                     void* workspace,
+                                                     const hipdnnPluginDeviceBuffer_t* buffers,
+                                                     uint32_t count)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject* f = hipdnn_cabi_slot_exec_fn[slot]; /* read under the GIL: set/cleared under it */
+    if (f == NULL) {
+        PyGILState_Release(g);
+        return hpy_plugin_hipdnnEnginePluginExecuteOpGraph(slot, handle, ctx, workspace, buffers, count);
+    }
+    Py_INCREF(f);
+    PyObject* a[5];
+    a[0] = PyLong_FromVoidPtr((void*)handle);
+    a[1] = PyLong_FromVoidPtr((void*)ctx);
+    a[2] = PyLong_FromVoidPtr(workspace);
+    if (count && buffers != NULL)
+        a[3] = PyBytes_FromStringAndSize((const char*)buffers, (Py_ssize_t)count * 16);
+    else {
+        a[3] = Py_None;
+        Py_INCREF(Py_None);
+    }
+    a[4] = PyLong_FromUnsignedLong(count);
+    long st = HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+    if (a[0] && a[1] && a[2] && a[3] && a[4]) {
+        PyObject* r = PyObject_Vectorcall(f, a, 5, NULL);
+        if (r != NULL) {
+            st = PyLong_AsLong(r);
+            Py_DECREF(r);
+        }
+    }
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        st = HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+    }
+    for (int i = 0; i < 5; ++i)
+        Py_XDECREF(a[i]);
+    Py_DECREF(f);
+    PyGILState_Release(g);
+    return (hipdnnPluginStatus_t)st;
+}
+"""
+
+
 def slot_c_code(generated=None, nslots: int = NUM_SLOTS) -> tuple[str, str]:
     """(cdef, C source) of the static slot functions ``slot<K>_<Fn>`` and of
     ``uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name)``."""
@@ -64,9 +132,11 @@ def slot_c_code(generated=None, nslots: int = NUM_SLOTS) -> tuple[str, str]:
     code = ["#include <string.h>"]
     for s in sigs:
         code.append(f"static {s.decl(['int slot'], dispatcher_name(s.name))};")
+    code.append(EXECUTE_SLOT_C.replace("NUM_SLOTS", str(nslots)))
     for k in range(nslots):
         for s in sigs:
-            call = f"{dispatcher_name(s.name)}({', '.join([str(k)] + s.names)})"
+            disp = "hipdnn_cabi_slot_execute" if s.name == EXECUTE else dispatcher_name(s.name)
+            call = f"{disp}({', '.join([str(k)] + s.names)})"
             body = f"{call};" if s.is_void else f"return {call};"
             code.append(f"static {s.decl(name=f'slot{k}_{s.name}')} {{ {body} }}")
     code.append("static uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name)\n{")
@@ -81,5 +151,6 @@ def slot_c_code(generated=None, nslots: int = NUM_SLOTS) -> tuple[str, str]:
     code.append("    default: return 0;\n    }\n}")
     code.append(f"static int hipdnn_cabi_plugin_slot_count(void) {{ return {nslots}; }}")
     cdef = ("uint64_t hipdnn_cabi_plugin_slot_fn(int slot, const char* name);\n"
-            "int hipdnn_cabi_plugin_slot_count(void);")
+            "int hipdnn_cabi_plugin_slot_count(void);\n"
+            "void hipdnn_cabi_plugin_slot_set_execute(int slot, uint64_t callable);")
     return cdef, "\n".join(code)

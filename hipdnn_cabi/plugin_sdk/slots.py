@@ -13,7 +13,7 @@ import threading
 from .cabi import CAdapter
 from .errors import INTERNAL_ERROR, NOT_INITIALIZED
 from .heuristics import install_stubs
-from .signatures import NUM_SLOTS, dispatcher_name, signatures
+from .signatures import EXECUTE, NUM_SLOTS, dispatcher_name, signatures
 
 
 class SlotTable:
@@ -32,9 +32,6 @@ class SlotTable:
     def unbind(self, k: int):
         with self.lock:
             self.adapters[k] = None
-
-
-EXECUTE = "hipdnnEnginePluginExecuteOpGraph"
 
 
 def _body(table: SlotTable, sig):
@@ -102,6 +99,19 @@ def install(ffi, lib) -> None:
     check_complete()
     attach(ffi, BACKEND)
     _backend = (ffi, lib)
+
+
+def set_fast_execute(k: int, adapter) -> None:
+    """Point the execute slot K of libhipdnn_backend.so at ``adapter.execute_op_graph_ints``
+    (None: back to the extern "Python" dispatcher).  The C side holds its own reference."""
+    if _backend is None:
+        return
+    lib = _backend[1]
+    setter = getattr(lib, "hipdnn_cabi_plugin_slot_set_execute", None)
+    if setter is None:
+        return
+    fn = getattr(adapter, "execute_op_graph_ints", None) if adapter is not None else None
+    setter(k, id(fn) if fn is not None else 0)   # CPython: id() is the object's address
 
 
 def installed() -> bool:

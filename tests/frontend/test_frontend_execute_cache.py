@@ -1,12 +1,13 @@
-"""Graph.execute's cache of variant packs (frontend/graph/execution.py, issue 15).
+"""Graph.execute's cache of variant packs (frontend/graph/execution.py).
 
-* the same buffer objects again: one backend execute on the kept (C-resident) pack, no buffer
-  resolution, right results (new contents of the same arrays are seen);
-* a buffer changed in place (dtype, shape, writability), a different object, a new runtime scalar
-  value or a different active plan: the full path again, with its checks;
-* dead buffers drop their entries, the cache is bounded, closing the graph destroys every kept
-  pack (the C-resident pack count goes back);
-* the cache never keeps the user's buffers alive.
+* the same buffers again (numpy arrays, torch-like tensors: by value, in C or in Python): one
+  backend execute on the kept (C-resident) pack, no buffer resolution, right results (new contents
+  of the same arrays are seen); new buffer objects on the same memory with the same layout too;
+* a buffer changed in place (dtype, shape, writability), other memory, a new runtime scalar value,
+  another handle or a different active plan: the full path again, with its checks;
+* the identity cache (a numpy scalar among the buffers): dead buffers drop their entries;
+* the caches are bounded, closing the graph destroys every kept pack (the C-resident pack count
+  goes back); the cache never keeps the user's buffers alive.
 """
 from __future__ import annotations
 
@@ -51,12 +52,24 @@ def resolves(monkeypatch):
     return n
 
 
-def test_same_buffers_reuse_the_pack(handle, resolves):
+@pytest.fixture(params=["c", "python"])
+def fast(request):
+    """Both implementations of the by-value lookup: the C extension (cdef/fastexec.c, which is
+    Graph.execute itself) and its Python twin."""
+    if request.param == "c" and execution._fastexec is None:
+        pytest.skip("hipdnn_cabi.frontend._fastexec is not built")
+    was = execution._fast_execute is not execution._py_fast_execute
+    assert execution.use_c_fast_path(request.param == "c") == (request.param == "c")
+    yield request.param
+    execution.use_c_fast_path(was)
+
+
+def test_same_buffers_reuse_the_pack(handle, resolves, fast):
     g, x, y = relu_graph(handle)
     xa, ya = rand(rng(1), (4, 8)), np.empty((4, 8), np.float32)
     g.execute({x: xa, y: ya})
     first = resolves[0]
-    assert first == 2 and len(g._xcache) == 1
+    assert first == 2 and len(g._fcache) == 1 and not g._xcache
     for i in range(5):
         xa[...] = rand(rng(10 + i), (4, 8))    # new contents, same arrays
         g.execute({x: xa, y: ya})
@@ -69,7 +82,7 @@ def test_same_buffers_reuse_the_pack(handle, resolves):
     g.close()
 
 
-def test_changed_buffers_take_the_full_path(handle, resolves):
+def test_changed_buffers_take_the_full_path(handle, resolves, fast):
     g, x, y = relu_graph(handle)
     xa, ya = rand(rng(2), (4, 8)), np.empty((4, 8), np.float32)
     g.execute({x: xa, y: ya})
@@ -112,31 +125,93 @@ def test_runtime_scalars_by_value(handle):
     g.close()
 
 
-def test_dead_buffers_bounded_cache_and_close_free_every_pack(handle):
+def scale_graph(handle, shape=(4, 8)):
+    g = hf.Graph(handle=handle, io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+    x = g.tensor(name="x", dim=list(shape))
+    s = g.tensor(name="s", dim=[1], data_type=F32).set_as_runtime_parameter()
+    y = g.mul(x, s).set_output(True)
+    g.build()
+    return g, x, s, y
+
+
+def test_identity_cache_dead_buffers_bounded_and_close_free_every_pack(handle):
+    """A numpy scalar among the buffers: the call is kept by identity (weak references)."""
     gc.collect()  # graphs of earlier tests close (and free their packs) now, not mid-test
     base = live_packs()
-    g, x, y = relu_graph(handle)
+    g, x, s, y = scale_graph(handle)
     xa, ya = rand(rng(3), (4, 8)), np.empty((4, 8), np.float32)
-    g.execute({x: xa, y: ya})
-    assert live_packs() == base + 1
+    two = np.float32(2.0)
+    g.execute({x: xa, s: two, y: ya})
+    close(ya, xa * 2)
+    assert live_packs() == base + 1 and len(g._xcache) == 1 and not g._fcache
     w = weakref.ref(ya)
     del ya
     gc.collect()
     assert w() is None                          # the cache did not keep it alive
     assert len(g._xcache) == 0
     for _ in range(3 * g._XCACHE_MAX):
-        g.execute({x: xa, y: np.empty((4, 8), np.float32)})
+        g.execute({x: xa, s: two, y: np.empty((4, 8), np.float32)})
     assert len(g._xcache) <= g._XCACHE_MAX
     keep = [np.empty((4, 8), np.float32) for _ in range(2 * g._XCACHE_MAX)]
     for b in keep:
-        g.execute({x: xa, y: b})
+        g.execute({x: xa, s: two, y: b})
     assert len(g._xcache) == g._XCACHE_MAX
     assert live_packs() <= base + g._XCACHE_MAX + 1
     g.close()
     assert live_packs() == base
 
 
-def test_plan_change_invalidates(handle, resolves):
+def test_by_value_cache_bounded_keeps_no_buffer_and_close_frees_every_pack(handle, fast):
+    gc.collect()
+    base = live_packs()
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(3), (4, 8)), np.empty((4, 8), np.float32)
+    g.execute({x: xa, y: ya})
+    assert live_packs() == base + 1 and len(g._fcache) == 1
+    w = weakref.ref(ya)
+    del ya
+    gc.collect()
+    assert w() is None                          # the cache did not keep it alive
+    keep = [np.empty((4, 8), np.float32) for _ in range(3 * g._XCACHE_MAX)]
+    for b in keep:
+        g.execute({x: xa, y: b})
+        close(b, np.maximum(xa, 0))
+    assert len(g._fcache) == g._XCACHE_MAX
+    assert live_packs() <= base + g._XCACHE_MAX
+    g.close()
+    assert live_packs() == base and not g._fcache
+
+
+def test_new_numpy_arrays_on_the_same_memory_reuse_the_pack(handle, resolves, fast):
+    """numpy arrays are kept by value: a NEW array object over the same memory with the same
+    dtype, shape, strides and writability is one execute on the kept pack; any difference is a
+    miss that runs every check."""
+    g, x, y = relu_graph(handle)
+    base = rand(rng(11), (4, 8))
+    out = np.empty((4, 8), np.float32)
+    g.execute({x: base, y: out})
+    n0 = resolves[0]
+    for i in range(3):
+        base[:] = rand(rng(30 + i), (4, 8))
+        g.execute({x: base.view(), y: out.view()})  # new objects, same memory and layout
+        close(out, np.maximum(base, 0))
+    assert resolves[0] == n0 and len(g._fcache) == 1
+    with pytest.raises(BadParamError, match="element type"):
+        g.execute({x: base, y: out.view(np.int32)})
+    with pytest.raises(BadParamError):          # same address, fewer rows
+        g.execute({x: base, y: out[:2]})
+    ro = out.view()
+    ro.flags.writeable = False
+    with pytest.raises(BadParamError, match="read-only"):
+        g.execute({x: base, y: ro})
+    wide = np.empty((4, 16), np.float32)
+    with pytest.raises(BadParamError, match="strides"):  # same shape, other strides
+        g.execute({x: base, y: wide[:, ::2]})
+    assert resolves[0] > n0
+    g.close()
+
+
+def test_plan_change_invalidates(handle, resolves, fast):
     g, x, y = relu_graph(handle)
     xa, ya = rand(rng(4), (4, 8)), np.empty((4, 8), np.float32)
     g.execute({x: xa, y: ya})
@@ -180,7 +255,7 @@ class Tensor:
         return tuple(s // self._a.itemsize for s in self._a.strides)
 
 
-def test_torch_like_tensors_are_cached_and_storage_moves_are_seen(handle, resolves):
+def test_torch_like_tensors_are_cached_and_storage_moves_are_seen(handle, resolves, fast):
     g, x, y = relu_graph(handle)
     xa = rand(rng(7), (4, 8))
     xt, yt = Tensor(xa), Tensor(np.empty((4, 8), np.float32))
@@ -197,7 +272,7 @@ def test_torch_like_tensors_are_cached_and_storage_moves_are_seen(handle, resolv
     g.close()
 
 
-def test_new_torch_like_objects_on_the_same_memory_reuse_the_pack(handle, resolves):
+def test_new_torch_like_objects_on_the_same_memory_reuse_the_pack(handle, resolves, fast):
     """torch buffers are kept by value: a NEW tensor object with the same fingerprint (what the
     caching allocator gives `torch.empty_like(x)` in a loop) is one execute on the kept pack; a
     new object elsewhere, or of another shape / dtype, takes the full path with its checks; the
@@ -233,7 +308,7 @@ def test_new_torch_like_objects_on_the_same_memory_reuse_the_pack(handle, resolv
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch_like"])
-def test_a_stale_entry_replaced_under_its_key_frees_its_pack(handle, kind):
+def test_a_stale_entry_replaced_under_its_key_frees_its_pack(handle, kind, fast):
     """The same call again after the graph's state changed (here select_engine_by_memory) takes
     the full path and is kept under the same key: the stale entry's pack is destroyed, not
     leaked, however often that happens."""
@@ -249,3 +324,158 @@ def test_a_stale_entry_replaced_under_its_key_frees_its_pack(handle, kind):
     close(ya, np.maximum(xa, 0))
     assert live_packs() <= base + 1
     g.close()
+
+
+class Strided(Tensor):
+    """A torch-like stand-in whose fingerprint parts can be set one by one."""
+
+    def __init__(self, arr, ptr=None, dtype=None, shape=None, strides=None, device="cpu"):
+        super().__init__(arr)
+        self._ptr = ptr
+        self.dtype = arr.dtype if dtype is None else dtype
+        self.shape = arr.shape if shape is None else shape
+        self._strides = strides
+        self.device = device
+
+    def data_ptr(self):
+        return super().data_ptr() if self._ptr is None else self._ptr
+
+    def stride(self):
+        return super().stride() if self._strides is None else self._strides
+
+
+@pytest.mark.parametrize("change", ["pointer", "dtype", "shape", "strides", "device"])
+def test_a_changed_fingerprint_part_is_never_served_from_the_cache(handle, resolves, fast, change):
+    """Each part of a torch tensor's fingerprint on its own: changed, the kept pack is not used —
+    the full path runs (a new pack on other memory; the buffer checks for the rest)."""
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(12), (4, 8)), np.empty((4, 8), np.float32)
+    g.execute({x: Strided(xa), y: Strided(ya)})
+    g.execute({x: Strided(xa), y: Strided(ya)})
+    n0 = resolves[0]
+    if change == "pointer":
+        other = np.empty((4, 8), np.float32)
+        g.execute({x: Strided(xa), y: Strided(other)})
+        close(other, np.maximum(xa, 0))
+    else:
+        kw = {"dtype": np.dtype(np.int32), "shape": (2, 8), "strides": (1, 4),
+              "device": "meta"}[change]
+        with pytest.raises(BadParamError):
+            g.execute({x: Strided(xa), y: Strided(ya, **{change: kw})})
+    assert resolves[0] > n0
+    g.close()
+
+
+def test_another_handle_is_not_served_the_entry_of_the_first(handle, resolves, fast):
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(13), (4, 8)), np.empty((4, 8), np.float32)
+    g.execute({x: xa, y: ya})
+    g.execute({x: xa, y: ya})
+    n0 = resolves[0]
+    h2 = hf.Handle()
+    try:
+        g.execute({x: xa, y: ya}, handle=h2)
+        assert resolves[0] == n0 + 2              # a pack of its own
+        g.execute({x: xa, y: ya}, handle=h2)
+        assert resolves[0] == n0 + 2              # ... kept under that handle
+        close(ya, np.maximum(xa, 0))
+    finally:
+        g.close()
+        h2.close()
+
+
+def test_fast_path_status_errors_raise(handle, fast, monkeypatch):
+    """A failing kept-pack execute raises the backend's error (not a silent success)."""
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(14), (4, 8)), np.empty((4, 8), np.float32)
+    g.execute({x: xa, y: ya})
+    e = next(iter(g._fcache.values()))
+    g.api.destroy(e.vp)                          # the kept pack is gone under the cache
+    with pytest.raises(Exception):
+        g.execute({x: xa, y: ya})
+    g._fcache.clear()
+    g.close()
+
+
+def test_threads_share_the_cache(handle, fast):
+    """Several threads executing one graph, each on its own output (and a shared input): every
+    result right, the kept packs bounded."""
+    import threading
+    g, x, y = relu_graph(handle)
+    xa = rand(rng(15), (4, 8))
+    outs = [np.empty((4, 8), np.float32) for _ in range(4)]
+    errors = []
+
+    def run(k):
+        try:
+            for i in range(100):
+                o = outs[k] if i % 2 else outs[k].view()   # same memory, new object every other call
+                o[:] = -1
+                g.execute({x: xa, y: o})
+                if not np.array_equal(o, np.maximum(xa, 0)):
+                    errors.append((k, i))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(g._fcache) <= g._XCACHE_MAX
+    g.close()
+
+
+def test_argument_spellings(handle, resolves, fast):
+    """execute(vp), (vp, None), (vp, None, None), keywords: all served from the kept pack; an
+    unknown keyword is a TypeError as for any Python method."""
+    g, x, y = relu_graph(handle)
+    xa, ya = rand(rng(16), (4, 8)), np.empty((4, 8), np.float32)
+    vp = {x: xa, y: ya}
+    g.execute(vp)
+    n0 = resolves[0]
+    for call in (lambda: g.execute(vp), lambda: g.execute(vp, None), lambda: g.execute(vp, None, None),
+                 lambda: g.execute(vp, workspace=None), lambda: g.execute(vp, handle=None),
+                 lambda: g.execute(variant_pack=vp), lambda: g.execute(vp, None, handle=None)):
+        ya[:] = -1
+        assert call() is g
+        close(ya, np.maximum(xa, 0))
+    assert resolves[0] == n0
+    with pytest.raises(TypeError):
+        g.execute(vp, bogus=1)
+    g.close()
+
+
+def test_threads_evicting_each_others_entries(handle, fast):
+    """More distinct calls in flight than the cache keeps: entries are evicted while other
+    threads execute them — every execute succeeds with the right result (a pack is destroyed only
+    after its entry is freed, by the cache and by every execute holding it) and no pack leaks."""
+    import threading
+    gc.collect()
+    base = live_packs()
+    g, x, y = relu_graph(handle)
+    xa = rand(rng(17), (4, 8))
+    outs = [[np.empty((4, 8), np.float32) for _ in range(4)] for _ in range(4)]
+    errors = []
+
+    def run(k):
+        try:
+            for i in range(60):
+                o = outs[k][i % 4]
+                o[:] = -1
+                g.execute({x: xa, y: o})
+                if not np.array_equal(o, np.maximum(xa, 0)):
+                    errors.append((k, i))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(g._fcache) <= g._XCACHE_MAX
+    g.close()
+    gc.collect()
+    execution._vflush()
+    assert live_packs() == base

@@ -1,6 +1,8 @@
 """Executing a built ``Graph``: plan choice by memory kind, workspaces, variant packs (spec §2.7)."""
 from __future__ import annotations
 
+import os
+import sys
 import weakref
 
 import numpy as np
@@ -15,6 +17,13 @@ from ..buffers import fingerprint_fn, resolve_pointer
 from ..handle import Handle, engine_memory_declared, engine_memory_kind
 from ..tensor import Tensor
 from ._types import NO_ENGINE_MSG, GraphNotSupportedError
+
+try:  # cdef/fastexec.c, built with the backend library (optional)
+    from .._fastexec import key as _c_key  # noqa: F401  (the module itself, below)
+except ImportError:
+    _fastexec = None
+else:
+    _fastexec = sys.modules[__name__.rsplit(".", 2)[0] + "._fastexec"]
 
 
 class ExecutionMixin:
@@ -159,20 +168,29 @@ class ExecutionMixin:
         instead — unless an engine was chosen explicitly.  See :meth:`_plan_for_memory`.
         ``None`` keys (an optional output a builder returned as None) are skipped, as
         cudnn-frontend skips them."""
+        fc = self.__dict__.get("_fcache")
+        if fc:
+            st = _fast_execute(self, fc, variant_pack, workspace, handle)
+            if st is not None:
+                if st:
+                    self.api.check(st, "hipdnnBackendExecute")
+                return self
+        return self._execute_cached(variant_pack, workspace, handle)
+
+    _py_execute = execute   # the Python spelling (execute is _fastexec's when that is built)
+
+    def _execute_failed(self, status):
+        """A kept pack's execute failed: the backend's error as an exception."""
+        self.api.check(status, "hipdnnBackendExecute")
+        return self
+
+    def _execute_cached(self, variant_pack, workspace=None, handle=None):
+        """execute after a by-value miss: the identity cache, else the full path."""
         if None in variant_pack:
             variant_pack = {k: v for k, v in variant_pack.items() if k is not None}
         cache = self.__dict__.get("_xcache")
         if cache:
             e = cache.get(_xkey(variant_pack, workspace, handle))
-            if e is not None and e.valid(self, variant_pack, workspace, handle):
-                st = e.execute(e.h_raw, e.plan, e.vp)
-                if st:
-                    self.api.check(st, "hipdnnBackendExecute")
-                return self
-        cache = self.__dict__.get("_fcache")
-        if cache:
-            fkey = _fkey(variant_pack, workspace, handle)
-            e = cache.get(fkey) if fkey is not None else None
             if e is not None and e.valid(self, variant_pack, workspace, handle):
                 st = e.execute(e.h_raw, e.plan, e.vp)
                 if st:
@@ -267,23 +285,35 @@ class ExecutionMixin:
         return self
 
     # ================================================================== execute cache
-    # A graph keeps up to _XCACHE_MAX finalized variant packs, keyed by the identities of the
-    # objects of one execute call (handle, workspace, each key and buffer; numbers by value).  A
-    # later execute with the same objects, the same active plan and unchanged buffer fingerprints
-    # (buffers.fingerprint_fn) is one hipdnnBackendExecute on the kept pack; every check of the
-    # slow path (buffers, dtype/size, missing tensors, memory kinds, plan choice) ran when the pack
-    # was made.  Entries hold weak references to the user's buffers (a dead buffer drops its
-    # entries), strong ones to what the pack points into that the frontend made (scalar arrays,
-    # workspaces).  Not thread-safe for concurrent executes of one Graph (neither is the rest).
+    # A graph keeps up to _XCACHE_MAX finalized variant packs per cache; every check of the slow
+    # path (buffers, dtype/size, missing tensors, memory kinds, plan choice) ran when a pack was
+    # made, and a kept pack is reused only while the graph's state (_xstate: the active plan,
+    # select_engine_by_memory, the device workspace) and the handle are the ones it was made with.
     #
-    # A call whose buffers are all torch tensors or numbers is kept by value instead (_fcache,
-    # key: _fkey): the handle's identity, the keys and each buffer's fingerprint (data pointer,
-    # dtype, shape, strides, device, requires_grad) or number.  Every check of the slow path is a
-    # function of exactly these, so a NEW tensor object with the same fingerprint (what torch's
-    # caching allocator hands out for `torch.empty_like(x)` in a loop) passes the same checks and
-    # points where the kept pack points: one hipdnnBackendExecute.  Such entries hold no
-    # reference to the buffers (the memory they point at is the caller's next tensors'), strong
-    # ones to the keys (so their identities stay unique) and the frontend's own holders.
+    # By value (_fcache, key: _vkey), the first cache execute looks in: calls whose buffers (and
+    # workspace) are numpy arrays, torch tensors (or objects of their interface) or numbers.  The
+    # key is the handle's identity, each key (identity; numbers and strings by value) and each
+    # buffer's type and fingerprint: numpy — data pointer, writability, shape, strides, dtype;
+    # torch — data_ptr(), dtype, shape, stride(), device; numbers — their value.  Every check of
+    # the slow path is a function of exactly these, so a NEW buffer object with the same
+    # fingerprint (torch's caching allocator handing `torch.empty_like(x)` the same block in a
+    # loop, numpy reusing a freed block) passes the same checks and points where the kept pack
+    # points: one hipdnnBackendExecute.  A buffer that differs in any of these is a miss, so it
+    # takes the slow path with every check.  Entries (_VEntry) hold no reference to the buffers
+    # (the memory they point at is the caller's next buffers'), strong ones to the keys (their
+    # identities stay unique), the handle, the state they were made under and the frontend's own
+    # holders (scalar arrays, workspaces).  The lookup, the state check and the call run in C
+    # (hipdnn_cabi.frontend._fastexec, cdef/fastexec.c; the GIL is released around the call)
+    # when that extension is built, else in Python (_py_fast_execute), with the same rules.
+    #
+    # By identity (_xcache, key: _xkey) for the other buffer kinds whose fingerprints
+    # (buffers.fingerprint_fn) can be taken: the identities of the objects of one call, each
+    # buffer's fingerprint compared on a hit; entries hold weak references to the user's buffers
+    # (a dead buffer drops its entries), strong ones to what the frontend made.
+    #
+    # Threads: the lookups and inserts are single dict operations under the GIL; concurrent
+    # executes of one Graph share its kept packs (a pack is never changed after finalize), as they
+    # share the auto-allocated workspace (docs/frontend.md).
     _XCACHE_MAX = 8
 
     def _xstate(self):
@@ -296,9 +326,10 @@ class ExecutionMixin:
             self._xcache, self._fcache = {}, {}
             self._xdead = []
         self._xflush()
-        fkey = _fkey(variant_pack, workspace, handle)
-        if fkey is not None:
-            return self._fcache_put(fkey, vp, h_raw, variant_pack, workspace, handle, keep)
+        _learn_kinds(variant_pack, workspace)
+        vkey = _vkey(variant_pack, workspace, handle)
+        if vkey is not None:
+            return self._fcache_put(vkey, vp, h_raw, variant_pack, workspace, handle, keep)
         key = _xkey(variant_pack, workspace, handle)
         cache = self._xcache
         fns = [fingerprint_fn(v) for v in variant_pack.values()]
@@ -334,41 +365,59 @@ class ExecutionMixin:
         self._cache_insert(cache, key, e)
         return True
 
-    def _fcache_put(self, fkey, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
-        e = _XEntry()
-        e.vp, e.h_raw, e.plan, e.execute = vp, h_raw, self._need_plan(), self.api.lib.hipdnnBackendExecute
-        e.state, e.fps, e.wfp, e.refs = self._xstate(), [], None, []
+    def _fcache_put(self, vkey, vp, h_raw, variant_pack, workspace, handle, keep) -> bool:
+        a = self.api
         bufs = {id(v) for v in variant_pack.values()}
         # the frontend's holders (scalar arrays, a workspace it made) and the keys stay; the
         # buffers (a holder that is the buffer, or a (buffer, capsule) pair) are not kept
-        e.keep = [k for k in keep if id(k) not in bufs and
-                  not (type(k) is tuple and k and id(k[0]) in bufs)]
-        e.keep += [kk for kk in variant_pack if type(kk) not in _IMM and type(kk) is not str]
-        self._cache_insert(self._fcache, fkey, e)
+        kept = [k for k in keep if id(k) not in bufs and
+                not (type(k) is tuple and k and id(k[0]) in bufs)]
+        kept += [kk for kk in variant_pack if type(kk) not in _IMM and type(kk) is not str]
+        # what the key names by identity (types, dtypes): no address of it is reused meanwhile
+        for v in (workspace, *variant_pack.values()):
+            kept.append(type(v))
+            if _KINDS.get(type(v), _K_NUMBER) != _K_NUMBER:
+                kept.append(v.dtype)
+        plan = self._need_plan()
+        hh = handle or self.handle
+        addr = _addr_fn(a.ffi)
+        e = _VEntry((plan, self.select_engine_by_memory, self._dev_ws, hh, h_raw, addr(h_raw),
+                     addr(plan), addr(vp), _exec_address(a), vp, kept, a.lib.hipdnnBackendExecute,
+                     a.destroy))
+        self._cache_insert(self._fcache, vkey, e)
         return True
 
     def _cache_insert(self, cache, key, e):
-        old = cache.pop(key, None)    # a stale entry of the same call (the graph's state moved)
-        if old is not None:
+        # A stale entry of the same call (the graph's state moved), then the oldest ones.  An
+        # identity entry's pack is destroyed here; a by-value entry's when the entry itself is
+        # freed (_VEntry.__del__): another thread's execute may still hold it for its call.
+        old = cache.pop(key, None)
+        if old is not None and not isinstance(old, _VEntry):
             self.api.destroy(old.vp)
         while len(cache) >= self._XCACHE_MAX:
             old = cache.pop(next(iter(cache)))
-            self.api.destroy(old.vp)
+            if not isinstance(old, _VEntry):
+                self.api.destroy(old.vp)
+        old = None
         cache[key] = e
+        _vflush()
 
     def _xflush(self):
         dead = self.__dict__.get("_xdead")
         while dead:
             self.api.destroy(dead.pop())
+        _vflush()
 
     def _xcache_clear(self):
         """Destroy every kept variant pack (plans released, graph closed)."""
-        for name in ("_xcache", "_fcache"):
-            cache = self.__dict__.get(name)
-            if cache:
-                for e in cache.values():
-                    self.api.destroy(e.vp)
-                cache.clear()
+        cache = self.__dict__.get("_xcache")
+        if cache:
+            for e in cache.values():
+                self.api.destroy(e.vp)
+            cache.clear()
+        cache = self.__dict__.get("_fcache")
+        if cache:
+            cache.clear()             # each freed _VEntry hands its pack to _vflush
         self._xflush()
 
 
@@ -390,24 +439,138 @@ def _xkey(variant_pack, workspace, handle, _imm=_IMM):
     return tuple(k)
 
 
-def _fkey(variant_pack, workspace, handle, _imm=_IMM, _fp=_buffers._torch_fingerprint):
-    """The by-value cache key of one execute call whose buffers are all torch tensors or numbers
-    (and whose workspace is None or a number): the handle's identity, each key (identity; numbers
-    and strings by value) with its buffer's type and fingerprint; None for any other call."""
-    tw = type(workspace)
-    if workspace is not None and tw not in _imm:
-        return None
-    k = [id(handle), tw, workspace]
-    for kk, v in variant_pack.items():
-        tk, tv = type(kk), type(v)
-        if tv in _imm:
-            fp = v
-        elif tv.__module__ == "torch" and tv.__name__ in ("Tensor", "Parameter"):
-            fp = _fp(v)
-        else:
+# buffer kinds kept by value (_vkey): exact type -> 0 number, 1 numpy array, 2 torch tensor (or an
+# object of its interface, type named torch.Tensor / torch.Parameter, as buffers.fingerprint_fn)
+_K_NUMBER, _K_NDARRAY, _K_TORCH = 0, 1, 2
+_KINDS = {int: _K_NUMBER, float: _K_NUMBER, bool: _K_NUMBER, np.ndarray: _K_NDARRAY}
+if _fastexec is not None:
+    _fastexec.set_kinds(_KINDS)
+
+
+def _learn_kinds(variant_pack, workspace, _kinds=_KINDS):
+    """Add the torch tensor types of one call to the by-value kinds (they are met, not imported)."""
+    for v in (workspace, *variant_pack.values()):
+        tv = type(v)
+        if tv not in _kinds and tv.__module__ == "torch" and tv.__name__ in ("Tensor", "Parameter"):
+            _kinds[tv] = _K_TORCH
+
+
+def _py_fp(v, k, _kinds=_KINDS):
+    """One buffer's by-value fingerprint onto list k; False when it is not kept by value."""
+    if v is None:
+        k.append(None)
+        return True
+    tv = type(v)
+    kind = _kinds.get(tv)
+    if kind is None:
+        return False
+    if kind == _K_TORCH:
+        k += (tv, v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
+    elif kind == _K_NDARRAY:
+        k += (tv, v.__array_interface__["data"][0], v.flags.writeable, v.shape, v.strides, v.dtype)
+    else:
+        k += (tv, v)
+    return True
+
+
+def _py_vkey(variant_pack, workspace, handle, _imm=_IMM):
+    """The by-value key of one execute call (see the execute cache above), or None."""
+    k = [None if handle is None else id(handle)]
+    try:
+        if not _py_fp(workspace, k):
             return None
-        k += (tk, kk if tk in _imm or tk is str else id(kk), tv, fp)
+        for kk, v in variant_pack.items():
+            if kk is None:
+                continue
+            tk = type(kk)
+            k += (tk, kk if tk in _imm or tk is str else id(kk))
+            if not _py_fp(v, k):
+                return None
+    except Exception:  # noqa: BLE001 - a buffer that gives no fingerprint: the slow path says why
+        return None
     return tuple(k)
+
+
+def _py_fast_execute(g, cache, variant_pack, workspace, handle):
+    """Python twin of _fastexec.execute: the status of one hipdnnBackendExecute on the kept pack
+    of this call, or None (no entry, or the graph's state moved: the caller takes the slow path)."""
+    key = _py_vkey(variant_pack, workspace, handle)
+    e = cache.get(key) if key is not None else None
+    if e is None:
+        return None
+    i = g._active
+    if (i is None or not 0 <= i < len(g._plans) or g._plan_ok[i] is not True
+            or g._plans[i] is not e[0] or g.select_engine_by_memory is not e[1]
+            or g._dev_ws is not e[2]):
+        return None
+    hh = g.handle if handle is None else handle
+    if hh is not e[3] or hh._h is not e[4]:
+        return None
+    return e[11](e[4], e[0], e[9])
+
+
+def use_c_fast_path(on: bool) -> bool:
+    """Serve execute's by-value cache from C (hipdnn_cabi.frontend._fastexec: Graph.execute is
+    its graph_execute_method) or from Python (ExecutionMixin._py_execute, _py_fast_execute);
+    process-wide, what tests and benchmarks compare.  Returns whether C serves it now."""
+    global _vkey, _fast_execute
+    on = bool(on) and _fastexec is not None
+    if on:
+        _vkey, _fast_execute = _fastexec.key, _fastexec.execute
+        ExecutionMixin.execute = _fastexec.graph_execute_method
+    else:
+        _vkey, _fast_execute = _py_vkey, _py_fast_execute
+        ExecutionMixin.execute = ExecutionMixin._py_execute
+    return on
+
+
+# HIPDNN_CABI_NO_C_FAST_EXECUTE=1 (read at import): the Python spelling
+use_c_fast_path(os.environ.get("HIPDNN_CABI_NO_C_FAST_EXECUTE", "") in ("", "0"))
+
+
+def _addr_fn(ffi):
+    return lambda c: int(ffi.cast("uintptr_t", c))
+
+
+def _exec_address(api) -> int:
+    """The address of the library's hipdnnBackendExecute (what _fastexec calls)."""
+    x = api.__dict__.get("_exec_addr")
+    if x is None:
+        x = api._exec_addr = int(api.ffi.cast("uintptr_t", api.lib.hipdnnBackendExecute))
+    return x
+
+
+# packs of freed by-value entries, destroyed by the next _vflush (not inside __del__, which may
+# run in the middle of anything): (destroy, pack)
+_VDEAD: list = []
+
+
+def _vflush(dead=_VDEAD):
+    while dead:
+        try:
+            destroy, vp = dead.pop()
+        except IndexError:      # another thread took the last one
+            return
+        destroy(vp)
+
+
+class _VEntry(tuple):
+    """One pack kept by value: (plan, select_engine_by_memory, _dev_ws, handle, raw handle,
+    handle / plan / pack addresses, hipdnnBackendExecute's address, pack, holders, execute,
+    destroy); cdef/fastexec.c reads the first nine fields.  Its pack is destroyed after the
+    entry is freed — by the cache and by every execute that held it for its call."""
+    __slots__ = ()
+    plan = property(lambda e: e[0])
+    h_raw = property(lambda e: e[4])
+    vp = property(lambda e: e[9])
+    keep = property(lambda e: e[10])
+    execute = property(lambda e: e[11])
+
+    def __del__(self, dead=_VDEAD):
+        try:
+            dead.append((self[12], self[9]))
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
 
 class _XEntry:
