@@ -334,7 +334,7 @@ def main():
         v["dispatch_overhead_us"] = round(v["execute_us"] - t_plug * 1e6, 3)
     so["plugin_execute_us"] = round(t_plug * 1e6, 3)
 
-    # ---- frontend-style execute (issue 15): create, 3 sets, finalize, execute, destroy per call
+    # ---- frontend-style execute: create, 3 sets, finalize, execute, destroy per call
     uids_c = ffi.new("int64_t[]", [1, 2, 3])
     ptrs_c = ffi.new("void*[]", [x, b, y])
     has_cvp = hasattr(runtime.lib, "hipdnn_cabi_vp_set_resident")

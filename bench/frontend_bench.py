@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python frontend execute overhead (issue 15): ``g.execute({x: xa, y: ya})`` on a tiny relu graph
+"""Python frontend execute overhead: ``g.execute({x: xa, y: ya})`` on a tiny relu graph
 (4x8 float32) on the CPU reference engine, against the engine's own time, in one run.
 
 Rows (µs per call, best of --reps):
@@ -15,7 +15,7 @@ Rows (µs per call, best of --reps):
   * frontend_python_path_us: frontend_execute_us with the by-value lookup in Python (the C
                              extension hipdnn_cabi.frontend._fastexec switched off)
   * frontend_no_cache_us:    the cache switched off (a new C-resident pack per call)
-  * frontend_before_us:      cache off and packs made in Python (the path before issue 15)
+  * frontend_before_us:      cache off and packs made in Python (the older path)
   * backend_execute_us:      hipdnnBackendExecute(handle, plan, pack) from Python (ABI call)
   * engine_us:               the engine's own plan.execute (plugin SDK, Python loop)
   * frontend_noop_engine_us / backend_noop_engine_us: the same calls with the engine's plan.execute

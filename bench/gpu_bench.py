@@ -10,7 +10,7 @@ Benchmarks: fp32 GEMM 4096^3 (TF32 off, and with the TF32_MATH knob), conv2d fwd
 ResNet-50 shapes batch 32 NHWC, NCHW (fp32 FFMA, fp32 TF32, fp16 - the last two through the
 layout transform), batchnorm training forward and a 4-op pointwise chain on 256 MB tensors,
 execute overhead (from C with a reused variant pack and frontend-style, a new pack per call), the
-Python frontend's g.execute on a tiny relu graph against torch.nn.functional.relu (issue 15).
+Python frontend's g.execute on a tiny relu graph against torch.nn.functional.relu.
 Rows go through the plugin object (``ours_ms``); at least one row per group also through the
 public C API (``capi_ms``: the frontend building descriptors and calling ``hipdnnBackendExecute``
 per run, bench/capi_path.py).
@@ -363,7 +363,7 @@ FWD16_VARIANTS = [  # name, knobs (HIPDNN_CABI_HIP_*): the fp16 forward paths si
 
 
 def bench_conv_fwd16(torch, E, res):
-    """Issue 20's open rows: fp16 NHWC forward, the six ResNet-50 layers at batch 32, cuDNN side
+    """fp16 NHWC forward, the six ResNet-50 layers at batch 32, cuDNN side
     by side; the default plan (``ours_ms``: the im2col tensor map for the 3 x 3 layers) and the
     FWD16_VARIANTS (the gather path, tiles, splits, the TMA-store epilogue), each with its
     relative error against an fp32 cuDNN reference; conv2 / conv3 also through the C API."""
@@ -594,7 +594,7 @@ def bench_overhead(torch, E, res, c_exe=None, c_env=None):
         for line in r.stdout.splitlines():
             if line.startswith("execute_us"):
                 out["hipdnnBackendExecute_us"] = float(line.split()[1])
-            elif line.startswith("frontend_execute_us"):  # a new variant pack per call (issue 15)
+            elif line.startswith("frontend_execute_us"):  # a new variant pack per call
                 out["frontend_style_execute_us"] = float(line.split()[1])
         if "hipdnnBackendExecute_us" not in out:
             out["c_error"] = (r.stdout + r.stderr)[-2000:]
@@ -795,7 +795,7 @@ def per_call_us(torch, fn, n=5000):
 
 
 def bench_frontend(torch, E, res):
-    """Issue 15: a tiny relu graph through the Python frontend's g.execute with torch CUDA tensors
+    """A tiny relu graph through the Python frontend's g.execute with torch CUDA tensors
     (the same buffers every call: the cached variant pack) against torch.nn.functional.relu on the
     same tensor, and the frontend with new tensors every call (kept by value: the caching
     allocator hands the same block back); for 4x8 also cudnn-frontend's execute of the same graph

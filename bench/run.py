@@ -59,7 +59,7 @@ def bench_api(threads=8, results=RESULTS, suffix=""):
     labels = [k[:-3] for k in r if k.endswith("_ns") and not isinstance(r[k], dict)]
     vals = [r[k + "_ns"] for k in labels]
     floor = r["c_floor_ns"]
-    # issue 15: Set/Get <= 0.3 us, create+destroy <= 0.5 us (TENSOR, operations, variant packs)
+    # Set/Get <= 0.3 us, create+destroy <= 0.5 us (TENSOR, operations, variant packs)
     goals_ns = {"create_destroy_ns": 500, "set_int64_scalar_ns": 300, "set_int64_x8_ns": 300,
                 "get_size_query_ns": 300, "get_fetch_x8_ns": 300, "get_int64_scalar_ns": 300,
                 "op_create_destroy_ns": 500, "op_set_enum_ns": 300, "op_set_double_ns": 300,
@@ -136,7 +136,7 @@ def main():
         r = subprocess.run(cmd, env=env)
         if r.returncode != 0:
             print(f"  {script} failed with {r.returncode}")
-    # issue 15: the execute threads rows (execute.json) beside the Set/Get ones in api.json
+    # the execute threads rows (execute.json) beside the Set/Get ones in api.json
     try:
         with open(os.path.join(results, f"execute{sfx}.json")) as fh:
             thr = json.load(fh)["so_plugin"]["threads"]

@@ -1,5 +1,5 @@
 /* ==================================================================== C-resident variant packs
- * HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR without entering Python (issue 15; docs/plugins.md,
+ * HIPDNN_BACKEND_VARIANT_PACK_DESCRIPTOR without entering Python (docs/plugins.md,
  * "C-resident variant packs").
  *
  * Pasted by cdef/build_backend.py after cdef/shims.c (it uses cfail and the execute registry's

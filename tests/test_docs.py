@@ -1,4 +1,4 @@
-"""Issue 14 item 10: documentation that is code runs.  Every ```python block of docs/*.md and the
+"""Documentation that is code runs.  Every ```python block of docs/*.md and the
 README runs (blocks of one file in order, in one fresh interpreter per file, outside the source
 tree's cwd); the frontend package's docstring example runs too.  API listings use ```text.
 Also: the packaging metadata uses an SPDX license string (no setuptools deprecation warning)."""

@@ -92,7 +92,7 @@ def execute(handle, plan_id, vp_id, hid=None, _resolve=registry.resolve, _D=Desc
 def _fail(plugin, plan, action, st):
     """The plugin's failure, naming the engines that declined the plan's graph and why: a graph
     that only a host-memory engine accepted and that fails there on device memory then shows
-    the GPU engine's reason, not only the CPU engine's memory message (issue 22)."""
+    the GPU engine's reason, not only the CPU engine's memory message."""
     try:
         plugin.fail(action, st)
     except PluginError as e:

@@ -1,4 +1,4 @@
-"""Decline reasons (issue 22): when an engine declines a graph, the backend logs why at info
+"""Decline reasons: when an engine declines a graph, the backend logs why at info
 level, keeps the reasons for hipdnnGetLastErrorString when no engine is left, and names the
 engines that declined when the one left fails at execute (e.g. the CPU reference engine on
 device memory).  Runs in a child process (log level and the CPU engine's memory probe)."""

@@ -1,4 +1,4 @@
-"""Issue 14 item 3: every variant-pack buffer is checked against its tensor before the backend
+"""Every variant-pack buffer is checked against its tensor before the backend
 runs: size, element type, strides (the tensor's, or a flat contiguous run) and, for outputs,
 writability — for numpy arrays, DLPack (numpy's own __dlpack__), __cuda_array_interface__ objects
 (hand-made, pointing at host memory; without a GPU runtime the CPU engine runs them) and torch

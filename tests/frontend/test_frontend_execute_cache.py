@@ -45,7 +45,7 @@ def resolves(monkeypatch):
     n = [0]
     real = execution.resolve_pointer
 
-    def counting(value, tensor, *args, **kw):   # (value, tensor[, is_output]) since issue 14
+    def counting(value, tensor, *args, **kw):   # (value, tensor[, is_output])
         n[0] += 1
         return real(value, tensor, *args, **kw)
     monkeypatch.setattr(execution, "resolve_pointer", counting)

@@ -1,4 +1,4 @@
-"""Issue 14 item 4: validate() says which op, which tensors and which dims are wrong; bad
+"""validate() says which op, which tensors and which dims are wrong; bad
 arguments are BadParamError (not KeyError/ValueError); when no engine takes a valid graph the
 message says which engines were asked and why each declined."""
 from __future__ import annotations
@@ -105,6 +105,6 @@ def test_no_engine_says_who_was_asked_and_why():
         g.build()
     m = str(e.value)
     assert "No engine configurations available for the graph." in m
-    # the backend keeps each engine's reason (issue 22) and the frontend appends it
+    # the backend keeps each engine's reason and the frontend appends it
     assert "No engine accepted the operation graph" in m
     assert "HIPDNN_CABI_CPU_REFERENCE_ENGINE declined the graph:" in m

@@ -1,5 +1,5 @@
-/* hipDNN's C++ frontend call sequence, replayed from C on libhipdnn_backend.so with DEVICE buffers
- * (issue 22): conv forward and the four batchnorm kinds (inference, inference with variance,
+/* hipDNN's C++ frontend call sequence, replayed from C on libhipdnn_backend.so with DEVICE buffers:
+ * conv forward and the four batchnorm kinds (inference, inference with variance,
  * training with running statistics, backward) in FLOAT / HALF / BFLOAT16 x NCHW / NHWC; plus
  * upstream's BnTraining sample graph (samples/batchnorm/BnTraining.cpp, full training: FLOAT
  * scale / bias / statistics / running statistics beside 16-bit x and y, epsilon and momentum

@@ -4,9 +4,9 @@
 # ONLY=tests|bench|all (default all); PYTEST_K: a -k expression for the GPU tests; PYTEST_N: run the
 # GPU tests in that many pytest-xdist workers on the one GPU (compilation dominates; the kernel cache is
 # safe to share).
-# ONLY=multigpu (a machine with >= 2 GPUs, issue 18): the device-binding GPU tests and
+# ONLY=multigpu (a machine with >= 2 GPUs): the device-binding GPU tests and
 # bench/multi_gpu_bench.py (-> $OUT/multi_gpu.json).
-# ONLY=cpubench (issue 15): the C sample plugin and the CPU thread benchmarks on this machine's cores:
+# ONLY=cpubench: the C sample plugin and the CPU thread benchmarks on this machine's cores:
 # bench/run.py --only api,execute --threads 16 --out-suffix _h200_16cores (-> $OUT/api_h200_16cores.json,
 # $OUT/execute_h200_16cores.json; copy them to bench/results/).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

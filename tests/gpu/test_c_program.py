@@ -67,7 +67,7 @@ def build_replay(out_dir, host_only=False):
 
 
 def test_hipdnn_frontend_replay_device_buffers(libpath, tmp_path):
-    """Issue 22: hipDNN's frontend call sequence from C with cudaMalloc'd buffers - conv forward
+    """hipDNN's frontend call sequence from C with cudaMalloc'd buffers - conv forward
     and the four batchnorm kinds x FLOAT/HALF/BFLOAT16 x NCHW/NHWC, uids from 0, batchnorm
     without a workspace - planned on the GPU engine (config 0) and equal to the CPU reference
     engine run on host copies.  Includes upstream's BnTraining sample graph (16-bit x, FLOAT

@@ -87,7 +87,7 @@ def test_errors():
 
 def test_scratch_args_and_release():
     """Small scratch ("sc" args and memsets) points into the plan's own buffer, needs no
-    workspace, and release() frees it once (issue 22)."""
+    workspace, and release() frees it once."""
     pytest.importorskip("cffi")
     from engine_plugins.hip_kernels.engine import _Launch
     p = make_plan(ws_size=0)
@@ -105,7 +105,7 @@ def test_scratch_args_and_release():
 
 
 def test_fast_replay_same_mapping():
-    """Issue 15: a plan without runtime scalars replays the launches of an execute with the same
+    """A plan without runtime scalars replays the launches of an execute with the same
     buffer mapping object, workspace, handle and stream without re-running the checks; a new
     stream, a stream the SDK marked unusable, another mapping or workspace take the checking path."""
     from engine_plugins.hip_kernels import devctx

@@ -178,7 +178,7 @@ def test_simt_fp32_matmul_vectors(R, shape):
     check(out, kmm.matmul(av, bv, compute_dtype=np.float64), "FLOAT", f"simt matmul {shape}")
 
 
-# ------------------------------------------- branch s20b: dw^T backward filter, fp32 NCHW on SIMT
+# ------------------------------------------- dw^T backward filter, fp32 NCHW on SIMT
 WGRAD_SWAP = [  # N, C, H, W, K, R, S, pad, stride, dil, mode: K <= 64 < C*R*S -> dw^T (auto)
     (32, 64, 56, 56, 64, 3, 3, 1, 1, 1, "CROSS_CORRELATION"),   # ResNet conv2 3 x 3
     (2, 128, 14, 14, 64, 3, 3, 1, 1, 1, "CONVOLUTION"),         # M = 1152, flipped taps

@@ -160,7 +160,7 @@ def test_every_source_compiles_sm90a_and_gemm_core_is_hgmma(tmp_path):
 
 def test_small_plans_need_no_workspace():
     """Batchnorm (all kinds) and reductions keep their statistics/partials in the plan's own
-    scratch: workspace 0, as hipDNN's batchnorm samples expect (they pass none) - issue 22."""
+    scratch: workspace 0, as hipDNN's batchnorm samples expect (they pass none)."""
     seen = set()
     for name, g in sample_graphs():
         if name.startswith(("bn_", "reduce_")):
@@ -405,7 +405,7 @@ def test_tma_store_epilogue_planned_and_compiled_sm90a(tmp_path):
             os.environ["HIPDNN_CABI_HIP_TMA_STORE"] = old
 
 
-# ------------------------------------------- issue 20 (branch s20b): SIMT NCHW paths, dw^T wgrad
+# ------------------------------------------- SIMT NCHW paths, dw^T wgrad
 def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
     """The ResNet-50 sources of the new paths compile for sm_90a with no spills: fp32 NCHW
     forward on NHWC copies (conv2 3x3, conv3) and on m-vectors (1x1 expand, <= 128 registers:
@@ -436,7 +436,7 @@ def test_s20b_sources_compile_sm90a_without_spills(tmp_path):
     assert "HGMMA" in sass and "UTMALDG" in sass
 
 
-# ------------------------------------------- issue 20 (branch s20d): conv forward on im2col maps
+# ------------------------------------------- conv forward on im2col maps
 def test_conv_fwd_im2col_planned_and_compiled_sm90a(tmp_path):
     """fp16 / bf16 NHWC convolution forward plans the activations on an im2col tensor map with
     the TMA-store epilogue (the ResNet-50 3 x 3 layers and the 1 x 1 stride-2 one; a stride-2,

@@ -1,4 +1,4 @@
-"""Issue 14 items 1 and 6: a wheel built from a clean copy of the tree in a fresh venv (pip's build
+"""A wheel built from a clean copy of the tree in a fresh venv (pip's build
 isolation on: only build-system.requires are there), installed into another fresh venv, and used
 the way a new user would, outside the source tree: a graph runs, `hipdnn-cabi demo`,
 `export-plugin` and `conform` work, the engines live under hipdnn_cabi.engines (no top-level

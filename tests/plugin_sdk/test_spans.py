@@ -1,4 +1,4 @@
-"""Issue 19 item 2: tensors no engine can address are declined when engines are asked for
+"""Tensors no engine can address are declined when engines are asked for
 applicable ids (SDK span checks for every Python engine, CPU reference, GPU engine analysis on
 the CPU, the backend C API end to end), with a logged reason; execute never surfaces a raw Python
 exception text."""

@@ -1,5 +1,5 @@
-/* Environment variables set with setenv() after the library started, and the plugin log level
- * (issue 23).  Every scenario first makes a hipDNN call that starts the library, so a value that
+/* Environment variables set with setenv() after the library started, and the plugin log level.
+ * Every scenario first makes a hipDNN call that starts the library, so a value that
  * only Python's start-up copy of the environment held would be missed.
  *
  *   env_at_use dirs <dirA> <dirB>      HIPDNN_PLUGIN_DIR read at each load (EAGER unload between):

@@ -1,4 +1,4 @@
-/* Threads racing on C-resident descriptors (issue 15): tensors, pointwise operations and variant
+/* Threads racing on C-resident descriptors: tensors, pointwise operations and variant
  * packs are created, set, finalized, executed and destroyed by some threads while other threads use
  * the very same ids (published in shared slots, possibly destroyed under them).  Every call must
  * answer an expected status — SUCCESS, or the status of a destroyed / not (yet) finalized

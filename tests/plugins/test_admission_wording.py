@@ -1,4 +1,4 @@
-"""Issue 23: hipDNN's version parsing (signed components) and its plugin-admission messages,
+"""hipDNN's version parsing (signed components) and its plugin-admission messages,
 word for word (tests and users grep for them)."""
 from __future__ import annotations
 

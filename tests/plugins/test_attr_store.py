@@ -1,4 +1,4 @@
-"""The C attribute store (cdef/astore.c, issue 15 item 2): FAST_FIELDS of TENSOR descriptors.
+"""The C attribute store (cdef/astore.c): FAST_FIELDS of TENSOR descriptors.
 
 * one battery of Set/Get/Finalize/Destroy calls on tensor descriptors (every tensor attribute ×
   type × count × NULL pointers, before and after finalize, wrapper ids from an operation's getter,

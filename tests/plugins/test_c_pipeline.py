@@ -43,7 +43,7 @@ def test_pipeline_eight_threads_ten_seconds(pipeline, c_sample):
 
 
 def test_hammer_racing_ids(c_build, c_sample):
-    """tests/plugins/hammer.c (issue 15): 8 C threads create, set, finalize, execute and destroy
+    """tests/plugins/hammer.c: 8 C threads create, set, finalize, execute and destroy
     C-resident tensors, pointwise operations and variant packs while the other threads use the same
     ids (published in shared slots, destroyed under them): every call answers an expected status,
     own values round-trip, executes compute right; a crash, hang or wrong status fails."""

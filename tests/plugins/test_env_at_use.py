@@ -1,4 +1,4 @@
-"""Issue 23: environment variables set by a C program after the library started (read from the C
+"""Environment variables set by a C program after the library started (read from the C
 environment when hipDNN consults them), the loaded-plugin list for a default plugin directory, and
 hipdnnPluginSetLogLevel at load and on every level change (.so and Python plugins)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The C attribute store for operation descriptors (cdef/astore.c, issue 15 item 3).
+"""The C attribute store for operation descriptors (cdef/astore.c).
 
 * every plain attribute of every operation (rows generated from the OpSpecs) × attribute types ×
   counts × value patterns (valid, out of range, invalid enum values, NULL arrays), before and after

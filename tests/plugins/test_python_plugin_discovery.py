@@ -1,4 +1,4 @@
-"""Issue 14 item 9: a plugin directory's Python files are imported only when they declare
+"""A plugin directory's Python files are imported only when they declare
 themselves plugins (a top-level ``hipdnn_plugin`` / ``create_plugin`` binding, found by parsing,
 not executing); helper scripts beside a plugin never run.  HIPDNN_PLUGIN_DIR replaces the default
 directory (hipDNN's rule), and the backend log says so."""

@@ -1,4 +1,4 @@
-"""C-resident variant packs (cdef/vpack.c, issue 15).
+"""C-resident variant packs (cdef/vpack.c).
 
 * one battery of Create/Set/Get/Finalize/Destroy/Execute calls (every attribute × type × count ×
   NULL pointers × finalized or not, plus ids of other kinds and destroyed ids) gives the same

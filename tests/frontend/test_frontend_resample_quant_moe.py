@@ -1,4 +1,4 @@
-"""Frontend builders of issue 17 (resample, block-scale quantize / dequantize, MoE grouped
+"""Frontend builders (resample, block-scale quantize / dequantize, MoE grouped
 matmul, norm backward) end to end through the backend C API on the CPU reference engine, each
 checked against numpy written here; shape inference; serialize -> deserialize keeps the
 parameters."""
