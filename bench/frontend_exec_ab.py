@@ -23,7 +23,8 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
+
+from python_plugin_bench import EMPTY_PLUGIN   # the empty SDK plugin (bench/ is this script's dir)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ap = argparse.ArgumentParser()
@@ -36,31 +37,7 @@ os.makedirs(plugdir)
 subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "engine_plugins", "c_sample"), f"OUT={plugdir}"],
                check=True)
 with open(os.path.join(plugdir, "bench_empty_py.py"), "w") as f:
-    f.write(textwrap.dedent('''
-        from hipdnn_cabi.plugin_sdk import EngineBase, EnginePluginBase, PlanBase, PlanBuilderBase
-
-        class Plan(PlanBase):
-            def execute(self, handle, buffers, workspace):
-                pass
-
-        class Builder(PlanBuilderBase):
-            def is_applicable(self, handle, graph):
-                return True
-
-            def build_plan(self, handle, graph, config):
-                return Plan()
-
-        class Engine(EngineBase):
-            name = "HIPDNN_CABI_BENCH_EMPTY_PY"
-            plan_builder = Builder()
-
-        class EmptyPlugin(EnginePluginBase):
-            name = "bench_empty_py"
-            version = "0.1.0"
-            engines = [Engine]
-
-        hipdnn_plugin = EmptyPlugin
-    '''))
+    f.write(EMPTY_PLUGIN.format(engine="HIPDNN_CABI_BENCH_EMPTY_PY", plugin="bench_empty_py"))
 old_src = os.path.join(tmp, "execution_old.py")
 with open(old_src, "w") as f:
     f.write(subprocess.run(["git", "-C", ROOT, "show", f"{args.old}:hipdnn_cabi/frontend/graph/execution.py"],
