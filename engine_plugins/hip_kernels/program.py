@@ -71,6 +71,53 @@ def check_node(node, graph):
     return r
 
 
+def pointwise_groups(nodes, IOs, graph, consumers):
+    """The pointwise nodes joined into runs (one kernel each): two pointwise nodes joined by a
+    virtual tensor share a run unless joining them would make the run depend on its own output
+    through another unit (pointwise -> {batchnorm backward, pointwise} -> pointwise: the run
+    would both feed and read the batchnorm); such a pair stays two runs, the shared tensor
+    stored between them.  Returns [sorted node indices] per run, in order of first node."""
+    parent = list(range(len(nodes)))
+    members = {i: [i] for i in range(len(nodes))}
+    succ = [sorted({j for u in outs for j in consumers.get(u, [])}) for _, outs in IOs]
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def detour(a, b):
+        """Whether run ``b`` is reachable from run ``a`` through some other unit (the
+        condensed graph: a run's every output depends on its every input)."""
+        seen, stack = set(), [a]
+        while stack:
+            g = stack.pop()
+            for m in members[g]:
+                for j in succ[m]:
+                    r = find(j)
+                    if r == b and g != a:
+                        return True
+                    if r not in (a, b) and r not in seen:
+                        seen.add(r)
+                        stack.append(r)
+        return False
+    pw = [i for i, n in enumerate(nodes) if n.kind in pointwise.KINDS]
+    for i in pw:
+        for u in IOs[i][1]:
+            if not graph.tensors[u].virtual:
+                continue
+            for j in consumers.get(u, []):
+                if nodes[j].kind not in pointwise.KINDS:
+                    continue
+                a, b = find(i), find(j)
+                if a == b or detour(a, b) or detour(b, a):
+                    continue
+                parent[b] = a
+                members[a] = members[a] + members.pop(b)
+    return [sorted(members[r]) for r in sorted({find(i) for i in pw}, key=lambda r: min(members[r]))]
+
+
 def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
     mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
@@ -95,30 +142,13 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     for u, t in graph.tensors.items():
         if t.virtual and u in consumers:
             _need(u in producer, f"virtual tensor {u} read but never written")
-    # pointwise groups (union-find over virtual tensors between pointwise nodes)
-    parent = list(range(len(nodes)))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-    pw = [i for i, n in enumerate(nodes) if n.kind in pointwise.KINDS]
-    for i in pw:
-        for u in IOs[i][1]:
-            if graph.tensors[u].virtual:
-                for j in consumers.get(u, []):
-                    if nodes[j].kind in pointwise.KINDS:
-                        parent[find(j)] = find(i)
-    groups = {}
-    for i in pw:
-        groups.setdefault(find(i), []).append(i)
+    groups = pointwise_groups(nodes, IOs, graph, consumers)
     # units: list of (kind, node indices)
     unit_of = {}
     units = []
     fused_into = {}
-    for g, members in groups.items():
-        units.append(["pw", sorted(members)])
+    for members in groups:
+        units.append(["pw", members])
         for i in members:
             unit_of[i] = len(units) - 1
     for i, n in enumerate(nodes):
