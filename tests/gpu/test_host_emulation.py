@@ -1,7 +1,9 @@
 """CI (no GPU): the generated kernels' index arithmetic, run on the host (see host_emu.py) and
 compared with the CPU reference kernels - conv forward / backward data / backward filter
 (NCHW, NHWC, strides, dilation, both conv modes, split-K finish, fused epilogue, 16-byte
-epilogue stores), matmul, batchnorm backward (finalize + apply), reduction, runtime scalars."""
+epilogue stores), matmul, batchnorm backward (finalize + apply), reduction, runtime scalars.
+Barrier kernels (batchnorm statistics and backward sums, transposes) run as numpy stand-ins of
+their contract."""
 from __future__ import annotations
 
 import re
@@ -69,7 +71,9 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             _transpose_numpy(src, vals)
         elif name == "hdn_bn_bwd_sums":
             _bn_bwd_sums_numpy(gbytes, ptr, host, vals)
-        elif name.startswith("hdn_reduce_part") or name == "hdn_bn_stats":
+        elif name == "hdn_bn_stats":
+            _bn_stats_numpy(gbytes, ptr, host, vals)
+        elif name.startswith("hdn_reduce_part"):
             pytest.skip(f"{name} uses barriers (GPU only)")
         else:
             host_emu.run_kernel(src, name, grid, block, vals, HDR)
@@ -114,6 +118,21 @@ def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
     arr = (ctypes.c_double * (2 * C)).from_address(vals[4])
     for c in range(C):
         arr[c], arr[C + c] = float(s1[c]), float(s2[c])
+
+
+def _bn_stats_numpy(gbytes, ptr, host, vals):
+    """hdn_bn_stats' contract (shared memory + barriers): double ws[c] += sum of channel c of x,
+    ws[C + c] += its sum of squares; x is the bound input at vals[0]."""
+    import ctypes
+    uid = next(u for u, p in ptr.items() if p == vals[0])
+    raw, dtp, t = host[uid]
+    x = from_storage(t, raw.view(dtp)).astype(np.float64)
+    C = x.shape[1]
+    ax = (0,) + tuple(range(2, x.ndim))
+    arr = (ctypes.c_double * (2 * C)).from_address(vals[1])
+    for c, (s1, s2) in enumerate(zip(x.sum(axis=ax), (x * x).sum(axis=ax))):
+        arr[c] += float(s1)
+        arr[C + c] += float(s2)
 
 
 def rnd(dims, dtype):
