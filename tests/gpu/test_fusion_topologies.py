@@ -16,6 +16,8 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
+from engine_plugins.cpu_reference.kernels import batchnorm as kbn
+from engine_plugins.cpu_reference.kernels import conv as kconv
 from gpu_testlib import (T, bn_bwd, bn_inf, conv_fwd, graph_bytes, pw, reduction, relerr)
 
 D, CD = [2, 8, 3, 3], [1, 8, 1, 1]
@@ -200,33 +202,94 @@ def _ref(name, vals, bnp):
     raise KeyError(name)
 
 
-@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("name", ["bn_inf_diamond", "bn_inf_two_joins", "bn_inf_chain_of_shared",
-                                  "stored_shared"])
-def test_all_elementwise_topologies_on_the_host(name):
-    from test_host_emulation import run_host
-    ts, ns = TOPOLOGIES[name]()
+def _elementwise_case(name, ts, ns):
+    """(inputs {T: values}, reference {uid: values}, {uid: T}) of an all-elementwise topology."""
     by_uid = {t.uid: t for t in ts}
     produced = {n["attributes"][1].get(k) for n in ns for k in ("out_0_tensor_uid", "y_tensor_uid")} - {None}
-    inputs, vals = {}, {}
-    bnp = []
+    inputs, vals, bnp = {}, {}, []
     for n in ns:
         a = n["attributes"][1]
         if "mean_tensor_uid" in a:
             ps = [a["mean_tensor_uid"], a["inv_variance_tensor_uid"], a["scale_tensor_uid"], a["bias_tensor_uid"]]
             pv = [rng.standard_normal(CD), rng.uniform(0.5, 2.0, CD), rng.standard_normal(CD),
                   rng.standard_normal(CD)]
-            bnp.append(pv)
-            for u, v in zip(ps, pv):
-                vals[u] = v.astype(np.float32)
+            bnp.append([v.astype(np.float32) for v in pv])
+            vals.update(zip(ps, bnp[-1]))
     for t in ts:
         if t.virtual or t.uid in produced:
             continue
         if t.uid not in vals:
             vals[t.uid] = rng.standard_normal(t.dims).astype(np.float32)
         inputs[t] = vals[t.uid]
-    bnp = [[v.astype(np.float32) for v in p] for p in bnp]
-    want = _ref(name, vals, bnp)
+    return inputs, _ref(name, vals, bnp), by_uid
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("name", ["bn_inf_diamond", "bn_inf_two_joins", "bn_inf_chain_of_shared",
+                                  "stored_shared"])
+def test_all_elementwise_topologies_on_the_host(name):
+    from test_host_emulation import run_host
+    ts, ns = TOPOLOGIES[name]()
+    inputs, want, by_uid = _elementwise_case(name, ts, ns)
     res = run_host(graph_bytes(ts, ns), inputs, [by_uid[u] for u in want])[0]
+    for u, ref in want.items():
+        assert relerr(res[u], ref) < 1e-5, (name, u)
+
+
+def _identity_block_case():
+    """The ResNet identity block backward's numbers: inputs and {uid: reference}."""
+    ts, ns = topo_bn_bwd_identity()
+    by = {t.uid: t for t in ts}
+    dy, x = rng.standard_normal(D), rng.standard_normal(D)
+    mu, sc = rng.standard_normal(CD) * 0.1, rng.standard_normal(CD)
+    iv = rng.uniform(0.5, 2.0, CD)
+    vals = {1: dy, 2: x, 4: mu, 5: iv, 6: sc}
+    vals = {u: v.astype(np.float32).astype(np.float64) for u, v in vals.items()}
+    d = vals[1] * (vals[2] > 0)
+    r = kbn.batchnorm_bwd(d, vals[2], vals[6], vals[4], vals[5])
+    want = {10: r.dx + d, 7: np.asarray(r.dscale).reshape(CD), 8: np.asarray(r.dbias).reshape(CD)}
+    return ts, ns, {by[u]: v for u, v in vals.items()}, want, by
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+def test_identity_block_backward_on_the_host():
+    """relu backward -> {batchnorm backward, sum} -> sum, the batchnorm sums as their numpy
+    contract (barriers), the rest as generated."""
+    from test_host_emulation import run_host
+    ts, ns, ins, want, by = _identity_block_case()
+    res = run_host(graph_bytes(ts, ns), ins, [by[u] for u in want])[0]
+    for u, ref in want.items():
+        assert relerr(res[u], ref) < 1e-5, u
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+def test_conv_diamond_on_the_host():
+    """a = relu(x); out = conv(a) + a: the conv's GEMM (operand gathers and epilogue) emulated."""
+    from test_host_emulation import run_host
+    ts, ns = topo_conv()
+    by = {t.uid: t for t in ts}
+    xv = rng.standard_normal(D).astype(np.float32)
+    wv = (rng.standard_normal([8, 8, 3, 3]) * 0.2).astype(np.float32)
+    a = np.maximum(xv.astype(np.float64), 0)
+    ref = kconv.conv_fwd(a, wv, [1, 1], [1, 1], [1, 1], [1, 1], "CROSS_CORRELATION",
+                         compute_dtype=np.float64) + a
+    res = run_host(graph_bytes(ts, ns), {by[1]: xv, by[3]: wv}, [by[5]])[0]
+    assert relerr(res[5], ref) < 1e-5
+
+
+@pytest.mark.gpu
+def test_identity_block_backward_on_the_device(R):
+    ts, ns, ins, want, by = _identity_block_case()
+    res = R.run(graph_bytes(ts, ns), ins, [by[u] for u in want])
+    for u, ref in want.items():
+        assert relerr(res[u], ref) < 1e-5, u
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bn_inf_two_joins", "bn_inf_chain_of_shared", "stored_shared"])
+def test_all_elementwise_topologies_on_the_device(R, name):
+    ts, ns = TOPOLOGIES[name]()
+    ins, want, by = _elementwise_case(name, ts, ns)
+    res = R.run(graph_bytes(ts, ns), ins, [by[u] for u in want])
     for u, ref in want.items():
         assert relerr(res[u], ref) < 1e-5, (name, u)

@@ -19,7 +19,7 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import (TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
+from gpu_testlib import (NP, TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
                          graph_bytes, pw, quantize, reduction, relerr, to_storage)
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
@@ -101,14 +101,24 @@ def _transpose_numpy(src, vals):
     out[:] = np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(-1)
 
 
+def _read_at(addr, t):
+    """The logical values of graph tensor ``t`` stored at host address ``addr``."""
+    import ctypes
+    dtp = codegen.dtype_name(t.dtype)
+    tt = T(t.uid, [int(d) for d in t.dims], dtp, strides=[int(s) for s in t.strides])
+    itemsize = np.dtype(NP[dtp]).itemsize
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * (tt.span * itemsize)).from_address(addr))
+    return from_storage(tt, raw.view(NP[dtp]))
+
+
 def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
+    """hdn_bn_bwd_sums' contract: ws[c] = sum(dy), ws[C + c] = sum(dy * (x - mean) * iv) over
+    channel c; operands read where the step's arguments point (bound or workspace)."""
     g = parse_graph(gbytes)
-    n = g.nodes[0]
-    get = lambda role: host[n.attrs[role + "_tensor_uid"]]  # noqa: E731
-    dy = from_storage(get("dy")[2], get("dy")[0].view(get("dy")[1]))
-    x = from_storage(get("x")[2], get("x")[0].view(get("x")[1]))
-    mu = from_storage(get("mean")[2], get("mean")[0].view(get("mean")[1])).reshape(-1)
-    iv = from_storage(get("inv_variance")[2], get("inv_variance")[0].view(get("inv_variance")[1])).reshape(-1)
+    n = next(n for n in g.nodes if n.kind == "BatchnormBackwardAttributes")
+    get = lambda role, k: _read_at(vals[k], g.tensors[n.attrs[role + "_tensor_uid"]])  # noqa: E731
+    dy, x = get("dy", 0), get("x", 1)
+    mu, iv = get("mean", 2).reshape(-1), get("inv_variance", 3).reshape(-1)
     C = x.shape[1]
     ax = (0,) + tuple(range(2, x.ndim))
     shp = [1, C] + [1] * (x.ndim - 2)
