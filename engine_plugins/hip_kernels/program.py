@@ -187,13 +187,13 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         fam = ops.FAMILY.get(kind)
         fusable = getattr(fam, "fusable_output", None)
         y = fusable(nodes[members[0]], R[members[0]]) if fusable else None
-        seed_store = getattr(fam, "STORES_FUSED_SEED", False)
-        if y is None or not (graph.tensors[y].virtual or seed_store):
+        free = getattr(fam, "ELEMENTWISE_FUSION", False)
+        if y is None or not (graph.tensors[y].virtual or free):
             continue
         store_ok = getattr(fam, "fused_store_ok", None)
         cons = consumers.get(y, [])
         cu = {unit_of[j] for j in cons}
-        if seed_store:
+        if free:
             cu = {p for p in cu if units[p][0] == "pw"}
         if len(cu) != 1:
             continue
@@ -204,7 +204,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
         ok = True
         for j in pmembers:
             for u in IOs[j][0]:
-                if u != y and u in producer and unit_of[producer[u]] != pu and not seed_store:
+                if u != y and u in producer and unit_of[producer[u]] != pu and not free:
                     ok = False
             if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for u in IOs[j][0] + IOs[j][1]):
                 ok = False         # BOOLEAN / 8-bit integer operands: the elementwise kernel only

@@ -54,8 +54,9 @@ def check(node, graph, r):
         _need(all(run) or not any(nxt), "running stats need prev stats and momentum")
 
 
-# the fused kernel may store y as well as the run's outputs (program.py: y need not be virtual)
-STORES_FUSED_SEED = True
+# a fused run lands in an elementwise kernel: it may store y as well as the run's outputs (y
+# need not be virtual) and read other units' outputs (program.py keeps the fused unit acyclic)
+ELEMENTWISE_FUSION = True
 
 
 def emit(ctx, node, r, tag, fused=None):
