@@ -407,11 +407,7 @@ class ResNet50:
             dws["downsample.0"] = self._wgrad(g, x, dys, W[f"{pre}.downsample.0.weight"].shape, st, 0,
                                               f"{pre}.downsample.0.d_weight")
         else:
-            # the identity path's gradient is ReLU backward again, as a node of its own beside
-            # the sum: reusing d3 would join the two pointwise nodes through a virtual tensor,
-            # and an engine that runs joined pointwise nodes as one kernel (the HIP engine) would
-            # see that kernel depend on its own output through bn3 / conv3 / ... / conv1
-            dxs = g.relu_backward(t[f"d_{pre}.out"], t[f"{pre}.out"], name=f"{pre}.relu3.bwd_identity")
+            dxs = d3          # the identity path: the block output's gradient through the ReLU
         dx = g.add(dxm, dxs, name=f"{pre}.d_input").set_stride(nhwc_strides(xd)).set_name(f"d_{inp}")
         self.act_grads[inp] = self._nhwc(xd, self.dtype)
         outs = [dx] + list(dws.values())

@@ -13,8 +13,13 @@ and emit their kernels.  Units:
 * a connected run of pointwise nodes -> ONE elementwise kernel (ops/pointwise.py);
 * any other node -> its family's kernels; a following pointwise run is fused into the node's
   kernel when the family offers an output for it (``fusable_output``: matmul / convolution
-  forward GEMM epilogues, layernorm / RMSnorm forward), that output is virtual and only that
-  run reads it (conv -> bias -> relu, matmul -> bias -> activation, norm -> scale).
+  forward GEMM epilogues, layernorm / RMSnorm forward, batchnorm inference / training apply),
+  that output is virtual and only that run reads it (conv -> bias -> relu, matmul -> bias ->
+  activation, norm -> scale, batchnorm -> add -> relu; batchnorm, whose elementwise kernel can
+  store y too: y may be a graph tensor or read by other units as well), and the run reads
+  nothing else another unit makes (so the fused unit cannot depend on its own output);
+* two pointwise nodes joined by a virtual tensor stay in separate runs where one run would
+  otherwise read, through another unit, what it writes (:func:`pointwise_groups`).
 Virtual tensors that cross units live in the workspace.
 """
 from __future__ import annotations
@@ -71,6 +76,69 @@ def check_node(node, graph):
     return r
 
 
+class Condensed:
+    """Items (nodes, units) joined into groups that each run as one kernel, over the items'
+    data-flow successors ``succ``: a group's every output depends on its every input, so two
+    groups may join only where no path leads from one to the other through a third
+    (:meth:`detour`) - else the joined group would depend on its own output."""
+
+    def __init__(self, succ):
+        self.succ = succ
+        self.parent = list(range(len(succ)))
+        self.members = {i: [i] for i in range(len(succ))}
+
+    def find(self, i):
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def detour(self, a, b):
+        """Whether group ``b`` is reachable from group ``a`` through some other group."""
+        seen, stack = set(), [a]
+        while stack:
+            g = stack.pop()
+            for m in self.members[g]:
+                for j in self.succ[m]:
+                    r = self.find(j)
+                    if r == b and g != a:
+                        return True
+                    if r not in (a, b) and r not in seen:
+                        seen.add(r)
+                        stack.append(r)
+        return False
+
+    def join(self, i, j) -> bool:
+        """Join the groups of items i and j unless that makes a cycle; whether they are one."""
+        a, b = self.find(i), self.find(j)
+        if a == b:
+            return True
+        if self.detour(a, b) or self.detour(b, a):
+            return False
+        self.parent[b] = a
+        self.members[a] = self.members[a] + self.members.pop(b)
+        return True
+
+
+def pointwise_groups(nodes, IOs, graph, consumers):
+    """The pointwise nodes joined into runs (one kernel each): two pointwise nodes joined by a
+    virtual tensor share a run unless joining them would make the run depend on its own output
+    through another unit (pointwise -> {batchnorm backward, pointwise} -> pointwise: the run
+    would both feed and read the batchnorm); such a pair stays two runs, the shared tensor
+    stored between them.  Returns [sorted node indices] per run, in order of first node."""
+    cg_ = Condensed([sorted({j for u in outs for j in consumers.get(u, [])}) for _, outs in IOs])
+    pw = [i for i, n in enumerate(nodes) if n.kind in pointwise.KINDS]
+    for i in pw:
+        for u in IOs[i][1]:
+            if graph.tensors[u].virtual:
+                for j in consumers.get(u, []):
+                    if nodes[j].kind in pointwise.KINDS:
+                        cg_.join(i, j)
+    roots = sorted({cg_.find(i) for i in pw}, key=lambda r: min(cg_.members[r]))
+    return [sorted(cg_.members[r]) for r in roots]
+
+
 def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
     mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
@@ -95,57 +163,48 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     for u, t in graph.tensors.items():
         if t.virtual and u in consumers:
             _need(u in producer, f"virtual tensor {u} read but never written")
-    # pointwise groups (union-find over virtual tensors between pointwise nodes)
-    parent = list(range(len(nodes)))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-    pw = [i for i, n in enumerate(nodes) if n.kind in pointwise.KINDS]
-    for i in pw:
-        for u in IOs[i][1]:
-            if graph.tensors[u].virtual:
-                for j in consumers.get(u, []):
-                    if nodes[j].kind in pointwise.KINDS:
-                        parent[find(j)] = find(i)
-    groups = {}
-    for i in pw:
-        groups.setdefault(find(i), []).append(i)
+    groups = pointwise_groups(nodes, IOs, graph, consumers)
     # units: list of (kind, node indices)
     unit_of = {}
     units = []
     fused_into = {}
-    for g, members in groups.items():
-        units.append(["pw", sorted(members)])
+    for members in groups:
+        units.append(["pw", members])
         for i in members:
             unit_of[i] = len(units) - 1
     for i, n in enumerate(nodes):
         if n.kind not in pointwise.KINDS:
             units.append([n.kind, [i]])
             unit_of[i] = len(units) - 1
-    # epilogue fusion: an output a family can fuse a run onto (GEMM, norm forward) virtual, read
-    # only by one pointwise unit that reads nothing else produced by another node
+    # epilogue fusion: an output a family can fuse a run onto (GEMM, norm forward, batchnorm)
+    # virtual, read only by one pointwise unit that reads nothing else produced by another
+    # node - batchnorm (its fused kernel is elementwise, and can store y too): y may be a graph
+    # tensor or read elsewhere as well, and the run may read other units' outputs where the
+    # fused unit stays acyclic (bn3 -> add(., downsample bn) -> relu)
+    ucond = Condensed([sorted({unit_of[j] for i in m for u in IOs[i][1] for j in consumers.get(u, [])}
+                              - {ui}) for ui, (_, m) in enumerate(units)])
     for ui, (kind, members) in enumerate(units):
         fam = ops.FAMILY.get(kind)
         fusable = getattr(fam, "fusable_output", None)
         y = fusable(nodes[members[0]], R[members[0]]) if fusable else None
-        if y is None or not graph.tensors[y].virtual:
+        free = getattr(fam, "ELEMENTWISE_FUSION", False)
+        if y is None or not (graph.tensors[y].virtual or free):
             continue
         store_ok = getattr(fam, "fused_store_ok", None)
         cons = consumers.get(y, [])
         cu = {unit_of[j] for j in cons}
+        if free:
+            cu = {p for p in cu if units[p][0] == "pw"}
         if len(cu) != 1:
             continue
         pu = cu.pop()
-        if units[pu][0] != "pw":
+        if units[pu][0] != "pw" or pu in fused_into:
             continue
         pmembers = units[pu][1]
         ok = True
         for j in pmembers:
             for u in IOs[j][0]:
-                if u != y and u in producer and unit_of[producer[u]] != pu:
+                if u != y and u in producer and unit_of[producer[u]] != pu and not free:
                     ok = False
             if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for u in IOs[j][0] + IOs[j][1]):
                 ok = False         # BOOLEAN / 8-bit integer operands: the elementwise kernel only
@@ -154,7 +213,7 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
                     ok = False
                 elif store_ok is not None and not store_ok(graph.tensors[u]):
                     ok = False     # e.g. the fused norm stores the run's outputs packed, like y
-        if ok:
+        if ok and ucond.join(ui, pu):
             fused_into[pu] = ui
     # topological order of units
     live = [ui for ui in range(len(units)) if ui not in fused_into]

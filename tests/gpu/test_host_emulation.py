@@ -1,7 +1,9 @@
 """CI (no GPU): the generated kernels' index arithmetic, run on the host (see host_emu.py) and
 compared with the CPU reference kernels - conv forward / backward data / backward filter
 (NCHW, NHWC, strides, dilation, both conv modes, split-K finish, fused epilogue, 16-byte
-epilogue stores), matmul, batchnorm backward (finalize + apply), reduction, runtime scalars."""
+epilogue stores), matmul, batchnorm backward (finalize + apply), reduction, runtime scalars.
+Barrier kernels (batchnorm statistics and backward sums, transposes) run as numpy stand-ins of
+their contract."""
 from __future__ import annotations
 
 import re
@@ -17,7 +19,7 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import (TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
+from gpu_testlib import (NP, TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
                          graph_bytes, pw, quantize, reduction, relerr, to_storage)
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
@@ -69,7 +71,9 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             _transpose_numpy(src, vals)
         elif name == "hdn_bn_bwd_sums":
             _bn_bwd_sums_numpy(gbytes, ptr, host, vals)
-        elif name.startswith("hdn_reduce_part") or name == "hdn_bn_stats":
+        elif name == "hdn_bn_stats":
+            _bn_stats_numpy(gbytes, ptr, host, vals)
+        elif name.startswith("hdn_reduce_part"):
             pytest.skip(f"{name} uses barriers (GPU only)")
         else:
             host_emu.run_kernel(src, name, grid, block, vals, HDR)
@@ -97,14 +101,24 @@ def _transpose_numpy(src, vals):
     out[:] = np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(-1)
 
 
+def _read_at(addr, t):
+    """The logical values of graph tensor ``t`` stored at host address ``addr``."""
+    import ctypes
+    dtp = codegen.dtype_name(t.dtype)
+    tt = T(t.uid, [int(d) for d in t.dims], dtp, strides=[int(s) for s in t.strides])
+    itemsize = np.dtype(NP[dtp]).itemsize
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * (tt.span * itemsize)).from_address(addr))
+    return from_storage(tt, raw.view(NP[dtp]))
+
+
 def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
+    """hdn_bn_bwd_sums' contract: ws[c] = sum(dy), ws[C + c] = sum(dy * (x - mean) * iv) over
+    channel c; operands read where the step's arguments point (bound or workspace)."""
     g = parse_graph(gbytes)
-    n = g.nodes[0]
-    get = lambda role: host[n.attrs[role + "_tensor_uid"]]  # noqa: E731
-    dy = from_storage(get("dy")[2], get("dy")[0].view(get("dy")[1]))
-    x = from_storage(get("x")[2], get("x")[0].view(get("x")[1]))
-    mu = from_storage(get("mean")[2], get("mean")[0].view(get("mean")[1])).reshape(-1)
-    iv = from_storage(get("inv_variance")[2], get("inv_variance")[0].view(get("inv_variance")[1])).reshape(-1)
+    n = next(n for n in g.nodes if n.kind == "BatchnormBackwardAttributes")
+    get = lambda role, k: _read_at(vals[k], g.tensors[n.attrs[role + "_tensor_uid"]])  # noqa: E731
+    dy, x = get("dy", 0), get("x", 1)
+    mu, iv = get("mean", 2).reshape(-1), get("inv_variance", 3).reshape(-1)
     C = x.shape[1]
     ax = (0,) + tuple(range(2, x.ndim))
     shp = [1, C] + [1] * (x.ndim - 2)
@@ -114,6 +128,21 @@ def _bn_bwd_sums_numpy(gbytes, ptr, host, vals):
     arr = (ctypes.c_double * (2 * C)).from_address(vals[4])
     for c in range(C):
         arr[c], arr[C + c] = float(s1[c]), float(s2[c])
+
+
+def _bn_stats_numpy(gbytes, ptr, host, vals):
+    """hdn_bn_stats' contract (shared memory + barriers): double ws[c] += sum of channel c of x,
+    ws[C + c] += its sum of squares; x is the bound input at vals[0]."""
+    import ctypes
+    uid = next(u for u, p in ptr.items() if p == vals[0])
+    raw, dtp, t = host[uid]
+    x = from_storage(t, raw.view(dtp)).astype(np.float64)
+    C = x.shape[1]
+    ax = (0,) + tuple(range(2, x.ndim))
+    arr = (ctypes.c_double * (2 * C)).from_address(vals[1])
+    for c, (s1, s2) in enumerate(zip(x.sum(axis=ax), (x * x).sum(axis=ax))):
+        arr[c] += float(s1)
+        arr[C + c] += float(s2)
 
 
 def rnd(dims, dtype):

@@ -55,6 +55,23 @@ def test_resnet_graphs_plan_on_the_hip_engine(cfg, dtype):
     assert "MatmulAttributes + 1 pointwise node(s) fused" in progs["resnet50.fc"].notes
     for name, p in progs.items():
         assert _launches(p), name
+    # batchnorm -> relu and batchnorm -> add -> relu run in the batchnorm's apply kernel: no
+    # pointwise kernel of its own in any forward graph (the projection block's add reads the
+    # downsample batchnorm's y and is fused into bn3)
+    assert progs["resnet50.stem"].notes.count("BatchnormAttributes + 1 pointwise node(s) fused") == 1
+    for name, p in progs.items():
+        if name.endswith(".fwd"):
+            assert not any(n.startswith("hdn_pw_") for n in _launches(p)), name
+            assert p.notes.count("BatchnormAttributes + 2 pointwise node(s) fused") == 1, name
+    # an identity block's backward reuses the ReLU backward feeding bn3 in the final sum: the
+    # three ReLU backwards and the sum are four pointwise kernels, the sum after the last
+    # batchnorm backward
+    for name, p in progs.items():
+        if name.endswith(".bwd") and ".0." not in name:
+            L = _launches(p)
+            pws = [i for i, n in enumerate(L) if n.startswith("hdn_pw_")]
+            last_bn = max(i for i, n in enumerate(L) if n.startswith("hdn_bn_bwd_apply"))
+            assert len(pws) == 4 and pws[-1] > last_bn, (name, L)
 
 
 def test_resnet_fp32_graphs_plan_on_the_hip_engine():

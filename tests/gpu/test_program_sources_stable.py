@@ -2,7 +2,8 @@
 
 :func:`build_program` runs over a corpus - the CI sample graphs of every kernel family, dtype and
 layout, the extension operations (norms, resample, block scale, MoE), the attention
-configurations, fp8 / TF32 GEMMs, a few GEMM-core knobs and the applicability corpus (data-type /
+configurations, fp8 / TF32 GEMMs, batchnorm -> pointwise fusions and shared-consumer pointwise
+topologies, a few GEMM-core knobs and the applicability corpus (data-type /
 compute-type sweeps, decline cases) - under several device options (mma on / off, Hopper, TF32),
 and each outcome is reduced to one SHA-256: the program's steps (every generated source, kernel
 name, launch shape and argument), its workspace / scratch sizes, external uids and notes, or the
@@ -96,12 +97,30 @@ def _gemm_graphs():
     return out
 
 
+def _fusion_graphs():
+    """Batchnorm -> pointwise runs (fused into the batchnorm's kernel) and shared-consumer
+    topologies (pointwise runs kept apart where joining them would make a cycle)."""
+    from test_bn_fusion import KINDS, case, projection_case
+    from test_fusion_topologies import TOPOLOGIES
+    out = []
+    for k in KINDS:
+        for dt, lay, ys, res in (("FLOAT", "nchw", False, True), ("HALF", "nhwc", True, False),
+                                 ("BFLOAT16", "nhwc", False, True)):
+            ts, ns, _, _ = case(k, dt, lay, ys, res)
+            out.append((f"bn_fuse_{k}_{dt}_{lay}_{ys}_{res}", graph_bytes(ts, ns)))
+    ts, ns, _, _ = projection_case("HALF")
+    out.append(("bn_fuse_projection", graph_bytes(ts, ns)))
+    for name, f in TOPOLOGIES.items():
+        out.append((f"pw_shared_{name}", graph_bytes(*f())))
+    return out
+
+
 def corpus():
     """[(name, graph bytes, option set names)]."""
     from test_applicability import frontend_graphs, sweep_graphs
     full = list(OPTIONS)
     out = [(n, g, full) for n, g in sample_graphs() + ext_sample_graphs() + _attention_graphs()
-           + _gemm_graphs()]
+           + _gemm_graphs() + _fusion_graphs()]
     out += [(n, g, ["mma", "sm90"]) for n, g in frontend_graphs() + sweep_graphs()]
     return out
 

@@ -12,7 +12,9 @@ A family module (``ops/<family>.py``, the catalog's family names) has
   ``emit(ctx, run, tag)`` - it emits runs of nodes, the scheduler groups them);
 * optionally ``fusable_output(node, r)`` - the uid of the output a following pointwise run may
   be fused onto (None: none), and ``fused_store_ok(t)`` - whether the fused kernel can store
-  the run's output ``t``.
+  the run's output ``t``; ``ELEMENTWISE_FUSION = True`` where the fused run lands in an
+  elementwise kernel that can store that output too (it need not be virtual) and read other
+  units' outputs (batchnorm).
 
 Tensor roles, the data-type rule classes and the roles that may be by-value scalars come from
 the operation catalog (:mod:`hipdnn_cabi.schemas.catalog`).

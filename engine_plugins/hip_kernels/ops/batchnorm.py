@@ -3,6 +3,12 @@ forward: memset + per-channel statistics + finalize (mean, inverse variance, run
 the affine A / B per channel) + apply (4 stream operations).  Backward: memset + per-channel sums
 + finalize (dscale, dbias, coefficients) + apply.  Statistics accumulate in double in the plan's
 scratch.
+
+A pointwise run that follows an inference or training forward node (BN -> ReLU, BN -> add of a
+residual -> ReLU) is fused into the elementwise kernel that normalises (inference) or applies
+(training): the run's statements (ops/pointwise.py, the generator every elementwise kernel
+uses) take the normalised value in registers; y is stored only where a graph tensor or read
+by another unit.
 """
 from __future__ import annotations
 
@@ -48,13 +54,49 @@ def check(node, graph, r):
         _need(all(run) or not any(nxt), "running stats need prev stats and momentum")
 
 
+# a fused run lands in an elementwise kernel: it may store y as well as the run's outputs (y
+# need not be virtual) and read other units' outputs (program.py keeps the fused unit acyclic)
+ELEMENTWISE_FUSION = True
+
+
 def emit(ctx, node, r, tag, fused=None):
+    """``fused``: a following pointwise run (ops.pointwise.Run) computed on the normalised
+    value in the inference / training apply kernel."""
+    if fused:
+        ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
     if node.kind == TRAIN:
-        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag)
+        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag, fused)
     elif node.kind == BWD:
         _emit_bn_bwd(ctx.prog, ctx.graph, r, ctx.loc, tag)
     else:
-        _emit_bn_inf(ctx.prog, ctx.graph, r, ctx.loc, tag)
+        _emit_bn_inf(ctx.prog, ctx.graph, r, ctx.loc, tag, fused)
+
+
+def fusable_output(node, r):
+    """y of an inference / training forward node: a following pointwise run may be fused into
+    the kernel that computes it."""
+    return None if node.kind == BWD else r["y"].uid
+
+
+def _launch_y(prog, name, domain, ins, args, stmts, y, loc, fused):
+    """The elementwise kernel computing ``yv`` (``stmts``) for every element of ``domain``,
+    storing y - or, with a fused pointwise run, running it on yv (rounded to y's type, as a
+    stored y would be) and storing its outputs, and y where it is still needed."""
+    ins, args = list(ins), list(args)
+    outs = [EwOut("yv", dt(y), strides(y), "py")]
+    oargs = [loc[y.uid]] if not fused or fused.stored(y) else []
+    if fused:
+        stmts = stmts + [f"const float v = {'yv' if dt(y) == 'FLOAT' else f'hdn_round<{cg.CTYPE[dt(y)]}>(yv)'};"]
+        f_ins, f_args, f_stmts, f_outs, f_oargs = fused.elementwise(domain, loc, seed=y.uid)
+        ins += f_ins
+        args += f_args
+        stmts = stmts + f_stmts
+        outs = f_outs + (outs if fused.stored(y) else [])
+        oargs = f_oargs + oargs
+        _need(outs, "batchnorm with a fused pointwise run writes nothing")
+    order = cg.dense_order(domain, outs[0].strides)
+    src, grid, block = cg.elementwise_source(name, domain, order, ins, stmts, outs)
+    prog.steps.append(("launch", src, name, grid, block, args + oargs))
 
 
 def _chan_in(t, domain, var, loc, ins, args):
@@ -64,7 +106,7 @@ def _chan_in(t, domain, var, loc, ins, args):
     args.append(loc[t.uid])
 
 
-def _emit_bn_inf(prog, graph, r, loc, tag):
+def _emit_bn_inf(prog, graph, r, loc, tag, fused=None):
     """y = (x - mean) * inv_variance * scale + bias; with ``variance`` (the VarianceExt node)
     inv_variance = 1 / sqrt(variance + epsilon), epsilon baked, a device scalar or a runtime
     pass-by-value one."""
@@ -89,12 +131,7 @@ def _emit_bn_inf(prog, graph, r, loc, tag):
         stmts = ["const float yv = (xv - mu) * (1.0f / sqrtf(iv + ep)) * sc + bi;"]
     else:
         stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
-    outs = [EwOut("yv", dt(y), strides(y), "py")]
-    args.append(loc[y.uid])
-    name = f"hdn_bn_inf_{tag}"
-    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)),
-                                             ins, stmts, outs)
-    prog.steps.append(("launch", src, name, grid, block, args))
+    _launch_y(prog, f"hdn_bn_inf_{tag}", domain, ins, args, stmts, y, loc, fused)
 
 
 def _scalar(t):
@@ -106,7 +143,7 @@ def _scalar(t):
     return float(v[0] if isinstance(v, (list, tuple)) else v)
 
 
-def _emit_bn_train(prog, graph, r, loc, tag):
+def _emit_bn_train(prog, graph, r, loc, tag, fused=None):
     x, y = r["x"], r["y"]
     domain = dims(x)
     C = domain[1]
@@ -149,12 +186,8 @@ def _emit_bn_train(prog, graph, r, loc, tag):
     cs[1] = 1
     ins = [EwIn("xv", dt(x), xs, param="px"), EwIn("fa", "FLOAT", cs, param="pa"),
            EwIn("fb", "FLOAT", cs, param="pb")]
-    name = f"hdn_bn_apply_{tag}"
-    src, grid, block = cg.elementwise_source(name, domain, cg.dense_order(domain, strides(y)), ins,
-                                             ["const float yv = fmaf(xv, fa, fb);"],
-                                             [EwOut("yv", dt(y), strides(y), "py")])
-    prog.steps.append(("launch", src, name, grid, block,
-                       [loc[x.uid], ab, (ab[0], ab[1] + 4 * C), loc[y.uid]]))
+    _launch_y(prog, f"hdn_bn_apply_{tag}", domain, ins, [loc[x.uid], ab, (ab[0], ab[1] + 4 * C)],
+              ["const float yv = fmaf(xv, fa, fb);"], y, loc, fused)
 
 
 def _emit_bn_bwd(prog, graph, r, loc, tag):

@@ -143,6 +143,19 @@ class Run:
     def body(self, domain, seed=None):
         return run_body(self, domain, seed)
 
+    def stored(self, t) -> bool:
+        """Whether tensor ``t`` made in this run's unit must reach memory: a graph tensor, or
+        one a node of another unit reads."""
+        return (not t.virtual) or any(self.node_unit[j] != self.ui for j in self.consumers.get(t.uid, []))
+
+    def elementwise(self, domain, loc, seed=None):
+        """The run as parts of an elementwise kernel (codegen.elementwise_source) seeded with
+        the variable ``v``: (EwIn inputs, their args, statements, EwOut outputs, their args)."""
+        ins, stmts, outs = self.body(domain, seed)
+        ew_ins, in_args = ew_inputs(ins, loc)
+        ew_outs, out_args = ew_outputs(outs, loc)
+        return ew_ins, in_args, stmts, ew_outs, out_args
+
 
 def _topo(members, IOs):
     made = {u: i for i in members for u in IOs[i][1]}
@@ -164,7 +177,6 @@ def run_body(run, domain, seed=None):
     """(inputs {uid: strides or const}, stmts, outputs [(uid, strides)]).  ``seed``: uid whose
     value is the variable ``v`` (the value of the kernel the run is fused into)."""
     graph, nodes, members, IOs = run.graph, run.nodes, run.members, run.IOs
-    consumers, node_unit, ui = run.consumers, run.node_unit, run.ui
     order = _topo(members, IOs)
     made = {u for i in members for u in IOs[i][1]}
     ins, stmts, outs = {}, [], []
@@ -195,10 +207,31 @@ def run_body(run, domain, seed=None):
         if dt(o) != "FLOAT":
             expr = f"hdn_round<{cg.CTYPE[dt(o)]}>({expr})"
         stmts.append(f"const float v{o.uid} = {expr};")
-        needed = (not o.virtual) or any(node_unit[j] != ui for j in consumers.get(o.uid, []))
-        if needed:
+        if run.stored(o):
             outs.append((o.uid, strides(o), dt(o)))
     return ins, stmts, outs
+
+
+def ew_inputs(ins, loc):
+    """EwIn operands (and their argument sources) of a run body's inputs."""
+    ew_ins, args = [], []
+    for u, spec in ins.items():
+        if spec[0] == "const":
+            ew_ins.append(EwIn(f"x{u}", const=spec[1]))
+        elif spec[0] == "scalar":
+            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
+            args.append(loc[u])
+        else:
+            ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
+            args.append(loc[u])
+    return ew_ins, args
+
+
+def ew_outputs(outs, loc):
+    """EwOut stores (and their argument sources) of a run body's outputs, the run's last output
+    first (the kernel's primary enumeration)."""
+    ordered = [outs[-1]] + outs[:-1] if outs else []
+    return [EwOut(f"v{u}", d, s, f"o{u}") for u, s, d in ordered], [loc[u] for u, _, _ in ordered]
 
 
 def emit(ctx, run, tag):
@@ -212,20 +245,9 @@ def emit(ctx, run, tag):
     _need(outs, "pointwise run writes nothing")
     prim = outs[-1]
     order = cg.dense_order(domain, prim[1])
-    ew_ins = []
-    args = []
-    for u, spec in ins.items():
-        if spec[0] == "const":
-            ew_ins.append(EwIn(f"x{u}", const=spec[1]))
-        elif spec[0] == "scalar":
-            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
-            args.append(loc[u])
-        else:
-            ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
-            args.append(loc[u])
-    ew_outs = [EwOut(f"v{u}", d, s, f"o{u}") for u, s, d in [outs[-1]] + outs[:-1]]
-    for u, s, d in [outs[-1]] + outs[:-1]:
-        args.append(loc[u])
+    ew_ins, args = ew_inputs(ins, loc)
+    ew_outs, out_args = ew_outputs(outs, loc)
+    args += out_args
     name = f"hdn_pw_{tag}"
     src, grid, block = cg.elementwise_source(name, domain, order, ew_ins, stmts, ew_outs)
     prog.steps.append(("launch", src, name, grid, block, args))
