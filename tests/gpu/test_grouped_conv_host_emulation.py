@@ -1,0 +1,77 @@
+"""CI (no GPU): grouped and depthwise convolutions (C of x = groups * C of w) on the GEMM
+cores, one GEMM per group (the grid's batch index), checked by host emulation of the generated
+operand gathers and epilogue against the CPU reference kernels (float64) - forward, backward
+data, backward filter; NCHW / NHWC; 1-D, 2-D, 3-D; the fused bias + relu epilogue."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine_plugins.cpu_reference.kernels import conv as kconv
+
+import host_emu
+from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, pw, quantize,
+                         relerr)
+from test_host_emulation import rnd, run_host
+
+pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+
+CASES = [  # N, C, G, K, spatial extents, R, pad, stride, dil, mode
+    (2, 16, 2, 16, [7, 7], 3, 1, 1, 1, "CROSS_CORRELATION"),      # 8 channels a group: chunk loads
+    (2, 8, 8, 8, [9, 9], 3, 1, 2, 1, "CONVOLUTION"),              # depthwise
+    (1, 6, 6, 12, [10, 10], 3, 2, 1, 2, "CROSS_CORRELATION"),     # depthwise, multiplier 2
+    (2, 12, 3, 6, [11], 3, 1, 2, 1, "CROSS_CORRELATION"),          # 1-D
+    (1, 8, 4, 8, [4, 5, 5], 3, 1, 1, 1, "CROSS_CORRELATION"),      # 3-D
+]
+
+
+def _tensors(case, dtp, lay):
+    N, C, G, K, S, R, pad, st, dil, mode = case
+    nsp = len(S)
+    P = [(h + 2 * pad - (dil * (R - 1) + 1)) // st + 1 for h in S]
+    return (T(1, [N, C] + S, dtp, lay), T(2, [K, C // G] + [R] * nsp, dtp, lay), T(3, [N, K] + P, dtp, lay),
+            [pad] * nsp, [st] * nsp, [dil] * nsp, mode)
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_grouped_conv_directions(dtp, lay, case, op):
+    x, w, y, pad, st, dil, mode = _tensors(CASES[case], dtp, lay)
+    xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
+    if op == "fwd":
+        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
+        out = run_host(g, {x: xv, w: wv}, [y])[0][3]
+        ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    elif op == "bwd_data":
+        g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
+        out = run_host(g, {y: yv, w: wv}, [x])[0][1]
+        ref = kconv.conv_bwd_data(yv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    else:
+        g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
+        out = run_host(g, {x: xv, y: yv}, [w])[0][2]
+        ref = kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    e = relerr(out, quantize(ref, dtp))
+    assert np.all(np.isfinite(out)) and e < TOL[dtp], (op, e)
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("G", [2, 32])
+def test_grouped_conv_fused_epilogue_and_splitk(dtp, lay, G):
+    # G = 2: 32 channels a group, K = 32 * 9 per GEMM (split-K); G = 32: depthwise
+    x = T(1, [2, 64, 6, 6], dtp, lay)
+    w = T(2, [64, 64 // G, 3, 3], dtp, lay)
+    cv = T(3, [2, 64, 6, 6], "FLOAT", lay, virtual=True)
+    b = T(4, [1, 64, 1, 1], dtp, lay)
+    bv = T(5, [2, 64, 6, 6], "FLOAT", lay, virtual=True)
+    y = T(6, [2, 64, 6, 6], dtp, lay)
+    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
+    prog = []
+    res, names = run_host(g, {x: xv, w: wv, b: bvv}, [y], prog_out=prog)
+    assert any("fused" in n for n in prog[0].notes)
+    ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)
+    assert relerr(res[6], quantize(ref, dtp)) < TOL[dtp]
