@@ -4,15 +4,20 @@ operand gathers and epilogue against the CPU reference kernels (float64) - forwa
 data, backward filter; NCHW / NHWC; 1-D, 2-D, 3-D; the fused bias + relu epilogue."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
+from engine_plugins.hip_kernels import codegen
+from engine_plugins.hip_kernels.program import build_program
+from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
 from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, pw, quantize,
                          relerr)
-from test_host_emulation import rnd, run_host
+from test_host_emulation import HDR, _defs, rnd, run_host
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
 
@@ -54,6 +59,60 @@ def test_grouped_conv_directions(dtp, lay, case, op):
         ref = kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
     e = relerr(out, quantize(ref, dtp))
     assert np.all(np.isfinite(out)) and e < TOL[dtp], (op, e)
+
+
+def _ref(op, case, xv, wv, yv, x, w):
+    _, _, _, _, S, _, pad, st, dil, mode = case
+    pad, st, dil = [pad] * len(S), [st] * len(S), [dil] * len(S)
+    if op == "fwd":
+        return kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    if op == "bwd_data":
+        return kconv.conv_bwd_data(yv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+    return kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
+
+
+def _graph(op, x, w, y, pad, st, dil, mode):
+    if op == "fwd":
+        return graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
+    if op == "bwd_data":
+        return graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
+    return graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
+
+
+BODIES = {n: codegen.read_kernel(n[4:] + ".hip") for n in ("hdn_gemm_wgmma", "hdn_gemm_mma", "hdn_gemm_simt")}
+
+
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF", "FP8_E4M3"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_grouped_conv_hopper_chunk_loads(dtp, lay, case, op):
+    """The Hopper plan (sm_90: layout copies, wgmma / SIMT cores): one GEMM per group, none of
+    the tensor-map or precomputed-address paths, and every 16-byte chunk load of the generic
+    gathers covers 8 contiguous, aligned elements (or 8 padding zeros)."""
+    if dtp == "FP8_E4M3" and op != "fwd":
+        pytest.skip("fp8 convolutions: forward only")
+    g = _graph(op, *_tensors(CASES[case], dtp, lay))
+    prog = build_program(parse_graph(g), use_mma=True, sms=132, arch="sm_90", tf32=dtp == "FLOAT")
+    G = CASES[case][2]
+    assert any(f"{G} groups" in n for n in prog.notes), prog.notes
+    gemms = [s for s in prog.steps if s[0] == "launch" and s[2] in BODIES]
+    assert len(gemms) == 1
+    src = gemms[0][1]
+    prelude = src[:src.index(BODIES[gemms[0][2]])]
+    assert "WG_IM2COL" not in prelude and "WG_WGRAD" not in prelude and "A_ROWS" not in prelude
+    d = _defs(prelude)
+    assert d["GBATCH"] == G
+    am, bm = (int(v) for v in re.search(r"#define A_MODE (\d+)\n#define B_MODE (\d+)", prelude).groups())
+    if am or bm:
+        assert host_emu.chunk_violations(prelude, HDR, G, d["GM"], d["GN"], d["GK"], am, bm) == 0
+    if dtp in TOL:    # the plan's values: layout copies + the GEMM prelude, emulated
+        x, w, y = _tensors(CASES[case], dtp, lay)[:3]
+        xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
+        ins, out = {"fwd": ({x: xv, w: wv}, y), "bwd_data": ({y: yv, w: wv}, x),
+                    "bwd_filter": ({x: xv, y: yv}, w)}[op]
+        got = run_host(g, ins, [out], arch="sm_90")[0][out.uid]
+        assert relerr(got, quantize(_ref(op, CASES[case], xv, wv, yv, x, w), dtp)) < TOL[dtp]
 
 
 @pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
