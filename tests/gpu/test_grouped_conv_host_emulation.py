@@ -134,3 +134,28 @@ def test_grouped_conv_fused_epilogue_and_splitk(dtp, lay, G):
     assert any("fused" in n for n in prog[0].notes)
     ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)
     assert relerr(res[6], quantize(ref, dtp)) < TOL[dtp]
+
+
+@pytest.mark.slow
+def test_grouped_conv_sources_compile_sm90a():
+    """Every kernel of the grouped / depthwise plans (Hopper, mma.sync, SIMT; 16-bit, fp32,
+    TF32, fp8) compiles for sm_90a with NVRTC, where the NVRTC wheel is importable."""
+    try:
+        from hipdnn_cabi.device import compiler
+        c = compiler("cuda")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"NVRTC not usable here: {e}")
+    seen = set()
+    for dtp, lay, case, op in ((d, lay, k, o) for d in ("HALF", "BFLOAT16", "FLOAT", "FP8_E4M3")
+                               for lay in ("nchw", "nhwc") for k in range(len(CASES))
+                               for o in ("fwd", "bwd_data", "bwd_filter")):
+        if dtp == "FP8_E4M3" and op != "fwd":
+            continue
+        g = _graph(op, *_tensors(CASES[case], dtp, lay))
+        for opts in ({"arch": "sm_90", "tf32": dtp == "FLOAT"}, {"arch": None}, {"use_mma": False}):
+            prog = build_program(parse_graph(g), sms=132, **opts)
+            for st in prog.steps:
+                if st[0] == "launch" and st[1] not in seen:
+                    seen.add(st[1])
+                    assert c.compile(st[1], f"g_{st[2]}.hip", (), "sm_90a", HDR), (dtp, lay, case, op, opts)
+    assert len(seen) > 50
