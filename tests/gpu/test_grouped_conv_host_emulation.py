@@ -61,6 +61,22 @@ def test_grouped_conv_directions(dtp, lay, case, op):
     assert np.all(np.isfinite(out)) and e < TOL[dtp], (op, e)
 
 
+@pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("case", range(1, len(CASES)))
+@pytest.mark.parametrize("op", ["fwd", "bwd_data"])
+def test_grouped_conv_tiled_cores_for_narrow_groups(dtp, lay, case, op, monkeypatch):
+    """Knob GROUPED_DIRECT=0: narrow groups (depthwise) on the tiled GEMM cores instead of the
+    direct core - same results."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_GROUPED_DIRECT", "0")
+    x, w, y, pad, st, dil, mode = _tensors(CASES[case], dtp, lay)
+    xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
+    ins, out = ({x: xv, w: wv}, y) if op == "fwd" else ({y: yv, w: wv}, x)
+    res, names = run_host(_graph(op, x, w, y, pad, st, dil, mode), ins, [out])
+    assert "hdn_gemm_direct" not in names
+    assert relerr(res[out.uid], quantize(_ref(op, CASES[case], xv, wv, yv, x, w), dtp)) < TOL[dtp]
+
+
 def _ref(op, case, xv, wv, yv, x, w):
     _, _, _, _, S, _, pad, st, dil, mode = case
     pad, st, dil = [pad] * len(S), [st] * len(S), [dil] * len(S)
@@ -79,7 +95,14 @@ def _graph(op, x, w, y, pad, st, dil, mode):
     return graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
 
 
-BODIES = {n: codegen.read_kernel(n[4:] + ".hip") for n in ("hdn_gemm_wgmma", "hdn_gemm_mma", "hdn_gemm_simt")}
+BODIES = {n: codegen.read_kernel(n[4:] + ".hip")
+          for n in ("hdn_gemm_wgmma", "hdn_gemm_mma", "hdn_gemm_simt", "hdn_gemm_direct")}
+
+
+def _direct_expected(case, op):
+    """Forward / backward data with at most 4 GEMM columns a group take the direct core."""
+    N, C, G, K = case[:4]
+    return op != "bwd_filter" and (K // G if op == "fwd" else C // G) <= 4
 
 
 @pytest.mark.parametrize("dtp", ["FLOAT", "HALF", "FP8_E4M3"])
@@ -98,6 +121,7 @@ def test_grouped_conv_hopper_chunk_loads(dtp, lay, case, op):
     assert any(f"{G} groups" in n for n in prog.notes), prog.notes
     gemms = [s for s in prog.steps if s[0] == "launch" and s[2] in BODIES]
     assert len(gemms) == 1
+    assert (gemms[0][2] == "hdn_gemm_direct") == _direct_expected(CASES[case], op), gemms[0][2]
     src = gemms[0][1]
     prelude = src[:src.index(BODIES[gemms[0][2]])]
     assert "WG_IM2COL" not in prelude and "WG_WGRAD" not in prelude and "A_ROWS" not in prelude

@@ -51,12 +51,32 @@ def groups(node, r):
     return dims(r[rx])[1] // dims(r[rw])[1]
 
 
+def _direct(node, r):
+    """Depthwise-like forward / backward data (grouped, at most 4 GEMM columns a group, a short
+    reduction): the direct core, one thread per output (codegen ``spec.direct``) - a tiled GEMM
+    would waste all but N of its 64 / 128 columns.  Knob ``HIPDNN_CABI_HIP_GROUPED_DIRECT=0``
+    keeps the tiled cores."""
+    if node.kind == BWD_FILTER or groups(node, r) == 1 or knob("GROUPED_DIRECT", "1") in ("0", "off"):
+        return False
+    wd = dims(r[XWY[node.kind][1]])
+    n_cols = wd[0] // groups(node, r) if node.kind == FWD else wd[1]
+    red = (wd[1] if node.kind == FWD else wd[0] // groups(node, r)) * math.prod(wd[2:])
+    return n_cols <= 4 and red <= 2048
+
+
 def emit(ctx, node, r, tag, fused=None):
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
-    r, core0 = gemm.prepare(ctx, node, r, tag, r[_TYPE_ROLE[node.kind]])
     G = groups(node, r)
-    if G > 1:
+    direct = _direct(node, r)
+    if direct:    # operands read in place: no layout copies
+        core0 = None
+        out = r[XWY[node.kind][2] if node.kind == FWD else XWY[node.kind][0]]
+        spec.direct = {"cl": strides(out)[1] == 1 and dims(out)[1] > 1}
+        prog.notes.append(f"{node.kind}: {G} groups, direct core (one thread per output)")
+    else:
+        r, core0 = gemm.prepare(ctx, node, r, tag, r[_TYPE_ROLE[node.kind]])
+    if G > 1 and not direct:
         prog.notes.append(f"{node.kind}: {G} groups, one GEMM per group (grid z), generic operand gathers")
     if core0 is not None and node.kind == FWD and not _fwd_mvec(node, r):
         # fp32 NCHW on the FFMA core: NHWC copies when the cost model says so (layout.py)
