@@ -37,6 +37,15 @@ def test_grouped_conv_gpu(R, run, op):
     assert e < TOL[dtp], f"{run} {op}: rel err {e:.3g}"
 
 
+@pytest.mark.parametrize("op", ["fwd", "bwd_data"])
+@pytest.mark.parametrize("case", [1, 3])
+def test_narrow_groups_on_the_tiled_cores_gpu(R, case, op, monkeypatch):
+    """Depthwise / narrow groups on the tiled GEMM cores (knob GROUPED_DIRECT=0) instead of the
+    direct core."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_GROUPED_DIRECT", "0")
+    test_grouped_conv_gpu(R, ("HALF", "nhwc", case), op)
+
+
 @pytest.mark.parametrize("G", [2, 64])
 def test_grouped_conv_fused_bias_relu_gpu(R, G):
     """conv (2 groups of 32 channels / depthwise) -> + bias -> relu as one GEMM epilogue."""
