@@ -273,6 +273,9 @@ class GemmSpec:
         # k, "A": im2col map, "B": (dtype, dims, strides) of the 4-D weight view, "defs",
         # "taps", "cb"} or None
         self.im2col = None
+        # the direct core (kernels/gemm_direct.hip, one thread per output) instead of a tiled
+        # one: None, or {"cl": consecutive threads walk n, then b (channels-last outputs)}
+        self.direct = None
 
 
 TILE = 128
@@ -340,6 +343,9 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         from . import gemm_core as gc
         wgrad = i2c = None
         simt_bn, S, per = gc.simt_config(spec.M, spec.N, spec.K, spec.batch, sms)
+    elif core == "direct":
+        wgrad = i2c = None
+        S, per = 1, spec.K
     else:
         wgrad = i2c = None
         S, per = split_k(spec.M, spec.N, spec.K, spec.batch, sms)
@@ -406,6 +412,11 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
                 "tile": (gc.WG_BM, bn, gc.bk(es)), "stages": stages}
         if tstore:
             opts["tstore"] = True
+    elif core == "direct":
+        body = f"#define GD_CL {int(spec.direct['cl'])}\n" + read_kernel("gemm_direct.hip")
+        name = "hdn_gemm_direct"
+        grid = (max(1, -(-spec.batch * spec.M * spec.N // 256)), 1, 1)
+        block = (256, 1, 1)
     else:
         kern = {"mma": "gemm_mma", "mfma": "gemm_mfma"}.get(core, "gemm_simt")
         body = (f"#define MF_BF16 {int(spec.ta == 'BFLOAT16')}\n" if core == "mfma" else "") + \

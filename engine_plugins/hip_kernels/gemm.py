@@ -143,7 +143,7 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
                           "value": "\n".join(list(coord) + ins_lines + stmts + [f"return {outs[0][3]};"])}
     if spec.N % 8 == 0:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
-    core = choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
+    core = "direct" if spec.direct is not None else choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
     if core == "wgmma" and (spec.ta == "FLOAT" or spec.ta in cg.FP8) and 2 in (spec.a_mode, spec.b_mode):
         core = "simt"       # tf32 / fp8 wgmma read K-major operands only
     if core == "wgmma" and spec.ta in cg.FP8:

@@ -47,6 +47,8 @@ Knobs (environment; the tile table below is the default):
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
 * ``HIPDNN_CABI_HIP_WGRAD_SWAP``: ``auto`` | ``0`` | ``1`` - backward filter as dw^T (ops/conv.py);
+* ``HIPDNN_CABI_HIP_GROUPED_DIRECT``: ``0`` keeps narrow grouped convolutions (depthwise) on the
+  tiled cores instead of the direct core (ops/conv._direct);
 * ``HIPDNN_CABI_HIP_CONV_IM2COL``: ``auto`` (default: 16-bit channels-last convolution forward
   except unit-stride unpadded 1 x 1, whose x is a dense matrix on the copy engine already) |
   ``1`` (every forward conv ``ops.conv._fwd_im2col`` describes) | ``0`` (off) - the

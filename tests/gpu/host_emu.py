@@ -179,3 +179,37 @@ extern "C" long long hdn_emu_mvec() {{
     lib = _build(code, "mvec")
     lib.hdn_emu_mvec.restype = ctypes.c_longlong
     return int(lib.hdn_emu_mvec())
+
+
+def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode):
+    """For a GEMM prelude with 16-byte chunk loads (A_MODE / B_MODE 1: 8 consecutive k; 2: 8
+    consecutive m of A / n of B): the number of chunks (starting at a multiple of 8, inside the
+    operand) whose 8 offsets are not o, o + 1, ..., o + 7 with o a multiple of 8, or all -1."""
+    def loop(op, mode):
+        if mode not in (1, 2):
+            return ""
+        fn = "a_off(b, m, k)" if op == "A" else "b_off(b, k, n)"
+        outer, inner = (("m", M), ("k", K)) if op == "A" else (("n", N), ("k", K))
+        step = "k" if mode == 1 else outer[0]
+        lim = dict([outer, inner])
+        other = inner[0] if step == outer[0] else outer[0]
+        call = fn.replace(f"{step})", f"{step} + i)").replace(f"{step},", f"{step} + i,")
+        return f"""
+  for (int b = 0; b < {batch}; ++b) for (int {other} = 0; {other} < {lim[other]}; ++{other})
+    for (int {step} = 0; {step} + 8 <= {lim[step]}; {step} += 8) {{
+      const long long o = {fn};
+      if (o >= 0 && (o % 8) != 0) {{ ++bad; continue; }}
+      for (int i = 1; i < 8; ++i) {{
+        const long long oi = {call};
+        if (o < 0 ? oi >= 0 : oi != o + i) {{ ++bad; break; }}
+      }}
+    }}"""
+    code = SHIM + ARG + _inline_header(prelude, headers) + f"""
+extern "C" long long hdn_emu_chunks() {{
+  long long bad = 0;{loop("A", a_mode)}{loop("B", b_mode)}
+  return bad;
+}}
+"""
+    lib = _build(code, "chunks")
+    lib.hdn_emu_chunks.restype = ctypes.c_longlong
+    return int(lib.hdn_emu_chunks())

@@ -195,7 +195,10 @@ def conv_geoms():
     return [("3x3", [2, 8, 7, 6], [12, 8, 3, 3], [1, 1], [1, 1], [1, 1]),
             ("s2d2", [1, 4, 9, 9], [8, 4, 3, 3], [2, 1], [2, 2], [2, 1]),
             ("1x1", [2, 16, 5, 5], [8, 16, 1, 1], [0, 0], [1, 1], [1, 1]),
-            ("3d", [1, 4, 4, 5, 5], [8, 4, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1])]
+            ("3d", [1, 4, 4, 5, 5], [8, 4, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
+            ("g2", [2, 8, 7, 6], [12, 4, 3, 3], [1, 1], [1, 1], [1, 1]),        # 2 groups
+            ("dw", [1, 8, 9, 9], [16, 1, 3, 3], [1, 1], [2, 2], [1, 1]),        # depthwise x 2
+            ("dw1d", [2, 6, 11], [6, 1, 5], [2], [1], [1])]                     # 1-D depthwise
 
 
 def _out_sp(xd, wd, pad, st, dil):
@@ -224,16 +227,17 @@ def conv_cases():
                 ts = [x, w, y]
                 out.append(Case(f"conv/{kind}/{gname}/{dt}>{ot}/{c}/{lay}", "conv", ts,
                                 _g(ts, [_with_compute(n, c)]), {}))
-    # conv -> bias -> relu with virtual intermediates (typed or UNSET), scale as a scalar
-    for dt, vt, form in itertools.product(FLOATS, ("FLOAT", "UNSET"), ("full", "rt32", "bv64")):
-        xd, wd = [2, 8, 6, 6], [16, 8, 3, 3]
+    # conv -> bias -> relu with virtual intermediates (typed or UNSET), scale as a scalar;
+    # grouped (4 groups) and depthwise filters too
+    for dt, vt, form, cw in itertools.product(FLOATS, ("FLOAT", "UNSET"), ("full", "rt32", "bv64"), (8, 2, 1)):
+        xd, wd = [2, 8, 6, 6], [16, cw, 3, 3]
         x, w = _ten(1, xd, dt, "nhwc"), _ten(2, wd, dt, "nhwc")
         c = _ten(3, [2, 16, 6, 6], vt, "nhwc", virtual=True)
         b = _ten(4, [1, 16, 1, 1], dt) if form == "full" else scalar(4, form, 0.5)[0]
         v = _ten(5, [2, 16, 6, 6], vt, "nhwc", virtual=True)
         y = _ten(6, [2, 16, 6, 6], dt, "nhwc")
         ts = [x, w, c, b, v, y]
-        out.append(Case(f"conv/fused/{dt}/{vt}/{form}", "conv", ts,
+        out.append(Case(f"conv/fused/{dt}/{vt}/{form}" + ("" if cw == 8 else f"/g{8 // cw}"), "conv", ts,
                         _g(ts, [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]), pw("ADD", 3, 5, 4),
                                 pw("RELU_FWD", 5, 6)]), {4: 0.5} if form == "rt32" else {}))
     return out

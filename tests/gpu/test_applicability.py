@@ -46,7 +46,7 @@ def cpu_analysis(g):
 
 def gpu_implements(g) -> bool:
     """The node kinds, modes and features the GPU engine has kernels for (its documented
-    limits: no DOUBLE / integer data, no grouped conv, no negative strides, no peer statistics,
+    limits: no DOUBLE / integer data, no negative strides, no peer statistics,
     runtime scalars only where a kernel takes them, no DOUBLE compute type)."""
     for n in g.nodes:
         if n.kind not in ops.FAMILY or cg.dtype_name(n.compute_dtype) == "DOUBLE":
@@ -67,10 +67,6 @@ def gpu_implements(g) -> bool:
         if n.kind == "ReductionAttributes" and \
                 catalog.FB_NAMES["ReductionMode"].get(n.attrs.get("mode")) not in ops.reduction.MODES:
             return False
-        if n.kind in ops.conv.XWY:
-            rx, rw, _ = ops.conv.XWY[n.kind]
-            if rx in r and rw in r and r[rx].dims[1] != r[rw].dims[1]:
-                return False   # grouped
         if n.kind.startswith("Batchnorm"):
             if n.attrs.get("peer_stats_tensor_uid"):
                 return False
@@ -234,7 +230,6 @@ def test_frontend_shaped_graphs_run_on_the_gpu_engine():
     ("alias_pw_out", "share addresses"),
     ("self_loop_pw", "reads and writes the same tensor"),
     ("dangling_uid0", "uid 0"),
-    ("grouped_conv", "grouped"),
 ])
 def test_decline_reasons(name, expect):
     b = dict(CORPUS)[name]
@@ -249,6 +244,14 @@ def test_mixed_precision_batchnorm_accepted(name):
     both engines accept."""
     g = parse_graph(dict(CORPUS)[name])
     assert cpu_analysis(g)[0], name
+    ok, why = gpu_analysis(g)
+    assert ok, why
+
+
+def test_grouped_conv_accepted():
+    """Grouped convolutions (C of x a multiple of C of w): both engines accept."""
+    g = parse_graph(dict(CORPUS)["grouped_conv"])
+    assert cpu_analysis(g)[0]
     ok, why = gpu_analysis(g)
     assert ok, why
 

@@ -47,7 +47,8 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
     scp, scraw = mem.alloc(max(16, prog.scratch_size))   # the plan's own scratch
     base = {"ws": (wsp, wsraw), "sc": (scp, scraw)}
     scalars = scalars or {}
-    bodies = {"hdn_gemm_mma": codegen.read_kernel("gemm_mma.hip"),
+    bodies = {"hdn_gemm_wgmma": codegen.read_kernel("gemm_wgmma.hip"),
+              "hdn_gemm_mma": codegen.read_kernel("gemm_mma.hip"),
               "hdn_gemm_simt": codegen.read_kernel("gemm_simt.hip")}
     names = []
     for st in prog.steps:
@@ -58,7 +59,7 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             raw = base[st[1][0]][1]
             raw[st[1][1]:st[1][1] + st[2]] = 0
             continue
-        _, src, name, grid, block, args = st
+        _, src, name, grid, block, args = st[:6]      # (launch options: the device's business)
         names.append(name)
         vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] if a[0] in base
                 else float(scalars[a[1]]) for a in args]

@@ -131,6 +131,13 @@ REQUIRED = [
     "pw/MUL/INT8",                                # 8-bit integers: exact, saturating
     "pw/int_chain/UINT8",
     "conv/fused/HALF/UNSET/rt32",
+    "conv/fused/BFLOAT16/FLOAT/full/g8",          # depthwise + bias + relu epilogue
+    "conv/fwd/g2/HALF>HALF/FLOAT/nhwc",           # grouped, every direction
+    "conv/bwd_data/g2/FLOAT>FLOAT/FLOAT/nchw",
+    "conv/bwd_filter/g2/BFLOAT16>BFLOAT16/FLOAT/pad",
+    "conv/fwd/dw/FLOAT>FLOAT/FLOAT/nchw",         # depthwise, channel multiplier 2
+    "conv/bwd_data/dw/HALF>HALF/UNSET/nhwc",
+    "conv/bwd_filter/dw1d/HALF>HALF/FLOAT/nchw",
     "matmul/fused/BFLOAT16/UNSET",
     "matmul/2d/INT8>INT32/tn/INT32",              # integer tensor cores
     "matmul/bcast/INT8>FLOAT/nt/UNSET",

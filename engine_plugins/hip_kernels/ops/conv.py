@@ -35,7 +35,8 @@ def check(node, graph, r):
     _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
     x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])
     _need(3 <= len(x) <= 5 and len(w) == len(x) == len(y), "conv ranks")
-    _need(w[1] == x[1] and y[1] == w[0] and y[0] == x[0], "grouped conv not supported")
+    _need(w[1] >= 1 and x[1] % w[1] == 0 and y[1] == w[0] and y[0] == x[0], "conv channel counts")
+    _need(w[0] % (x[1] // w[1]) == 0, "conv output channels not a multiple of the group count")
     _need(all(r[q].value is None for q in (rx, rw, ry)), "conv operand is a constant")
     p = conv_params(node, len(x) - 2)
     for j in range(len(x) - 2):
@@ -44,18 +45,47 @@ def check(node, graph, r):
         _need(o == y[2 + j], "conv output shape")
 
 
+def groups(node, r):
+    """The group count G = C of x / C of w (1: an ungrouped convolution)."""
+    rx, rw, _ = XWY[node.kind]
+    return dims(r[rx])[1] // dims(r[rw])[1]
+
+
+def _direct(node, r):
+    """Depthwise-like forward / backward data (grouped, at most 4 GEMM columns a group, a short
+    reduction): the direct core, one thread per output (codegen ``spec.direct``) - a tiled GEMM
+    would waste all but N of its 64 / 128 columns.  Knob ``HIPDNN_CABI_HIP_GROUPED_DIRECT=0``
+    keeps the tiled cores."""
+    if node.kind == BWD_FILTER or groups(node, r) == 1 or knob("GROUPED_DIRECT", "1") in ("0", "off"):
+        return False
+    wd = dims(r[XWY[node.kind][1]])
+    n_cols = wd[0] // groups(node, r) if node.kind == FWD else wd[1]
+    red = (wd[1] if node.kind == FWD else wd[0] // groups(node, r)) * math.prod(wd[2:])
+    return n_cols <= 4 and red <= 2048
+
+
 def emit(ctx, node, r, tag, fused=None):
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
-    r, core0 = gemm.prepare(ctx, node, r, tag, r[_TYPE_ROLE[node.kind]])
+    G = groups(node, r)
+    direct = _direct(node, r)
+    if direct:    # operands read in place: no layout copies
+        core0 = None
+        out = r[XWY[node.kind][2] if node.kind == FWD else XWY[node.kind][0]]
+        spec.direct = {"cl": strides(out)[1] == 1 and dims(out)[1] > 1}
+        prog.notes.append(f"{node.kind}: {G} groups, direct core (one thread per output)")
+    else:
+        r, core0 = gemm.prepare(ctx, node, r, tag, r[_TYPE_ROLE[node.kind]])
+    if G > 1 and not direct:
+        prog.notes.append(f"{node.kind}: {G} groups, one GEMM per group (grid z), generic operand gathers")
     if core0 is not None and node.kind == FWD and not _fwd_mvec(node, r):
         # fp32 NCHW on the FFMA core: NHWC copies when the cost model says so (layout.py)
         r = layout.prepare_simt(prog, node, r, ctx.loc, tag, core0, ctx.sms)
     c_layout = None
     if node.kind == FWD:
         built = _spec_conv_fwd(spec, node, r)
-        c_layout = _c_layout
-    elif node.kind == BWD_DATA and not fused and _strided_1x1(node, r) \
+        c_layout = _c_layout if G == 1 else None
+    elif node.kind == BWD_DATA and G == 1 and not fused and _strided_1x1(node, r) \
             and span_elems(r["dx"]) == math.prod(dims(r["dx"])) and non_overlapping(r["dx"]) \
             and all(v >= 0 for v in strides(r["dx"])) and knob("STRIDED_DGRAD", "1") not in ("0", "off"):
         built = _spec_conv_bwd_data_strided(spec, node, r)
@@ -65,7 +95,7 @@ def emit(ctx, node, r, tag, fused=None):
         prog.notes.append(f"{node.kind}: strided 1x1 decomposition (dx cleared, GEMM over dy positions)")
     elif node.kind == BWD_DATA:
         built = _spec_conv_bwd_data(spec, node, r)
-    elif _wgrad_swap_wanted(node, r, choose_core(dt(r["x"]), dt(r["dy"]), arch, ctx.use_mma, ctx.tf32)
+    elif G == 1 and _wgrad_swap_wanted(node, r, choose_core(dt(r["x"]), dt(r["dy"]), arch, ctx.use_mma, ctx.tf32)
                             if arch is not None else "mma"):
         built = _spec_conv_bwd_filter_swapped(spec, node, r)
         prog.notes.append(f"{node.kind}: dw^T GEMM (M = C*R*S = {spec.M}, N = K = {spec.N})")
@@ -101,16 +131,23 @@ def conv_params(node, nsp):
     return p
 
 
-def _x_tap_address(xs, p, H, nsp):
+def _x_tap_address(xs, p, H, nsp, G=1, Cg=0):
     """The implicit-GEMM address statements of one activation element (image nn, channel cc,
     output position p*, filter tap r*, already decoded): the input position of each spatial dim
-    (-1, i.e. zero, in the padding) and the element offset with the strides xs."""
-    la, offs = [], [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    (-1, i.e. zero, in the padding) and the element offset with the strides xs.  Grouped (G >
+    1): cc is the channel within group b (channel b * Cg + cc)."""
+    la, offs = [], [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"] + _goff(G, Cg, xs[1])
     for j in range(nsp):
         la.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
         la.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
         offs.append(f"(long long)h{j} * {xs[2 + j]}")
     return la + ["return " + " + ".join(offs) + ";"]
+
+
+def _goff(G, per, stride):
+    """The group's offset term (group b = the GEMM batch index, ``per`` channels a group) as a
+    one-element list, empty for an ungrouped convolution."""
+    return [f"(long long)b * {per * stride}"] if G > 1 else []
 
 
 def _kdec(rem, sizes, names):
@@ -132,9 +169,10 @@ def _spec_conv_fwd(spec, node, r):
     xs, ws_, ys = strides(x), strides(w), strides(y)
     nsp = len(xd) - 2
     p = conv_params(node, nsp)
-    N, C, K = xd[0], xd[1], wd[0]
+    G = xd[1] // wd[1]
+    N, C, K = xd[0], wd[1], wd[0] // G     # per group: C input, K output channels
     P, Rk, H = yd[2:], wd[2:], xd[2:]
-    spec.M, spec.N, spec.K, spec.batch = N * math.prod(P), K, C * math.prod(Rk), 1
+    spec.M, spec.N, spec.K, spec.batch = N * math.prod(P), K, C * math.prod(Rk), G
     KG = spec.K
     spec.ta, spec.tb = dt(x), dt(w)
     cl = xs[1] == 1 and C > 1   # channels-last: reduction order (r..., c)
@@ -144,9 +182,9 @@ def _spec_conv_fwd(spec, node, r):
     else:
         kdec = _kdec("k", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["cc"])
     la = list(mdec) + list(kdec)
-    spec.load_a = " ".join(la + _x_tap_address(xs, p, H, nsp))
+    spec.load_a = " ".join(la + _x_tap_address(xs, p, H, nsp, G, C))
     lb = list(kdec)
-    boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"]
+    boffs = [f"(long long)n * {ws_[0]}", f"(long long)cc * {ws_[1]}"] + _goff(G, K, ws_[0])
     for j in range(nsp):
         rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
         boffs.append(f"(long long){rj} * {ws_[2 + j]}")
@@ -156,7 +194,14 @@ def _spec_conv_fwd(spec, node, r):
     spec.b_kcontig = True
     if cl and C % 8 == 0 and aligned([xs[0]] + xs[2:]):
         spec.a_mode = 1
-        spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
+        if G == 1:
+            spec.a_rows = lambda bk: implicit.conv_fwd_rows(spec, xd, xs, P, Rk, p, bk)
+    if G > 1:     # grouped: the generic gathers (per-group bases), chunk loads where aligned
+        if cl and ws_[1] == 1 and C % 8 == 0 and aligned([ws_[0]] + ws_[2:]):
+            spec.b_mode = 1
+        coord = list(mdec) + [f"const int c0 = nn; const int c1 = b * {K} + n;"] + \
+            [f"const int c{2 + j} = p{j};" for j in range(nsp)]
+        return y, coord, yd, 1, True, [x, w]
     if not cl and _nchw_mvec(spec.ta, spec.tb, xd, xs, P, Rk, p):
         # fp32 NCHW 1 x 1, unit stride, no padding: 4 consecutive m (output positions of one
         # image) are 4 contiguous x elements - the SIMT core's 16-byte m-vector A loads
@@ -261,6 +306,8 @@ def _fwd_mvec(node, r):
     """:func:`_nchw_mvec` for a forward convolution node's operand roles."""
     x, w, y = r["x"], r["w"], r["y"]
     nsp = len(dims(x)) - 2
+    if dims(x)[1] != dims(w)[1]:
+        return False
     return _nchw_mvec(dt(x), dt(w), dims(x), strides(x), dims(y)[2:], dims(w)[2:], conv_params(node, nsp))
 
 
@@ -324,9 +371,10 @@ def _spec_conv_bwd_data(spec, node, r):
     xs, ws_, ys = strides(dx), strides(w), strides(dy)
     nsp = len(xd) - 2
     p = conv_params(node, nsp)
-    N, C, K = xd[0], xd[1], wd[0]
+    G = xd[1] // wd[1]
+    N, C, K = xd[0], wd[1], wd[0] // G     # per group
     P, Rk, H = yd[2:], wd[2:], xd[2:]
-    spec.M, spec.N, spec.K, spec.batch = N * math.prod(H), C, K * math.prod(Rk), 1
+    spec.M, spec.N, spec.K, spec.batch = N * math.prod(H), C, K * math.prod(Rk), G
     spec.ta, spec.tb = dt(dy), dt(w)
     cl = ys[1] == 1 and K > 1
     mdec = _kdec("m", H[::-1] + [0], [f"h{j}" for j in reversed(range(nsp))] + ["nn"])
@@ -335,7 +383,7 @@ def _spec_conv_bwd_data(spec, node, r):
     else:
         kdec = _kdec("k", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["kc"])
     la = list(mdec) + list(kdec)
-    offs = [f"(long long)nn * {ys[0]}", f"(long long)kc * {ys[1]}"]
+    offs = [f"(long long)nn * {ys[0]}", f"(long long)kc * {ys[1]}"] + _goff(G, K, ys[1])
     for j in range(nsp):
         st, pre, dil = p["stride"][j], p["pre_padding"][j], p["dilation"][j]
         la.append(f"const int t{j} = h{j} + {pre} - r{j} * {dil};")
@@ -350,7 +398,7 @@ def _spec_conv_bwd_data(spec, node, r):
     la.append("return " + " + ".join(offs) + ";")
     spec.load_a = " ".join(la)
     lb = list(kdec)
-    boffs = [f"(long long)kc * {ws_[0]}", f"(long long)n * {ws_[1]}"]
+    boffs = [f"(long long)kc * {ws_[0]}", f"(long long)n * {ws_[1]}"] + _goff(G, K, ws_[0])
     for j in range(nsp):
         rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
         boffs.append(f"(long long){rj} * {ws_[2 + j]}")
@@ -360,7 +408,17 @@ def _spec_conv_bwd_data(spec, node, r):
     spec.b_kcontig = False
     if cl and K % 8 == 0 and aligned([ys[0]] + ys[2:]):
         spec.a_mode = 1
-        spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
+        if G == 1:
+            spec.a_rows = lambda bk: implicit.conv_bwd_data_rows(spec, yd, ys, H, Rk, p, bk)
+    if G > 1:     # grouped: the generic gathers (per-group bases), chunk loads where aligned
+        if ws_[1] == 1 and C % 8 == 0 and aligned([ws_[0]] + ws_[2:]):
+            spec.b_mode = 2
+        elif cl and ws_[0] == 1 and K % 8 == 0 and aligned([ws_[1]] + ws_[2:]):
+            spec.b_mode = 1
+            spec.b_kcontig = True
+        coord = list(mdec) + [f"const int c0 = nn; const int c1 = b * {C} + n;"] + \
+            [f"const int c{2 + j} = h{j};" for j in range(nsp)]
+        return dx, coord, xd, 1, True, [dy, w]
     if ws_[1] == 1 and C % 8 == 0 and aligned([ws_[0]] + ws_[2:]):
         spec.b_mode = 2
         # KRSC weights: per filter tap a dense [K, C] matrix at a uniform tap stride, so a
@@ -390,9 +448,10 @@ def _spec_conv_bwd_filter(spec, node, r):
     xs, ws_, ys = strides(x), strides(dw), strides(dy)
     nsp = len(xd) - 2
     p = conv_params(node, nsp)
-    N, C, K = xd[0], xd[1], wd[0]
+    G = xd[1] // wd[1]
+    N, C, K = xd[0], wd[1], wd[0] // G     # per group
     P, Rk, H = yd[2:], wd[2:], xd[2:]
-    spec.M, spec.N, spec.K, spec.batch = K, C * math.prod(Rk), N * math.prod(P), 1
+    spec.M, spec.N, spec.K, spec.batch = K, C * math.prod(Rk), N * math.prod(P), G
     spec.ta, spec.tb = dt(dy), dt(x)
     cl = xs[1] == 1 and C > 1
     kdec = _kdec("k", P[::-1] + [0], [f"p{j}" for j in reversed(range(nsp))] + ["nn"])
@@ -401,10 +460,11 @@ def _spec_conv_bwd_filter(spec, node, r):
     else:
         ndec = _kdec("n", Rk[::-1] + [0], [f"r{j}" for j in reversed(range(nsp))] + ["cc"])
     la = list(kdec) + ["return (long long)nn * %d + (long long)m * %d" % (ys[0], ys[1]) +
+                       "".join(f" + {e}" for e in _goff(G, K, ys[1])) +
                        "".join(f" + (long long)p{j} * {ys[2 + j]}" for j in range(nsp)) + ";"]
     spec.load_a = " ".join(la)
     lb = list(kdec) + list(ndec)
-    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"]
+    offs = [f"(long long)nn * {xs[0]}", f"(long long)cc * {xs[1]}"] + _goff(G, C, xs[1])
     for j in range(nsp):
         lb.append(f"const int h{j} = p{j} * {p['stride'][j]} - {p['pre_padding'][j]} + r{j} * {p['dilation'][j]};")
         lb.append(f"if (h{j} < 0 || h{j} >= {H[j]}) return -1;")
@@ -417,12 +477,13 @@ def _spec_conv_bwd_filter(spec, node, r):
         spec.a_mode = 2
     if cl and C % 8 == 0 and aligned([xs[0]] + xs[2:]):
         spec.b_mode = 2
-    coord = list(ndec) + ["const int c0 = m; const int c1 = cc;"]
+    coord = list(ndec) + ["const int c0 = m; const int c1 = cc;" if G == 1 else
+                          f"const int c0 = b * {K} + m; const int c1 = cc;"]
     for j in range(nsp):
         rj = f"({Rk[j] - 1} - r{j})" if p["flip"] else f"r{j}"
         coord.append(f"const int c{2 + j} = {rj};")
     run_ok = (cl or math.prod(Rk) == 1) and C % 8 == 0
-    spec.wgrad = _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p)
+    spec.wgrad = _wgrad_tma(spec, xd, xs, yd, ys, P, Rk, H, p) if G == 1 else None
     return dw, coord, wd, 1, run_ok, [dy, x]
 
 
