@@ -1,0 +1,209 @@
+"""Pointwise nodes the CPU reference computes in float64 - 32 / 64-bit integer tensors, DOUBLE
+data, compute type DOUBLE - and integer outputs (conversions, saturation, NaN -> 0): CI runs the
+generated elementwise kernels on the host (host_emu) against the CPU reference engine, and
+compiles them with NVRTC (sm_90a); ``-m gpu`` runs the same graphs on the device."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import host_emu
+from engine_plugins.hip_kernels import codegen
+from engine_plugins.hip_kernels.program import build_program
+from gpu_testlib import T, graph_bytes, node, pw
+from hipdnn_cabi.plugin_sdk import parse_graph
+
+HDR = codegen.headers()
+STORE = {"FLOAT": np.float32, "HALF": np.float16, "DOUBLE": np.float64, "INT32": np.int32,
+         "INT64": np.int64, "INT8": np.int8, "UNSET": np.uint8}
+I32 = np.iinfo(np.int32)
+
+
+def _np(t):
+    return STORE[t.dtype]
+
+
+def _nbytes(t):
+    return t.span * np.dtype(_np(t)).itemsize
+
+
+def _pw(mode, a, out, b=None, c=None, compute="FLOAT", **params):
+    n = pw(mode, a, out, b, c, **params)
+    return node("PointwiseAttributes", n["attributes"][1], compute=compute, name=n["name"])
+
+
+def _vals(t, rng):
+    n = t.span
+    if t.dtype == "INT32":
+        v = rng.integers(-(1 << 30), 1 << 30, n)
+        v[:4] = [I32.max, I32.min, 16777217, -16777217]       # beyond float32's exact range
+        return v.astype(np.int32)
+    if t.dtype == "INT64":
+        v = rng.integers(-(1 << 62), 1 << 62, n)
+        v[:3] = [(1 << 53) + 1, -(1 << 53) - 3, 123456789012345]
+        return v.astype(np.int64)
+    if t.dtype == "UNSET":
+        return rng.integers(0, 2, n).astype(np.uint8)
+    v = rng.standard_normal(n) * (3e9 if t.dtype != "HALF" else 3)
+    v[:3] = [np.nan, 2.5, -3.5]                               # NaN -> 0, ties to even
+    return v.astype(_np(t))
+
+
+# name -> (tensors, nodes, input uids): every graph is one pointwise run
+CASES = {
+    "int32_add_sat": ([T(1, [4, 37], "INT32"), T(2, [1, 37], "INT32"), T(3, [4, 37], "INT32")],
+                      [_pw("ADD", 1, 3, 2, compute="INT32")]),
+    "int32_mul_sat": ([T(1, [4, 37], "INT32"), T(2, [4, 37], "INT32"), T(3, [4, 37], "INT32")],
+                      [_pw("MUL", 1, 3, 2, compute="INT32")]),
+    "int32_max_neg_abs": ([T(1, [3, 41], "INT32"), T(2, [3, 41], "INT32"), T(4, [3, 41], "INT32", virtual=True),
+                           T(5, [3, 41], "INT32", virtual=True), T(3, [3, 41], "INT32")],
+                          [_pw("MAX_OP", 1, 4, 2), _pw("NEG", 4, 5), _pw("ABS", 5, 3)]),
+    "int32_cmp_bool": ([T(1, [5, 33], "INT32"), T(2, [5, 33], "INT32"), T(3, [5, 33], "UNSET")],
+                       [_pw("CMP_GT", 1, 3, 2, compute="INT32")]),
+    "int32_cmp_float": ([T(1, [5, 33], "INT32"), T(2, [5, 33], "INT32"), T(3, [5, 33], "FLOAT")],
+                        [_pw("CMP_EQ", 1, 3, 1)]),
+    "int32_to_float_relu": ([T(1, [6, 29], "INT32"), T(2, [6, 29], "FLOAT", virtual=True), T(3, [6, 29], "FLOAT")],
+                            [_pw("IDENTITY", 1, 2), _pw("RELU_FWD", 2, 3)]),
+    "int32_to_half": ([T(1, [6, 29], "INT32"), T(2, [6, 29], "HALF")], [_pw("IDENTITY", 1, 2)]),
+    "int64_identity": ([T(1, [3, 50], "INT64"), T(2, [3, 50], "INT64")], [_pw("IDENTITY", 1, 2)]),
+    "int64_to_double": ([T(1, [3, 50], "INT64"), T(2, [3, 50], "DOUBLE")], [_pw("IDENTITY", 1, 2)]),
+    "float_to_int32": ([T(1, [4, 40], "FLOAT"), T(2, [4, 40], "INT32")], [_pw("IDENTITY", 1, 2)]),
+    "double_to_int64": ([T(1, [4, 40], "DOUBLE"), T(2, [4, 40], "INT64")], [_pw("IDENTITY", 1, 2)]),
+    "select_int32_mask": ([T(1, [4, 40], "FLOAT"), T(2, [4, 40], "FLOAT"), T(4, [4, 40], "INT32"),
+                           T(3, [4, 40], "FLOAT")], [_pw("BINARY_SELECT", 1, 3, 2, 4)]),
+    "double_chain": ([T(1, [2, 3, 17], "DOUBLE"), T(2, [1, 3, 1], "DOUBLE"),
+                      T(4, [2, 3, 17], "DOUBLE", virtual=True), T(5, [2, 3, 17], "DOUBLE", virtual=True),
+                      T(6, [1, 1, 1], "DOUBLE", value=1e-300), T(3, [2, 3, 17], "DOUBLE")],
+                     [_pw("DIV", 1, 4, 2, compute="DOUBLE"), _pw("MUL", 4, 5, 4, compute="DOUBLE"),
+                      _pw("ADD", 5, 3, 6, compute="DOUBLE")]),
+    "double_to_float_half": ([T(1, [2, 45], "DOUBLE"), T(2, [2, 45], "FLOAT"), T(3, [2, 45], "HALF")],
+                             [_pw("MUL", 1, 2, 1, compute="DOUBLE"), _pw("IDENTITY", 1, 3, compute="DOUBLE")]),
+    "float_compute_double": ([T(1, [4, 33], "FLOAT"), T(2, [4, 33], "FLOAT"), T(3, [4, 33], "FLOAT")],
+                             [_pw("DIV", 1, 3, 2, compute="DOUBLE")]),
+    "double_relu_default_clip": ([T(1, [4, 33], "DOUBLE"), T(2, [4, 33], "DOUBLE")],
+                                 [_pw("RELU_FWD", 1, 2, compute="DOUBLE")]),
+}
+
+
+def _graph(name):
+    ts, ns = CASES[name]
+    outs = {n["attributes"][1]["out_0_tensor_uid"] for n in ns}
+    ins = [t for t in ts if t.uid not in outs and t.value is None]
+    return ts, ns, ins, [t for t in ts if t.uid in outs and not t.virtual]
+
+
+def _inputs(name):
+    ts, ns, ins, outs = _graph(name)
+    rng = np.random.default_rng(sum(map(ord, name)))
+    vals = {t.uid: _vals(t, rng) for t in ins}
+    if name == "double_chain":
+        vals[1][:] = np.abs(vals[1]) * 1e290             # beyond float32's range
+        vals[1][0] = 1e-310                              # a double denormal
+    if name == "double_relu_default_clip":
+        vals[1][5] = 1e300                               # above FLT_MAX: no clip in double
+    if name == "double_to_float_half":
+        vals[1][:] = vals[1] / 3e9
+        vals[1][5] = 1.0 + 2.0 ** -11 + 2.0 ** -40       # rounds up to half only when rounded once
+    return ts, graph_bytes(ts, ns), {u: v.tobytes() for u, v in vals.items()}, outs
+
+
+def cpu_run(ts, g, ins):
+    import cffi
+    from engine_plugins.cpu_reference import create_plugin
+    from engine_plugins.cpu_reference.engine import ENGINE_NAME
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers, engine_id_of
+    c = create_plugin().create_container()
+    host = {t.uid: np.frombuffer(bytearray(ins.get(t.uid, b"\xee" * _nbytes(t))), np.uint8)
+            for t in ts if not t.virtual and t.value is None}
+    cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
+    ctx = c.create_execution_context(cfg, parse_graph(g))
+    c.execute(ctx, 0, DeviceBuffers({u: a.ctypes.data for u, a in host.items()}, ffi=cffi.FFI()))
+    return {u: a.tobytes() for u, a in host.items() if u not in ins}
+
+
+def emu_run(ts, g, ins):
+    prog = build_program(parse_graph(g))
+    mem = host_emu.HostMem()
+    ptr, raw = {}, {}
+    for t in ts:
+        if t.virtual or t.value is not None:
+            continue
+        p, r = mem.alloc(_nbytes(t), 0xEE)
+        if t.uid in ins:
+            r[:] = np.frombuffer(ins[t.uid], np.uint8)
+        ptr[t.uid], raw[t.uid] = p, r
+    wsp, _ = mem.alloc(max(16, prog.ws_size))
+    for st in prog.steps:
+        assert st[0] == "launch"
+        _, src, name, grid, block, args = st
+        vals = [ptr[a[1]] if a[0] == "t" else wsp + a[1] for a in args]
+        host_emu.run_kernel(src, name, grid, block, vals, HDR)
+    return {u: raw[u].tobytes() for u in raw if u not in ins}
+
+
+def _check(outs, ref, got):
+    for t in outs:
+        r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
+        if t.dtype in ("DOUBLE",):
+            np.testing.assert_allclose(g, r, rtol=1e-14, atol=0, err_msg=f"uid {t.uid}")
+        else:      # integers, BOOLEAN, float / half results of exact or correctly rounded ops
+            np.testing.assert_array_equal(g.view(np.uint8), r.view(np.uint8), err_msg=f"uid {t.uid}")
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wide_pointwise_host_emulation_matches_cpu_reference(name):
+    ts, g, ins, outs = _inputs(name)
+    _check(outs, cpu_run(ts, g, ins), emu_run(ts, g, ins))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wide_pointwise_compiles_sm90a(name):
+    try:
+        from hipdnn_cabi.device import compiler
+        c = compiler("cuda")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"NVRTC not usable here: {e}")
+    ts, g, ins, outs = _inputs(name)
+    for st in build_program(parse_graph(g), arch="sm_90").steps:
+        c.compile(st[1], f"{st[2]}.hip", (), "sm_90a", HDR)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wide_pointwise_on_the_device(name):
+    from hipdnn_cabi import device
+    if not device.available():
+        pytest.skip("no GPU runtime found")
+    from test_parity_corpus import _Both
+    import cffi
+    ts, g, ins, outs = _inputs(name)
+    both = _Both()
+    rt = both.rt
+    pg = parse_graph(g)
+    ptrs = {}
+    for t in ts:
+        if t.virtual or t.value is not None:
+            continue
+        ptrs[t.uid] = rt.malloc(_nbytes(t))
+        if t.uid in ins:
+            b = np.frombuffer(ins[t.uid], np.uint8)
+            rt.memcpy_htod(ptrs[t.uid], b.ctypes.data, b.nbytes)
+        else:
+            rt.memset(ptrs[t.uid], 0xEE, _nbytes(t), 0)
+    rt.synchronize()
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers
+    assert both.gpu.get_applicable_engine_ids(pg) == [both.gcfg.engine_id]
+    ctx = both.gpu.create_execution_context(both.gcfg, pg)
+    both.gpu.execute(ctx, 0, DeviceBuffers(ptrs, ffi=cffi.FFI()))
+    rt.stream_synchronize(both.stream)
+    got = {}
+    for t in outs:
+        h = np.empty(_nbytes(t), np.uint8)
+        rt.memcpy_dtoh(h.ctypes.data, ptrs[t.uid], h.nbytes)
+        got[t.uid] = h.tobytes()
+    for p in ptrs.values():
+        rt.free(p)
+    _check(outs, cpu_run(ts, g, ins), got)
