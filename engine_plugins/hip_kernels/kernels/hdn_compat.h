@@ -76,8 +76,8 @@ template <class T> __device__ __forceinline__ float hdn_round(float f) { return 
 // rounds to nearest, as numpy's float64 conversion), stores as the CPU reference encodes -
 // integers round to nearest even, saturate, NaN -> 0; BOOLEAN is value != 0; half rounds once
 // (through a round-to-odd float); bfloat16 / fp8 round through float as the CPU does
-__device__ __forceinline__ double hdn_dmax(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
-__device__ __forceinline__ double hdn_dmin(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+__device__ __forceinline__ double hdn_fmax_d(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ double hdn_fmin_d(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 __device__ __forceinline__ double hdn_to_double(double x) { return x; }
 __device__ __forceinline__ double hdn_to_double(int x) { return (double)x; }
 __device__ __forceinline__ double hdn_to_double(long long x) { return (double)x; }

@@ -73,10 +73,10 @@ _F_FUN = re.compile(r"\b(exp|log|sqrt|fabs|ceil|floor|sin|tan|erf|tanh|expm1|fmi
 
 def widen(expr: str) -> str:
     """A float expression of :func:`pw_expression` in double: literals and math functions in
-    their double spellings, the NaN-propagating min / max as hdn_dmin / hdn_dmax."""
+    their double spellings, the NaN-propagating min / max as hdn_fmin_d / hdn_fmax_d."""
     expr = _F_LIT.sub(r"\1", expr)
     expr = _F_FUN.sub(r"\1(", expr)
-    return expr.replace("hdn_fmax(", "hdn_dmax(").replace("hdn_fmin(", "hdn_dmin(")
+    return expr.replace("hdn_fmax(", "hdn_fmax_d(").replace("hdn_fmin(", "hdn_fmin_d(")
 
 
 def node_wide(node, graph) -> bool:
