@@ -12,7 +12,8 @@ import pytest
 import host_emu
 from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program
-from gpu_testlib import T, graph_bytes, node, pw, reduction
+from gpu_testlib import (FB, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, matmul, node, pw,
+                         reduction)
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 HDR = codegen.headers()
@@ -100,9 +101,31 @@ for _m, _o, _c, _shape in (("ADD", "DOUBLE", "DOUBLE", [3, 200]), ("ADD", "DOUBL
         [T(1, _shape, "DOUBLE"), T(2, [_shape[0], 1], _o)], [_red(_m, 1, 2, _c)])
 
 
+def _with_compute(n, compute):
+    return dict(n, compute_data_type=FB["DataType"][compute])
+
+
+# DOUBLE matmul / convolution: the direct FP64 kernels (FP32 for compute type FLOAT)
+for _c in ("DOUBLE", "FLOAT"):
+    CASES[f"mm_double_{_c}"] = ([T(1, [2, 1, 9, 13], "DOUBLE"), T(2, [3, 13, 7], "DOUBLE", strides=[1, 1, 13]),
+                                 T(3, [2, 3, 9, 7], "DOUBLE")], [_with_compute(matmul(1, 2, 3), _c)])
+for _lay, _mode in (("nchw", "CROSS_CORRELATION"), ("nhwc", "CONVOLUTION")):
+    _x, _w, _y = T(1, [2, 5, 9, 8], "DOUBLE", _lay), T(2, [6, 5, 3, 2], "DOUBLE", _lay), \
+        T(3, [2, 6, 5, 4], "DOUBLE", _lay)
+    _a = ([1, 1], [2, 2], [1, 2], _mode)      # padding, stride, dilation, mode
+    CASES[f"conv_fwd_double_{_lay}"] = ([_x, _w, _y], [_with_compute(conv_fwd(1, 2, 3, *_a), "DOUBLE")])
+    CASES[f"conv_bwd_data_double_{_lay}"] = ([_y, _w, _x], [_with_compute(conv_bwd_data(3, 2, 1, *_a), "DOUBLE")])
+    CASES[f"conv_bwd_filter_double_{_lay}"] = ([_x, _y, _w], [_with_compute(conv_bwd_filter(1, 3, 2, *_a), "UNSET")])
+CASES["conv_fwd_double_float_compute_1d"] = (
+    [T(1, [2, 4, 11], "DOUBLE"), T(2, [3, 4, 3], "DOUBLE"), T(3, [2, 3, 11], "FLOAT")],
+    [_with_compute(conv_fwd(1, 2, 3, [1], [1], [1]), "FLOAT")])
+
+
 def _graph(name):
     ts, ns = CASES[name]
-    outs = {n["attributes"][1].get("out_0_tensor_uid", n["attributes"][1].get("out_tensor_uid")) for n in ns}
+    outs = {v for n in ns for k, v in n["attributes"][1].items()
+            if k in ("out_0_tensor_uid", "out_tensor_uid", "c_tensor_uid", "y_tensor_uid",
+                     "dx_tensor_uid", "dw_tensor_uid")}
     ins = [t for t in ts if t.uid not in outs and t.value is None]
     return ts, ns, ins, [t for t in ts if t.uid in outs and not t.virtual]
 
@@ -111,6 +134,8 @@ def _inputs(name):
     ts, ns, ins, outs = _graph(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
+    if name.startswith(("mm_", "conv_")):
+        vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
     if name == "double_chain":
         vals[1][:] = np.abs(vals[1]) * 1e290             # beyond float32's range
         vals[1][0] = 1e-310                              # a double denormal
@@ -161,7 +186,11 @@ def emu_run(ts, g, ins):
 def _check(name, outs, ref, got):
     for t in outs:
         r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
-        if t.dtype == "DOUBLE" or name.startswith("red_"):     # summation orders differ
+        if name.startswith(("mm_", "conv_")):      # summation orders differ
+            tol = 1e-12 if "float" not in name.lower() else 2e-6
+            np.testing.assert_allclose(g, r, rtol=tol, atol=tol * float(np.max(np.abs(r))),
+                                       err_msg=f"uid {t.uid}")
+        elif t.dtype == "DOUBLE" or name.startswith("red_"):
             np.testing.assert_allclose(g, r, rtol=1e-14 if t.dtype == "DOUBLE" else 1e-6, atol=0,
                                        err_msg=f"uid {t.uid}")
         else:      # integers, BOOLEAN, float / half results of exact or correctly rounded ops
