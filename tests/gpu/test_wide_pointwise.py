@@ -11,8 +11,8 @@ import pytest
 
 import host_emu
 from engine_plugins.hip_kernels import codegen
-from engine_plugins.hip_kernels.program import build_program
-from gpu_testlib import (FB, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, matmul, node, pw,
+from engine_plugins.hip_kernels.program import build_program, io_uids
+from gpu_testlib import (FB, T, bn_bwd, bn_inf, bn_inf_var, bn_train, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, matmul, node, pw,
                          reduction)
 from hipdnn_cabi.plugin_sdk import parse_graph
 
@@ -121,11 +121,29 @@ CASES["conv_fwd_double_float_compute_1d"] = (
     [_with_compute(conv_fwd(1, 2, 3, [1], [1], [1]), "FLOAT")])
 
 
+# DOUBLE batchnorm: inference, inference with variance + epsilon, training (running statistics),
+# backward; per-channel parameters DOUBLE or FLOAT (mixed precision)
+_bx = [T(1, [2, 3, 5, 7], "DOUBLE"), T(2, [1, 3, 1, 1], "DOUBLE"), T(3, [1, 3, 1, 1], "DOUBLE"),
+       T(4, [1, 3, 1, 1], "FLOAT"), T(5, [1, 3, 1, 1], "DOUBLE"), T(6, [2, 3, 5, 7], "DOUBLE")]
+CASES["bn_inf_double"] = (_bx, [bn_inf(1, 2, 3, 4, 5, 6)])
+CASES["bn_inf_var_double"] = (_bx + [T(7, [1, 1, 1, 1], "DOUBLE", value=1e-5)], [bn_inf_var(1, 2, 3, 4, 5, 7, 6)])
+CASES["bn_train_double"] = (
+    [T(1, [3, 4, 5, 6], "DOUBLE", "nhwc"), T(2, [1, 4, 1, 1], "DOUBLE"), T(3, [1, 4, 1, 1], "FLOAT"),
+     T(4, [1, 1, 1, 1], "DOUBLE", value=1e-5), T(5, [3, 4, 5, 6], "DOUBLE", "nhwc"),
+     T(6, [1, 4, 1, 1], "DOUBLE"), T(7, [1, 4, 1, 1], "DOUBLE"), T(8, [1, 4, 1, 1], "DOUBLE"),
+     T(9, [1, 4, 1, 1], "DOUBLE"), T(10, [1, 1, 1, 1], "DOUBLE", value=0.1),
+     T(11, [1, 4, 1, 1], "DOUBLE"), T(12, [1, 4, 1, 1], "DOUBLE")],
+    [bn_train(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)])
+CASES["bn_bwd_double"] = (
+    [T(1, [2, 3, 5, 7], "DOUBLE"), T(2, [2, 3, 5, 7], "DOUBLE"), T(3, [1, 3, 1, 1], "DOUBLE"),
+     T(4, [1, 3, 1, 1], "DOUBLE"), T(5, [1, 3, 1, 1], "DOUBLE"), T(6, [2, 3, 5, 7], "DOUBLE"),
+     T(7, [1, 3, 1, 1], "DOUBLE"), T(8, [1, 3, 1, 1], "DOUBLE")], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])
+
+
 def _graph(name):
     ts, ns = CASES[name]
-    outs = {v for n in ns for k, v in n["attributes"][1].items()
-            if k in ("out_0_tensor_uid", "out_tensor_uid", "c_tensor_uid", "y_tensor_uid",
-                     "dx_tensor_uid", "dw_tensor_uid")}
+    g = parse_graph(graph_bytes(ts, ns))
+    outs = {u for n in g.nodes for u in io_uids(n, g)[1]}
     ins = [t for t in ts if t.uid not in outs and t.value is None]
     return ts, ns, ins, [t for t in ts if t.uid in outs and not t.virtual]
 
@@ -134,8 +152,12 @@ def _inputs(name):
     ts, ns, ins, outs = _graph(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
-    if name.startswith(("mm_", "conv_")):
+    if name.startswith(("mm_", "conv_", "bn_")):
         vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
+    if name.startswith("bn_inf"):
+        vals[3] = np.abs(vals[3]) + 0.5                  # inverse variance / variance > 0
+    if name == "bn_bwd_double":
+        vals[4] = np.abs(vals[4]) + 0.5
     if name == "double_chain":
         vals[1][:] = np.abs(vals[1]) * 1e290             # beyond float32's range
         vals[1][0] = 1e-310                              # a double denormal
@@ -172,21 +194,54 @@ def emu_run(ts, g, ins):
         if t.uid in ins:
             r[:] = np.frombuffer(ins[t.uid], np.uint8)
         ptr[t.uid], raw[t.uid] = p, r
-    wsp, _ = mem.alloc(max(16, prog.ws_size))
+    base = {"ws": mem.alloc(max(16, prog.ws_size)), "sc": mem.alloc(max(16, prog.scratch_size))}
     for st in prog.steps:
-        assert st[0] == "launch"
+        if st[0] == "memset":
+            buf = raw[st[1][1]] if st[1][0] == "t" else base[st[1][0]][1][st[1][1]:]
+            buf[:st[2]] = 0
+            continue
         _, src, name, grid, block, args = st
         if name.startswith("hdn_reduce_part"):
             pytest.skip(f"{name} uses barriers (GPU only)")
-        vals = [ptr[a[1]] if a[0] == "t" else wsp + a[1] for a in args]
+        vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] for a in args]
+        if name in ("hdn_bn_stats", "hdn_bn_bwd_sums"):
+            _bn_sums_numpy(name, vals, {ptr[u]: (t, raw[u]) for t in ts for u in [t.uid] if u in ptr})
+            continue
         host_emu.run_kernel(src, name, grid, block, vals, HDR)
     return {u: raw[u].tobytes() for u in raw if u not in ins}
+
+
+def _bn_sums_numpy(name, vals, by_ptr):
+    """The per-channel sums of the barrier kernels (GPU only) from their contract: hdn_bn_stats
+    (x, ws): ws = [sum x, sum x^2]; hdn_bn_bwd_sums (dy, x, mean, inv, ws): ws = [sum dy,
+    sum dy * (x - mean) * inv] (double, C each)."""
+    import ctypes
+
+    def arr(p):
+        t, r = by_ptr[p]
+        b = r.view(_np(t))
+        return np.lib.stride_tricks.as_strided(b, t.dims, [s_ * b.itemsize for s_ in t.strides]).astype(np.float64)
+    x = arr(vals[0]) if name == "hdn_bn_stats" else arr(vals[1])
+    ax = (0,) + tuple(range(2, x.ndim))
+    C = x.shape[1]
+    if name == "hdn_bn_stats":
+        s1, s2 = x.sum(axis=ax), (x * x).sum(axis=ax)
+        wsp = vals[1]
+    else:
+        dy, mu, iv = arr(vals[0]), arr(vals[2]).reshape(-1), arr(vals[3]).reshape(-1)
+        shp = [1, C] + [1] * (x.ndim - 2)
+        s1 = dy.sum(axis=ax)
+        s2 = (dy * (x - mu.reshape(shp)) * iv.reshape(shp)).sum(axis=ax)
+        wsp = vals[4]
+    out = (ctypes.c_double * (2 * C)).from_address(wsp)
+    for c in range(C):
+        out[c], out[C + c] = float(s1[c]), float(s2[c])
 
 
 def _check(name, outs, ref, got):
     for t in outs:
         r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
-        if name.startswith(("mm_", "conv_")):      # summation orders differ
+        if name.startswith(("mm_", "conv_", "bn_")):      # summation orders differ
             tol = 1e-12 if "float" not in name.lower() else 2e-6
             np.testing.assert_allclose(g, r, rtol=tol, atol=tol * float(np.max(np.abs(r))),
                                        err_msg=f"uid {t.uid}")
@@ -213,7 +268,8 @@ def test_wide_pointwise_compiles_sm90a(name):
         pytest.skip(f"NVRTC not usable here: {e}")
     ts, g, ins, outs = _inputs(name)
     for st in build_program(parse_graph(g), arch="sm_90").steps:
-        c.compile(st[1], f"{st[2]}.hip", (), "sm_90a", HDR)
+        if st[0] == "launch":
+            c.compile(st[1], f"{st[2]}.hip", (), "sm_90a", HDR)
 
 
 @pytest.mark.gpu
