@@ -140,6 +140,18 @@ CASES["bn_bwd_double"] = (
      T(7, [1, 3, 1, 1], "DOUBLE"), T(8, [1, 3, 1, 1], "DOUBLE")], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])
 
 
+# GEN_INDEX: integer index outputs (a size-1 axis of x broadcasts index 0)
+CASES["gen_index_axis1_int32"] = ([T(1, [3, 5, 7], "HALF"), T(2, [3, 5, 7], "INT32")],
+                                  [_pw("GEN_INDEX", 1, 2, axis_tensor_uid=1)])
+CASES["gen_index_last_int64_nhwc"] = ([T(1, [2, 3, 4, 5], "FLOAT"), T(2, [2, 3, 4, 5], "INT64", "nhwc")],
+                                      [_pw("GEN_INDEX", 1, 2, axis_tensor_uid=-1, compute="INT32")])
+CASES["gen_index_bcast_chain"] = ([T(1, [3, 1, 7], "FLOAT"), T(2, [3, 5, 7], "INT32"),
+                                   T(3, [3, 5, 7], "INT32", virtual=True), T(4, [3, 5, 7], "INT32")],
+                                  [_pw("GEN_INDEX", 1, 3, axis_tensor_uid=1), _pw("ADD", 3, 4, 2),
+                                   _pw("GEN_INDEX", 2, 5, axis_tensor_uid=0)])
+CASES["gen_index_bcast_chain"][0].append(T(5, [3, 5, 7], "INT64"))
+
+
 def _graph(name):
     ts, ns = CASES[name]
     g = parse_graph(graph_bytes(ts, ns))

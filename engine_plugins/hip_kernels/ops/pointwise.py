@@ -57,6 +57,8 @@ PW_EXPR = {
                                " * tanhf(0.79788456080286536f * (b + 0.044715f * b * b * b)))"
                                " * 0.79788456080286536f * (1.0f + 0.134145f * b * b)))"),
     "ELU_BWD": (2, None), "SOFTPLUS_BWD": (2, None), "SWISH_BWD": (2, None),
+    # each element's index along an axis of x (integer outputs; run_body writes it)
+    "GEN_INDEX": (1, None),
 }
 PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
              "elu_alpha", "softplus_beta")
@@ -84,6 +86,8 @@ def node_wide(node, graph) -> bool:
     one of them 32 / 64-bit; else compute type DOUBLE, or UNSET with a DOUBLE tensor.  Host
     scalars (by-value, runtime pass-by-value) do not count: they reach the kernel as values."""
     r = roles(node, graph)
+    if pw_mode_name(node) == "GEN_INDEX":
+        return True         # an index is exact in double (float32 holds 2^24 at most)
     ar = PW_EXPR[pw_mode_name(node)][0]
     dev = {q: dt(t) for q, t in r.items()
            if t.value is None and not t.is_runtime_pass_by_value}
@@ -166,6 +170,21 @@ def check(node, graph, r):
     ar = PW_EXPR[mode][0]
     _need(all(x in r for x in INS[:ar]) and OUT in r, f"pointwise {mode}: operands missing")
     _need(r[OUT].value is None, "pointwise output cannot be a constant")
+    if mode == "GEN_INDEX":
+        ax = node.attrs.get("axis_tensor_uid")
+        _need(ax is not None and -len(r[INS[0]].dims) <= int(ax) < len(r[INS[0]].dims),
+              "GEN_INDEX axis out of range")
+        _need(dt(r[OUT]) in ("INT32", "INT64"), "GEN_INDEX output must be INT32 or INT64")
+
+
+def gen_index_expr(node, x, domain) -> str:
+    """GEN_INDEX: the element's coordinate along the axis of x (the CPU reference indexes x's
+    shape and broadcasts the result: a size-1 axis of x gives 0), over the run's domain
+    coordinates ``c<d>`` of the elementwise kernel."""
+    xd = dims(x)
+    ax = int(node.attrs["axis_tensor_uid"]) % len(xd)
+    od = ax + len(domain) - len(xd)
+    return "0.0" if xd[ax] == 1 and domain[od] != 1 else f"(double)c{od}"
 
 
 class Run:
@@ -244,7 +263,11 @@ def run_body(run, domain, seed=None):
             args.append(f"(float)({var})" if var in dbl and not wide else var)
         o = r[OUT]
         _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
-        expr = pw_expression(n, args, wide)
+        if pw_mode_name(n) == "GEN_INDEX":
+            _need(seed is None, "GEN_INDEX in a fused epilogue")
+            expr = gen_index_expr(n, r[INS[0]], domain)
+        else:
+            expr = pw_expression(n, args, wide)
         if wide or dt(o) in cg.WIDE:
             if not wide:
                 expr = f"(double)({expr})"
