@@ -26,8 +26,17 @@ def _np(t):
     return STORE[t.dtype]
 
 
+def _span(t):
+    return 1 + sum((d - 1) * abs(s) for d, s in zip(t.dims, t.strides))
+
+
+def _lo(t):
+    """Bytes from the buffer start to element 0 (negative strides address elements below it)."""
+    return -sum((d - 1) * s for d, s in zip(t.dims, t.strides) if s < 0) * np.dtype(_np(t)).itemsize
+
+
 def _nbytes(t):
-    return t.span * np.dtype(_np(t)).itemsize
+    return _span(t) * np.dtype(_np(t)).itemsize
 
 
 def _pw(mode, a, out, b=None, c=None, compute="FLOAT", **params):
@@ -36,7 +45,7 @@ def _pw(mode, a, out, b=None, c=None, compute="FLOAT", **params):
 
 
 def _vals(t, rng):
-    n = t.span
+    n = _span(t)
     if t.dtype == "INT32":
         v = rng.integers(-(1 << 30), 1 << 30, n)
         v[:4] = [I32.max, I32.min, 16777217, -16777217]       # beyond float32's exact range
@@ -152,6 +161,25 @@ CASES["gen_index_bcast_chain"] = ([T(1, [3, 1, 7], "FLOAT"), T(2, [3, 5, 7], "IN
 CASES["gen_index_bcast_chain"][0].append(T(5, [3, 5, 7], "INT64"))
 
 
+# negative strides (elementwise kernels, reductions, batchnorm inference): element 0 at the
+# pointer, the others at signed offsets from it
+CASES["neg_strides_pw_chain"] = (
+    [T(1, [4, 6, 5], "FLOAT", strides=[30, -5, 1]), T(2, [1, 6, 1], "FLOAT", strides=[6, -1, 1]),
+     T(3, [4, 6, 5], "FLOAT", virtual=True, strides=[-30, 5, 1]), T(4, [4, 6, 5], "HALF", strides=[-1, -4, 24])],
+    [_pw("ADD", 1, 3, 2), _pw("RELU_FWD", 3, 5), _pw("MUL", 5, 4, 1)])
+CASES["neg_strides_pw_chain"][0].append(T(5, [4, 6, 5], "FLOAT", virtual=True))
+CASES["neg_strides_two_runs"] = (      # a virtual tensor between two kernels (workspace)
+    [T(1, [3, 8], "FLOAT", strides=[-8, 1]), T(2, [3, 8], "FLOAT", virtual=True, strides=[1, -3]),
+     T(3, [3, 1], "FLOAT")],
+    [_pw("NEG", 1, 2), _red("MAX_OP", 2, 3, "FLOAT")])
+CASES["neg_strides_reduction"] = ([T(1, [5, 40], "FLOAT", strides=[-40, -1]), T(2, [5, 1], "FLOAT", strides=[-1, 1])],
+                                  [_red("ADD", 1, 2, "FLOAT")])
+CASES["neg_strides_bn_inf"] = (
+    [T(1, [2, 3, 4, 5], "FLOAT", strides=[60, -20, -5, 1]), T(2, [1, 3, 1, 1], "FLOAT", strides=[3, -1, 1, 1]),
+     T(3, [1, 3, 1, 1], "FLOAT"), T(4, [1, 3, 1, 1], "FLOAT"), T(5, [1, 3, 1, 1], "FLOAT"),
+     T(6, [2, 3, 4, 5], "FLOAT", strides=[-60, 20, 5, 1])], [bn_inf(1, 2, 3, 4, 5, 6)])
+
+
 def _graph(name):
     ts, ns = CASES[name]
     g = parse_graph(graph_bytes(ts, ns))
@@ -164,8 +192,10 @@ def _inputs(name):
     ts, ns, ins, outs = _graph(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
-    if name.startswith(("mm_", "conv_", "bn_")):
+    if name.startswith(("mm_", "conv_", "bn_")) or name.startswith("neg_strides"):
         vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
+    if name == "neg_strides_bn_inf":
+        vals[3] = np.abs(vals[3]) + 0.5
     if name.startswith("bn_inf"):
         vals[3] = np.abs(vals[3]) + 0.5                  # inverse variance / variance > 0
     if name == "bn_bwd_double":
@@ -191,7 +221,8 @@ def cpu_run(ts, g, ins):
             for t in ts if not t.virtual and t.value is None}
     cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
     ctx = c.create_execution_context(cfg, parse_graph(g))
-    c.execute(ctx, 0, DeviceBuffers({u: a.ctypes.data for u, a in host.items()}, ffi=cffi.FFI()))
+    lo = {t.uid: _lo(t) for t in ts}
+    c.execute(ctx, 0, DeviceBuffers({u: a.ctypes.data + lo[u] for u, a in host.items()}, ffi=cffi.FFI()))
     return {u: a.tobytes() for u, a in host.items() if u not in ins}
 
 
@@ -205,7 +236,7 @@ def emu_run(ts, g, ins):
         p, r = mem.alloc(_nbytes(t), 0xEE)
         if t.uid in ins:
             r[:] = np.frombuffer(ins[t.uid], np.uint8)
-        ptr[t.uid], raw[t.uid] = p, r
+        ptr[t.uid], raw[t.uid] = p + _lo(t), r
     base = {"ws": mem.alloc(max(16, prog.ws_size)), "sc": mem.alloc(max(16, prog.scratch_size))}
     for st in prog.steps:
         if st[0] == "memset":
@@ -253,8 +284,10 @@ def _bn_sums_numpy(name, vals, by_ptr):
 def _check(name, outs, ref, got):
     for t in outs:
         r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
-        if name.startswith(("mm_", "conv_", "bn_")):      # summation orders differ
+        if name.startswith(("mm_", "conv_", "bn_", "neg_")):      # summation orders differ
             tol = 1e-12 if "float" not in name.lower() else 2e-6
+            if t.dtype != "DOUBLE":     # float32 formulas of different association
+                tol = 2e-6
             np.testing.assert_allclose(g, r, rtol=tol, atol=tol * float(np.max(np.abs(r))),
                                        err_msg=f"uid {t.uid}")
         elif t.dtype == "DOUBLE" or name.startswith("red_"):
@@ -296,16 +329,17 @@ def test_wide_pointwise_on_the_device(name):
     both = _Both()
     rt = both.rt
     pg = parse_graph(g)
-    ptrs = {}
+    ptrs, buf = {}, {}
     for t in ts:
         if t.virtual or t.value is not None:
             continue
-        ptrs[t.uid] = rt.malloc(_nbytes(t))
+        buf[t.uid] = rt.malloc(_nbytes(t))
+        ptrs[t.uid] = buf[t.uid] + _lo(t)
         if t.uid in ins:
             b = np.frombuffer(ins[t.uid], np.uint8)
-            rt.memcpy_htod(ptrs[t.uid], b.ctypes.data, b.nbytes)
+            rt.memcpy_htod(buf[t.uid], b.ctypes.data, b.nbytes)
         else:
-            rt.memset(ptrs[t.uid], 0xEE, _nbytes(t), 0)
+            rt.memset(buf[t.uid], 0xEE, _nbytes(t), 0)
     rt.synchronize()
     from hipdnn_cabi.plugin_sdk import DeviceBuffers
     assert both.gpu.get_applicable_engine_ids(pg) == [both.gcfg.engine_id]
@@ -315,8 +349,8 @@ def test_wide_pointwise_on_the_device(name):
     got = {}
     for t in outs:
         h = np.empty(_nbytes(t), np.uint8)
-        rt.memcpy_dtoh(h.ctypes.data, ptrs[t.uid], h.nbytes)
+        rt.memcpy_dtoh(h.ctypes.data, buf[t.uid], h.nbytes)
         got[t.uid] = h.tobytes()
-    for p in ptrs.values():
+    for p in buf.values():
         rt.free(p)
     _check(name, outs, cpu_run(ts, g, ins), got)

@@ -23,7 +23,8 @@ NEEDED = {BWD: frozenset({"mean", "inv_variance"})}
 
 def check(node, graph, r):
     o = op(node.kind)
-    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
+    # inference is one elementwise kernel: signed offsets, negative strides too
+    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()), negative=node.kind not in (TRAIN, BWD))
     no_fp8(r)
     # DOUBLE data: every kernel in double (the CPU reference's float64)
     check_types(node, r, extra=("DOUBLE",))

@@ -156,7 +156,7 @@ def _pw_expression(node, args, wide) -> str:
 
 
 def check(node, graph, r):
-    check_tensors(node, r, RUNTIME_SCALARS[node.kind])
+    check_tensors(node, r, RUNTIME_SCALARS[node.kind], negative=True)
     mode = pw_mode_name(node)
     # integers: 8-bit ones compute in float32 (exact), 32 / 64-bit ones, DOUBLE data and compute
     # type DOUBLE in double (node_wide), as the CPU reference; stores round and saturate as it
@@ -263,6 +263,8 @@ def run_body(run, domain, seed=None):
             args.append(f"(float)({var})" if var in dbl and not wide else var)
         o = r[OUT]
         _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
+        _need(seed is None or all(v >= 0 for t in r.values() for v in strides(t)),
+              "negative strides in a fused GEMM / norm epilogue")
         if pw_mode_name(n) == "GEN_INDEX":
             _need(seed is None, "GEN_INDEX in a fused epilogue")
             expr = gen_index_expr(n, r[INS[0]], domain)

@@ -16,7 +16,7 @@ MODES = ("ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL
 
 
 def check(node, graph, r):
-    check_tensors(node, r)
+    check_tensors(node, r, negative=True)
     no_fp8(r)
     check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + ("DOUBLE",))
     _need("in" in r and "out" in r, "reduction operands missing")
