@@ -9,6 +9,7 @@ import types
 import numpy as np
 import pytest
 
+import ext_samples
 import host_emu
 from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program, io_uids
@@ -180,20 +181,30 @@ CASES["neg_strides_bn_inf"] = (
      T(6, [2, 3, 4, 5], "FLOAT", strides=[-60, 20, 5, 1])], [bn_inf(1, 2, 3, 4, 5, 6)])
 
 
+# DOUBLE layernorm / RMSnorm forward and backward: the double row / column kernels
+CASES["ln_fwd_double"] = ext_samples.ln_fwd("DOUBLE", "DOUBLE", 5, 40)
+CASES["rms_fwd_double_float_params"] = ext_samples.ln_fwd("DOUBLE", "FLOAT", 3, 33, rms=True)
+CASES["ln_bwd_double"] = ext_samples.ln_bwd("DOUBLE", "DOUBLE", 4, 24)
+CASES["rms_bwd_double_float_params"] = ext_samples.ln_bwd("DOUBLE", "FLOAT", 3, 16, rms=True)
+
+
 def _graph(name):
     ts, ns = CASES[name]
-    g = parse_graph(graph_bytes(ts, ns))
+    gb = ns if isinstance(ns, bytes) else graph_bytes(ts, ns)
+    g = parse_graph(gb)
     outs = {u for n in g.nodes for u in io_uids(n, g)[1]}
     ins = [t for t in ts if t.uid not in outs and t.value is None]
-    return ts, ns, ins, [t for t in ts if t.uid in outs and not t.virtual]
+    return ts, gb, ins, [t for t in ts if t.uid in outs and not t.virtual]
 
 
 def _inputs(name):
-    ts, ns, ins, outs = _graph(name)
+    ts, gb, ins, outs = _graph(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
-    if name.startswith(("mm_", "conv_", "bn_")) or name.startswith("neg_strides"):
+    if name.startswith(("mm_", "conv_", "bn_", "ln_", "rms_", "neg_strides")):
         vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
+    if "bwd" in name and name.startswith(("ln_", "rms_")):
+        vals[5] = np.abs(vals[5]) + 0.5                  # inverse variance / rms
     if name == "neg_strides_bn_inf":
         vals[3] = np.abs(vals[3]) + 0.5
     if name.startswith("bn_inf"):
@@ -208,7 +219,7 @@ def _inputs(name):
     if name == "double_to_float_half":
         vals[1][:] = vals[1] / 3e9
         vals[1][5] = 1.0 + 2.0 ** -11 + 2.0 ** -40       # rounds up to half only when rounded once
-    return ts, graph_bytes(ts, ns), {u: v.tobytes() for u, v in vals.items()}, outs
+    return ts, gb, {u: v.tobytes() for u, v in vals.items()}, outs
 
 
 def cpu_run(ts, g, ins):
@@ -284,7 +295,7 @@ def _bn_sums_numpy(name, vals, by_ptr):
 def _check(name, outs, ref, got):
     for t in outs:
         r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
-        if name.startswith(("mm_", "conv_", "bn_", "neg_")):      # summation orders differ
+        if name.startswith(("mm_", "conv_", "bn_", "neg_", "ln_", "rms_")):     # summation orders differ
             tol = 1e-12 if "float" not in name.lower() else 2e-6
             if t.dtype != "DOUBLE":     # float32 formulas of different association
                 tol = 2e-6
