@@ -187,6 +187,15 @@ CASES["rms_fwd_double_float_params"] = ext_samples.ln_fwd("DOUBLE", "FLOAT", 3, 
 CASES["ln_bwd_double"] = ext_samples.ln_bwd("DOUBLE", "DOUBLE", 4, 24)
 CASES["rms_bwd_double_float_params"] = ext_samples.ln_bwd("DOUBLE", "FLOAT", 3, 16, rms=True)
 
+# DOUBLE pooling: max (with indices, float32's lowest as the start value) and average forward,
+# average backward
+CASES["pool_max_fwd_double"] = ext_samples.pool_fwd("DOUBLE", "nchw", [2, 3, 7, 6], [3, 2], [2, 2], [1, 0], [1, 1],
+                                                    "MAXPOOL", "NEG_INF_PAD")
+CASES["pool_avg_fwd_double_nhwc"] = ext_samples.pool_fwd("DOUBLE", "nhwc", [2, 3, 7, 6], [3, 3], [2, 1], [1, 1],
+                                                         [1, 1], "AVGPOOL_EXCLUDE_PADDING", None)
+CASES["pool_avg_bwd_double"] = ext_samples.pool_bwd("DOUBLE", "nchw", [2, 3, 7, 6], [3, 2], [2, 2], [1, 0], [1, 1],
+                                                    "AVGPOOL_INCLUDE_PADDING", None)
+
 
 def _graph(name):
     ts, ns = CASES[name]
@@ -201,7 +210,7 @@ def _inputs(name):
     ts, gb, ins, outs = _graph(name)
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
-    if name.startswith(("mm_", "conv_", "bn_", "ln_", "rms_", "neg_strides")):
+    if name.startswith(("mm_", "conv_", "bn_", "ln_", "rms_", "neg_strides", "pool_")):
         vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
     if "bwd" in name and name.startswith(("ln_", "rms_")):
         vals[5] = np.abs(vals[5]) + 0.5                  # inverse variance / rms
@@ -295,7 +304,7 @@ def _bn_sums_numpy(name, vals, by_ptr):
 def _check(name, outs, ref, got):
     for t in outs:
         r, g = np.frombuffer(ref[t.uid], _np(t)), np.frombuffer(got[t.uid], _np(t))
-        if name.startswith(("mm_", "conv_", "bn_", "neg_", "ln_", "rms_")):     # summation orders differ
+        if name.startswith(("mm_", "conv_", "bn_", "neg_", "ln_", "rms_", "pool_")):     # sum orders differ
             tol = 1e-12 if "float" not in name.lower() else 2e-6
             if t.dtype != "DOUBLE":     # float32 formulas of different association
                 tol = 2e-6
