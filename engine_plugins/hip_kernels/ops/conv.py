@@ -30,7 +30,9 @@ _TYPE_ROLE = {FWD: "x", BWD_DATA: "dy", BWD_FILTER: "x"}
 
 def check(node, graph, r):
     check_tensors(node, r)
-    check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + ("DOUBLE",))
+    # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+    dbl = _TYPE_ROLE[node.kind] in r and dt(r[_TYPE_ROLE[node.kind]]) == "DOUBLE"
+    check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + (("DOUBLE",) if dbl else ()))
     rx, rw, ry = XWY[node.kind]
     _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
     x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])

@@ -38,7 +38,9 @@ def check(node, graph, r):
         _need(cd in INT_COMPUTE, f"INT8 matmul: compute type {cd} not supported")
         _need(all(r[q].value is None for q in ROLES), "INT8 matmul: by-value operands")
     else:
-        check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + ("DOUBLE",))
+        # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+        check_types(node, r, extra=("DOUBLE",),
+                    computes=COMPUTE_TYPES + (("DOUBLE",) if is_double(r) else ()))
     _need(all(x in r for x in ROLES), "matmul operands missing")
     a, b, c = dims(r["a"]), dims(r["b"]), dims(r["c"])
     _need(len(a) >= 2 and len(b) >= 2 and len(c) >= 2, "matmul rank < 2")
