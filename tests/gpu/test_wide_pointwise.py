@@ -4,6 +4,8 @@ generated elementwise kernels on the host (host_emu) against the CPU reference e
 compiles them with NVRTC (sm_90a); ``-m gpu`` runs the same graphs on the device."""
 from __future__ import annotations
 
+import functools
+import re
 import types
 
 import numpy as np
@@ -18,6 +20,8 @@ from gpu_testlib import (FB, T, bn_bwd, bn_inf, bn_inf_var, bn_train, conv_bwd_d
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 HDR = codegen.headers()
+GEMM_BODIES = {"hdn_gemm_mma": codegen.read_kernel("gemm_mma.hip"),
+               "hdn_gemm_simt": codegen.read_kernel("gemm_simt.hip")}
 STORE = {"FLOAT": np.float32, "HALF": np.float16, "DOUBLE": np.float64, "INT32": np.int32,
          "INT64": np.int64, "INT8": np.int8, "UNSET": np.uint8}
 I32 = np.iinfo(np.int32)
@@ -196,6 +200,13 @@ CASES["pool_avg_fwd_double_nhwc"] = ext_samples.pool_fwd("DOUBLE", "nhwc", [2, 3
 CASES["pool_avg_bwd_double"] = ext_samples.pool_bwd("DOUBLE", "nchw", [2, 3, 7, 6], [3, 2], [2, 2], [1, 0], [1, 1],
                                                     "AVGPOOL_INCLUDE_PADDING", None)
 
+# a compute-DOUBLE pointwise node fused into a FLOAT GEMM's epilogue (double statements in the
+# GEMM's store, float loads and stores)
+CASES["mm_float_fused_double_pw"] = (
+    [T(1, [2, 24, 16]), T(2, [2, 16, 40]), T(3, [2, 24, 40], virtual=True), T(4, [1, 1, 40]),
+     T(5, [2, 24, 40], virtual=True), T(6, [2, 24, 40])],
+    [matmul(1, 2, 3), _pw("MUL", 3, 5, 4, compute="DOUBLE"), _pw("TANH_FWD", 5, 6, compute="DOUBLE")])
+
 
 def _graph(name):
     ts, ns = CASES[name]
@@ -211,6 +222,7 @@ def _inputs(name):
     rng = np.random.default_rng(sum(map(ord, name)))
     vals = {t.uid: _vals(t, rng) for t in ins}
     if name.startswith(("mm_", "conv_", "bn_", "ln_", "rms_", "neg_strides", "pool_")):
+        rng = np.random.default_rng(sum(map(ord, name)))
         vals = {u: rng.standard_normal(v.size).astype(v.dtype) for u, v in vals.items()}
     if "bwd" in name and name.startswith(("ln_", "rms_")):
         vals[5] = np.abs(vals[5]) + 0.5                  # inverse variance / rms
@@ -267,6 +279,12 @@ def emu_run(ts, g, ins):
         if name.startswith("hdn_reduce_part"):
             pytest.skip(f"{name} uses barriers (GPU only)")
         vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] for a in args]
+        if name in GEMM_BODIES:        # the generated prelude under the serial GEMM loop
+            prelude = src[:src.index(GEMM_BODIES[name])]
+            d = {k: int(v) for k, v in re.findall(r"#define (G\w+|C_VEC) (\d+)", prelude)}
+            host_emu.run_gemm_prelude(prelude, vals, HDR, d["C_VEC"] and d["GSPLIT"] == 1,
+                                      d["GBATCH"], d["GM"], d["GN"], d["GK"], d["GSPLIT"])
+            continue
         if name in ("hdn_bn_stats", "hdn_bn_bwd_sums"):
             _bn_sums_numpy(name, vals, {ptr[u]: (t, raw[u]) for t in ts for u in [t.uid] if u in ptr})
             continue
@@ -337,16 +355,12 @@ def test_wide_pointwise_compiles_sm90a(name):
             c.compile(st[1], f"{st[2]}.hip", (), "sm_90a", HDR)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_wide_pointwise_on_the_device(name):
-    from hipdnn_cabi import device
-    if not device.available():
-        pytest.skip("no GPU runtime found")
-    from test_parity_corpus import _Both
+def _device_run(name, both):
+    """One case on ``both``'s second engine (test_parity_corpus._Both: the HIP engine on the
+    GPU, or the CPU reference on host memory) against the CPU reference."""
     import cffi
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers
     ts, g, ins, outs = _inputs(name)
-    both = _Both()
     rt = both.rt
     pg = parse_graph(g)
     ptrs, buf = {}, {}
@@ -361,16 +375,42 @@ def test_wide_pointwise_on_the_device(name):
         else:
             rt.memset(buf[t.uid], 0xEE, _nbytes(t), 0)
     rt.synchronize()
-    from hipdnn_cabi.plugin_sdk import DeviceBuffers
-    assert both.gpu.get_applicable_engine_ids(pg) == [both.gcfg.engine_id]
+    assert both.gpu.get_applicable_engine_ids(pg) == [both.gcfg.engine_id], name
     ctx = both.gpu.create_execution_context(both.gcfg, pg)
-    both.gpu.execute(ctx, 0, DeviceBuffers(ptrs, ffi=cffi.FFI()))
+    wsz = both.gpu.get_workspace_size_from_context(ctx)
+    ws = rt.malloc(wsz) if wsz else 0
+    both.gpu.execute(ctx, ws, DeviceBuffers(ptrs, ffi=cffi.FFI()))
     rt.stream_synchronize(both.stream)
     got = {}
     for t in outs:
         h = np.empty(_nbytes(t), np.uint8)
         rt.memcpy_dtoh(h.ctypes.data, buf[t.uid], h.nbytes)
         got[t.uid] = h.tobytes()
-    for p in buf.values():
+    for p in list(buf.values()) + ([ws] if ws else []):
         rt.free(p)
     _check(name, outs, cpu_run(ts, g, ins), got)
+
+
+def test_device_harness_on_the_cpu_reference():
+    """CI self-check of the device test's harness (buffers, negative-stride pointers, workspace,
+    comparison) with the CPU reference engine on both sides, on host memory."""
+    from test_parity_corpus import _Both
+    both = _Both(device=False)
+    for name in sorted(CASES):
+        _device_run(name, both)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_wide_pointwise_on_the_device(name):
+    from hipdnn_cabi import device
+    if not device.available():
+        pytest.skip("no GPU runtime found")
+    _device_run(name, _device_both())
+
+
+@functools.lru_cache(maxsize=1)
+def _device_both():
+    """One pair of engines (containers, stream) for every device case."""
+    from test_parity_corpus import _Both
+    return _Both()

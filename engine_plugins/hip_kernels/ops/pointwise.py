@@ -260,7 +260,10 @@ def run_body(run, domain, seed=None):
                     if dt(t) in cg.WIDE:
                         dbl.add(f"x{t.uid}")
                 var = f"x{t.uid}"
-            args.append(f"(float)({var})" if var in dbl and not wide else var)
+            # a double node widens float operands (double math overloads), a float node rounds
+            # double ones to float (the CPU reference's per-node compute type)
+            args.append(f"(float)({var})" if var in dbl and not wide else
+                        f"(double)({var})" if wide and var not in dbl else var)
         o = r[OUT]
         _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
         _need(seed is None or all(v >= 0 for t in r.values() for v in strides(t)),
