@@ -197,7 +197,7 @@ def _fill(case, t, rng):
         return b""          # routing tensors: _moe_routing
     if t.dtype == "FP8_E8M0":
         return rng.integers(120, 135, n).astype(np.uint8).tobytes()
-    if t.dtype in ("INT8", "INT32"):
+    if t.dtype in ("INT8", "INT32", "INT64"):
         return rng.integers(-100, 100, n).astype(_np(t)).tobytes()
     # narrow floats, one element per byte: positive finite codes of the type's width
     top = 16 if t.dtype.startswith("FP4") else 64 if t.dtype.startswith("FP6") else 0x70
