@@ -24,9 +24,9 @@ FP8 = ("FP8_E4M3", "FP8_E5M2")
 # (ops/block_scale.py stores the two FP8 types as bytes too)
 CTYPE.update({n: "unsigned char" for n in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2",
                                            "FP8_E4M3_FNUZ", "FP8_E5M2_FNUZ", "UINT8")})
-CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long"})
+CTYPE.update({"INT8": "signed char", "INT32": "int", "INT64": "long long", "DOUBLE": "double"})
 ELEM_SIZE.update({n: 1 for n in CTYPE if CTYPE[n] in ("unsigned char", "signed char")})
-ELEM_SIZE.update({"INT32": 4, "INT64": 8})
+ELEM_SIZE.update({"INT32": 4, "INT64": 8, "DOUBLE": 8})
 # BOOLEAN tensors (written UNSET by the backend: the FlatBuffers schema has no BOOLEAN) of
 # pointwise nodes: comparison / logic outputs, masks
 CTYPE["UNSET"], ELEM_SIZE["UNSET"] = "hdn_bool", 1
@@ -152,17 +152,36 @@ def offset_expr(strides, prefix="c", itype="long long"):
 
 
 # --------------------------------------------------------------------------- elementwise
-class EwIn:
-    """An elementwise input: pointer param (strides over the domain) or a constant."""
+# types the elementwise kernels load and compute in double (the CPU reference's float64)
+WIDE = ("DOUBLE", "INT32", "INT64")
 
-    def __init__(self, var, dtype=None, strides=None, const=None, param=None, scalar=False):
+
+class EwIn:
+    """An elementwise input: pointer param (strides over the domain) or a constant.  ``wide``:
+    the variable is a double (loaded with ``hdn_to_double``; WIDE pointer types always are)."""
+
+    def __init__(self, var, dtype=None, strides=None, const=None, param=None, scalar=False,
+                 wide=False):
         self.var, self.dtype, self.strides, self.const, self.param = var, dtype, strides, const, param
         self.scalar = scalar   # a float kernel argument (runtime pass-by-value scalar)
+        self.wide = wide or (dtype in WIDE and not scalar)
 
 
 class EwOut:
-    def __init__(self, var, dtype, strides, param):
+    """An elementwise output; ``wide``: its variable is a double (stored with
+    ``hdn_from_double``, as is every WIDE output type)."""
+
+    def __init__(self, var, dtype, strides, param, wide=False):
         self.var, self.dtype, self.strides, self.param = var, dtype, strides, param
+        self.wide = wide or dtype in WIDE
+
+
+def dlit(v: float) -> str:
+    """A double literal (NaN / infinities through the float bit patterns: exact)."""
+    v = float(v)
+    if math.isnan(v) or math.isinf(v):
+        return flit(v)
+    return repr(v) if "e" in repr(v) or "." in repr(v) else repr(v) + ".0"
 
 
 def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
@@ -200,14 +219,15 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
          f"  const {itype} base = ({itype})blockIdx.x * {THREADS * ILP} + threadIdx.x;"]
     ptr_ins = [t for t in ins if t.param and not t.scalar]
     for t in ptr_ins:
-        L.append(f"  float ld_{t.var}[{ILP}];")
+        L.append(f"  {'double' if t.wide else 'float'} ld_{t.var}[{ILP}];")
     L.append("#pragma unroll")
     L.append(f"  for (int j = 0; j < {ILP}; ++j) {{")
     L.append(f"    const {itype} i = base + j * {THREADS};")
     L.append(f"    if (i < {total}) {{")
     L += ["      " + s for s in coord_code(domain, order, "i", itype)]
     for t in ptr_ins:
-        L.append(f"      ld_{t.var}[j] = hdn_to_float({t.param}[{off(t.strides)}]);")
+        L.append(f"      ld_{t.var}[j] = {'hdn_to_double' if t.wide else 'hdn_to_float'}"
+                 f"({t.param}[{off(t.strides)}]);")
     L.append("    }")
     L.append("  }")
     L.append("#pragma unroll")
@@ -219,12 +239,15 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
         if t.scalar:
             L.append(f"      const float {t.var} = {t.param};")
         elif t.param:
-            L.append(f"      const float {t.var} = ld_{t.var}[j];")
+            L.append(f"      const {'double' if t.wide else 'float'} {t.var} = ld_{t.var}[j];")
+        elif t.wide:
+            L.append(f"      const double {t.var} = {dlit(t.const)};")
         else:
             L.append(f"      const float {t.var} = {flit(t.const)};")
     L += ["      " + s for s in stmts]
     for t in outs:
-        L.append(f"      {t.param}[{off(t.strides)}] = hdn_from_float<{CTYPE[t.dtype]}>({t.var});")
+        conv = "hdn_from_double" if t.wide else "hdn_from_float"
+        L.append(f"      {t.param}[{off(t.strides)}] = {conv}<{CTYPE[t.dtype]}>({t.var});")
     L.append("    }")
     L.append("  }")
     L.append("}")

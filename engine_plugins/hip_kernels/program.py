@@ -27,7 +27,7 @@ from __future__ import annotations
 from . import codegen as cg
 from . import ops
 from .ops import pointwise
-from .ops._base import NotApplicable, _need, dims, dt, io_uids, roles, span_elems  # noqa: F401
+from .ops._base import NotApplicable, _need, dims, dt, io_uids, roles, neg_extent, span_elems  # noqa: F401
 
 # small per-plan scratch (statistics, partials of a few KB) lives in the execution context,
 # allocated once at plan build: such plans need no workspace
@@ -257,7 +257,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
                     if t.virtual and u not in loc:
                         inside = all(node_unit[j] == ui for j in consumers.get(u, []))
                         if not inside:
-                            loc[u] = ("ws", prog.ws_alloc(span_elems(t) * cg.ELEM_SIZE[dt(t)]))
+                            # element 0 (negative strides address elements below it)
+                            loc[u] = ("ws", prog.ws_alloc(span_elems(t) * cg.ELEM_SIZE[dt(t)])
+                                      + neg_extent(t) * cg.ELEM_SIZE[dt(t)])
     prog.external = ext
     ctx = ops.EmitContext(prog, graph, loc, sms, use_mma, arch, tf32)
     for k, ui in enumerate(order):

@@ -8,9 +8,9 @@ from hipdnn_cabi.schemas._generated.schema_table import ENUMS, UNIONS
 
 FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "ConvMode", "ReductionMode")}
 UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
-TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "INT64": 7}
+TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "DOUBLE": 6, "INT64": 7}
 NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16, "INT32": np.int32,
-      "INT64": np.int64, "FP8_E4M3": np.uint8, "FP8_E5M2": np.uint8}
+      "INT64": np.int64, "DOUBLE": np.float64, "FP8_E4M3": np.uint8, "FP8_E5M2": np.uint8}
 TOL = {"FLOAT": 2e-5, "HALF": 4e-3, "BFLOAT16": 3e-2}
 
 

@@ -141,6 +141,13 @@ REQUIRED = [
     "matmul/fused/BFLOAT16/UNSET",
     "matmul/2d/INT8>INT32/tn/INT32",              # integer tensor cores
     "matmul/bcast/INT8>FLOAT/nt/UNSET",
+    "pw/ADD/INT32",                               # 32-bit integers: double arithmetic
+    "pw/ABS/DOUBLE>DOUBLE/p0/nchw",               # DOUBLE data in every family
+    "reduction/ADD/last/DOUBLE>DOUBLE/FLOAT",
+    "bn/inf/DOUBLE/nchw/data/FLOAT",
+    "norms/ln_fwd/row/DOUBLE/data/bv32",
+    "matmul/2d/DOUBLE>DOUBLE/nn/FLOAT",           # direct FP64 / FP32 kernels
+    "conv/fwd/3x3/DOUBLE>DOUBLE/DOUBLE/nchw",
 ]
 
 
@@ -166,7 +173,7 @@ def test_gpu_subset_is_deterministic_and_covers_every_family(outcomes):
 STORE = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16, "DOUBLE": np.float64,
          "INT32": np.int32, "INT64": np.int64, "INT8": np.int8, "UINT8": np.uint8,
          "UNSET": np.uint8}
-TOL = {"FLOAT": 1e-4, "HALF": 4e-3, "BFLOAT16": 2.5e-2}
+TOL = {"FLOAT": 1e-4, "HALF": 4e-3, "BFLOAT16": 2.5e-2, "DOUBLE": 1e-4}   # DOUBLE: FLOAT compute too
 # graphs whose inputs must be positive (logarithms, roots, divisions, statistics)
 POSITIVE = re.compile(r"LOG|SQRT|RSQRT|RECIPROCAL|DIV|^bn/|^norms/")
 
@@ -197,7 +204,7 @@ def _fill(case, t, rng):
         return b""          # routing tensors: _moe_routing
     if t.dtype == "FP8_E8M0":
         return rng.integers(120, 135, n).astype(np.uint8).tobytes()
-    if t.dtype in ("INT8", "INT32"):
+    if t.dtype in ("INT8", "INT32", "INT64"):
         return rng.integers(-100, 100, n).astype(_np(t)).tobytes()
     # narrow floats, one element per byte: positive finite codes of the type's width
     top = 16 if t.dtype.startswith("FP4") else 64 if t.dtype.startswith("FP6") else 0x70

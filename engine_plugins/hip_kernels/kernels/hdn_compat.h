@@ -71,6 +71,52 @@ template <> __device__ __forceinline__ unsigned char hdn_from_float<unsigned cha
 // round a float through a storage type (virtual intermediates of a 16-bit type)
 template <class T> __device__ __forceinline__ float hdn_round(float f) { return hdn_to_float(hdn_from_float<T>(f)); }
 
+// 64-bit compute (DOUBLE data, 32 / 64-bit integers, compute type DOUBLE: the CPU reference
+// computes those in float64): NaN-propagating min / max, loads widened (an integer beyond 2^53
+// rounds to nearest, as numpy's float64 conversion), stores as the CPU reference encodes -
+// integers round to nearest even, saturate, NaN -> 0; BOOLEAN is value != 0; half rounds once
+// (through a round-to-odd float); bfloat16 / fp8 round through float as the CPU does
+__device__ __forceinline__ double hdn_fmax_d(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
+__device__ __forceinline__ double hdn_fmin_d(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+__device__ __forceinline__ double hdn_to_double(double x) { return x; }
+__device__ __forceinline__ double hdn_to_double(int x) { return (double)x; }
+__device__ __forceinline__ double hdn_to_double(long long x) { return (double)x; }
+template <class T> __device__ __forceinline__ double hdn_to_double(T x) { return (double)hdn_to_float(x); }
+__device__ __forceinline__ float hdn_f32_odd(double d) {
+    const float f = (float)d;
+    if (f != f || (double)f == d || fabsf(f) == __int_as_float(0x7f800000)) return f;
+    unsigned u = __float_as_uint(f);
+    if (fabs((double)f) > fabs(d)) u -= 1u;
+    return __uint_as_float(u | 1u);
+}
+template <class T> __device__ __forceinline__ T hdn_from_double(double d) { return hdn_from_float<T>((float)d); }
+template <> __device__ __forceinline__ double hdn_from_double<double>(double d) { return d; }
+template <> __device__ __forceinline__ float hdn_from_double<float>(double d) { return (float)d; }
+template <> __device__ __forceinline__ hdn_half hdn_from_double<hdn_half>(double d) { return hdn_from_float<hdn_half>(hdn_f32_odd(d)); }
+template <> __device__ __forceinline__ hdn_bool hdn_from_double<hdn_bool>(double d) {
+    hdn_bool b;
+    b.bits = (unsigned char)(d != 0.0);
+    return b;
+}
+template <> __device__ __forceinline__ signed char hdn_from_double<signed char>(double d) {
+    return d != d ? (signed char)0 : (signed char)fmin(fmax(rint(d), -128.0), 127.0);
+}
+template <> __device__ __forceinline__ unsigned char hdn_from_double<unsigned char>(double d) {
+    return d != d ? (unsigned char)0 : (unsigned char)fmin(fmax(rint(d), 0.0), 255.0);
+}
+template <> __device__ __forceinline__ int hdn_from_double<int>(double d) {
+    return d != d ? 0 : (int)fmin(fmax(rint(d), -2147483648.0), 2147483647.0);
+}
+template <> __device__ __forceinline__ long long hdn_from_double<long long>(double d) {
+    if (d != d) return 0;
+    const double r = rint(d);
+    if (r >= 9223372036854775807.0) return 9223372036854775807LL;
+    if (r <= -9223372036854775807.0) return -9223372036854775807LL - 1;
+    return (long long)r;
+}
+// round a double through a storage type (virtual intermediates of 64-bit compute)
+template <class T> __device__ __forceinline__ double hdn_dround(double d) { return hdn_to_double(hdn_from_double<T>(d)); }
+
 // 8-bit floats (OCP FP8: e4m3 "FN" - no infinities, NaN = S.1111.111, max 448 - and e5m2 - IEEE
 // like, max 57344), stored as raw bits; conversions in software (any target), float -> fp8
 // rounds to nearest even and saturates to the largest finite value (NaN stays NaN).

@@ -104,6 +104,11 @@ def span_elems(t):
     return 1 + sum((d - 1) * abs(s) for d, s in zip(dims(t), strides(t)) if d > 0)
 
 
+def neg_extent(t) -> int:
+    """Elements below element 0 that a tensor with negative strides addresses."""
+    return -sum((d - 1) * s for d, s in zip(dims(t), strides(t)) if s < 0 and d > 0)
+
+
 def non_overlapping(t) -> bool:
     """Every element of t has its own address (no zero or overlapping strides)."""
     pairs = sorted((abs(int(st)), int(d)) for d, st in zip(t.dims, t.strides) if int(d) > 1)
@@ -116,10 +121,11 @@ def non_overlapping(t) -> bool:
 
 
 # --------------------------------------------------------------------------- shared checks
-def check_tensors(node, r, runtime_scalars=()):
-    """Every tensor: a rank, no negative strides, outputs with distinct element addresses; a
-    runtime pass-by-value tensor only in ``runtime_scalars`` (roles whose kernels take one)
-    and then one float."""
+def check_tensors(node, r, runtime_scalars=(), negative=False):
+    """Every tensor: a rank, no negative strides (``negative``: the family's kernels address
+    elements by signed offsets from element 0, as the CPU reference), outputs with distinct
+    element addresses; a runtime pass-by-value tensor only in ``runtime_scalars`` (roles whose
+    kernels take one) and then one float."""
     outs = op(node.kind).outputs
     for role, t in r.items():
         _need(len(t.dims) == len(t.strides) and len(t.dims) > 0, f"{role}: bad rank")
@@ -127,7 +133,7 @@ def check_tensors(node, r, runtime_scalars=()):
             _need(role in runtime_scalars,
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
             _need(t.numel == 1 and dt(t) in SCALAR_TYPES, f"{role}: runtime scalar must be 1 float")
-        _need(all(s >= 0 for s in strides(t)), "negative strides are not supported")
+        _need(negative or all(s >= 0 for s in strides(t)), "negative strides are not supported")
         if role in outs:
             _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
                                       f"overlapping strides)")

@@ -29,9 +29,11 @@ NEEDED = {BWD: frozenset({"mean", "inv_variance"})}
 
 def check(node, graph, r):
     o = op(node.kind)
-    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
+    # inference is one elementwise kernel: signed offsets, negative strides too
+    check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()), negative=node.kind not in (TRAIN, BWD))
     no_fp8(r)
-    check_types(node, r)
+    # DOUBLE data: every kernel in double (the CPU reference's float64)
+    check_types(node, r, extra=("DOUBLE",))
     _need(not any(node.attrs.get(o.role(a).field) for a in o.arrays), "peer stats not supported")
     optional = o.optional - NEEDED.get(node.kind, frozenset())
     missing = [q for q in o.inputs + o.outputs if q not in optional and q not in r]
@@ -74,17 +76,19 @@ def emit(ctx, node, r, tag, fused=None):
 
 def fusable_output(node, r):
     """y of an inference / training forward node: a following pointwise run may be fused into
-    the kernel that computes it."""
-    return None if node.kind == BWD else r["y"].uid
+    the kernel that computes it (not for DOUBLE batchnorm: its kernels compute in double, a fused
+    run's seed value is a float)."""
+    return None if node.kind == BWD or _wide(r) else r["y"].uid
 
 
-def _launch_y(prog, name, domain, ins, args, stmts, y, loc, fused):
+def _launch_y(prog, name, domain, ins, args, stmts, y, loc, fused, wide=False):
     """The elementwise kernel computing ``yv`` (``stmts``) for every element of ``domain``,
     storing y - or, with a fused pointwise run, running it on yv (rounded to y's type, as a
     stored y would be) and storing its outputs, and y where it is still needed."""
     ins, args = list(ins), list(args)
-    outs = [EwOut("yv", dt(y), strides(y), "py")]
+    outs = [EwOut("yv", dt(y), strides(y), "py", wide=wide)]
     oargs = [loc[y.uid]] if not fused or fused.stored(y) else []
+    _need(not (fused and wide), "DOUBLE batchnorm with a fused pointwise run")
     if fused:
         stmts = stmts + [f"const float v = {'yv' if dt(y) == 'FLOAT' else f'hdn_round<{cg.CTYPE[dt(y)]}>(yv)'};"]
         f_ins, f_args, f_stmts, f_outs, f_oargs = fused.elementwise(domain, loc, seed=y.uid)
@@ -99,10 +103,15 @@ def _launch_y(prog, name, domain, ins, args, stmts, y, loc, fused):
     prog.steps.append(("launch", src, name, grid, block, args + oargs))
 
 
-def _chan_in(t, domain, var, loc, ins, args):
+def _wide(r):
+    """DOUBLE tensors: the kernels compute in double."""
+    return any(dt(t) == "DOUBLE" for t in r.values() if t.value is None)
+
+
+def _chan_in(t, domain, var, loc, ins, args, wide=False):
     s = cg.per_channel_strides(t, domain)
     _need(s is not None, f"tensor {t.uid}: per-channel layout")
-    ins.append(EwIn(var, dt(t), s, param=f"p_{var}"))
+    ins.append(EwIn(var, dt(t), s, param=f"p_{var}", wide=wide))
     args.append(loc[t.uid])
 
 
@@ -112,26 +121,30 @@ def _emit_bn_inf(prog, graph, r, loc, tag, fused=None):
     pass-by-value one."""
     x, y = r["x"], r["y"]
     domain = dims(x)
-    ins, args = [EwIn("xv", dt(x), strides(x), param="px")], [loc[x.uid]]
+    wide = _wide(r)
+    ins, args = [EwIn("xv", dt(x), strides(x), param="px", wide=wide)], [loc[x.uid]]
     var = "variance" in r
     for role, v in (("mean", "mu"), ("variance" if var else "inv_variance", "iv"),
                     ("scale", "sc"), ("bias", "bi")):
-        _chan_in(r[role], domain, v, loc, ins, args)
+        _chan_in(r[role], domain, v, loc, ins, args, wide)
     if var:
         e = r["epsilon"]
         ev = _scalar(e)
         if ev is not None:
-            ins.append(EwIn("ep", const=ev))
+            ins.append(EwIn("ep", const=ev, wide=wide))
         elif e.is_runtime_pass_by_value:
             ins.append(EwIn("ep", scalar=True, param="p_ep"))
             args.append(loc[e.uid])
         else:
-            ins.append(EwIn("ep", dt(e), [0] * len(domain), param="p_ep"))
+            ins.append(EwIn("ep", dt(e), [0] * len(domain), param="p_ep", wide=wide))
             args.append(loc[e.uid])
         stmts = ["const float yv = (xv - mu) * (1.0f / sqrtf(iv + ep)) * sc + bi;"]
     else:
         stmts = ["const float yv = (xv - mu) * iv * sc + bi;"]
-    _launch_y(prog, f"hdn_bn_inf_{tag}", domain, ins, args, stmts, y, loc, fused)
+    if wide:     # the CPU reference's float64 order: (x - mean) * (inv_variance * scale) + bias
+        stmts = ["const double yv = (xv - mu) * ((1.0 / sqrt(iv + (double)ep)) * sc) + bi;" if var
+                 else "const double yv = (xv - mu) * (iv * sc) + bi;"]
+    _launch_y(prog, f"hdn_bn_inf_{tag}", domain, ins, args, stmts, y, loc, fused, wide)
 
 
 def _scalar(t):
@@ -151,10 +164,12 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None):
     xs = strides(x)
     # channels-last packed: x viewed as [M, C]
     cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
+    wide = _wide(r)
+    cb = 8 if wide else 4
     ws = prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
-    ab = prog.small_alloc(8 * C)    # float A[C], B[C]
+    ab = prog.small_alloc(2 * cb * C)    # A[C], B[C] (float; double with DOUBLE tensors)
     prog.steps.append(("memset", ws, 16 * C))
-    src, grid, block = bn_stats_source(x, C, cl, M)
+    src, grid, block = bn_stats_source(x, C, cl, M, wide)
     prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
     outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
     eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
@@ -179,15 +194,17 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None):
     ptypes = {q: dt(r[q]) for q in ("scale", "bias", "prev_running_mean", "prev_running_variance",
                                      "mean", "inv_variance", "next_running_mean",
                                      "next_running_variance") if q in r}
-    src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr)
+    src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr, wide)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
     cs = [0] * len(domain)
     cs[1] = 1
-    ins = [EwIn("xv", dt(x), xs, param="px"), EwIn("fa", "FLOAT", cs, param="pa"),
-           EwIn("fb", "FLOAT", cs, param="pb")]
-    _launch_y(prog, f"hdn_bn_apply_{tag}", domain, ins, [loc[x.uid], ab, (ab[0], ab[1] + 4 * C)],
-              ["const float yv = fmaf(xv, fa, fb);"], y, loc, fused)
+    ct = "DOUBLE" if wide else "FLOAT"
+    ins = [EwIn("xv", dt(x), xs, param="px", wide=wide), EwIn("fa", ct, cs, param="pa"),
+           EwIn("fb", ct, cs, param="pb")]
+    _launch_y(prog, f"hdn_bn_apply_{tag}", domain, ins, [loc[x.uid], ab, (ab[0], ab[1] + cb * C)],
+              ["const double yv = fma(xv, fa, fb);" if wide else "const float yv = fmaf(xv, fa, fb);"],
+              y, loc, fused, wide)
 
 
 def _emit_bn_bwd(prog, graph, r, loc, tag):
@@ -197,38 +214,44 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
     domain = dims(x)
     C = domain[1]
     M = math.prod(domain) // max(1, C)
+    wide = _wide(r)
+    cb = 8 if wide else 4           # coefficient bytes: double with DOUBLE tensors
     ws = prog.small_alloc(16 * C)   # double sum(dy)[C], sum(dy * xhat)[C]
-    co = prog.small_alloc(20 * C)   # float mean, iv, scale*iv, dbias/M, dscale/M [C each]
+    co = prog.small_alloc(5 * cb * C)   # mean, iv, scale*iv, dbias/M, dscale/M [C each]
     prog.steps.append(("memset", ws, 16 * C))
     ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
     _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
-    src, grid, block = bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain)
+    src, grid, block = bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain, wide)
     prog.steps.append(("launch", src, "hdn_bn_bwd_sums", grid, block,
                        [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid],
                         ws]))
-    src, grid, block = bn_bwd_finalize_source(C, M, r)
+    src, grid, block = bn_bwd_finalize_source(C, M, r, wide)
     prog.steps.append(("launch", src, "hdn_bn_bwd_finalize", grid, block,
                        [ws, co, loc[r["mean"].uid], loc[r["inv_variance"].uid],
                         loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
     cs = [0] * len(domain)
     cs[1] = 1
-    ins = [EwIn("dyv", dt(dy), strides(dy), param="pdy"), EwIn("xv", dt(x), strides(x), param="px")]
+    ins = [EwIn("dyv", dt(dy), strides(dy), param="pdy", wide=wide),
+           EwIn("xv", dt(x), strides(x), param="px", wide=wide)]
     args = [loc[dy.uid], loc[x.uid]]
     for k, var in enumerate(("mu", "iv", "a", "k1", "k2")):
-        ins.append(EwIn(var, "FLOAT", cs, param=f"p_{var}"))
-        args.append((co[0], co[1] + 4 * C * k))
+        ins.append(EwIn(var, "DOUBLE" if wide else "FLOAT", cs, param=f"p_{var}"))
+        args.append((co[0], co[1] + cb * C * k))
     name = f"hdn_bn_bwd_apply_{tag}"
     src, grid, block = cg.elementwise_source(
         name, domain, cg.dense_order(domain, strides(dx)), ins,
-        ["const float dxv = a * (dyv - k1 - (xv - mu) * iv * k2);"],
-        [EwOut("dxv", dt(dx), strides(dx), "pdx")])
+        [f"const {'double' if wide else 'float'} dxv = a * (dyv - k1 - (xv - mu) * iv * k2);"],
+        [EwOut("dxv", dt(dx), strides(dx), "pdx", wide=wide)])
     args.append(loc[dx.uid])
     prog.steps.append(("launch", src, name, grid, block, args))
 
 
 # --------------------------------------------------------------------------- training sources
-def bn_stats_source(x, C, channels_last, rows):
-    """Per-channel sum and sum of squares into double ws[0:C], ws[C:2C] (zeroed before)."""
+def bn_stats_source(x, C, channels_last, rows, wide=False):
+    """Per-channel sum and sum of squares into double ws[0:C], ws[C:2C] (zeroed before);
+    ``wide``: per-thread sums in double too (DOUBLE data), else float."""
+    A, ld, z, fma = ("double", "hdn_to_double", "0.0", "fma") if wide else \
+        ("float", "hdn_to_float", "0.f", "fmaf")
     T = cg.CTYPE[cg.dtype_name(x.dtype)]
     dims, strides = [int(d) for d in x.dims], [int(s) for s in x.strides]
     if channels_last:
@@ -236,14 +259,14 @@ def bn_stats_source(x, C, channels_last, rows):
         src = f"""#define HDN_GENERATED 1
 #include "hdn_compat.h"
 extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
-  __shared__ float ss[8][33], sq[8][33];
+  __shared__ {A} ss[8][33], sq[8][33];
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   const int c = blockIdx.x * 32 + tx;
-  float s = 0.f, q = 0.f;
+  {A} s = {z}, q = {z};
   if (c < {C}) {{
     for (long long r = (long long)blockIdx.y * 8 + ty; r < {rows}; r += (long long)gridDim.y * 8) {{
-      const float v = hdn_to_float(x[r * {C} + c]);
-      s += v; q = fmaf(v, v, q);
+      const {A} v = {ld}(x[r * {C} + c]);
+      s += v; q = {fma}(v, v, q);
     }}
   }}
   ss[ty][tx] = s; sq[ty][tx] = q;
@@ -275,14 +298,14 @@ extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __rest
     src = f"""#define HDN_GENERATED 1
 #include "hdn_compat.h"
 extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __restrict__ x, double* __restrict__ ws) {{
-  __shared__ float ss[256], sq[256];
+  __shared__ {A} ss[256], sq[256];
   const int c = blockIdx.x;
   const {T}* xc = x + (long long)c * {strides[1]};
-  float s = 0.f, q = 0.f;
+  {A} s = {z}, q = {z};
   for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
     {' '.join(lines)}
-    const float v = hdn_to_float(xc[{offs}]);
-    s += v; q = fmaf(v, v, q);
+    const {A} v = {ld}(xc[{offs}]);
+    s += v; q = {fma}(v, v, q);
   }}
   ss[threadIdx.x] = s; sq[threadIdx.x] = q;
   __syncthreads();
@@ -297,7 +320,7 @@ extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __rest
     return src, (C, splits, 1), (256, 1, 1)
 
 
-def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs):
+def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs, wide=False):
     """One thread per channel: mean/inv_variance (+ running stats) and the affine
     (A_c, B_c) used by the apply pass.  ``ptypes``: role -> data type of each per-channel tensor
     (each may be the data type or FLOAT: mixed precision).  ``outs``: roles present among mean,
@@ -328,6 +351,9 @@ def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs):
             mom_e = "mom_p"
         else:
             params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")
+    if wide:
+        params[1] = "double* __restrict__ ab"
+        return _bn_finalize_wide(C, M, T, params, eps, mom, eps_e, mom_e, outs, run)
     body = f"""
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= {C}) return;
@@ -359,6 +385,43 @@ def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs):
     return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
 
 
+def _bn_finalize_wide(C, M, T, params, eps, mom, eps_e, mom_e, outs, run):
+    """bn_finalize_source in double throughout (DOUBLE tensors): the CPU reference's float64
+    statistics, A = inv * scale, B = bias - mean * A (double)."""
+    if eps is not None:
+        eps_e = cg.dlit(eps)
+    if run and mom is not None:
+        mom_e = cg.dlit(mom)
+    eps_e, mom_e = eps_e.replace("hdn_to_float", "hdn_to_double"), mom_e.replace("hdn_to_float", "hdn_to_double")
+    body = f"""
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= {C}) return;
+  const double mean = ws[c] / {float(M)!r};
+  double var = ws[{C} + c] / {float(M)!r} - mean * mean;
+  if (var < 0.0) var = 0.0;
+  const double inv = 1.0 / sqrt(var + (double){eps_e});
+  const double sc = hdn_to_double(scale[c]), bi = hdn_to_double(bias[c]);
+  ab[c] = inv * sc;
+  ab[{C} + c] = bi - mean * (inv * sc);
+"""
+    if "mean" in outs:
+        body += f"  o_mean[c] = hdn_from_double<{T['mean']}>(mean);\n"
+    if "inv_variance" in outs:
+        body += f"  o_inv_variance[c] = hdn_from_double<{T['inv_variance']}>(inv);\n"
+    if run:
+        unb = f"var * {float(M) / max(1.0, M - 1.0)!r}" if M > 1 else "var"
+        body += f"  const double mo = (double){mom_e};\n"
+        if "next_running_mean" in outs:
+            body += (f"  o_next_running_mean[c] = hdn_from_double<{T['next_running_mean']}>("
+                     f"(1.0 - mo) * hdn_to_double(prm[c]) + mo * mean);\n")
+        if "next_running_variance" in outs:
+            body += (f"  o_next_running_variance[c] = hdn_from_double<{T['next_running_variance']}>("
+                     f"(1.0 - mo) * hdn_to_double(prv[c]) + mo * ({unb}));\n")
+    src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
+           f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
+    return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
+
+
 # --------------------------------------------------------------------------- backward sources
 def _chan_offset_lines(dims, strides_list, names, cdim=1):
     """Enumerate the non-channel elements (index e) of per-channel slices: lines defining
@@ -380,8 +443,11 @@ def _chan_offset_lines(dims, strides_list, names, cdim=1):
     return lines
 
 
-def bn_bwd_sums_source(x, dy, mean, inv, C, dims):
-    """Per channel: sum(dy) -> ws[c], sum(dy * (x - mean) * iv) -> ws[C + c] (double, zeroed)."""
+def bn_bwd_sums_source(x, dy, mean, inv, C, dims, wide=False):
+    """Per channel: sum(dy) -> ws[c], sum(dy * (x - mean) * iv) -> ws[C + c] (double, zeroed).
+    ``wide``: per-thread sums in double too (DOUBLE tensors), else float."""
+    A, ld, z, fma = ("double", "hdn_to_double", "0.0", "fma") if wide else \
+        ("float", "hdn_to_float", "0.f", "fmaf")
     Tx, Tdy = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(dy.dtype)]
     Tm, Ti = cg.CTYPE[cg.dtype_name(mean.dtype)], cg.CTYPE[cg.dtype_name(inv.dtype)]
     xs, ys = [int(s) for s in x.strides], [int(s) for s in dy.strides]
@@ -395,16 +461,16 @@ def bn_bwd_sums_source(x, dy, mean, inv, C, dims):
 #include "hdn_compat.h"
 extern "C" __global__ void __launch_bounds__(256) hdn_bn_bwd_sums(const {Tdy}* __restrict__ dy, const {Tx}* __restrict__ x,
     const {Tm}* __restrict__ mean, const {Ti}* __restrict__ inv, double* __restrict__ ws) {{
-  __shared__ float ss[256], sq[256];
+  __shared__ {A} ss[256], sq[256];
   const int c = blockIdx.x;
   const {Tx}* xc = x + (long long)c * {xs[1]};
   const {Tdy}* dyc = dy + (long long)c * {ys[1]};
-  const float mu = hdn_to_float(mean[(long long)c * {ms[1]}]), iv = hdn_to_float(inv[(long long)c * {ivs[1]}]);
-  float s = 0.f, q = 0.f;
+  const {A} mu = {ld}(mean[(long long)c * {ms[1]}]), iv = {ld}(inv[(long long)c * {ivs[1]}]);
+  {A} s = {z}, q = {z};
   for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {per}; e += (long long)gridDim.y * 256) {{
     {' '.join(lines)}
-    const float g = hdn_to_float(dyc[off_dy]);
-    s += g; q = fmaf(g, (hdn_to_float(xc[off_x]) - mu) * iv, q);
+    const {A} g = {ld}(dyc[off_dy]);
+    s += g; q = {fma}(g, ({ld}(xc[off_x]) - mu) * iv, q);
   }}
   ss[threadIdx.x] = s; sq[threadIdx.x] = q;
   __syncthreads();
@@ -419,29 +485,32 @@ extern "C" __global__ void __launch_bounds__(256) hdn_bn_bwd_sums(const {Tdy}* _
     return src, (C, splits, 1), (256, 1, 1)
 
 
-def bn_bwd_finalize_source(C, M, r):
+def bn_bwd_finalize_source(C, M, r, wide=False):
     """dbias, dscale (outputs) and the per-channel coefficients of the apply pass:
-    co = [mean, iv, scale * iv, dbias / M, dscale / M] (float, C each)."""
+    co = [mean, iv, scale * iv, dbias / M, dscale / M] (float, C each; ``wide``: double)."""
+    A, ld, st_ = ("double", "hdn_to_double", "hdn_from_double") if wide else \
+        ("float", "hdn_to_float", "hdn_from_float")
+    cast = "" if wide else "(float)"
     T = {k: cg.CTYPE[cg.dtype_name(r[k].dtype)] for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
     dims = [int(d) for d in r["x"].dims]
     st = {k: cg.per_channel_strides(r[k], dims)[1] if C > 1 else 0
           for k in ("mean", "inv_variance", "scale", "dscale", "dbias")}
     src = f"""#define HDN_GENERATED 1
 #include "hdn_compat.h"
-extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, float* __restrict__ co,
+extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, {A}* __restrict__ co,
     const {T['mean']}* __restrict__ mean, const {T['inv_variance']}* __restrict__ inv,
     const {T['scale']}* __restrict__ scale, {T['dscale']}* __restrict__ dscale, {T['dbias']}* __restrict__ dbias) {{
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= {C}) return;
   const double db = ws[c], ds = ws[{C} + c];
-  const float iv = hdn_to_float(inv[(long long)c * {st['inv_variance']}]);
-  dbias[(long long)c * {st['dbias']}] = hdn_from_float<{T['dbias']}>((float)db);
-  dscale[(long long)c * {st['dscale']}] = hdn_from_float<{T['dscale']}>((float)ds);
-  co[c] = hdn_to_float(mean[(long long)c * {st['mean']}]);
+  const {A} iv = {ld}(inv[(long long)c * {st['inv_variance']}]);
+  dbias[(long long)c * {st['dbias']}] = {st_}<{T['dbias']}>({cast}db);
+  dscale[(long long)c * {st['dscale']}] = {st_}<{T['dscale']}>({cast}ds);
+  co[c] = {ld}(mean[(long long)c * {st['mean']}]);
   co[{C} + c] = iv;
-  co[{2 * C} + c] = hdn_to_float(scale[(long long)c * {st['scale']}]) * iv;
-  co[{3 * C} + c] = (float)(db / {float(M)!r});
-  co[{4 * C} + c] = (float)(ds / {float(M)!r});
+  co[{2 * C} + c] = {ld}(scale[(long long)c * {st['scale']}]) * iv;
+  co[{3 * C} + c] = {cast}(db / {float(M)!r});
+  co[{4 * C} + c] = {cast}(ds / {float(M)!r});
 }}
 """
     return src, ((C + 127) // 128, 1, 1), (128, 1, 1)

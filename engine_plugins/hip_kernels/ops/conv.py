@@ -12,12 +12,12 @@ import math
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
-from .. import gemm, implicit, layout
+from .. import direct, gemm, implicit, layout
 from ..codegen import GemmSpec
 from ..gemm import aligned
 from ..gemm_core import choose_core, knob
-from ._base import (_need, check_tensors, check_types, dims, dt, kinds, non_overlapping,
-                    span_elems, strides)
+from ._base import (COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds,
+                    non_overlapping, span_elems, strides)
 
 KINDS = kinds("conv")
 FWD, BWD_DATA, BWD_FILTER = ("ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
@@ -30,7 +30,9 @@ _TYPE_ROLE = {FWD: "x", BWD_DATA: "dy", BWD_FILTER: "x"}
 
 def check(node, graph, r):
     check_tensors(node, r)
-    check_types(node, r)
+    # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+    dbl = _TYPE_ROLE[node.kind] in r and dt(r[_TYPE_ROLE[node.kind]]) == "DOUBLE"
+    check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + (("DOUBLE",) if dbl else ()))
     rx, rw, ry = XWY[node.kind]
     _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
     x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])
@@ -65,6 +67,8 @@ def _direct(node, r):
 
 
 def emit(ctx, node, r, tag, fused=None):
+    if is_double(node, r):
+        return _emit_double(ctx, node, r, tag)
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
     G = groups(node, r)
@@ -106,7 +110,28 @@ def emit(ctx, node, r, tag, fused=None):
 
 def fusable_output(node, r):
     """Forward: a following pointwise run may become the GEMM's epilogue."""
-    return r["y"].uid if node.kind == FWD else None
+    return r["y"].uid if node.kind == FWD and not is_double(node, r) else None
+
+
+def is_double(node, r):
+    return dt(r[_TYPE_ROLE[node.kind]]) == "DOUBLE"
+
+
+def _emit_double(ctx, node, r, tag):
+    """DOUBLE data: the direct kernels (direct.py; FP64 FMA, no tensor cores), groups too."""
+    rx, rw, ry = XWY[node.kind]
+    x, w, y = r[rx], r[rw], r[ry]
+    _need(dims(x)[1] % dims(w)[1] == 0 and dims(w)[0] % (dims(x)[1] // dims(w)[1]) == 0,
+          "conv groups do not divide the channels")
+    kind = {FWD: "fwd", BWD_DATA: "bwd_data", BWD_FILTER: "bwd_filter"}[node.kind]
+    p = conv_params(node, len(dims(x)) - 2)
+    acc = direct.acc_type(cg.dtype_name(node.compute_dtype), dt(r[_TYPE_ROLE[node.kind]]))
+    name = f"hdn_conv_f64_{tag}"
+    src, grid, block = direct.conv_source(
+        name, kind, (dims(x), strides(x)), (dims(w), strides(w)), (dims(y), strides(y)), p,
+        cg.CTYPE[dt(x)], cg.CTYPE[dt(w)], cg.CTYPE[dt(y)], acc)
+    ins = {"fwd": (x, w, y), "bwd_data": (y, w, x), "bwd_filter": (x, y, w)}[kind]
+    ctx.prog.steps.append(("launch", src, name, grid, block, [ctx.loc[t.uid] for t in ins]))
 
 
 def _c_layout(spec, domain, st):

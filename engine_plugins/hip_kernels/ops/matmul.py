@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 from .. import codegen as cg
-from .. import gemm
+from .. import direct, gemm
 from ..codegen import GemmSpec
 from ..gemm import aligned
-from ._base import _need, check_tensors, check_types, dims, dt, kinds, op, strides
+from ._base import COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds, op, strides
 
 KINDS = kinds("matmul")
 _OP = op(KINDS[0])
@@ -38,16 +38,24 @@ def check(node, graph, r):
         _need(cd in INT_COMPUTE, f"INT8 matmul: compute type {cd} not supported")
         _need(all(r[q].value is None for q in ROLES), "INT8 matmul: by-value operands")
     else:
-        check_types(node, r)
+        # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+        check_types(node, r, extra=("DOUBLE",),
+                    computes=COMPUTE_TYPES + (("DOUBLE",) if is_double(r) else ()))
     _need(all(x in r for x in ROLES), "matmul operands missing")
     a, b, c = dims(r["a"]), dims(r["b"]), dims(r["c"])
     _need(len(a) >= 2 and len(b) >= 2 and len(c) >= 2, "matmul rank < 2")
     _need(a[-1] == b[-2] and c[-2] == a[-2] and c[-1] == b[-1], "matmul shapes")
 
 
+def is_double(r):
+    return any(dt(r[q]) == "DOUBLE" for q in ("a", "b") if q in r)
+
+
 def emit(ctx, node, r, tag, fused=None):
     if is_int8(r):
         return _emit_int8(ctx, r, tag)
+    if is_double(r):
+        return _emit_double(ctx, node, r, tag)
     spec = GemmSpec()
     r, _ = gemm.prepare(ctx, node, r, tag, r["a"])
     gemm.emit(ctx, node, spec, _spec_matmul(spec, r), tag, fused, _c_layout)
@@ -55,7 +63,26 @@ def emit(ctx, node, r, tag, fused=None):
 
 def fusable_output(node, r):
     """A following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
-    return None if is_int8(r) else r["c"].uid
+    return None if is_int8(r) or is_double(r) else r["c"].uid
+
+
+def _emit_double(ctx, node, r, tag):
+    """DOUBLE a / b: the direct kernel (direct.py; FP64 FMA, no tensor cores)."""
+    a, b, c = r["a"], r["b"], r["c"]
+    _need(all(t.value is None for t in (a, b, c)), "DOUBLE matmul: by-value operands")
+    cd = dims(c)
+    M, K, N = dims(a)[-2], dims(a)[-1], dims(b)[-1]
+    bdims = cd[:-2]
+    sa = cg.bcast_strides(dims(a)[:-2], strides(a)[:-2], bdims) if bdims else []
+    sb = cg.bcast_strides(dims(b)[:-2], strides(b)[:-2], bdims) if bdims else []
+    _need(sa is not None and sb is not None, "matmul batch dims do not broadcast")
+    name = f"hdn_mm_f64_{tag}"
+    acc = direct.acc_type(cg.dtype_name(node.compute_dtype), dt(a))
+    src, grid, block = direct.matmul_source(name, M, N, K, bdims, sa, sb, strides(a)[-2:],
+                                            strides(b)[-2:], strides(c), cg.CTYPE[dt(a)],
+                                            cg.CTYPE[dt(b)], cg.CTYPE[dt(c)], acc)
+    ctx.prog.steps.append(("launch", src, name, grid, block,
+                           [ctx.loc[a.uid], ctx.loc[b.uid], ctx.loc[c.uid]]))
 
 
 def _emit_int8(ctx, r, tag):

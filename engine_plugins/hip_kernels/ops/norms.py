@@ -30,7 +30,7 @@ RUNTIME_SCALARS = {k: op(k).scalar_roles for k in KINDS if op(k).scalar_roles}
 
 def check(node, graph, r):
     check_tensors(node, r, RUNTIME_SCALARS.get(node.kind, ()))
-    check_storage_types(node, r)
+    check_storage_types(node, r, extra=("DOUBLE",))
     with declines(node.kind):
         _check(node, graph, packed_view(node, r)[0])
 
@@ -62,8 +62,13 @@ def emit(ctx, node, r, tag, fused=None):
             _copy(ctx.prog, rp[role], loc[r[role].uid], r[role], ctx.loc[r[role].uid], f"{tag}_{role}")
 
 
+def is_wide(r):
+    """DOUBLE tensors: the double row kernels (:func:`_emit_wide`)."""
+    return any(cg.dtype_name(t.dtype) == "DOUBLE" for t in r.values() if t.value is None)
+
+
 def fusable_output(node, r):
-    if node.kind not in FUSES or packed_view(node, r)[1]:
+    if node.kind not in FUSES or packed_view(node, r)[1] or is_wide(r):
         return None
     return r["y"].uid
 
@@ -164,6 +169,7 @@ def _lin_offset(var, dims, strides):
 
 def geometry(node, r):
     bwd = "Backward" in node.kind
+    fl = FLOATS + (("DOUBLE",) if is_wide(r) else ())
     x = r["x"]
     xd = _dims(x)
     axes = norm_axes(node, r, xd)
@@ -176,13 +182,13 @@ def geometry(node, r):
     for role in data:
         _need(role in r and _dims(r[role]) == xd, f"{role} must have x's dims")
         _need(packed(xd, _st(r[role])), f"{role} must be packed row-major for the GPU norm")
-        _need(cg.dtype_name(r[role].dtype) in FLOATS, f"{role}: type")
+        _need(cg.dtype_name(r[role].dtype) in fl, f"{role}: type")
     pshape = xd[axes[0]:]
     params = ("scale", "dscale", "dbias") if bwd else ("scale", "bias")
     for role in params:
         if role in r:
             t = r[role]
-            _need(cg.dtype_name(t.dtype) in FLOATS and t.value is None, f"{role}: type")
+            _need(cg.dtype_name(t.dtype) in fl and t.value is None, f"{role}: type")
             td = _dims(t)
             _need(len(td) <= n, f"{role}: rank")
             td = [1] * (n - len(td)) + td
@@ -195,7 +201,7 @@ def geometry(node, r):
     for role in stats:
         if role in r:
             t = r[role]
-            _need(t.numel == M and cg.dtype_name(t.dtype) in FLOATS, f"{role}: M elements")
+            _need(t.numel == M and cg.dtype_name(t.dtype) in fl, f"{role}: M elements")
     if bwd:
         need = ("mean", "inv_variance") if node.kind.startswith("Layernorm") else ("inv_rms",)
         _need(all(q in r for q in need), "the GPU norm backward needs the saved statistics")
@@ -331,6 +337,8 @@ def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
     """``epi``: a following pointwise run fused into the forward kernel (the run's body,
     ops.pointwise.run_body, seeded with the virtual y): (inputs, statements, outputs)."""
     g = geometry(node, r)
+    if is_wide(r):
+        return _emit_wide(prog, node, r, loc, tag, g)
     if "Backward" in node.kind:
         return _emit_bwd(prog, node, r, loc, tag, sms, g)
     return _emit_fwd(prog, node, r, loc, tag, g, epi)
@@ -601,3 +609,98 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
               f"    p_{q}[j] = hdn_from_float<{T}>(s); }}"]
     F.append("}")
     prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 256), 1, 1), (256, 1, 1), fargs))
+
+
+def _emit_wide(prog, node, r, loc, tag, g):
+    """DOUBLE tensors: one thread per row (forward, backward dx) and one per column (dscale,
+    dbias), all in double with the CPU reference's formulas - two passes over the row (mean,
+    then the centred variance), no row-length limit; slow, exact in what it computes."""
+    ln = node.kind.startswith("Layernorm")
+    bwd = "Backward" in node.kind
+    M, D = g["M"], g["D"]
+    tail = g["xd"][g["axes"][0]:]
+    rowd = [d for j, d in enumerate(g["xd"]) if j not in g["axes"]]
+
+    def ct(q):
+        return cg.CTYPE[cg.dtype_name(r[q].dtype)]
+
+    def soff(q, var="row"):
+        return _lin_offset(var, rowd, [s for j, s in enumerate(_full_st(r[q], len(g["xd"])))
+                                       if j not in g["axes"]])
+
+    def pload(q):
+        return _param_load(f"p_{q}", r[q], D, g["pshape"], tail).replace("hdn_to_float", "hdn_to_double")
+    params, args = [], []
+    for q in (("dy",) if bwd else ()) + ("x", "scale") + (("bias",) if "bias" in r and not bwd else ()):
+        params.append(f"const {ct(q)}* __restrict__ p_{q}")
+        args.append(loc[r[q].uid])
+    stats = [q for q in (("mean", "inv_variance") if ln else ("inv_rms",)) if q in r]
+    for q in stats:
+        params.append(f"{'const ' if bwd else ''}{ct(q)}* __restrict__ p_{q}")
+        args.append(loc[r[q].uid])
+    kname = f"hdn_{'ln' if ln else 'rms'}_{'bwd' if bwd else 'fwd'}_f64_{tag}"
+    head = '#define HDN_GENERATED 1\n#include "hdn_compat.h"\n'      # no block reductions
+    L = [head]
+    if not bwd:
+        params.append(f"{ct('y')}* __restrict__ p_y")
+        args.append(loc[r["y"].uid])
+        eps = _eps_code(r, args, params, loc)
+        ev = r.get("epsilon")
+        if ev is not None and ev.value is not None:
+            eps = cg.dlit(float(ev.value[0] if isinstance(ev.value, (list, tuple)) else ev.value))
+        eps = f"(double){eps.replace('hdn_to_float', 'hdn_to_double')}"
+        body = [f"double mu = 0.0, q = 0.0;"]
+        if ln:
+            body += [f"for (int j = 0; j < {D}; ++j) mu += hdn_to_double(p_x[rb + j]);",
+                     f"mu /= {float(D)!r};",
+                     f"for (int j = 0; j < {D}; ++j) {{ const double d = hdn_to_double(p_x[rb + j]) - mu; q += d * d; }}"]
+        else:
+            body += [f"for (int j = 0; j < {D}; ++j) {{ const double v = hdn_to_double(p_x[rb + j]); q += v * v; }}"]
+        body += [f"const double iv = 1.0 / sqrt(q / {float(D)!r} + {eps});",
+                 f"for (int j = 0; j < {D}; ++j) {{",
+                 f"  const double yv = (hdn_to_double(p_x[rb + j]) - mu) * iv * {pload('scale')}"
+                 + (f" + {pload('bias')};" if "bias" in r else ";"),
+                 f"  p_y[rb + j] = hdn_from_double<{ct('y')}>(yv);", "}"]
+        for q in stats:
+            body.append(f"p_{q}[{soff(q)}] = hdn_from_double<{ct(q)}>({'mu' if q == 'mean' else 'iv'});")
+    else:
+        params.append(f"{ct('dx')}* __restrict__ p_dx")
+        args.append(loc[r["dx"].uid])
+        mu = f"hdn_to_double(p_mean[{soff('mean')}])" if ln else "0.0"
+        iv = f"hdn_to_double(p_{'inv_variance' if ln else 'inv_rms'}[{soff('inv_variance' if ln else 'inv_rms')}])"
+        body = [f"const double mu = {mu}, iv = {iv};", "double a0 = 0.0, a1 = 0.0;",
+                f"for (int j = 0; j < {D}; ++j) {{",
+                f"  const double xh = (hdn_to_double(p_x[rb + j]) - mu) * iv;",
+                f"  const double gv = hdn_to_double(p_dy[rb + j]) * {pload('scale')};",
+                "  a0 += gv; a1 += gv * xh;", "}",
+                f"const double mg = {'a0' if ln else '0.0'} / {float(D)!r}, mgx = a1 / {float(D)!r};",
+                f"for (int j = 0; j < {D}; ++j) {{",
+                f"  const double xh = (hdn_to_double(p_x[rb + j]) - mu) * iv;",
+                f"  const double gv = hdn_to_double(p_dy[rb + j]) * {pload('scale')};",
+                f"  p_dx[rb + j] = hdn_from_double<{ct('dx')}>(iv * (gv - mg - xh * mgx));", "}"]
+    L.append(f'extern "C" __global__ void __launch_bounds__(128) {kname}({", ".join(params)}) {{')
+    L += ["  const long long row = (long long)blockIdx.x * 128 + threadIdx.x;",
+          f"  if (row >= {M}LL) return;", f"  const long long rb = row * {D}LL;"]
+    L += ["  " + b for b in body] + ["}"]
+    prog.steps.append(("launch", "\n".join(L) + "\n", kname, (-(-M // 128), 1, 1), (128, 1, 1), args))
+    if not bwd:
+        return
+    # dscale[j] = sum over rows of dy * xhat, dbias[j] = sum of dy (one thread per column)
+    outs = [q for q in ("dscale", "dbias") if q in r]
+    fparams = [f"const {ct(q)}* __restrict__ p_{q}" for q in ("dy", "x") + tuple(stats)]
+    fargs = [loc[r[q].uid] for q in ("dy", "x") + tuple(stats)]
+    fparams += [f"{ct(q)}* __restrict__ p_{q}" for q in outs]
+    fargs += [loc[r[q].uid] for q in outs]
+    fname = f"hdn_norm_colsum_f64_{tag}"
+    mu = f"hdn_to_double(p_mean[{soff('mean')}])" if ln else "0.0"
+    F = [head, f'extern "C" __global__ void __launch_bounds__(128) {fname}({", ".join(fparams)}) {{',
+         "  const long long j = (long long)blockIdx.x * 128 + threadIdx.x;",
+         f"  if (j >= {D}LL) return;", "  double ds = 0.0, db = 0.0;",
+         f"  for (long long row = 0; row < {M}LL; ++row) {{",
+         f"    const double dyv = hdn_to_double(p_dy[row * {D}LL + j]);",
+         f"    const double xh = (hdn_to_double(p_x[row * {D}LL + j]) - {mu}) * {iv};",
+         "    ds += dyv * xh; db += dyv;", "  }"]
+    for q in outs:
+        F.append(f"  p_{q}[j] = hdn_from_double<{ct(q)}>({'ds' if q == 'dscale' else 'db'});")
+    F.append("}")
+    prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 128), 1, 1), (128, 1, 1), fargs))

@@ -16,8 +16,10 @@ from ._base import (COMPUTE_TYPES, _need, NotApplicable, check_tensors, check_ty
 KINDS = kinds("pointwise")
 BOOL = "UNSET"        # a non-virtual UNSET tensor is a BOOLEAN one (stored 0 / 1, one byte)
 INT8S = ("INT8", "UINT8")
+INTS = INT8S + ("INT32", "INT64")
 # types a fused GEMM / norm epilogue does not store: the pointwise kernel only
-NOT_FUSED = (BOOL,) + INT8S
+NOT_FUSED = (BOOL,) + INT8S + cg.WIDE
+DBL_MAX = 1.7976931348623157e308
 _OP = op(KINDS[0])
 INS, (OUT,) = _OP.inputs, _OP.outputs
 # every by-value scalar role of the catalog may be a runtime pass-by-value scalar here
@@ -55,6 +57,8 @@ PW_EXPR = {
                                " * tanhf(0.79788456080286536f * (b + 0.044715f * b * b * b)))"
                                " * 0.79788456080286536f * (1.0f + 0.134145f * b * b)))"),
     "ELU_BWD": (2, None), "SOFTPLUS_BWD": (2, None), "SWISH_BWD": (2, None),
+    # each element's index along an axis of x (integer outputs; run_body writes it)
+    "GEN_INDEX": (1, None),
 }
 PW_PARAMS = ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope", "swish_beta",
              "elu_alpha", "softplus_beta")
@@ -64,8 +68,46 @@ def pw_mode_name(node) -> str | None:
     return FB_NAMES["PointwiseMode"].get(node.attrs.get("operation"))
 
 
-def pw_expression(node, args) -> str:
-    """C expression of one pointwise node over its input expressions ``args``."""
+# float spellings of the expressions -> their double ones (64-bit compute)
+_F_LIT = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)f\b")
+_F_FUN = re.compile(r"\b(exp|log|sqrt|fabs|ceil|floor|sin|tan|erf|tanh|expm1|fmin|fmax|log1p)f\(")
+
+
+def widen(expr: str) -> str:
+    """A float expression of :func:`pw_expression` in double: literals and math functions in
+    their double spellings, the NaN-propagating min / max as hdn_fmin_d / hdn_fmax_d."""
+    expr = _F_LIT.sub(r"\1", expr)
+    expr = _F_FUN.sub(r"\1(", expr)
+    return expr.replace("hdn_fmax(", "hdn_fmax_d(").replace("hdn_fmin(", "hdn_fmin_d(")
+
+
+def node_wide(node, graph) -> bool:
+    """Whether the CPU reference computes the node in float64: integer / BOOLEAN inputs only,
+    one of them 32 / 64-bit; else compute type DOUBLE, or UNSET with a DOUBLE tensor.  Host
+    scalars (by-value, runtime pass-by-value) do not count: they reach the kernel as values."""
+    r = roles(node, graph)
+    if pw_mode_name(node) == "GEN_INDEX":
+        return True         # an index is exact in double (float32 holds 2^24 at most)
+    ar = PW_EXPR[pw_mode_name(node)][0]
+    dev = {q: dt(t) for q, t in r.items()
+           if t.value is None and not t.is_runtime_pass_by_value}
+    ins = [dev[q] for q in INS[:ar] if q in dev]
+    if ins and all(t in INTS + (BOOL,) for t in ins):
+        return any(t in ("INT32", "INT64") for t in ins)
+    cd = cg.dtype_name(node.compute_dtype)
+    if cd == "UNSET":
+        return "DOUBLE" in dev.values()
+    return cd == "DOUBLE"
+
+
+def pw_expression(node, args, wide=False) -> str:
+    """C expression of one pointwise node over its input expressions ``args`` (``wide``: in
+    double, else float)."""
+    e = _pw_expression(node, args, wide)
+    return widen(e) if wide else e
+
+
+def _pw_expression(node, args, wide) -> str:
     mode = pw_mode_name(node)
     ar, tmpl = PW_EXPR[mode]
     a = node.attrs
@@ -74,7 +116,7 @@ def pw_expression(node, args) -> str:
         lo = a.get("relu_lower_clip") or 0.0
         hi = a.get("relu_upper_clip")
         sl = a.get("relu_lower_clip_slope") or 0.0
-        hi = cg.FLT_MAX if hi is None else hi
+        hi = (DBL_MAX if wide else cg.FLT_MAX) if hi is None else hi
         x = env["a"]
         if sl == 0.0 and lo <= hi:
             return f"hdn_fmax(hdn_fmin({x}, {cg.flit(hi)}), {cg.flit(lo)})"
@@ -83,7 +125,7 @@ def pw_expression(node, args) -> str:
     if mode == "RELU_BWD":
         lo = a.get("relu_lower_clip") or 0.0
         hi = a.get("relu_upper_clip")
-        hi = cg.FLT_MAX if hi is None else hi
+        hi = (DBL_MAX if wide else cg.FLT_MAX) if hi is None else hi
         sl = a.get("relu_lower_clip_slope") or 0.0
         return (f"(({env['a']}) * (({env['b']}) <= {cg.flit(lo)} ? {cg.flit(sl)} : "
                 f"(({env['b']}) > {cg.flit(hi)} ? 0.0f : 1.0f)))")
@@ -114,20 +156,35 @@ def pw_expression(node, args) -> str:
 
 
 def check(node, graph, r):
-    check_tensors(node, r, RUNTIME_SCALARS[node.kind])
+    check_tensors(node, r, RUNTIME_SCALARS[node.kind], negative=True)
     mode = pw_mode_name(node)
-    # 8-bit integers: float32 arithmetic is exact on them and stores round and saturate as the
-    # CPU reference encodes (INT32 would need double arithmetic: declined); integer graphs may
-    # name an INT32 compute type
-    ints = any(dt(t) in INT8S for t in r.values())
-    check_types(node, r, extra=(BOOL,) + INT8S,
-                computes=COMPUTE_TYPES + (("INT32",) if ints else ()))
+    # integers: 8-bit ones compute in float32 (exact), 32 / 64-bit ones, DOUBLE data and compute
+    # type DOUBLE in double (node_wide), as the CPU reference; stores round and saturate as it
+    # encodes; integer graphs may name an INT32 compute type
+    ints = any(dt(t) in INTS for t in r.values())
+    check_types(node, r, extra=(BOOL,) + INTS + ("DOUBLE",),
+                computes=COMPUTE_TYPES + ("DOUBLE",) + (("INT32",) if ints else ()))
     _need(not any(dt(t) == BOOL and t.value is not None for t in r.values()),
           "BOOLEAN by-value scalars not supported")
     _need(mode in PW_EXPR, f"pointwise mode {mode} not supported")
     ar = PW_EXPR[mode][0]
     _need(all(x in r for x in INS[:ar]) and OUT in r, f"pointwise {mode}: operands missing")
     _need(r[OUT].value is None, "pointwise output cannot be a constant")
+    if mode == "GEN_INDEX":
+        ax = node.attrs.get("axis_tensor_uid")
+        _need(ax is not None and -len(r[INS[0]].dims) <= int(ax) < len(r[INS[0]].dims),
+              "GEN_INDEX axis out of range")
+        _need(dt(r[OUT]) in ("INT32", "INT64"), "GEN_INDEX output must be INT32 or INT64")
+
+
+def gen_index_expr(node, x, domain) -> str:
+    """GEN_INDEX: the element's coordinate along the axis of x (the CPU reference indexes x's
+    shape and broadcasts the result: a size-1 axis of x gives 0), over the run's domain
+    coordinates ``c<d>`` of the elementwise kernel."""
+    xd = dims(x)
+    ax = int(node.attrs["axis_tensor_uid"]) % len(xd)
+    od = ax + len(domain) - len(xd)
+    return "0.0" if xd[ax] == 1 and domain[od] != 1 else f"(double)c{od}"
 
 
 class Run:
@@ -175,38 +232,70 @@ def _topo(members, IOs):
 
 def run_body(run, domain, seed=None):
     """(inputs {uid: strides or const}, stmts, outputs [(uid, strides)]).  ``seed``: uid whose
-    value is the variable ``v`` (the value of the kernel the run is fused into)."""
+    value is the variable ``v`` (the value of the kernel the run is fused into).  A node the CPU
+    reference computes in float64 (:func:`node_wide`) computes in double; its variable, and that
+    of a node with a 32 / 64-bit integer or DOUBLE output, is a double (rounded through its
+    tensor's type); a float node reads a double variable rounded to float, as the CPU does."""
     graph, nodes, members, IOs = run.graph, run.nodes, run.members, run.IOs
     order = _topo(members, IOs)
     made = {u for i in members for u in IOs[i][1]}
     ins, stmts, outs = {}, [], []
+    dbl = set()          # variables that are doubles
+    wides = {i: node_wide(nodes[i], graph) for i in order}
+    # constants a double node reads are doubles (a fused epilogue declares them float)
+    wconst = {u for i in order if wides[i] and seed is None for u in IOs[i][0]}
     for i in order:
         n = nodes[i]
         r = roles(n, graph)
         ar = PW_EXPR[pw_mode_name(n)][0]
+        wide = wides[i]
         args = []
         for role in INS[:ar]:
             t = r[role]
             if t.uid == seed:
-                args.append("v")
+                var = "v"
             elif t.uid in made:
-                args.append(f"v{t.uid}")
+                var = f"v{t.uid}"
             else:
                 if t.value is not None:   # compile-time constant, or a runtime scalar's default
-                    ins[t.uid] = ("const", float(t.value) if not isinstance(t.value, (list, tuple)) else float(t.value[0]))
+                    val = float(t.value) if not isinstance(t.value, (list, tuple)) else float(t.value[0])
+                    cw = t.uid in wconst
+                    ins[t.uid] = ("const", val) + ((True,) if cw else ())
+                    if cw:
+                        dbl.add(f"x{t.uid}")
                 elif t.is_runtime_pass_by_value:
                     ins[t.uid] = ("scalar",)
                 else:
                     s = cg.bcast_strides(dims(t), strides(t), domain)
                     _need(s is not None, f"tensor {t.uid} does not broadcast to {domain}")
                     ins[t.uid] = ("ptr", s, dt(t))
-                args.append(f"x{t.uid}")
+                    if dt(t) in cg.WIDE:
+                        dbl.add(f"x{t.uid}")
+                var = f"x{t.uid}"
+            # a double node widens float operands (double math overloads), a float node rounds
+            # double ones to float (the CPU reference's per-node compute type)
+            args.append(f"(float)({var})" if var in dbl and not wide else
+                        f"(double)({var})" if wide and var not in dbl else var)
         o = r[OUT]
         _need(dims(o) == list(domain), "pointwise outputs of different shapes in one run")
-        expr = pw_expression(n, args)
-        if dt(o) != "FLOAT":
-            expr = f"hdn_round<{cg.CTYPE[dt(o)]}>({expr})"
-        stmts.append(f"const float v{o.uid} = {expr};")
+        _need(seed is None or all(v >= 0 for t in r.values() for v in strides(t)),
+              "negative strides in a fused GEMM / norm epilogue")
+        if pw_mode_name(n) == "GEN_INDEX":
+            _need(seed is None, "GEN_INDEX in a fused epilogue")
+            expr = gen_index_expr(n, r[INS[0]], domain)
+        else:
+            expr = pw_expression(n, args, wide)
+        if wide or dt(o) in cg.WIDE:
+            if not wide:
+                expr = f"(double)({expr})"
+            if dt(o) != "DOUBLE":
+                expr = f"hdn_dround<{cg.CTYPE[dt(o)]}>({expr})"
+            stmts.append(f"const double v{o.uid} = {expr};")
+            dbl.add(f"v{o.uid}")
+        else:
+            if dt(o) != "FLOAT":
+                expr = f"hdn_round<{cg.CTYPE[dt(o)]}>({expr})"
+            stmts.append(f"const float v{o.uid} = {expr};")
         if run.stored(o):
             outs.append((o.uid, strides(o), dt(o)))
     return ins, stmts, outs
@@ -216,8 +305,8 @@ def ew_inputs(ins, loc):
     """EwIn operands (and their argument sources) of a run body's inputs."""
     ew_ins, args = [], []
     for u, spec in ins.items():
-        if spec[0] == "const":
-            ew_ins.append(EwIn(f"x{u}", const=spec[1]))
+        if spec[0] == "const":       # (a third field: a double constant)
+            ew_ins.append(EwIn(f"x{u}", const=spec[1], wide=len(spec) > 2))
         elif spec[0] == "scalar":
             ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
             args.append(loc[u])

@@ -1,22 +1,26 @@
 """Reduction nodes: any subset of dims reduced to size 1, accumulation in double.  Many outputs
 or short reductions: one thread per output; otherwise blocks of 256 threads per (output, split)
-write partials to the plan's scratch and a second kernel combines and finalizes.
+write partials to the plan's scratch and a second kernel combines and finalizes.  DOUBLE tensors
+load and store in double; the result is rounded to float32 first unless the compute type is
+DOUBLE (UNSET with DOUBLE data), as the CPU reference does.
 """
 from __future__ import annotations
 
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
-from ._base import _need, check_tensors, check_types, dims, kinds, no_fp8
+from ._base import COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds, no_fp8
 
 KINDS = kinds("reduction")
 MODES = ("ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS")
 
 
 def check(node, graph, r):
-    check_tensors(node, r)
+    check_tensors(node, r, negative=True)
     no_fp8(r)
-    check_types(node, r)
+    # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+    dbl = "in" in r and dt(r["in"]) == "DOUBLE"
+    check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + (("DOUBLE",) if dbl else ()))
     _need("in" in r and "out" in r, "reduction operands missing")
     mode = FB_NAMES["ReductionMode"].get(node.attrs.get("mode"))
     _need(mode in MODES, f"reduction mode {mode} not supported")
@@ -33,7 +37,9 @@ def emit(ctx, node, r, tag, fused=None):
 def _emit_reduction(prog, node, r, loc, tag, sms):
     x, y = r["in"], r["out"]
     mode = FB_NAMES["ReductionMode"][node.attrs.get("mode")]
-    steps, ws_bytes = reduction_sources(mode, x, y, sms, tag)
+    cd = cg.dtype_name(node.compute_dtype)
+    cdouble = cd == "DOUBLE" or (cd == "UNSET" and dt(x) == "DOUBLE")
+    steps, ws_bytes = reduction_sources(mode, x, y, sms, tag, cdouble)
     part = prog.small_alloc(ws_bytes) if ws_bytes else None
     for src, name, grid, block, argspec in steps:
         args = []
@@ -66,8 +72,9 @@ def _red_final(mode, count):
     return "a"
 
 
-def reduction_sources(mode, x, y, sms, tag):
-    """Steps [(src, name, grid, block, argspec)] and workspace bytes.  Accumulation in double.
+def reduction_sources(mode, x, y, sms, tag, cdouble=False):
+    """Steps [(src, name, grid, block, argspec)] and workspace bytes.  Accumulation in double;
+    ``cdouble``: the result is stored from double (else rounded to float32 first).
     Many outputs or short reductions: one thread per output.  Otherwise blocks of 256 threads
     per (output, split) write double partials; a second kernel combines and finalizes."""
     xd, yd = [int(d) for d in x.dims], [int(d) for d in y.dims]
@@ -106,6 +113,10 @@ def reduction_sources(mode, x, y, sms, tag):
     xoff = " + ".join([f"j{d} * {xs[d]}" for d in red] or ["0"])
     head = "#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n" + RED_PRELUDE
     step, comb, fin = RED_STEP[mode], RED_COMB[mode], _red_final(mode, count)
+    load, store = "(double)hdn_to_float", f"hdn_from_float<{Ty}>((float)({fin}))"
+    if "DOUBLE" in (cg.dtype_name(x.dtype), cg.dtype_name(y.dtype)) or cdouble:
+        load = "hdn_to_double"
+        store = f"hdn_from_double<{Ty}>({fin if cdouble else f'(double)(float)({fin})'})"
     if count <= 256 or nout >= 16 * sms * 8:
         name = f"hdn_reduce_{tag}"
         src = head + f"""
@@ -117,10 +128,10 @@ extern "C" __global__ void __launch_bounds__(256) {name}(const {Tx}* __restrict_
   double a = {RED_INIT[mode]};
   for (long long e = 0; e < {count}; ++e) {{
     {' '.join(rl)}
-    const double v = (double)hdn_to_float(xb[{xoff}]);
+    const double v = {load}(xb[{xoff}]);
     a = {step};
   }}
-  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
+  y[{ybase}] = {store};
 }}
 """
         return [(src, name, (max(1, (nout + 255) // 256), 1, 1), (256, 1, 1), ("x", "y"))], 0
@@ -135,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(256) {n1}(const {Tx}* __restrict__ 
   double a = {RED_INIT[mode]};
   for (long long e = (long long)blockIdx.y * 256 + threadIdx.x; e < {count}; e += {S * 256}LL) {{
     {' '.join(rl)}
-    const double v = (double)hdn_to_float(xb[{xoff}]);
+    const double v = {load}(xb[{xoff}]);
     a = {step};
   }}
   sh[threadIdx.x] = a;
@@ -154,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(256) {n2}(const double* __restrict_
   {' '.join(ol)}
   double a = part[o * {S}];
   for (int s = 1; s < {S}; ++s) {{ const double v = part[o * {S} + s]; a = {comb}; }}
-  y[{ybase}] = hdn_from_float<{Ty}>((float)({fin}));
+  y[{ybase}] = {store};
 }}
 """
     return [(src1, n1, (nout, S, 1), (256, 1, 1), ("x", "ws")),

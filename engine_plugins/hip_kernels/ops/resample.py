@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
@@ -20,7 +21,7 @@ INDEX_TYPES = ("INT32", "INT64")
 
 def check(node, graph, r):
     check_tensors(node, r)
-    check_storage_types(node, r, INDEX_TYPES)
+    check_storage_types(node, r, INDEX_TYPES + ("DOUBLE",))
     with declines(node.kind):
         _check(node, graph, r)
 
@@ -76,7 +77,7 @@ def _check(node, graph, r):
         if span < 0 or span // p["st"][k] + 1 != sd[2 + k]:
             raise ValueError("resample output shape")
     for t in (big, small):
-        if cg.dtype_name(t.dtype) not in FLOATS:
+        if cg.dtype_name(t.dtype) not in FLOATS + ("DOUBLE",):
             raise ValueError("resample data type")
     idx = r.get("index")
     if idx is not None:
@@ -89,9 +90,31 @@ def _check(node, graph, r):
 
 def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True):
     p = _check(node, graph, r)
+    n0 = len(prog.steps)
     if node.kind == "ResampleFwdAttributes":
-        return _fwd(prog, r, loc, tag, p)
-    return _bwd(prog, r, loc, tag, p)
+        _fwd(prog, r, loc, tag, p)
+    else:
+        _bwd(prog, r, loc, tag, p)
+    data = cg.dtype_name((r["x"] if "x" in r else r["dy"]).dtype)
+    if "DOUBLE" in (cg.dtype_name(t.dtype) for t in r.values()):
+        cd = cg.dtype_name(node.compute_dtype)
+        wide = cd == "DOUBLE" or (cd == "UNSET" and data == "DOUBLE")
+        prog.steps[n0:] = [st[:1] + (_widen(st[1], wide),) + st[2:] for st in prog.steps[n0:]]
+
+
+_F_LIT = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)f\b")
+
+
+def _widen(src, wide):
+    """A pooling kernel with DOUBLE tensors: stores through hdn_from_double; ``wide`` (compute
+    type DOUBLE, or UNSET with DOUBLE data, as the CPU reference): the arithmetic, the
+    running maximum (starting at float32's lowest value, as the CPU) and the sums in double."""
+    src = src.replace("hdn_from_float<", "hdn_from_double<")
+    if not wide:
+        return src
+    src = re.sub(r"\bfloat\b", "double", src)
+    src = src.replace("hdn_to_float(", "hdn_to_double(").replace("0.f", "0.0")
+    return _F_LIT.sub(r"\1", src)
 
 
 HEAD = '#define HDN_GENERATED 1\n#include "hdn_compat.h"\n'
