@@ -23,8 +23,6 @@ from gpu_testlib import (FB, T, bn_bwd, bn_inf, bn_inf_var, bn_train, conv_bwd_d
 
 FLOATS = ("FLOAT", "HALF", "BFLOAT16")
 ALLF = FLOATS + ("DOUBLE",)
-# TensorValue union members by data type
-TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "DOUBLE": 6, "INT64": 7}
 # the forms a scalar role takes: (name, data type, by-value value?, runtime?)
 SCALAR_FORMS = (("bv32", "FLOAT", True, False), ("bv64", "DOUBLE", True, False),
                 ("rt32", "FLOAT", False, True), ("rt64", "DOUBLE", False, True),
@@ -33,18 +31,7 @@ SCALAR_FORMS = (("bv32", "FLOAT", True, False), ("bv64", "DOUBLE", True, False),
 
 class P(T):
     """gpu_testlib.T for every data type (UNSET too: a virtual tensor typed by the graph) and
-    by-value scalars of every float / integer type."""
-
-    def fb(self):
-        d = {"uid": self.uid, "name": f"t{self.uid}", "data_type": FB["DataType"][self.dtype],
-             "dims": self.dims, "strides": self.strides}
-        if self.virtual:
-            d["virtual"] = True
-        if self.value is not None:
-            d["value"] = (TV[self.dtype], {"value": self.value})
-        if self.runtime:
-            d["is_runtime_pass_by_value"] = True
-        return d
+    by-value scalars of every float / integer type (its fb() serves them all)."""
 
 
 @dataclass

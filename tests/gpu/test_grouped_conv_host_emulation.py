@@ -17,7 +17,7 @@ from hipdnn_cabi.plugin_sdk import parse_graph
 import host_emu
 from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, pw, quantize,
                          relerr)
-from test_host_emulation import HDR, _defs, rnd, run_host
+from test_host_emulation import HDR, _defs, check_conv_direction, rnd, run_host
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
 
@@ -43,22 +43,7 @@ def _tensors(case, dtp, lay):
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
 def test_grouped_conv_directions(dtp, lay, case, op):
-    x, w, y, pad, st, dil, mode = _tensors(CASES[case], dtp, lay)
-    xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
-    if op == "fwd":
-        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
-        out = run_host(g, {x: xv, w: wv}, [y])[0][3]
-        ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)
-    elif op == "bwd_data":
-        g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
-        out = run_host(g, {y: yv, w: wv}, [x])[0][1]
-        ref = kconv.conv_bwd_data(yv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
-    else:
-        g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
-        out = run_host(g, {x: xv, y: yv}, [w])[0][2]
-        ref = kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
-    e = relerr(out, quantize(ref, dtp))
-    assert np.all(np.isfinite(out)) and e < TOL[dtp], (op, e)
+    check_conv_direction(op, dtp, *_tensors(CASES[case], dtp, lay))
 
 
 @pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])

@@ -170,7 +170,12 @@ def _conv_tensors(case, dtp, lay):
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
 def test_conv_directions(dtp, lay, case, op):
-    x, w, y, pad, st, dil, mode = _conv_tensors(CASES[case], dtp, lay)
+    check_conv_direction(op, dtp, *_conv_tensors(CASES[case], dtp, lay))
+
+
+def check_conv_direction(op, dtp, x, w, y, pad, st, dil, mode):
+    """One convolution direction (x uid 1, w 2, y 3) under host emulation against the CPU
+    reference's float64 result."""
     xv, wv, yv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(y.dims, dtp)
     if op == "fwd":
         g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil, mode)])
