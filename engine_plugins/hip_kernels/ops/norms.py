@@ -681,6 +681,8 @@ def _emit_wide(prog, node, r, loc, tag, g):
     L.append(f'extern "C" __global__ void __launch_bounds__(128) {kname}({", ".join(params)}) {{')
     L += ["  const long long row = (long long)blockIdx.x * 128 + threadIdx.x;",
           f"  if (row >= {M}LL) return;", f"  const long long rb = row * {D}LL;"]
+    # row loops stay rolled: unrolled over a compile-time D they exhaust AMD's scalar registers
+    body = [ln_ for b in body for ln_ in ((["#pragma unroll 1"] if b.startswith("for (") else []) + [b])]
     L += ["  " + b for b in body] + ["}"]
     prog.steps.append(("launch", "\n".join(L) + "\n", kname, (-(-M // 128), 1, 1), (128, 1, 1), args))
     if not bwd:
@@ -695,7 +697,7 @@ def _emit_wide(prog, node, r, loc, tag, g):
     mu = f"hdn_to_double(p_mean[{soff('mean')}])" if ln else "0.0"
     F = [head, f'extern "C" __global__ void __launch_bounds__(128) {fname}({", ".join(fparams)}) {{',
          "  const long long j = (long long)blockIdx.x * 128 + threadIdx.x;",
-         f"  if (j >= {D}LL) return;", "  double ds = 0.0, db = 0.0;",
+         f"  if (j >= {D}LL) return;", "  double ds = 0.0, db = 0.0;", "#pragma unroll 1",
          f"  for (long long row = 0; row < {M}LL; ++row) {{",
          f"    const double dyv = hdn_to_double(p_dy[row * {D}LL + j]);",
          f"    const double xh = (hdn_to_double(p_x[row * {D}LL + j]) - {mu}) * {iv};",
