@@ -48,7 +48,7 @@ def rng_for(name):
 
 # =========================================================================== convolution
 def ref_conv_fwd(x, w, pre, post, st, dil, flip=False):
-    """Direct sum over filter taps (einsum per tap and group) in float64."""
+    """Direct sum over filter taps (einsum per tap and group) in float64 (int64 for integer data)."""
     N, C = x.shape[:2]
     K, Cg = w.shape[:2]
     G = C // Cg
@@ -59,7 +59,7 @@ def ref_conv_fwd(x, w, pre, post, st, dil, flip=False):
         w = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nsp]
     xp = np.pad(x, [(0, 0), (0, 0)] + [(a, b) for a, b in zip(pre, post)])
     O = [(xp.shape[2 + i] - dil[i] * (R[i] - 1) - 1) // st[i] + 1 for i in range(nsp)]
-    y = np.zeros((N, K) + tuple(O))
+    y = np.zeros((N, K) + tuple(O), dtype=np.int64 if x.dtype.kind in "iu" else np.float64)
     for tap in itertools.product(*[range(r) for r in R]):
         sl = tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, d, s, o in zip(tap, dil, st, O))
         xs = xp[(slice(None), slice(None)) + sl]
@@ -139,6 +139,33 @@ for _kind in ("fwd", "bwd_data", "bwd_filter"):
     _conv_case(_kind, "FLOAT", "nhwc", 3, "CROSS_CORRELATION")
     _conv_case(_kind, "FLOAT", "nchw", 2, "CONVOLUTION")
     _conv_case(_kind, "DOUBLE", "nchw", 3, "CONVOLUTION")
+
+
+def _conv_int8_case(t_out, lay, nsp, mode, comp):
+    name = f"conv_fwd_INT8_{t_out}_{lay}_{nsp}d_{mode}_{comp}"
+
+    @case(name)
+    def make(rng):
+        xs, ws, ys, pre, post, st, dil = conv_problem(rng, nsp)
+        x, w = Tensor(1, xs, "INT8", lay), Tensor(2, ws, "INT8", lay)
+        y = Tensor(3, ys, t_out, lay).alloc(0)
+        xv = x.set(rng.integers(-128, 128, xs)).astype(np.int64)
+        wv = w.set(rng.integers(-128, 128, ws)).astype(np.int64)
+        k = "ConvolutionFwdAttributes"
+        g = graph_bytes([x, w, y], [node(k, conv_attrs(k, 1, 2, 3, pre, post, st, dil, mode), comp)])
+        ref = ref_conv_fwd(xv, wv, pre, post, st, dil, mode == "CONVOLUTION")   # exact int64
+        if t_out == "INT8":
+            ref = np.clip(ref, -128, 127)                                        # saturate
+        return [x, w, y], g, lambda: np.testing.assert_array_equal(y.get(), ref)
+
+
+for _o, _lay, _nsp, _mode, _c in (("INT32", "nchw", 2, "CROSS_CORRELATION", "INT32"),
+                                  ("INT32", "nhwc", 2, "CROSS_CORRELATION", "UNSET"),
+                                  ("INT8", "nhwc", 2, "CROSS_CORRELATION", "INT32"),
+                                  ("INT8", "nchw", 1, "CONVOLUTION", "INT32"),
+                                  ("FLOAT", "nhwc", 3, "CROSS_CORRELATION", "INT32"),
+                                  ("FLOAT", "nchw", 2, "CONVOLUTION", "UNSET")):
+    _conv_int8_case(_o, _lay, _nsp, _mode, _c)
 
 
 # =========================================================================== batchnorm

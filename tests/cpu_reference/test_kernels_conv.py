@@ -208,3 +208,27 @@ def test_errors_and_modes():
     assert not conv.is_convolution_mode(None)
     with pytest.raises(ValueError):
         conv.is_convolution_mode("HIPDNN_CORRELATION")
+
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_fwd_int8_exact(groups):
+    """Integer compute: int64 sums, exact where float32 would round (|y| > 2**24)."""
+    rng = np.random.default_rng(3)
+    C, K = 1200, 4
+    x = rng.integers(-128, 128, (2, C, 4, 4)).astype(np.int8)
+    x[0] = -128
+    w = rng.integers(-128, 128, (K, C // groups, 3, 3)).astype(np.int8)
+    w[0] = -128
+    y = conv.conv_fwd(x, w, 1, 1, 1, 1, compute_dtype=np.int32)
+    assert y.dtype == np.int64
+    xp = np.pad(x.astype(np.int64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    Cg, Kg = C // groups, K // groups
+    ref = np.zeros((2, K, 4, 4), np.int64)
+    for r, s in itertools.product(range(3), range(3)):
+        for g in range(groups):
+            ref[:, g * Kg:(g + 1) * Kg] += np.einsum(
+                "nchw,kc->nkhw", xp[:, g * Cg:(g + 1) * Cg, r:r + 4, s:s + 4],
+                w[g * Kg:(g + 1) * Kg, :, r, s].astype(np.int64))
+    assert np.abs(ref).max() > 2 ** 24
+    np.testing.assert_array_equal(y, ref)

@@ -28,8 +28,9 @@ a ``.name`` are accepted too.
 Output size per spatial dim: ``O = (S + pre + post - dilation*(R-1) - 1) // stride + 1``.
 
 Numerics: inputs are converted to the accumulation dtype - float32 for
-half/bfloat16(decoded)/float32, float64 when any operand is float64 - and all
-products are summed in it (BLAS sgemm/dgemm).  The result is returned in that
+half/bfloat16(decoded)/float32, float64 when any operand is float64, int64 for
+an integer ``compute_dtype`` (INT8 data: exact integer sums) - and all
+products are summed in it (BLAS sgemm/dgemm; numpy integer matmul).  The result is returned in that
 dtype; the caller rounds it to the output type.
 
 Implementation: the input is copied once to a zero-padded channels-last
@@ -190,6 +191,8 @@ def _weight_matrix_t(w, G, Kg, flip, acc):
 def _acc_dtype(compute_dtype, *arrays):
     if compute_dtype is not None:
         dt = np.dtype(compute_dtype)
+        if dt.kind in "iu":
+            return np.dtype(np.int64)
         return dt if (dt.kind == "f" and dt.itemsize >= 4) else np.dtype(np.float32)
     return compute_dtype_for(*(np.asarray(a).dtype for a in arrays))
 

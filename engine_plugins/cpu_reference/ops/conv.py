@@ -1,16 +1,25 @@
 """Convolution: forward, backward data and backward filter (weight gradient)."""
 from __future__ import annotations
 
+import numpy as np
+
 from hipdnn_cabi.schemas import catalog
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from ..kernels import conv as kconv
-from ..signature import FLOATS, STRIDED, SignatureKey, dtype_name
+from ..signature import BOOL, FLOATS, STRIDED, SignatureKey, dtype_name
 from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _float_compute, _need,
                     _np_compute, load, store)
 
 
+# INT8 x INT8 convolution (forward only), INT32 accumulation: outputs INT8 (round to nearest
+# even + saturate), INT32 or FLOAT.
+INT8_OUTS = ("INT8", "INT32", "FLOAT")
+
+
 class _ConvBase(NodeBuilder):
+    INT8 = False   # the direction takes INT8 data (INT32 compute)
+
     @classmethod
     def supported_keys(cls):
         a, b, o = cls.KEY_ROLES
@@ -22,6 +31,21 @@ class _ConvBase(NodeBuilder):
         for t in F8:
             for ot in _f8_outs(t):
                 yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), "FLOAT", STRIDED)
+        if cls.INT8:
+            for ot in INT8_OUTS:
+                yield SignatureKey(cls.KIND, ((a, "INT8"), (b, "INT8"), (o, ot)), "INT32", STRIDED)
+
+    @classmethod
+    def compute_name(cls, node, types):
+        """INT8 data with the compute type left UNSET accumulates in INT32."""
+        if dtype_name(node.compute_dtype) == BOOL and "INT8" in types:
+            return "INT32"
+        return super().compute_name(node, types)
+
+    def compute(self, node, t):
+        """numpy accumulation dtype for data type ``t``: int64 (exact) for INT32 compute."""
+        c = self.compute_name(node, [t])
+        return np.int64 if c == "INT32" else _np_compute(c)
 
     def params(self, node, nsp):
         a = node.attrs
@@ -58,6 +82,7 @@ class _ConvBase(NodeBuilder):
 
 class ConvFwdBuilder(_ConvBase):
     OP = catalog.by_table("ConvolutionFwdAttributes")
+    INT8 = True
 
     def shapes(self, ts):
         return _dims(ts["x"]), _dims(ts["w"]), _dims(ts["y"])
@@ -65,13 +90,15 @@ class ConvFwdBuilder(_ConvBase):
     def build(self, node, graph):
         ts = self.tensors(node, graph)
         p = self.params(node, len(ts["x"].dims) - 2)
-        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["x"].dtype)]))
+        cdt = self.compute(node, dtype_name(ts["x"].dtype))
         x, w, y = ts["x"], ts["w"], ts["y"]
 
         def fn(env):
             r = kconv.conv_fwd(load(env, x), load(env, w), p["pre_padding"], p["post_padding"],
                                p["stride"], p["dilation"], p["conv_mode"], compute_dtype=cdt)
-            store(env, y, r)
+            # exact int64 sums go through float64 (exact below 2**53) so that an integer
+            # output saturates the way dtypes.encode rounds integers
+            store(env, y, r.astype(np.float64) if r.dtype.kind == "i" else r)
         return NodePlan(node, [x.uid, w.uid], [y.uid], fn)
 
 
@@ -84,7 +111,7 @@ class ConvBwdDataBuilder(_ConvBase):
     def build(self, node, graph):
         ts = self.tensors(node, graph)
         p = self.params(node, len(ts["dx"].dims) - 2)
-        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["dy"].dtype)]))
+        cdt = self.compute(node, dtype_name(ts["dy"].dtype))
         dy, w, dx = ts["dy"], ts["w"], ts["dx"]
         xs = _dims(dx)
 
@@ -105,7 +132,7 @@ class ConvBwdFilterBuilder(_ConvBase):
     def build(self, node, graph):
         ts = self.tensors(node, graph)
         p = self.params(node, len(ts["x"].dims) - 2)
-        cdt = _np_compute(self.compute_name(node, [dtype_name(ts["x"].dtype)]))
+        cdt = self.compute(node, dtype_name(ts["x"].dtype))
         x, dy, dw = ts["x"], ts["dy"], ts["dw"]
         ws = _dims(dw)
 
