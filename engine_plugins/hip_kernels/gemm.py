@@ -187,3 +187,84 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         src, name, grid, block = g["gemm"]
         prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
 
+
+
+# --------------------------------------------------------------------------- INT8 GEMM
+# INT8 x INT8 on the integer tensor cores (WMMA m16n16k16 s8, NVIDIA only), int32 accumulation:
+# a 32 x 32 output tile per block of four warps, both operands gathered through the family's
+# ``a_off`` / ``b_off`` (GemmSpec.load_a / load_b: strided matmul operands, implicit-GEMM
+# convolution taps) into shared memory, k steps of 16.  Output INT32, FLOAT (rounded to
+# nearest) or INT8 (saturated); no epilogue fusion.
+INT8_OUT = {"INT32": "v", "FLOAT": "(float)v", "INT8": "(signed char)(v < -128 ? -128 : (v > 127 ? 127 : v))"}
+
+
+INT8_BODY = """extern "C" __global__ void __launch_bounds__(128) NAME(const signed char* __restrict__ A,
+    const signed char* __restrict__ B, TC* __restrict__ C) {
+  using namespace nvcuda;
+  __shared__ __align__(32) signed char As[32 * 16];   // [m][k]: row-major, ld 16
+  __shared__ __align__(32) signed char Bs[32 * 16];   // [n][k]: k x n column-major, ld 16
+  __shared__ __align__(32) int Cs[32 * 32];           // [m][n]
+  const int b = blockIdx.z;
+  const int m0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
+  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> acc;
+  wmma::fill_fragment(acc, 0);
+  for (int k0 = 0; k0 < GK; k0 += 16) {
+    for (int i = threadIdx.x; i < 512; i += 128) {
+      const int r = i / 16, k = k0 + i % 16;
+      const int m = m0 + r, n = n0 + r;
+      const long long oa = (m < GM && k < GK) ? a_off(b, m, k) : -1;
+      const long long ob = (n < GN && k < GK) ? b_off(b, k, n) : -1;
+      As[i] = oa < 0 ? (signed char)0 : A[oa];
+      Bs[i] = ob < 0 ? (signed char)0 : B[ob];
+    }
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb;
+    wmma::load_matrix_sync(fa, As + wm * 256, 16);
+    wmma::load_matrix_sync(fb, Bs + wn * 256, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    __syncthreads();
+  }
+  wmma::store_matrix_sync(Cs + wm * 16 * 32 + wn * 16, acc, 32, wmma::mem_row_major);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 1024; i += 128) {
+    const int m = m0 + i / 32, n = n0 + i % 32;
+    if (m < GM && n < GN) C[c_off(b, m, n)] = c_val(Cs[i]);
+  }
+}
+"""
+
+
+def int8_source(name, spec, built):
+    """(source, grid, block) of the INT8 GEMM of ``spec`` (M, N, K, batch, load_a, load_b) with
+    the output ``built`` as :func:`emit` takes it."""
+    out, coord, domain = built[0], built[1], built[2]
+    st = [v if domain[d] != 1 else 0 for d, v in enumerate(strides(out))]
+    M, N, K = spec.M, spec.N, spec.K
+    tc = cg.CTYPE[dt(out)]
+    # the prelude (sizes, gathers, output offset and conversion: what host emulation runs under
+    # a serial loop), then the WMMA body
+    src = f"""#define HDN_GENERATED 1
+#include <mma.h>
+#include "hdn_compat.h"
+#define GM {M}
+#define GN {N}
+#define GK {K}
+#define GBATCH {max(1, spec.batch)}
+typedef {tc} TC;
+__device__ __forceinline__ long long a_off(int b, int m, int k) {{ {spec.load_a} }}
+__device__ __forceinline__ long long b_off(int b, int k, int n) {{ {spec.load_b} }}
+__device__ __forceinline__ long long c_off(int b, int m, int n) {{ {" ".join(coord)} return {cg.offset_expr(st)}; }}
+__device__ __forceinline__ TC c_val(int v) {{ return {INT8_OUT[dt(out)]}; }}
+""" + INT8_BODY.replace("NAME", name)
+    return src, ((N + 31) // 32, (M + 31) // 32, max(1, spec.batch)), (128, 1, 1)
+
+
+def emit_int8(ctx, spec, built, tag):
+    """Append the INT8 GEMM of ``spec`` (the family has checked: NVIDIA target, batch <= 65535)."""
+    name = f"hdn_s8_{tag}"
+    src, grid, block = int8_source(name, spec, built)
+    a, b = built[5]
+    ctx.prog.steps.append(("launch", src, name, grid, block,
+                           [ctx.loc[a.uid], ctx.loc[b.uid], ctx.loc[built[0].uid]]))

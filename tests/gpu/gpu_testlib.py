@@ -280,6 +280,21 @@ def sample_graphs():
             b = T(2, bdims, dtp, strides=bst)
             c = T(3, [3, 40, 56], dtp)
             out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)], zero=True)))
+    # INT8 x INT8 (INT32 compute) on the integer tensor-core GEMM: matmul, convolution forward
+    # (plain, grouped, strided / dilated NCHW) with each output type
+    for yt, lay in (("INT32", "nhwc"), ("INT8", "nchw"), ("FLOAT", "nhwc")):
+        x, w, y = T(1, [2, 16, 9, 9], "INT8", lay), T(2, [24, 16, 3, 3], "INT8", lay), T(3, [2, 24, 9, 9], yt, lay)
+        n = conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])
+        n["compute_data_type"] = FB["DataType"]["INT32"]
+        out.append((f"conv_int8_{yt}_{lay}", graph_bytes([x, w, y], [n], zero=lay == "nhwc")))
+    x, w, y = T(1, [2, 8, 11, 10], "INT8"), T(2, [12, 4, 3, 2], "INT8"), T(3, [2, 12, 5, 3], "INT32")
+    n = conv_fwd(1, 2, 3, [1, 0], [2, 3], [2, 2])
+    n["compute_data_type"] = FB["DataType"]["INT32"]
+    out.append(("conv_int8_grouped_strided", graph_bytes([x, w, y], [n])))
+    a, b, c = T(1, [3, 40, 24], "INT8"), T(2, [3, 24, 56], "INT8", strides=[24 * 56, 1, 24]), T(3, [3, 40, 56], "INT32")
+    n = matmul(1, 2, 3)
+    n["compute_data_type"] = FB["DataType"]["INT32"]
+    out.append(("matmul_int8", graph_bytes([a, b, c], [n], zero=True)))
     return out
 
 

@@ -28,12 +28,31 @@ XWY = {FWD: ("x", "w", "y"), BWD_DATA: ("dx", "w", "dy"), BWD_FILTER: ("x", "dw"
 _TYPE_ROLE = {FWD: "x", BWD_DATA: "dy", BWD_FILTER: "x"}
 
 
+# INT8 forward (the CPU reference's keys): INT8 x and w, INT32 compute (or UNSET), y INT8
+# (saturated), INT32 or FLOAT - the integer tensor-core GEMM (gemm.int8_source), NVIDIA only
+INT8_OUT = ("INT8", "INT32", "FLOAT")
+INT8_COMPUTE = ("INT32", "UNSET")
+
+
+def is_int8(node, r):
+    rx, rw, _ = XWY[node.kind]
+    return any(dt(r[q]) == "INT8" for q in (rx, rw) if q in r)
+
+
 def check(node, graph, r):
     check_tensors(node, r)
-    # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
-    dbl = _TYPE_ROLE[node.kind] in r and dt(r[_TYPE_ROLE[node.kind]]) == "DOUBLE"
-    check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + (("DOUBLE",) if dbl else ()))
     rx, rw, ry = XWY[node.kind]
+    if is_int8(node, r):
+        _need(node.kind == FWD, f"{node.kind}: INT8 data (forward convolution only)")
+        _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
+        _need(dt(r["x"]) == dt(r["w"]) == "INT8", "INT8 convolution: x and w must both be INT8")
+        _need(dt(r["y"]) in INT8_OUT, f"INT8 convolution: y is {dt(r['y'])} (INT8, INT32 or FLOAT)")
+        cd = cg.dtype_name(node.compute_dtype)
+        _need(cd in INT8_COMPUTE, f"INT8 convolution: compute type {cd} (INT32 or UNSET)")
+    else:
+        # compute type DOUBLE with DOUBLE data only (the CPU reference's keys)
+        dbl = _TYPE_ROLE[node.kind] in r and dt(r[_TYPE_ROLE[node.kind]]) == "DOUBLE"
+        check_types(node, r, extra=("DOUBLE",), computes=COMPUTE_TYPES + (("DOUBLE",) if dbl else ()))
     _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
     x, w, y = dims(r[rx]), dims(r[rw]), dims(r[ry])
     _need(3 <= len(x) <= 5 and len(w) == len(x) == len(y), "conv ranks")
@@ -69,6 +88,8 @@ def _direct(node, r):
 def emit(ctx, node, r, tag, fused=None):
     if is_double(node, r):
         return _emit_double(ctx, node, r, tag)
+    if is_int8(node, r):
+        return _emit_int8(ctx, node, r, tag)
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
     G = groups(node, r)
@@ -109,8 +130,19 @@ def emit(ctx, node, r, tag, fused=None):
 
 
 def fusable_output(node, r):
-    """Forward: a following pointwise run may become the GEMM's epilogue."""
-    return r["y"].uid if node.kind == FWD and not is_double(node, r) else None
+    """Forward: a following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
+    return r["y"].uid if node.kind == FWD and not is_double(node, r) and not is_int8(node, r) else None
+
+
+def _emit_int8(ctx, node, r, tag):
+    """INT8 forward: an implicit GEMM (the forward gathers of :func:`_spec_conv_fwd`, operands
+    read in place, one GEMM per group) on the integer tensor cores (gemm.int8_source)."""
+    _need(not (ctx.arch or "").startswith("gfx"),
+          "INT8 convolution: the integer tensor-core kernel (WMMA) is NVIDIA only")
+    spec = GemmSpec()
+    built = _spec_conv_fwd(spec, node, r)
+    _need(spec.batch <= 65535, "INT8 convolution: more than 65535 groups")
+    gemm.emit_int8(ctx, spec, built, tag)
 
 
 def is_double(node, r):

@@ -2,8 +2,8 @@
 pointwise run fuses into the epilogue when c is virtual and only that run reads it.
 
 INT8 x INT8 -> INT32 or FLOAT (exact: INT32 accumulation, as the CPU reference) runs on the
-integer tensor cores through WMMA (m16n16k16 s8, NVIDIA only): a 32 x 32 output tile per block
-of four warps, operands gathered through their strides into shared memory, k steps of 16.
+integer tensor cores (gemm.int8_source: WMMA m16n16k16 s8, NVIDIA only), operands gathered
+through their strides.
 """
 from __future__ import annotations
 
@@ -88,70 +88,10 @@ def _emit_double(ctx, node, r, tag):
 def _emit_int8(ctx, r, tag):
     _need(not (ctx.arch or "").startswith("gfx"),
           "INT8 matmul: the integer tensor-core kernel (WMMA) is NVIDIA only")
-    a, b, c = r["a"], r["b"], r["c"]
-    cd = dims(c)
-    M, K, N = dims(a)[-2], dims(a)[-1], dims(b)[-1]
-    bdims = cd[:-2]
-    batch = math.prod(bdims) if bdims else 1
-    _need(batch <= 65535, "INT8 matmul: more than 65535 batches")
-    sa = cg.bcast_strides(dims(a)[:-2], strides(a)[:-2], bdims) if bdims else []
-    sb = cg.bcast_strides(dims(b)[:-2], strides(b)[:-2], bdims) if bdims else []
-    _need(sa is not None and sb is not None, "matmul batch dims do not broadcast")
-    name = f"hdn_mm_s8_{tag}"
-    src, grid, block = int8_matmul_source(name, M, N, K, bdims, sa, sb, strides(a)[-2:],
-                                          strides(b)[-2:], strides(c), cg.CTYPE[dt(c)])
-    ctx.prog.steps.append(("launch", src, name, grid, block,
-                           [ctx.loc[a.uid], ctx.loc[b.uid], ctx.loc[c.uid]]))
-
-
-def int8_matmul_source(name, M, N, K, bdims, sa, sb, sta, stb, stc, tc):
-    """C[b, m, n] = sum_k A[b, m, k] * B[b, k, n] in int32 on the tensor cores (WMMA s8
-    m16n16k16); ``sa`` / ``sb``: a's / b's strides over the batch dims (0: broadcast), ``stc``:
-    c's strides; ``tc``: c's C type (int or float)."""
-    (sAm, sAk), (sBk, sBn) = sta, stb
-    scm, scn = stc[-2], stc[-1]
-    boc = cg.batch_offset_code("boc", bdims, stc[:-2])
-    src = f"""#define HDN_GENERATED 1
-#include <mma.h>
-#include "hdn_compat.h"
-extern "C" __global__ void __launch_bounds__(128) {name}(const signed char* __restrict__ A,
-    const signed char* __restrict__ B, {tc}* __restrict__ C) {{
-  using namespace nvcuda;
-  __shared__ __align__(32) signed char As[32 * 16];   // [m][k]: row-major, ld 16
-  __shared__ __align__(32) signed char Bs[32 * 16];   // [n][k]: k x n column-major, ld 16
-  __shared__ __align__(32) int Cs[32 * 32];           // [m][n]
-  const int b = blockIdx.z;
-  {cg.batch_offset_code("boa", bdims, sa)}
-  {cg.batch_offset_code("bob", bdims, sb)}
-  {boc}
-  const int m0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
-  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, int> acc;
-  wmma::fill_fragment(acc, 0);
-  for (int k0 = 0; k0 < {K}; k0 += 16) {{
-    for (int i = threadIdx.x; i < 512; i += 128) {{
-      const int r = i / 16, k = k0 + i % 16;
-      const int m = m0 + r, n = n0 + r;
-      As[i] = (m < {M} && k < {K}) ? A[boa + (long long)m * {sAm} + (long long)k * {sAk}] : (signed char)0;
-      Bs[i] = (n < {N} && k < {K}) ? B[bob + (long long)k * {sBk} + (long long)n * {sBn}] : (signed char)0;
-    }}
-    __syncthreads();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb;
-    wmma::load_matrix_sync(fa, As + wm * 256, 16);
-    wmma::load_matrix_sync(fb, Bs + wn * 256, 16);
-    wmma::mma_sync(acc, fa, fb, acc);
-    __syncthreads();
-  }}
-  wmma::store_matrix_sync(Cs + wm * 16 * 32 + wn * 16, acc, 32, wmma::mem_row_major);
-  __syncthreads();
-  for (int i = threadIdx.x; i < 1024; i += 128) {{
-    const int m = m0 + i / 32, n = n0 + i % 32;
-    if (m < {M} && n < {N}) C[boc + (long long)m * {scm} + (long long)n * {scn}] = ({tc})Cs[i];
-  }}
-}}
-"""
-    return src, ((N + 31) // 32, (M + 31) // 32, max(1, int(math.prod(bdims) if bdims else 1))), (128, 1, 1)
+    spec = GemmSpec()
+    built = _spec_matmul(spec, r)
+    _need(spec.batch <= 65535, "INT8 matmul: more than 65535 batches")
+    gemm.emit_int8(ctx, spec, built, tag)
 
 
 def _c_layout(spec, domain, st):
