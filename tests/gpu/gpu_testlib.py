@@ -10,7 +10,8 @@ FB = {e: {n: v for n, v in ENUMS[e][1]} for e in ("DataType", "PointwiseMode", "
 UNION = {m[2]: i for i, m in UNIONS["NodeAttributes"].items() if i}
 TV = {"FLOAT": 1, "HALF": 2, "BFLOAT16": 3, "INT32": 5, "DOUBLE": 6, "INT64": 7}
 NP = {"FLOAT": np.float32, "HALF": np.float16, "BFLOAT16": np.uint16, "INT32": np.int32,
-      "INT64": np.int64, "DOUBLE": np.float64, "FP8_E4M3": np.uint8, "FP8_E5M2": np.uint8}
+      "INT64": np.int64, "DOUBLE": np.float64, "FP8_E4M3": np.uint8, "FP8_E5M2": np.uint8,
+      "INT8": np.int8}
 TOL = {"FLOAT": 2e-5, "HALF": 4e-3, "BFLOAT16": 3e-2}
 
 

@@ -144,6 +144,28 @@ extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
     lib.hdn_emu_gemm(_args(vals), ctypes.c_int(int(vec8)))
 
 
+def run_int8_gemm(src, vals, headers):
+    """The INT8 GEMM (gemm.int8_source: WMMA body) under a serial loop: its prelude's
+    a_off / b_off gathers, int32 sums, c_off / c_val stores; vals = [A, B, C]."""
+    prelude = src[:src.index('extern "C" __global__')].replace("#include <mma.h>", "")
+    code = SHIM + ARG + _inline_header(prelude, headers) + """
+extern "C" void hdn_emu_int8(HdnArg* a) {
+  const signed char* A = (const signed char*)a[0].p; const signed char* B = (const signed char*)a[1].p;
+  TC* C = (TC*)a[2].p;
+  for (int b = 0; b < GBATCH; ++b) for (int m = 0; m < GM; ++m) for (int n = 0; n < GN; ++n) {
+    int acc = 0;
+    for (int k = 0; k < GK; ++k) {
+      const long long oa = a_off(b, m, k), ob = b_off(b, k, n);
+      acc += (oa < 0 ? 0 : (int)A[oa]) * (ob < 0 ? 0 : (int)B[ob]);
+    }
+    C[c_off(b, m, n)] = c_val(acc);
+  }
+}
+"""
+    lib = _build(code, "int8")
+    lib.hdn_emu_int8(_args(vals))
+
+
 class HostMem:
     """Host buffers standing in for device memory (addresses are real host pointers)."""
 

@@ -68,6 +68,8 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             d = _defs(prelude)
             host_emu.run_gemm_prelude(prelude, vals, HDR, vec8 and d["C_VEC"] and d["GSPLIT"] == 1,
                                       d["GBATCH"], d["GM"], d["GN"], d["GK"], d["GSPLIT"])
+        elif name.startswith("hdn_s8_"):     # the INT8 WMMA GEMM: its prelude, serially
+            host_emu.run_int8_gemm(src, vals, HDR)
         elif name == "hdn_transpose":
             _transpose_numpy(src, vals)
         elif name == "hdn_bn_bwd_sums":
