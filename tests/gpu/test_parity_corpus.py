@@ -141,6 +141,9 @@ REQUIRED = [
     "matmul/fused/BFLOAT16/UNSET",
     "matmul/2d/INT8>INT32/tn/INT32",              # integer tensor cores
     "matmul/bcast/INT8>FLOAT/nt/UNSET",
+    "conv/fwd/3x3/INT8>INT32/INT32/nhwc",         # INT8 convolution: implicit GEMM, integer
+    "conv/fwd/g2/INT8>INT8/UNSET/nchw",           # tensor cores, exact (INT8 saturated)
+    "conv/fwd/dw/INT8>FLOAT/INT32/pad",
     "pw/ADD/INT32",                               # 32-bit integers: double arithmetic
     "pw/ABS/DOUBLE>DOUBLE/p0/nchw",               # DOUBLE data in every family
     "reduction/ADD/last/DOUBLE>DOUBLE/FLOAT",
@@ -373,7 +376,8 @@ def _compare(case, res):
             c, g = np.frombuffer(cpu_b, np.uint8), np.frombuffer(gpu_b, np.uint8)
             idx = _element_index(t, np.dtype(_np(t)).itemsize)
             same = float(np.mean(c[idx] == g[idx])) if len(idx) else 1.0
-            if same < (1.0 if case.family == "matmul" else 0.98):     # INT8 GEMMs are exact
+            exact = case.family == "matmul" or "/INT8>" in case.name    # INT8 GEMMs are exact
+            if same < (1.0 if exact else 0.98):
                 errs.append(f"uid {uid} ({t.dtype}): {100 * (1 - same):.1f}% of the bytes differ")
     return errs
 
