@@ -141,31 +141,50 @@ for _kind in ("fwd", "bwd_data", "bwd_filter"):
     _conv_case(_kind, "DOUBLE", "nchw", 3, "CONVOLUTION")
 
 
-def _conv_int8_case(t_out, lay, nsp, mode, comp):
-    name = f"conv_fwd_INT8_{t_out}_{lay}_{nsp}d_{mode}_{comp}"
+def _conv_int8_case(kind, t_out, lay, nsp, mode, comp):
+    name = f"conv_{kind}_INT8_{t_out}_{lay}_{nsp}d_{mode}_{comp}"
 
     @case(name)
     def make(rng):
         xs, ws, ys, pre, post, st, dil = conv_problem(rng, nsp)
-        x, w = Tensor(1, xs, "INT8", lay), Tensor(2, ws, "INT8", lay)
-        y = Tensor(3, ys, t_out, lay).alloc(0)
-        xv = x.set(rng.integers(-128, 128, xs)).astype(np.int64)
-        wv = w.set(rng.integers(-128, 128, ws)).astype(np.int64)
-        k = "ConvolutionFwdAttributes"
-        g = graph_bytes([x, w, y], [node(k, conv_attrs(k, 1, 2, 3, pre, post, st, dil, mode), comp)])
-        ref = ref_conv_fwd(xv, wv, pre, post, st, dil, mode == "CONVOLUTION")   # exact int64
-        if t_out == "INT8":
-            ref = np.clip(ref, -128, 127)                                        # saturate
-        return [x, w, y], g, lambda: np.testing.assert_array_equal(y.get(), ref)
+        flip = mode == "CONVOLUTION"
+        k = {"fwd": "ConvolutionFwdAttributes", "bwd_data": "ConvolutionBwdAttributes",
+             "bwd_filter": "ConvolutionWrwAttributes"}[kind]
+        ins_s, out_s = {"fwd": ((xs, ws), ys), "bwd_data": ((ys, ws), xs), "bwd_filter": ((xs, ys), ws)}[kind]
+        a, b = Tensor(1, ins_s[0], "INT8", lay), Tensor(2, ins_s[1], "INT8", lay)
+        o = Tensor(3, out_s, t_out, lay).alloc(0)
+        av = a.set(rng.integers(-128, 128, a.dims)).astype(np.int64)
+        bv = b.set(rng.integers(-128, 128, b.dims)).astype(np.int64)
+        g = graph_bytes([a, b, o], [node(k, conv_attrs(k, 1, 2, 3, pre, post, st, dil, mode), comp)])
+
+        def fwd(x, w):
+            return ref_conv_fwd(x, w, pre, post, st, dil, flip)      # exact int64
+
+        def check():
+            if kind == "fwd":
+                ref = fwd(av, bv)
+            elif kind == "bwd_data":     # exact linearity: dx[i] = <conv(e_i, w), dy>
+                n = int(np.prod(xs))
+                basis = np.eye(n, dtype=np.int64).reshape([n] + xs)
+                ref = np.array([np.sum(fwd(basis[i], bv) * av) for i in range(n)]).reshape(xs)
+            else:                        # dw[i] = <conv(x, e_i), dy>
+                n = int(np.prod(ws))
+                basis = np.eye(n, dtype=np.int64).reshape([n] + ws)
+                ref = np.array([np.sum(fwd(av, basis[i]) * bv) for i in range(n)]).reshape(ws)
+            if t_out == "INT8":
+                ref = np.clip(ref, -128, 127)                        # saturate
+            np.testing.assert_array_equal(o.get(), ref)
+        return [a, b, o], g, check
 
 
-for _o, _lay, _nsp, _mode, _c in (("INT32", "nchw", 2, "CROSS_CORRELATION", "INT32"),
-                                  ("INT32", "nhwc", 2, "CROSS_CORRELATION", "UNSET"),
-                                  ("INT8", "nhwc", 2, "CROSS_CORRELATION", "INT32"),
-                                  ("INT8", "nchw", 1, "CONVOLUTION", "INT32"),
-                                  ("FLOAT", "nhwc", 3, "CROSS_CORRELATION", "INT32"),
-                                  ("FLOAT", "nchw", 2, "CONVOLUTION", "UNSET")):
-    _conv_int8_case(_o, _lay, _nsp, _mode, _c)
+for _kind in ("fwd", "bwd_data", "bwd_filter"):
+    for _o, _lay, _nsp, _mode, _c in (("INT32", "nchw", 2, "CROSS_CORRELATION", "INT32"),
+                                      ("INT32", "nhwc", 2, "CROSS_CORRELATION", "UNSET"),
+                                      ("INT8", "nhwc", 2, "CROSS_CORRELATION", "INT32"),
+                                      ("INT8", "nchw", 1, "CONVOLUTION", "INT32"),
+                                      ("FLOAT", "nhwc", 3, "CROSS_CORRELATION", "INT32"),
+                                      ("FLOAT", "nchw", 2, "CONVOLUTION", "UNSET")):
+        _conv_int8_case(_kind, _o, _lay, _nsp, _mode, _c)
 
 
 # =========================================================================== batchnorm

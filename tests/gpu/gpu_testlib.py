@@ -292,6 +292,15 @@ def sample_graphs():
     n = conv_fwd(1, 2, 3, [1, 0], [2, 3], [2, 2])
     n["compute_data_type"] = FB["DataType"]["INT32"]
     out.append(("conv_int8_grouped_strided", graph_bytes([x, w, y], [n])))
+    for lay in ("nchw", "nhwc"):
+        x, w, dy = T(1, [2, 16, 9, 9], "INT8", lay), T(2, [24, 16, 3, 3], "INT8", lay), T(3, [2, 24, 5, 5], "INT8", lay)
+        dx, dw = T(1, [2, 16, 9, 9], "INT32", lay), T(2, [24, 16, 3, 3], "FLOAT", lay)
+        n = conv_bwd_data(3, 2, 1, [1, 1], [2, 2], [1, 1])
+        n["compute_data_type"] = FB["DataType"]["INT32"]
+        out.append((f"conv_int8_bwd_data_{lay}", graph_bytes([dy, w, dx], [n], zero=lay == "nhwc")))
+        n = conv_bwd_filter(1, 3, 2, [1, 1], [2, 2], [1, 1])
+        n["compute_data_type"] = FB["DataType"]["INT32"]
+        out.append((f"conv_int8_bwd_filter_{lay}", graph_bytes([x, dy, dw], [n], zero=lay == "nhwc")))
     a, b, c = T(1, [3, 40, 24], "INT8"), T(2, [3, 24, 56], "INT8", strides=[24 * 56, 1, 24]), T(3, [3, 40, 56], "INT32")
     n = matmul(1, 2, 3)
     n["compute_data_type"] = FB["DataType"]["INT32"]

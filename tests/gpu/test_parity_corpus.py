@@ -144,6 +144,8 @@ REQUIRED = [
     "conv/fwd/3x3/INT8>INT32/INT32/nhwc",         # INT8 convolution: implicit GEMM, integer
     "conv/fwd/g2/INT8>INT8/UNSET/nchw",           # tensor cores, exact (INT8 saturated)
     "conv/fwd/dw/INT8>FLOAT/INT32/pad",
+    "conv/bwd_data/g2/INT8>INT32/INT32/nhwc",     # INT8 gradients: the same kernel
+    "conv/bwd_filter/3x3/INT8>INT8/UNSET/nchw",
     "pw/ADD/INT32",                               # 32-bit integers: double arithmetic
     "pw/ABS/DOUBLE>DOUBLE/p0/nchw",               # DOUBLE data in every family
     "reduction/ADD/last/DOUBLE>DOUBLE/FLOAT",

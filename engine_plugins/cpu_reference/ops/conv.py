@@ -12,14 +12,18 @@ from ._base import (F8, NodeBuilder, NodePlan, Unsupported, _dims, _f8_outs, _fl
                     _np_compute, load, store)
 
 
-# INT8 x INT8 convolution (forward only), INT32 accumulation: outputs INT8 (round to nearest
-# even + saturate), INT32 or FLOAT.
+# INT8 x INT8 convolution (every direction), INT32 accumulation: outputs INT8 (round to
+# nearest even + saturate), INT32 or FLOAT.
 INT8_OUTS = ("INT8", "INT32", "FLOAT")
 
 
-class _ConvBase(NodeBuilder):
-    INT8 = False   # the direction takes INT8 data (INT32 compute)
+def _store(env, t, r):
+    """Store a convolution result; exact int64 sums go through float64 (exact below 2**53) so
+    that an integer output saturates the way dtypes.encode rounds integers."""
+    store(env, t, r.astype(np.float64) if r.dtype.kind == "i" else r)
 
+
+class _ConvBase(NodeBuilder):
     @classmethod
     def supported_keys(cls):
         a, b, o = cls.KEY_ROLES
@@ -31,9 +35,8 @@ class _ConvBase(NodeBuilder):
         for t in F8:
             for ot in _f8_outs(t):
                 yield SignatureKey(cls.KIND, ((a, t), (b, t), (o, ot)), "FLOAT", STRIDED)
-        if cls.INT8:
-            for ot in INT8_OUTS:
-                yield SignatureKey(cls.KIND, ((a, "INT8"), (b, "INT8"), (o, ot)), "INT32", STRIDED)
+        for ot in INT8_OUTS:
+            yield SignatureKey(cls.KIND, ((a, "INT8"), (b, "INT8"), (o, ot)), "INT32", STRIDED)
 
     @classmethod
     def compute_name(cls, node, types):
@@ -82,7 +85,6 @@ class _ConvBase(NodeBuilder):
 
 class ConvFwdBuilder(_ConvBase):
     OP = catalog.by_table("ConvolutionFwdAttributes")
-    INT8 = True
 
     def shapes(self, ts):
         return _dims(ts["x"]), _dims(ts["w"]), _dims(ts["y"])
@@ -96,9 +98,7 @@ class ConvFwdBuilder(_ConvBase):
         def fn(env):
             r = kconv.conv_fwd(load(env, x), load(env, w), p["pre_padding"], p["post_padding"],
                                p["stride"], p["dilation"], p["conv_mode"], compute_dtype=cdt)
-            # exact int64 sums go through float64 (exact below 2**53) so that an integer
-            # output saturates the way dtypes.encode rounds integers
-            store(env, y, r.astype(np.float64) if r.dtype.kind == "i" else r)
+            _store(env, y, r)
         return NodePlan(node, [x.uid, w.uid], [y.uid], fn)
 
 
@@ -119,7 +119,7 @@ class ConvBwdDataBuilder(_ConvBase):
             r = kconv.conv_bwd_data(load(env, dy), load(env, w), xs, p["pre_padding"],
                                     p["post_padding"], p["stride"], p["dilation"], p["conv_mode"],
                                     compute_dtype=cdt)
-            store(env, dx, r)
+            _store(env, dx, r)
         return NodePlan(node, [dy.uid, w.uid], [dx.uid], fn)
 
 
@@ -140,7 +140,7 @@ class ConvBwdFilterBuilder(_ConvBase):
             r = kconv.conv_bwd_filter(load(env, x), load(env, dy), ws, p["pre_padding"],
                                       p["post_padding"], p["stride"], p["dilation"],
                                       p["conv_mode"], compute_dtype=cdt)
-            store(env, dw, r)
+            _store(env, dw, r)
         return NodePlan(node, [x.uid, dy.uid], [dw.uid], fn)
 
 

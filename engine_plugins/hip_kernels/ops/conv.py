@@ -28,25 +28,27 @@ XWY = {FWD: ("x", "w", "y"), BWD_DATA: ("dx", "w", "dy"), BWD_FILTER: ("x", "dw"
 _TYPE_ROLE = {FWD: "x", BWD_DATA: "dy", BWD_FILTER: "x"}
 
 
-# INT8 forward (the CPU reference's keys): INT8 x and w, INT32 compute (or UNSET), y INT8
-# (saturated), INT32 or FLOAT - the integer tensor-core GEMM (gemm.int8_source), NVIDIA only
+# INT8 data in every direction (the CPU reference's keys): both inputs INT8, INT32 compute (or
+# UNSET), the output INT8 (saturated), INT32 or FLOAT - the integer tensor-core GEMM
+# (gemm.int8_source), NVIDIA only
 INT8_OUT = ("INT8", "INT32", "FLOAT")
+# each direction's (inputs, output)
+_IO = {FWD: (("x", "w"), "y"), BWD_DATA: (("dy", "w"), "dx"), BWD_FILTER: (("x", "dy"), "dw")}
 INT8_COMPUTE = ("INT32", "UNSET")
 
 
 def is_int8(node, r):
-    rx, rw, _ = XWY[node.kind]
-    return any(dt(r[q]) == "INT8" for q in (rx, rw) if q in r)
+    return any(dt(r[q]) == "INT8" for q in _IO[node.kind][0] if q in r)
 
 
 def check(node, graph, r):
     check_tensors(node, r)
     rx, rw, ry = XWY[node.kind]
     if is_int8(node, r):
-        _need(node.kind == FWD, f"{node.kind}: INT8 data (forward convolution only)")
         _need(all(x in r for x in (rx, rw, ry)), "conv operands missing")
-        _need(dt(r["x"]) == dt(r["w"]) == "INT8", "INT8 convolution: x and w must both be INT8")
-        _need(dt(r["y"]) in INT8_OUT, f"INT8 convolution: y is {dt(r['y'])} (INT8, INT32 or FLOAT)")
+        ins, out = _IO[node.kind]
+        _need(all(dt(r[q]) == "INT8" for q in ins), f"INT8 convolution: {' and '.join(ins)} must both be INT8")
+        _need(dt(r[out]) in INT8_OUT, f"INT8 convolution: {out} is {dt(r[out])} (INT8, INT32 or FLOAT)")
         cd = cg.dtype_name(node.compute_dtype)
         _need(cd in INT8_COMPUTE, f"INT8 convolution: compute type {cd} (INT32 or UNSET)")
     else:
@@ -135,12 +137,14 @@ def fusable_output(node, r):
 
 
 def _emit_int8(ctx, node, r, tag):
-    """INT8 forward: an implicit GEMM (the forward gathers of :func:`_spec_conv_fwd`, operands
-    read in place, one GEMM per group) on the integer tensor cores (gemm.int8_source)."""
+    """INT8 data: an implicit GEMM (the direction's generic gathers - :func:`_spec_conv_fwd`,
+    :func:`_spec_conv_bwd_data`, :func:`_spec_conv_bwd_filter` - operands read in place, one
+    GEMM per group) on the integer tensor cores (gemm.int8_source)."""
     _need(not (ctx.arch or "").startswith("gfx"),
           "INT8 convolution: the integer tensor-core kernel (WMMA) is NVIDIA only")
     spec = GemmSpec()
-    built = _spec_conv_fwd(spec, node, r)
+    build = {FWD: _spec_conv_fwd, BWD_DATA: _spec_conv_bwd_data, BWD_FILTER: _spec_conv_bwd_filter}
+    built = build[node.kind](spec, node, r)
     _need(spec.batch <= 65535, "INT8 convolution: more than 65535 groups")
     gemm.emit_int8(ctx, spec, built, tag)
 
