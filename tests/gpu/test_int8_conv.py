@@ -131,13 +131,15 @@ def test_int8_conv_declines():
     assert "must both be INT8" in _decline(graph_bytes([dy, w, dx], [n]))
 
 
-def test_int8_conv_not_fused():
-    """The INT8 kernel has no epilogue: a following pointwise node stays a kernel of its own."""
-    from engine_plugins.hip_kernels.ops import conv as hconv
-    x, w, y, g = _problem(CASES[0], "INT32", "nhwc")
-    prog = build_program(parse_graph(g), arch="sm_90")
-    assert [s[2] for s in prog.steps if s[0] == "launch"] == ["hdn_s8_u0"]
-    assert hconv.INT8_OUT == ("INT8", "INT32", "FLOAT")
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_int8_conv_one_kernel_in_place(op, lay):
+    """One launch of the INT8 kernel per node, operands read in place (no layout copies, no
+    workspace), on Hopper and on the portable plan alike."""
+    g = _problem(CASES[2], "INT32", lay, op=op)[3]
+    for arch in ("sm_90", None):
+        prog = build_program(parse_graph(g), arch=arch)
+        assert [s[2] for s in prog.steps] == ["hdn_s8_u0"] and prog.ws_size == 0
 
 
 @pytest.mark.gpu
