@@ -281,8 +281,17 @@ def sample_graphs():
             b = T(2, bdims, dtp, strides=bst)
             c = T(3, [3, 40, 56], dtp)
             out.append((f"matmul_{dtp}_{tb}", graph_bytes([a, b, c], [matmul(1, 2, 3)], zero=True)))
-    # INT8 x INT8 (INT32 compute) on the integer tensor-core GEMM: matmul, convolution forward
-    # (plain, grouped, strided / dilated NCHW) with each output type
+    return out
+
+
+def int8_sample_graphs():
+    """(name, graph bytes): INT8 x INT8 (INT32 compute) on the integer tensor-core GEMM (NVIDIA
+    only: an AMD target declines them) - matmul, convolution in every direction (plain,
+    grouped, strided / dilated) with each output type."""
+    out = []
+
+    def graph_bytes(ts, ns, zero=False):
+        return _graph_bytes(*from_zero(ts, ns)) if zero else _graph_bytes(ts, ns)
     for yt, lay in (("INT32", "nhwc"), ("INT8", "nchw"), ("FLOAT", "nhwc")):
         x, w, y = T(1, [2, 16, 9, 9], "INT8", lay), T(2, [24, 16, 3, 3], "INT8", lay), T(3, [2, 24, 9, 9], yt, lay)
         n = conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1])

@@ -12,7 +12,7 @@ from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import sample_graphs
+from gpu_testlib import int8_sample_graphs, sample_graphs
 
 
 def _compiler():
@@ -39,7 +39,7 @@ def test_generated_sources_compile_sm90(mma):
     c = _compiler()
     hdr = codegen.headers()
     n = 0
-    for name, g in sample_graphs():
+    for name, g in sample_graphs() + int8_sample_graphs():
         prog = build_program(parse_graph(g), use_mma=mma)
         for st in prog.steps:
             if st[0] == "launch":
@@ -50,7 +50,7 @@ def test_generated_sources_compile_sm90(mma):
 
 def test_programs_without_compiler():
     # program generation itself needs no GPU and no compiler
-    for name, g in sample_graphs():
+    for name, g in sample_graphs() + int8_sample_graphs():
         prog = build_program(parse_graph(g))
         assert prog.steps, name
         if name.startswith("conv_bias_relu"):

@@ -25,8 +25,8 @@ from engine_plugins.hip_kernels.program import NotApplicable, build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 from ext_samples import ext_sample_graphs
-from gpu_testlib import (T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, matmul,
-                         sample_graphs)
+from gpu_testlib import (T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, int8_sample_graphs,
+                         matmul, sample_graphs)
 
 DIGESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "program_digests.json")
 UPDATE = os.environ.get("HIPDNN_CABI_UPDATE_PROGRAM_DIGESTS") == "1"
@@ -119,7 +119,7 @@ def corpus():
     """[(name, graph bytes, option set names)]."""
     from test_applicability import frontend_graphs, sweep_graphs
     full = list(OPTIONS)
-    out = [(n, g, full) for n, g in sample_graphs() + ext_sample_graphs() + _attention_graphs()
+    out = [(n, g, full) for n, g in sample_graphs() + int8_sample_graphs() + ext_sample_graphs() + _attention_graphs()
            + _gemm_graphs() + _fusion_graphs()]
     out += [(n, g, ["mma", "sm90"]) for n, g in frontend_graphs() + sweep_graphs()]
     return out
