@@ -127,3 +127,13 @@ def test_data_type_names_exist_in_abi():
     for n in dtypes.DATA_TYPES:
         # keys follow the FlatBuffers names; the C enum spells FP6 with an _EXT suffix
         assert n in names or n + "_EXT" in names
+
+
+def test_encode_integer_to_narrower_integer_saturates():
+    encode = dtypes.encode
+    a = np.array([-2**40, -129, -128, 0, 127, 128, 300, 2**40], dtype=np.int64)
+    assert encode(a, "INT8").tolist() == [-128, -128, -128, 0, 127, 127, 127, 127]
+    assert encode(a, "UINT8").tolist() == [0, 0, 0, 0, 127, 128, 255, 255]
+    assert encode(a, "INT32").tolist() == [-2**31, -129, -128, 0, 127, 128, 300, 2**31 - 1]
+    assert encode(np.array([-5, 200], dtype=np.int32), "INT64").tolist() == [-5, 200]
+    assert encode(np.array([255], dtype=np.uint8), "INT8").tolist() == [127]

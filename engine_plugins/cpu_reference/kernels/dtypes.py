@@ -198,6 +198,11 @@ def encode(values, name: str) -> np.ndarray:
         return np.clip(r, lim.min, lim.max).astype(st)
     if a.dtype == st:
         return a
+    if st.kind in "iu" and a.dtype.kind in "iu":      # a wider integer saturates, never wraps
+        lim, src = np.iinfo(st), np.iinfo(a.dtype)
+        if src.min < lim.min or src.max > lim.max:
+            a = np.clip(a, max(lim.min, src.min), min(lim.max, src.max))
+        return a.astype(st)
     with np.errstate(over="ignore", invalid="ignore"):
         return a.astype(st)
 
