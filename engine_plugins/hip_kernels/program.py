@@ -27,7 +27,8 @@ from __future__ import annotations
 from . import codegen as cg
 from . import ops
 from .ops import pointwise
-from .ops._base import NotApplicable, _need, dims, dt, io_uids, roles, neg_extent, span_elems  # noqa: F401
+from .ops._base import (NotApplicable, _need, dims, dt, io_uids, roles, neg_extent,  # noqa: F401
+                        span_elems, strides)
 
 # small per-plan scratch (statistics, partials of a few KB) lives in the execution context,
 # allocated once at plan build: such plans need no workspace
@@ -208,6 +209,9 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
                     ok = False
             if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for u in IOs[j][0] + IOs[j][1]):
                 ok = False         # BOOLEAN / 8-bit integer operands: the elementwise kernel only
+            if pointwise.pw_mode_name(nodes[j]) == "GEN_INDEX" or any(
+                    v < 0 for u in IOs[j][0] + IOs[j][1] for v in strides(graph.tensors[u])):
+                ok = False         # index outputs, negative strides: the elementwise kernel only
             for u in IOs[j][1]:
                 if dims(graph.tensors[u]) != dims(graph.tensors[y]):
                     ok = False

@@ -100,6 +100,18 @@ def test_program_fuses_the_run(kind, y_stored, residual):
     assert p.ws_size == 0
 
 
+def test_run_the_fused_kernel_cannot_take_stays_separate():
+    """A following run with a negative-stride output (or GEN_INDEX) is not fused: the graph still
+    builds, the batchnorm and the run as two kernels."""
+    x, y = T(1, D), T(2, D, virtual=True)
+    mu, iv, sc, bi = (T(u, CD) for u in (3, 4, 5, 6))
+    out = T(10, D)
+    out.strides = [-s for s in out.strides]      # reversed in every dim (element 0 last in memory)
+    p = _prog([x, y, mu, iv, sc, bi, out], [bn_inf(1, 3, 4, 5, 6, 2), pw("RELU_FWD", 2, 10)])
+    names = _launches(p)
+    assert names[0].startswith("hdn_bn_inf_") and names[-1].startswith("hdn_pw_"), names
+
+
 def test_y_read_by_another_unit_is_stored():
     """y -> relu -> out, and y -> conv: the fused kernel stores y (workspace) for the conv."""
     ts, nodes, _, _ = case("inf", residual=False)
