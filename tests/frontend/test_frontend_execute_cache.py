@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -400,28 +401,11 @@ def test_fast_path_status_errors_raise(handle, fast, monkeypatch):
 def test_threads_share_the_cache(handle, fast):
     """Several threads executing one graph, each on its own output (and a shared input): every
     result right, the kept packs bounded."""
-    import threading
     g, x, y = relu_graph(handle)
     xa = rand(rng(15), (4, 8))
     outs = [np.empty((4, 8), np.float32) for _ in range(4)]
-    errors = []
-
-    def run(k):
-        try:
-            for i in range(100):
-                o = outs[k] if i % 2 else outs[k].view()   # same memory, new object every other call
-                o[:] = -1
-                g.execute({x: xa, y: o})
-                if not np.array_equal(o, np.maximum(xa, 0)):
-                    errors.append((k, i))
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors
+    # same memory, a new object every other call
+    assert not _relu_in_threads(g, x, y, xa, 100, lambda k, i: outs[k] if i % 2 else outs[k].view())
     assert len(g._fcache) <= g._XCACHE_MAX
     g.close()
 
@@ -450,18 +434,27 @@ def test_threads_evicting_each_others_entries(handle, fast):
     """More distinct calls in flight than the cache keeps: entries are evicted while other
     threads execute them — every execute succeeds with the right result (a pack is destroyed only
     after its entry is freed, by the cache and by every execute holding it) and no pack leaks."""
-    import threading
     gc.collect()
     base = live_packs()
     g, x, y = relu_graph(handle)
     xa = rand(rng(17), (4, 8))
     outs = [[np.empty((4, 8), np.float32) for _ in range(4)] for _ in range(4)]
+    assert not _relu_in_threads(g, x, y, xa, 60, lambda k, i: outs[k][i % 4])
+    assert len(g._fcache) <= g._XCACHE_MAX
+    g.close()
+    gc.collect()
+    execution._vflush()
+    assert live_packs() == base
+
+
+def _relu_in_threads(g, x, y, xa, n, out_of):
+    """Four threads each execute relu ``n`` times into ``out_of(thread, i)``; the failures."""
     errors = []
 
     def run(k):
         try:
-            for i in range(60):
-                o = outs[k][i % 4]
+            for i in range(n):
+                o = out_of(k, i)
                 o[:] = -1
                 g.execute({x: xa, y: o})
                 if not np.array_equal(o, np.maximum(xa, 0)):
@@ -473,9 +466,4 @@ def test_threads_evicting_each_others_entries(handle, fast):
         t.start()
     for t in ts:
         t.join()
-    assert not errors
-    assert len(g._fcache) <= g._XCACHE_MAX
-    g.close()
-    gc.collect()
-    execution._vflush()
-    assert live_packs() == base
+    return errors
