@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nn_graphs import Arrays, Graphs, param_type_name, type_name  # noqa: E402
+from nn_graphs import Arrays, Graphs, directional_check, param_type_name, type_name  # noqa: E402
 
 WEIGHTS = ("attn_norm", "w_qkv", "w_o", "ffn_norm", "w_gate_up", "w_down")
 GRADS = {"attn_norm": "d_attn_norm", "w_qkv": "d_w_qkv", "w_o": "d_w_o", "ffn_norm": "d_ffn_norm",
@@ -333,18 +333,8 @@ def main() -> int:
     worst = 0.0
     for name, arr, grad in [("x", x, dx)] + [(k, w[k], grads[GRADS[k]]) for k in WEIGHTS]:
         v = rng.standard_normal(arr.shape)
-        analytic = float(np.sum(np.asarray(grad) * v))
-        h = 1e-6
-        arr += h * v
-        lp = float(np.sum(blk.forward(x) * dy))
-        arr -= 2 * h * v
-        lm = float(np.sum(blk.forward(x) * dy))
-        arr += h * v
-        numeric = (lp - lm) / (2 * h)
-        err = abs(analytic - numeric) / max(abs(numeric), 1e-12)
-        worst = max(worst, err)
-        print(f"  d/d {name:10s} analytic {analytic:+.8e} finite difference {numeric:+.8e} "
-              f"(rel. diff {err:.1e})")
+        worst = max(worst, directional_check(name, arr, grad, v,
+                                             lambda: float(np.sum(blk.forward(x) * dy)), 1e-6))
     blk.close()
     ok = worst < 1e-6
     print("PASS" if ok else "FAIL")

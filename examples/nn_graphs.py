@@ -207,3 +207,20 @@ class Graphs:
         self.graphs = []
         if self.own_handle:
             self.handle.close()
+
+
+def directional_check(name, arr, grad, v, loss, h, width=10) -> float:
+    """Gradient along direction ``v`` of parameter array ``arr`` (changed in place and restored):
+    <grad, v> against the central difference (loss(arr + h v) - loss(arr - h v)) / 2h; prints the
+    pair and returns their relative difference."""
+    analytic = float(np.sum(np.asarray(grad) * v))
+    arr += h * v
+    lp = loss()
+    arr -= 2 * h * v
+    lm = loss()
+    arr += h * v
+    numeric = (lp - lm) / (2 * h)
+    err = abs(analytic - numeric) / max(abs(numeric), 1e-12)
+    print(f"  d/d {name:{width}s} analytic {analytic:+.8e} finite difference {numeric:+.8e} "
+          f"(rel. diff {err:.1e})")
+    return err
