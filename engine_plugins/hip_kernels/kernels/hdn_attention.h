@@ -104,3 +104,57 @@ __device__ __forceinline__ float hdn_exp2(float x) {
     return exp2f(x);
 #endif
 }
+#if HDN_CUDA
+// the keys [lo, hi) any of the query rows [q0, q0 + rows) sees (hi <= lo: none)
+__device__ __forceinline__ HdnAttnSpan hdn_attn_block_keys(const HdnAttnLim& L, int q0, int rows) {
+    const int ihi = hdn_imin(q0 + rows, L.sq) - 1;
+    HdnAttnSpan k;
+    k.lo = L.llim > -HDN_BIG ? hdn_imax(0, q0 + L.llim) : 0;
+    k.hi = L.skv;
+    if (L.rlim < HDN_BIG) k.hi = hdn_imin(k.hi, ihi + L.rlim + 1);
+    if (ihi < q0) k.hi = k.lo;
+    return k;
+}
+// One thread's part of a wgmma m64nBN fp32 accumulator tile of scores (s[4 j + e]: row
+// r0 + 8 (e >> 1), key kv0 + 8 j + 2 t4 + (e & 1); the warpgroup's rows q0w..q0w + 63):
+// s <- s * sl2 where the masks keep the score, -inf elsewhere (the boundary test only on tiles
+// that cross a mask boundary); mx[r]: the thread's max of row r0 + 8 r (not yet reduced over
+// the row's four threads)
+template <int BN>
+__device__ __forceinline__ void hdn_attn_wg_mask(float* s, const HdnAttnLim& L, int kv0, int q0w, int r0,
+                                                 int t4, float sl2, float* mx) {
+    const bool full = kv0 + BN <= L.skv && q0w + 64 <= L.sq &&
+                      (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0w <= L.rlim) &&
+                      (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
+    mx[0] = mx[1] = -INFINITY;
+    if (full) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            s[i] *= sl2;
+            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+        }
+        return;
+    }
+    const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+        const int jj = kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+        const HdnAttnSpan& sp = ((i >> 1) & 1) ? sp1 : sp0;
+        s[i] = (jj >= sp.lo && jj < sp.hi) ? s[i] * sl2 : -INFINITY;
+        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    }
+}
+// The key an fp8 P fragment position holds: in a 32-key step, byte i (0..3) of the A register
+// of the thread with t4 = t sits at k = 16 h + 4 t + i (h = 0: registers 0 / 1, h = 1: 2 / 3)
+// and carries the accumulator column 16 h + 8 (i >> 1) + 2 t + (i & 1) of its row
+__device__ __forceinline__ int hdn_attn_f8_key(int k) {
+    const int c = k & ~31, h = (k >> 4) & 1, t = (k >> 2) & 3, i = k & 3;
+    return c + 16 * h + 8 * (i >> 1) + 2 * t + (i & 1);
+}
+// max over the warp of a non-negative v, then one atomicMax on the float bits at p
+__device__ __forceinline__ void hdn_attn_amax(float* p, float v, int lane) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) atomicMax(reinterpret_cast<unsigned*>(p), __float_as_uint(v));
+}
+#endif

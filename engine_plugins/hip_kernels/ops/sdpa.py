@@ -55,6 +55,8 @@ def check(node, graph, r):
     """Raise NotApplicable unless the kernels implement this node (r: role -> tensor)."""
     k = node.kind
     a = node.attrs
+    if is_fp8(node, r):
+        return check_fp8(node, r)
     for role in r:
         _need(role in USED[k], f"{k}: {role} is not supported by the HIP engine")
     for role in DATA[k]:
@@ -64,6 +66,13 @@ def check(node, graph, r):
         _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
         _need(cg.dtype_name(t.dtype) in MMA, f"{k}: {role} must be HALF or BFLOAT16")
     _need(len({cg.dtype_name(r[x].dtype) for x in DATA[k]}) == 1, f"{k}: mixed data types")
+    _check_common(node, r)
+
+
+def _check_common(node, r):
+    """The checks the 16-bit and the fp8 forward share: shapes, masks, lengths, scale, dropout."""
+    k = node.kind
+    a = node.attrs
     B, H, Sq, D = _dims(r["q"])
     _, Hkv, Skv, Dk = _dims(r["k"])
     Dv = _dims(r["v"])[3]
@@ -144,7 +153,8 @@ def _prelude(node, r, defines, params, args, loc):
              HAS_RB=int(a.get("right_bound") is not None), RB=int(a.get("right_bound") or 0),
              HAS_LB=int(a.get("left_bound") is not None), LB=int(a.get("left_bound") or 0))
     defines.update(d)
-    defines["HDN_MMA_TYPE"] = f'"{MMA[io]}"'
+    if io in MMA:
+        defines["HDN_MMA_TYPE"] = f'"{MMA[io]}"'
     for role, t in r.items():
         if role in PREFIX:
             s = _st(t)
@@ -276,6 +286,8 @@ def _emit(prog, node, r, loc, tag, arch=None):
     """Append the launch steps of one SDPA node to ``prog`` (``arch``: the device's target;
     sm_90 puts the forward on the wgmma kernel where :func:`wgmma_ok`)."""
     check(node, None, r)
+    if is_fp8(node, r):
+        return emit_fp8(prog, node, r, loc, arch)
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
     Dv = _dims(r["v"])[3]
@@ -443,3 +455,159 @@ def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
     prog.notes.append(f"{node.kind}: MFMA flash attention backward, {MFMA_BWD_KEYS}-key blocks")
+
+
+# ------------------------------------------------------------------------- FP8 forward (Hopper)
+FP8_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+FP8_AMAX = ("amax_s", "amax_o")
+FP8_USED = {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv"} | set(FP8_SCALES) \
+    | set(FP8_AMAX)
+FP8_OUT = {"HALF": 1, "BFLOAT16": 2, "FLOAT": 3}      # attention_fwd_fp8_wgmma.hip F8_OUT (0: q's fp8)
+FP8_MAX_HEAD = 128
+FP8_BM, FP8_BN, FP8_STAGES = 128, 128, 4
+
+
+def is_fp8(node, r):
+    """An SDPA node with fp8 data (q's type decides; the forward's fp8 roles need it)."""
+    return "q" in r and cg.dtype_name(r["q"].dtype) in cg.FP8
+
+
+def check_fp8(node, r):
+    """The fp8 forward (attention_fwd_fp8_wgmma.hip): q / k / v one fp8 type, o that type or
+    HALF / BFLOAT16 / FLOAT, head sizes multiples of 16 up to 128, the fp8 scales 1-element
+    FLOAT (constant, runtime scalar or device tensor), amax 1-element FLOAT device tensors; no
+    dropout.  The backward has no fp8 roles in hipDNN: declined."""
+    k = node.kind
+    _need(k == FWD, f"{k}: FP8 data (hipDNN's SdpaBackwardAttributes has no fp8 descale / "
+                    f"scale / amax roles)")
+    for role in r:
+        _need(role in FP8_USED, f"{k}: {role} is not supported by the HIP engine with FP8 data")
+    fmt = cg.dtype_name(r["q"].dtype)
+    for role in DATA[k]:
+        _need(role in r, f"{k}: {role} missing")
+        t = r[role]
+        _need(t.value is None and not t.is_runtime_pass_by_value, f"{k}: {role} is a scalar")
+        _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
+    for role in ("k", "v"):
+        _need(cg.dtype_name(r[role].dtype) == fmt, f"{k}: q / k / v must share one FP8 type")
+    odt = cg.dtype_name(r["o"].dtype)
+    _need(odt == fmt or odt in FP8_OUT, f"{k}: o ({odt}) must be {fmt}, HALF, BFLOAT16 or FLOAT")
+    _need(not node.attrs.get("dropout_probability"), f"{k}: dropout with FP8 data is not "
+                                                     f"supported by the HIP engine")
+    _check_common(node, r)
+    D, Dv = _dims(r["q"])[3], _dims(r["v"])[3]
+    for nm, x in (("D", D), ("Dv", Dv)):
+        _need(x <= FP8_MAX_HEAD and x % 16 == 0, f"{k}: FP8 head dim {nm} = {x}: the HIP engine "
+              f"takes multiples of 16 up to {FP8_MAX_HEAD}")
+    for role in ("q", "k", "v"):
+        dd, ss = _dims(r[role]), _st(r[role])
+        _need(all(x % 16 == 0 and (x > 0 or dd[i] == 1) for i, x in enumerate(ss[:3])),
+              f"{k}: FP8 {role} needs positive strides along S / H / B that are multiples of 16 "
+              f"(16-byte aligned rows for the tensor copy engine)")
+    _need(max(max(_dims(r[x])) for x in DATA[k]) < 2 ** 31, f"{k}: extents of 2^31 or more")
+    for role in FP8_SCALES:
+        if role in r:
+            t = r[role]
+            _need(t.numel == 1 and cg.dtype_name(t.dtype) == "FLOAT", f"{k}: {role} must be 1 FLOAT")
+    for role in FP8_AMAX:
+        if role in r:
+            t = r[role]
+            _need(t.numel == 1 and cg.dtype_name(t.dtype) == "FLOAT" and t.value is None
+                  and not t.is_runtime_pass_by_value, f"{k}: {role} must be a 1-element FLOAT "
+                  f"tensor")
+
+
+def _const(t):
+    v = t.value[0] if isinstance(t.value, (list, tuple)) else t.value
+    return float(np.float32(v))
+
+
+def fp8_scalars(r, loc, defines):
+    """F8_<ROLE> defines of the fp8 scale roles (1 when absent; a constant baked in; a runtime
+    scalar by value; a device tensor read through a pointer) and the parameters they need."""
+    ps, as_ = [], []
+    for role in FP8_SCALES:
+        key = "F8_" + role.upper()
+        t = r.get(role)
+        if t is None:
+            defines[key] = "1.0f"
+        elif t.value is not None:
+            defines[key] = cg.flit(_const(t))
+        elif t.is_runtime_pass_by_value:
+            defines[key] = f"{role}_rt"
+            ps.append(f"float {role}_rt")
+            as_.append(("s", t.uid))
+        else:
+            defines[key] = f"(*{role}_p)"
+            ps.append(f"const float* __restrict__ {role}_p")
+            as_.append(loc[t.uid])
+    return ps, as_
+
+
+def _tmap8(t, loc, rows):
+    """("tmap", ...) of a one-byte [B, H, S, D] tensor: a 4-d (D, S, H, B) view, box 128 x rows
+    (the box's columns past D read as zeros)."""
+    B, H, S, D = _dims(t)
+    sb, sh, ss = _st(t)[:3]
+    strides = [ss if S > 1 else D, sh if H > 1 else D * S, sb if B > 1 else D * S * H]
+    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), (D, S, H, B), tuple(strides),
+            (128, rows, 1, 1))
+
+
+def fp8_smem_bytes(Dv, stages=FP8_STAGES):
+    """Dynamic shared memory of hdn_attn_fwd_f8 (F8_SMEM_BYTES): Q, the K / Vt ring, barriers."""
+    return FP8_BM * 128 + stages * (FP8_BN * 128 + pad64(Dv) * 128) + 8 * (1 + 4 * stages) + 1024
+
+
+def emit_fp8(prog, node, r, loc, arch):
+    """Launch steps of the fp8 forward: zero the amax outputs, V -> Vt (workspace [B, Hkv, Dv,
+    Skv rounded up to 128]), the wgmma kernel.  ``HIPDNN_CABI_HIP_ATTN_FP8=flash``: one sweep
+    over the keys (P quantised relative to the running max) instead of the exact two."""
+    _need((arch or "").startswith("sm_9"),
+          f"{node.kind}: FP8 attention runs on the Hopper wgmma kernel only (sm_90); the device "
+          f"target is {arch or 'not sm_90'}")
+    B, H, Sq, D = _dims(r["q"])
+    Hkv, Skv = _dims(r["k"])[1:3]
+    Dv = _dims(r["v"])[3]
+    fmt = cg.dtype_name(r["q"].dtype)
+    odt = cg.dtype_name(r["o"].dtype)
+    skvp = (Skv + FP8_BN - 1) // FP8_BN * FP8_BN
+    defines = {}
+    extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
+    has_stats = "stats" in r
+    if not has_stats:
+        defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
+    flash = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8", "exact") == "flash"
+    defines.update(HAS_STATS=int(has_stats), F8_FMT=1 if fmt == "FP8_E4M3" else 2,
+                   F8_OUT=FP8_OUT.get(odt, 0), F8_HKV=Hkv, F8_SKVP=skvp, F8_TWO_PASS=int(not flash),
+                   F8_ST=FP8_STAGES, F8_HAS_AMAX_S=int("amax_s" in r),
+                   F8_HAS_AMAX_O=int("amax_o" in r))
+    sp, sa = fp8_scalars(r, loc, defines)
+    vt = ("ws", prog.ws_alloc(B * Hkv * Dv * skvp))
+    lens_p = _len_params(defines)
+    lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
+    defines["HDN_ATTN_F8_VT_PARAMS"] = ", ".join(
+        ["const unsigned char* __restrict__ V", "unsigned char* __restrict__ Vt"] + lens_p)
+    tm = "const __grid_constant__ hdn_tmap"
+    base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "unsigned char* __restrict__ O",
+              "float* __restrict__ LSE", "float* __restrict__ amax_s", "float* __restrict__ amax_o"]
+    vmap = ("tmap", vt, fmt, (skvp, Dv, Hkv, B), (skvp, Dv * skvp, Hkv * Dv * skvp),
+            (FP8_BN, pad64(Dv), 1, 1))
+    base_a = [_tmap8(r["q"], loc, FP8_BM), _tmap8(r["k"], loc, FP8_BN), vmap, loc[r["o"].uid],
+              loc[r["stats"].uid] if has_stats else None] + \
+        [loc[r[x].uid] if x in r else None for x in FP8_AMAX]
+    ps, as_ = _finish(extra_p + sp, extra_a + sa, base_p + lens_p, base_a + lens)
+    defines["HDN_ATTN_FWD_F8_PARAMS"] = ps
+    src = _source("attention_fwd_fp8_wgmma.hip", defines)
+    smem = fp8_smem_bytes(Dv)
+    _need(smem <= SMEM_MAX, f"{node.kind}: {smem} bytes of shared memory")
+    for x in FP8_AMAX:
+        if x in r:
+            prog.steps.append(("memset", loc[r[x].uid], 4))
+    prog.steps.append(("launch", src, "hdn_attn_f8_vt", (skvp // 128, (Dv + 63) // 64, B * Hkv),
+                       (256, 1, 1), [loc[r["v"].uid], vt] + lens, {"arch": "sm_90a"}))
+    prog.steps.append(("launch", src, "hdn_attn_fwd_f8", ((Sq + FP8_BM - 1) // FP8_BM, H, B),
+                       (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
+    prog.notes.append(f"{node.kind}: fp8 wgmma flash attention ({fmt} -> {odt}), "
+                      f"{FP8_BM}x{FP8_BN} tiles, {'one sweep' if flash else 'two sweeps'}, "
+                      f"V transposed into the workspace")
