@@ -90,6 +90,7 @@
 #define F8_BARS (F8_QTILE + F8_ST * (F8_KTILE + F8_VTILE))
 #define F8_SMEM_BYTES (F8_BARS + 8 * (1 + 4 * F8_ST) + 1024)
 
+#if HDN_CUDA
 #if F8_FMT == 1
 #define F8_ENC2(lo, hi) hdn_mini_encode2<4, 3, 7, 1>(lo, hi)
 #else
@@ -399,5 +400,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 }
 #else
 // not an sm_90a compile: the symbol exists, ops/sdpa.py never launches it there
+extern "C" __global__ void hdn_attn_fwd_f8() {}
+#endif
+#else
+// AMD: no fp8 attention (ops/sdpa.py declines it there); the symbols exist
+extern "C" __global__ void hdn_attn_f8_vt() {}
 extern "C" __global__ void hdn_attn_fwd_f8() {}
 #endif
