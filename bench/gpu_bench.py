@@ -777,6 +777,118 @@ def bench_sdpa(torch, E, res):
         torch.cuda.empty_cache()
 
 
+SDPA_FP8 = dict(B=8, H=16, S=4096, D=128)
+FP8_SCALES = dict(descale_q=1.0, descale_k=1.0, descale_v=1.0, descale_s=1 / 256.0, scale_s=256.0,
+                  scale_o=1.0)
+
+
+def _cudnn_sdpa_fp8(torch, q8, k8, v8, scales, o8, amax):
+    """cuDNN's fp8 SDPA forward (cudnn-frontend pygraph ``sdpa_fp8``) on the same buffers, writing
+    ``o8`` / ``amax``: the run function (raises where cudnn-frontend or the graph is unavailable)."""
+    import math
+    import cudnn
+    h = cudnn.create_handle()
+    cudnn.set_stream(handle=h, stream=torch.cuda.current_stream().cuda_stream)
+    F8, F32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
+    g = cudnn.pygraph(io_data_type=F8, intermediate_data_type=F32, compute_data_type=F32, handle=h)
+    vp = {}
+
+    def ten(name, x, dt):
+        t = g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=dt)
+        vp[t] = x
+        return t
+    q, k, v = ten("q", q8, F8), ten("k", k8, F8), ten("v", v8, F8)
+    sc = {n: ten(n, x, F32) for n, x in scales.items()}
+    kw = dict(q=q, k=k, v=v, attn_scale=1 / math.sqrt(q8.shape[3]), use_causal_mask=False,
+              name="sdpa_fp8", **sc)
+    try:
+        outs = g.sdpa_fp8(generate_stats=False, **kw)
+    except TypeError:           # cudnn-frontend before generate_stats: is_inference
+        outs = g.sdpa_fp8(is_inference=True, **kw)
+    o, amax_s, amax_o = outs[0], outs[-2], outs[-1]
+    o.set_output(True).set_dim(list(o8.shape)).set_stride(list(o8.stride())).set_data_type(F8)
+    for t, name in ((amax_s, "amax_s"), (amax_o, "amax_o")):
+        t.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(F32)
+        vp[t] = amax[name]
+    vp[o] = o8
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    ws = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8, device="cuda")
+
+    def run():
+        g.execute(vp, ws, handle=h)
+    run._keep = (g, h, ws, vp)
+    return run
+
+
+def bench_sdpa_fp8(torch, E, res):
+    """FP8 (e4m3) attention forward B8 H16 S4096 D128, fp8 output, amax_s / amax_o: ours (the
+    exact two-sweep kernel and the one-sweep HIPDNN_CABI_HIP_ATTN_FP8=flash form) vs cuDNN's fp8
+    SDPA (cudnn-frontend), PyTorch's best bf16 SDPA for context; TFLOP/s at 4 B H S^2 D flops;
+    the relative error of batch 0 against an fp32 reference on the decoded inputs."""
+    import math
+    from test_attention_fp8 import UID, f8_graph
+    F = torch.nn.functional
+    B, H, S, D = (SDPA_FP8[x] for x in ("B", "H", "S", "D"))
+    f8 = torch.float8_e4m3fn
+    q8, k8, v8 = ((torch.randn(B, H, S, D, device="cuda") * s).to(f8) for s in (2, 2, 1))
+    scales = {n: torch.full((1, 1, 1, 1), v, device="cuda") for n, v in FP8_SCALES.items()}
+    fl = 4 * B * H * S * S * D
+    with torch.no_grad():
+        ref = F.scaled_dot_product_attention(q8[:1].float(), k8[:1].float(), v8[:1].float(),
+                                             scale=1 / math.sqrt(D))
+
+    def err(o):
+        return float((o[:1].float() - ref).norm() / ref.norm())
+    _, g = f8_graph(fmt="FP8_E4M3", odt="FP8_E4M3", B=B, H=H, Hkv=H, Sq=S, Skv=S, D=D, stats=False)
+    for mode in ("exact", "flash"):
+        o8 = torch.empty(B, H, S, D, device="cuda", dtype=f8)
+        am = {n: torch.zeros(1, 1, 1, 1, device="cuda") for n in ("amax_s", "amax_o")}
+        bufs = {1: q8, 2: k8, 3: v8, 4: o8, UID["amax_s"]: am["amax_s"], UID["amax_o"]: am["amax_o"]}
+        bufs.update({UID[n]: t for n, t in scales.items()})
+        old = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8")
+        os.environ["HIPDNN_CABI_HIP_ATTN_FP8"] = mode
+        try:
+            run, bs = E.prepare(g, bufs)
+        finally:
+            if old is None:
+                del os.environ["HIPDNN_CABI_HIP_ATTN_FP8"]
+            else:
+                os.environ["HIPDNN_CABI_HIP_ATTN_FP8"] = old
+        ours = median_ms(torch, run, reps=10, warm=2)
+        row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "rel_err_vs_fp32": err(o8),
+               "amax_s": float(am["amax_s"]), "amax_o": float(am["amax_o"]), "plan_build_s": bs,
+               "mode": "two sweeps (exact P quantisation)" if mode == "exact" else "one sweep"}
+        if mode == "exact":
+            try:
+                oc = torch.empty_like(o8)
+                amc = {n: torch.zeros(1, 1, 1, 1, device="cuda") for n in ("amax_s", "amax_o")}
+                crun = _cudnn_sdpa_fp8(torch, q8, k8, v8, scales, oc, amc)
+                theirs = median_ms(torch, crun, reps=10, warm=2)
+                row.update(cudnn_ms=theirs[0], cudnn_tflops=fl / theirs[0] / 1e9,
+                           ratio_vs_cudnn=theirs[0] / ours[0], cudnn_rel_err_vs_fp32=err(oc),
+                           cudnn_amax_s=float(amc["amax_s"]), cudnn_amax_o=float(amc["amax_o"]))
+            except Exception as e:  # noqa: BLE001 - no cudnn-frontend / fp8 SDPA here
+                row["cudnn_error"] = f"{type(e).__name__}: {e}"[:300]
+            qb, kb, vb = (x.to(torch.bfloat16) for x in (q8, k8, v8))
+            tb = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(
+                qb, kb, vb, scale=1 / math.sqrt(D))))
+            if tb:
+                row.update(torch_bf16_ms=tb[0][0], torch_bf16_backend=tb[1],
+                           torch_bf16_tflops=fl / tb[0][0] / 1e9)
+        key = "sdpa_fp8_fwd_e4m3_d128" + ("" if mode == "exact" else "_one_sweep")
+        res[key] = row
+        print(f"SDPA fp8 fwd ({row['mode']}): ours {ours[0]:.3f} ms ({row['ours_tflops']:.0f} "
+              f"TFLOP/s) cuDNN fp8 {row.get('cudnn_ms', float('nan')):.3f} ms torch bf16 "
+              f"{row.get('torch_bf16_ms', float('nan')):.3f} ms  rel err {row['rel_err_vs_fp32']:.2e}"
+              f"{'  cuDNN: ' + row['cudnn_error'] if 'cudnn_error' in row else ''}", flush=True)
+    del q8, k8, v8
+    torch.cuda.empty_cache()
+
+
 def per_call_us(torch, fn, n=5000):
     """Host-side µs per call (median of 5 loops of n calls after 200 warm-up calls, one sync at
     each loop's end): what a Python caller waits per call, launch and overhead included."""
@@ -977,7 +1089,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,overhead,"
+    ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,overhead,"
                                      "frontend,norms,normpw,pool,mxq,moe,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
@@ -997,7 +1109,8 @@ def main():
         only += ["models_llama", "models_resnet"]
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("convsweep", bench_conv_sweep),
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("sdpafp8", bench_sdpa_fp8),
+             ("convsweep", bench_conv_sweep),
              ("convfwd16", bench_conv_fwd16)]
     # "overhead" and "frontend" run last (below), after the loop
     from gpu_bench_ext import STEPS as EXT_STEPS   # norms, pooling, MX quantize, MoE

@@ -13,8 +13,13 @@ alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribu
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
 float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
 else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
-K/V, fp8 scales) is not applicable here (the CPU reference engine implements most of it).
+K/V) is not applicable here (the CPU reference engine implements most of it).
 On AMD (the MFMA kernels) D = Dv in {64, 128} only.
+
+FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
+:func:`emit_fp8`): q / k / v FP8_E4M3 or FP8_E5M2, o that type or HALF / BFLOAT16 / FLOAT, the
+fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout.  The
+backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
 """
 from __future__ import annotations
 
