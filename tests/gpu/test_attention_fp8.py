@@ -286,3 +286,59 @@ def test_one_sweep_vs_cpu_reference(R, i, monkeypatch):
     if UID["amax_s"] in res:
         assert abs(float(res[UID["amax_s"]].ravel()[0]) - am_s) <= 1e-3 * am_s
         assert abs(float(res[UID["amax_o"]].ravel()[0]) - am_o) <= 0.2 * am_o
+
+
+def test_v_transpose_pre_pass_on_the_host():
+    """hdn_attn_f8_vt run on the host (host_emu's shim; its thread loops made serial, so one
+    host thread does a block's work across its barrier): Vt[b, hk, d, k] = V[b, hk,
+    key(k), d] for keys inside the batch's length (padding mask) and 0 past it - strided BSHD V,
+    GQA, Skv not a multiple of 128, Dv = 80 (two column blocks, the second partial)."""
+    import host_emu
+    if host_emu.compiler() is None:
+        pytest.skip("no host C++ compiler")
+    B, H, Hkv, Sq, Skv, Dv = 2, 4, 2, 40, 150, 80
+    v_t = T(3, [B, Hkv, Skv, Dv], "FP8_E4M3", strides=[Skv * Hkv * Dv, Dv, Hkv * Dv, 1])
+    ts, g = f8_graph(B=B, H=H, Hkv=Hkv, Sq=Sq, Skv=Skv, D=64, Dv=Dv, seq=True, extra=())
+    gb = parse_graph(g)
+    gb.tensors[3].strides = list(v_t.strides)
+    prog = build_program(gb, arch="sm_90")
+    st = next(s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_attn_f8_vt")
+    src = st[1]
+    prelude = src[:src.index("// attention_fwd_fp8_wgmma.hip")]
+    defines = [ln for ln in prelude.splitlines()
+               if ln.startswith("#define") and "HDN_GENERATED" not in ln]
+    hdr = codegen.read_kernel("hdn_attention.h")
+    i0 = hdr.index("__device__ __forceinline__ int hdn_attn_f8_key")
+    key_fn = hdr[i0:hdr.index("}", i0) + 1]
+    body = src[src.index('extern "C" __global__ void __launch_bounds__(256) hdn_attn_f8_vt'):]
+    body = body[:body.index("// -----")].replace("w += 256", "w += 1").replace(
+        "__shared__ __align__(4)", "alignas(4) static")
+    code = "\n".join(defines + [
+        "#define __syncthreads()",
+        "static inline int hdn_imin(int a, int b) { return a < b ? a : b; }",
+        "static inline int hdn_imax(int a, int b) { return a > b ? a : b; }",
+        key_fn.replace("__device__ __forceinline__", "static inline"), body])
+    span = 1 + sum((d - 1) * s for d, s in zip(v_t.dims, v_t.strides))
+    codes = rng.integers(0, 256, span, dtype=np.uint8)
+    lkv = np.array([Skv, 97], np.int32)
+    lq = np.array([Sq, 9], np.int32)
+    skvp = (Skv + 127) // 128 * 128
+    mem = host_emu.HostMem()
+    vp, vbuf = mem.alloc(span)
+    vbuf[:] = codes
+    tp, tbuf = mem.alloc(B * Hkv * Dv * skvp, fill=0xAB)
+    qp, qbuf = mem.alloc(4 * B)
+    qbuf[:] = lq.view(np.uint8)
+    kp, kbuf = mem.alloc(4 * B)
+    kbuf[:] = lkv.view(np.uint8)
+    host_emu.run_kernel(code, "hdn_attn_f8_vt", st[3], (1, 1, 1), [vp, tp, qp, kp], {})
+    V = np.lib.stride_tricks.as_strided(codes, shape=v_t.dims, strides=v_t.strides)
+    got = tbuf.reshape(B, Hkv, Dv, skvp)
+    want = np.zeros_like(got)
+    k = np.arange(skvp)
+    c, h, t, i = k & ~31, (k >> 4) & 1, (k >> 2) & 3, k & 3
+    key = c + 16 * h + 8 * (i >> 1) + 2 * t + (i & 1)
+    for b in range(B):
+        ok = key < lkv[b]
+        want[b][:, :, ok] = np.swapaxes(V[b][:, key[ok]], 1, 2)
+    assert np.array_equal(got, want)
