@@ -140,6 +140,54 @@ def pointwise_groups(nodes, IOs, graph, consumers):
     return [sorted(cg_.members[r]) for r in roots]
 
 
+def _pair_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond, fused_into,
+                arch, use_mma):
+    """Paired GEMMs: a pointwise run whose only inputs made by other units are the virtual
+    outputs of two GEMM nodes (each read by that run alone) that their family can run as one
+    kernel (``pair_fusable``: SwiGLU's silu(x W_gate) * (x W_up) - two matmuls sharing x) and
+    that stores one output of their shape.  The second GEMM's unit and the run join the first
+    GEMM's unit (``fused_into``); returns {first GEMM unit: ((node, node), run unit)}."""
+    paired = {}
+    for pu, (kind, pm) in enumerate(units):
+        if kind != "pw" or pu in fused_into:
+            continue
+        made = {u for j in pm for u in IOs[j][1]}
+        ext = sorted({u for j in pm for u in IOs[j][0] if u not in made and u in producer},
+                     key=lambda u: producer[u])
+        if len(ext) != 2:
+            continue
+        i1, i2 = producer[ext[0]], producer[ext[1]]
+        u1, u2 = unit_of[i1], unit_of[i2]
+        if u1 == u2 or units[u1][0] != units[u2][0] or u1 in paired or u2 in paired or \
+                u1 in fused_into or u2 in fused_into:
+            continue
+        ok = getattr(ops.FAMILY.get(units[u1][0]), "pair_fusable", None)
+        if ok is None or not ok(nodes[i1], R[i1], nodes[i2], R[i2], arch, use_mma):
+            continue
+        if not all(graph.tensors[u].virtual and {unit_of[j] for j in consumers.get(u, [])} == {pu}
+                   for u in ext):
+            continue
+        domain = dims(graph.tensors[ext[0]])
+        stored = [u for j in pm for u in IOs[j][1]
+                  if not graph.tensors[u].virtual or any(unit_of[c] != pu for c in consumers.get(u, []))]
+        if len(stored) != 1 or dims(graph.tensors[stored[0]]) != domain:
+            continue
+        if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED or
+               any(v < 0 for v in strides(graph.tensors[u])) or dims(graph.tensors[u]) != domain
+               for j in pm for u in IOs[j][1]) or \
+                any(pointwise.pw_mode_name(nodes[j]) == "GEN_INDEX" for j in pm) or \
+                any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for j in pm for u in IOs[j][0]):
+            continue
+        # the run's other inputs are graph inputs / constants, so the joined unit stays acyclic
+        # (the GEMMs' outputs reach nothing but the run); join through ucond all the same
+        if not (ucond.join(u1, pu) and ucond.join(u1, u2)):
+            continue
+        fused_into[pu] = u1
+        fused_into[u2] = u1
+        paired[u1] = ((i1, i2), pu)
+    return paired
+
+
 def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
     mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
@@ -184,6 +232,8 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     # fused unit stays acyclic (bn3 -> add(., downsample bn) -> relu)
     ucond = Condensed([sorted({unit_of[j] for i in m for u in IOs[i][1] for j in consumers.get(u, [])}
                               - {ui}) for ui, (_, m) in enumerate(units)])
+    paired = _pair_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond,
+                         fused_into, arch, use_mma)
     for ui, (kind, members) in enumerate(units):
         fam = ops.FAMILY.get(kind)
         fusable = getattr(fam, "fusable_output", None)
@@ -266,11 +316,23 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
                                       + neg_extent(t) * cg.ELEM_SIZE[dt(t)])
     prog.external = ext
     ctx = ops.EmitContext(prog, graph, loc, sms, use_mma, arch, tf32)
+    # genstats: a training batchnorm's x written by a GEMM that can sum its channels
+    for i, n in enumerate(nodes):
+        want = getattr(ops.FAMILY[n.kind], "stats_wanted", None)
+        x = want(n, R[i]) if want else None
+        p = producer.get(x)
+        sout = getattr(ops.FAMILY[nodes[p].kind], "stats_output", None) if p is not None else None
+        if sout is not None and sout(nodes[p], R[p]) == x:
+            ctx.stats_wanted.add(x)
     for k, ui in enumerate(order):
         kind, members = units[ui]
         fused = [p for p in merged[ui] if p != ui]
         tag = f"u{k}"
-        if kind == "pw":
+        if ui in paired:
+            (i1, i2), pu = paired[ui]
+            run = pointwise.Run(graph, nodes, units[pu][1], IOs, consumers, node_unit, ui)
+            ops.FAMILY[kind].emit_pair(ctx, nodes[i1], R[i1], nodes[i2], R[i2], tag, run)
+        elif kind == "pw":
             pointwise.emit(ctx, pointwise.Run(graph, nodes, members, IOs, consumers, node_unit, ui), tag)
         else:
             run = pointwise.Run(graph, nodes, units[fused[0]][1], IOs, consumers, node_unit, ui) \

@@ -125,6 +125,28 @@ typedef hdn_u16 wg_raw_t;
 #if WG_TMA_STORE && (GSPLIT > 1 || defined(WG_SCHED_GROUPED) || WG_WGRAD || (GN % 8) != 0)
 #error "WG_TMA_STORE: plain schedule without split-K, 16-byte output rows (GN % 8 == 0)"
 #endif
+#ifndef WG_PAIR
+#define WG_PAIR 0
+#endif
+#if WG_PAIR && !(B_TMA && GSPLIT == 1 && !WG_TMA_STORE && !defined(WG_SCHED_GROUPED) && !WG_WGRAD && \
+                 !WG_IM2COL && !defined(B_TAP_K) && WG_BN >= 128 && (GN % 2) == 0)
+#error "WG_PAIR: two tensor-map B operands, plain schedule, no split-K, register epilogue, WG_BN >= 128"
+#endif
+#ifndef WG_STATS
+#define WG_STATS 0
+#endif
+#if WG_STATS && (GSPLIT > 1 || defined(WG_SCHED_GROUPED) || WG_WGRAD || WG_PAIR || GBATCH != 1)
+#error "WG_STATS: plain schedule without split-K, one batch"
+#endif
+// the epilogue's output columns: the whole tile, or with WG_PAIR the first half (the paired
+// value of columns c and c + WG_BN / 2 of the tile lands in output column n0 / 2 + c)
+#if WG_PAIR
+#define WG_EPI_BN (WG_BN / 2)
+#define WG_ON (GN / 2)
+#else
+#define WG_EPI_BN WG_BN
+#define WG_ON GN
+#endif
 #ifndef WG_MN_LBO
 #define WG_MN_LBO 8192   // M/N-major descriptors: byte stride between 64-wide atoms
 #endif
@@ -369,6 +391,24 @@ __device__ __forceinline__ void wg_cons_sync(int wgc) {
 }
 #endif
 
+#if WG_STATS
+// per-column (output channel) sum and sum of squares of the stored outputs, rounded to TS as a
+// later pass would read them: the lanes of a warp that share column n (equal lane & 3) reduce,
+// then one of them adds to hdn_st[n] and hdn_st[GN + n] (double, zeroed by the plan)
+__device__ __forceinline__ float wg_st_round(float v) { return hdn_to_float(hdn_from_float<TS>(v)); }
+__device__ __forceinline__ void wg_st_add(double* __restrict__ st, int lane, int n, float s, float q) {
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    }
+    if (lane < 4 && n < GN) {
+        atomicAdd(st + n, (double)s);
+        atomicAdd(st + GN + n, (double)q);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(384, 1)
 hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #if A_TMA
@@ -376,6 +416,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
 #if B_TMA
                , const __grid_constant__ hdn_tmap tmB
+#endif
+#if WG_PAIR
+               , const __grid_constant__ hdn_tmap tmB2
 #endif
 #if WG_TMA_STORE
                , const __grid_constant__ hdn_tmap tmC
@@ -498,6 +541,18 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                         for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, kc, tc, full);
                     }
+#elif B_TMA && WG_B_MN && WG_PAIR
+                    // paired B: the tile's first WG_BN / 2 columns from tmB, the rest from tmB2,
+                    // both at column n0 / 2 (64-wide atoms)
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 128; ++j) {
+                        wg_tma3(sb + 8192 * j, &tmB, n0 / 2 + 64 * j, k0, WG_B_BATCH(b), full);
+                        wg_tma3(sb + 8192 * (j + WG_BN / 128), &tmB2, n0 / 2 + 64 * j, k0, WG_B_BATCH(b), full);
+                    }
+#elif B_TMA && WG_PAIR
+                    // paired B, K-major: WG_BN / 2 rows (boxes of that many rows) from each map
+                    wg_tma3(sb, &tmB, k0, n0 / 2, WG_B_BATCH(b), full);
+                    wg_tma3(sb + (WG_BN / 2) * 128, &tmB2, k0, n0 / 2, WG_B_BATCH(b), full);
 #elif B_TMA && WG_B_MN
 #pragma unroll
                     for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, WG_B_BATCH(b), full);
@@ -604,6 +659,21 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
             const int g = lane >> 2, t4 = lane & 3;
+#if WG_PAIR
+            // paired epilogue: column c of the tile's first half (tmB) and column c + WG_BN / 2
+            // (tmB2) are one thread's accumulators j and j + WG_BN / 16 (m64nNk16 layout: rows
+            // g, g + 8, columns 8 j + 2 t4, + 1) -> pair_v, the fused run, into the first half
+#pragma unroll
+            for (int j = 0; j < WG_BN / 16; ++j) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int pm = m0 + wgc * 64 + w4 * 16 + g + (r >= 2 ? 8 : 0);
+                    const int pn = n0 / 2 + j * 8 + t4 * 2 + (r & 1);
+                    if (pm < GM && pn < WG_ON)
+                        acc[j * 4 + r] = pair_v(HDN_EPI_ARGS, b, pm, pn, acc[j * 4 + r], acc[(j + WG_BN / 16) * 4 + r]);
+                }
+            }
+#endif
 #if WG_TMA_STORE
             // ---- epilogue: fused ops in registers -> 16-bit half tile in shared memory (64 x 64
             // boxes, 128-byte swizzle: 16-byte chunk c of row r at c ^ (r & 7)) -> TMA store
@@ -616,6 +686,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                 for (int j = 0; j < WG_BN / 8; ++j) {
                     const int n = n0 + j * 8 + t4 * 2;
+#if WG_STATS
+                    float ss0 = 0.f, sq0 = 0.f, ss1 = 0.f, sq1 = 0.f;
+#endif
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         // GN is even (16-byte output rows): n < GN covers n + 1; past the end the
@@ -626,7 +699,16 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         const unsigned pk = (unsigned)hdn_bits(hdn_from_float<TC>(v0)) |
                                             ((unsigned)hdn_bits(hdn_from_float<TC>(v1)) << 16);
                         wg_st_shared32(sc + wg_cs_off(r0 + 8 * h, j, t4), pk);
+#if WG_STATS
+                        const float r0v = wg_st_round(v0), r1v = wg_st_round(v1);
+                        ss0 += r0v; sq0 = fmaf(r0v, r0v, sq0);
+                        ss1 += r1v; sq1 = fmaf(r1v, r1v, sq1);
+#endif
                     }
+#if WG_STATS
+                    wg_st_add(hdn_st, lane, n, ss0, sq0);
+                    wg_st_add(hdn_st, lane, n + 1, ss1, sq1);
+#endif
                 }
                 wg_fence_async();                       // generic-proxy writes -> the copy engine
                 wg_cons_sync(wgc);
@@ -642,9 +724,15 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #else
             // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
             const int mrow = m0 + wgc * 64 + w4 * 16;
+            const int n0e = WG_PAIR ? n0 / 2 : n0;
 #pragma unroll
-            for (int c32 = 0; c32 < WG_BN / 32; ++c32) {
-                if (n0 + c32 * 32 >= GN) break;
+            for (int c32 = 0; c32 < WG_EPI_BN / 32; ++c32) {
+                if (n0e + c32 * 32 >= WG_ON) break;
+#if WG_STATS
+                float ss[8], sq[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) ss[j] = sq[j] = 0.f;
+#endif
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -654,11 +742,18 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int grp = lane + 32 * h, row = grp >> 2, c8 = (grp & 3) * 8;
-                    const int gm = mrow + row, gn = n0 + c32 * 32 + c8;
+                    const int gm = mrow + row, gn = n0e + c32 * 32 + c8;
                     const float4 q0 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8]);
                     const float4 q1 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8 + 4]);
                     const float v[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-                    if (gm < GM && gn < GN) {
+#if WG_STATS
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const float rv = gm < GM && gn + j < GN ? wg_st_round(v[j]) : 0.f;
+                        ss[j] += rv; sq[j] = fmaf(rv, rv, sq[j]);
+                    }
+#endif
+                    if (gm < GM && gn < WG_ON) {
 #if GSPLIT > 1
                         const int s = u % GSPLIT;
                         float* p = HDN_PART + (((long long)b * GSPLIT + s) * GM + gm) * GN + gn;
@@ -673,10 +768,14 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         store_c8(HDN_EPI_ARGS, b, gm, gn, v);
 #else
 #pragma unroll
-                        for (int j = 0; j < 8; ++j) if (gn + j < GN) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
+                        for (int j = 0; j < 8; ++j) if (gn + j < WG_ON) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
 #endif
                     }
                 }
+#if WG_STATS
+#pragma unroll
+                for (int j = 0; j < 8; ++j) wg_st_add(hdn_st, lane, n0e + c32 * 32 + (lane & 3) * 8 + j, ss[j], sq[j]);
+#endif
                 __syncwarp();
             }
 #endif
