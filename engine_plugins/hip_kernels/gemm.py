@@ -212,6 +212,34 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
 
 
 
+def emit_stats_outputs(ctx, y_uid, C, outs, tag):
+    """Per-channel reductions of a GEMM output left to its epilogue's sums (genstats): one small
+    kernel writes each ``outs`` entry (tensor, which: 0 = sum, 1 = sum of squares, count: 1, or
+    the element count per channel for AVG) from the double sums in ``ctx.stats[y_uid]``,
+    rounded to float first as the reduction kernels do."""
+    st = ctx.stats[y_uid]
+    params, body, args = [], [], [st]
+    for k, (t, which, count) in enumerate(outs):
+        cs = strides(t)[1]
+        ct = cg.CTYPE[dt(t)]
+        params.append(f"{ct}* __restrict__ o{k}")
+        args.append(ctx.loc[t.uid])
+        v = f"st[{which * C} + c]" + (f" / {float(count)!r}" if count != 1 else "")
+        body.append(f"o{k}[(long long)c * {cs}] = hdn_from_float<{ct}>((float)({v}));")
+    name = f"hdn_genstats_out_{tag}"
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) {name}(const double* __restrict__ st, {", ".join(params)}) {{
+  const int c = blockIdx.x * 256 + threadIdx.x;
+  if (c < {C}) {{
+    {chr(10).join(body)}
+  }}
+}}
+"""
+    ctx.prog.steps.append(("launch", src, name, (-(-C // 256), 1, 1), (256, 1, 1), args))
+    ctx.prog.notes.append(f"{len(outs)} per-channel reduction(s) from the GEMM epilogue's sums (genstats)")
+
+
 def emit_pair(ctx, node, spec, built, b2, u_uid, run, tag):
     """Two GEMMs that share A and read B / ``b2`` (same layout) as ONE wgmma GEMM of twice the
     width: each 128 x BN tile loads BN / 2 columns of B and the same BN / 2 columns of b2

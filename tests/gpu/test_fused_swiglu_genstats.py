@@ -27,7 +27,7 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 from gpu_testlib import (TOL, T, bn_train, conv_fwd, graph_bytes, matmul, pw, quantize,
-                         quantized_normal)
+                         quantized_normal, reduction)
 from test_fusion_topologies import dataflow_problems
 
 rng = np.random.default_rng(1107)
@@ -83,6 +83,20 @@ def mmbn_graph(M, K, N, dtype="BFLOAT16"):
     out = T(10, [M, N], dtype)
     return ([a, b, c, sc, bi, eps, mu, iv, out], [matmul(1, 2, 3), bn_train(3, 5, 6, 7, 10, 8, 9)],
             a, b, (sc, bi), (mu, iv, out))
+
+
+def convred_graph(N, C, H, K, dtype="HALF", y_virtual=False, avg=False):
+    """The cuDNN peer's genstats spelling: x -> conv 3x3 -> y; REDUCTION ADD (or AVG) of y and of
+    MUL(y, y) (FLOAT, virtual) to [1, K, 1, 1].  Returns (tensors, nodes, x, w, y, s, q)."""
+    x = T(1, [N, C, H, H], dtype, strides=nhwc([N, C, H, H]))
+    w = T(2, [K, C, 3, 3], dtype, strides=nhwc([K, C, 3, 3]))
+    y = T(3, [N, K, H, H], dtype, strides=nhwc([N, K, H, H]), virtual=y_virtual)
+    s, q = T(4, [1, K, 1, 1]), T(6, [1, K, 1, 1])
+    y2 = T(5, [N, K, H, H], "FLOAT", strides=nhwc([N, K, H, H]), virtual=True)
+    mode = "AVG" if avg else "ADD"
+    nodes = [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]), reduction(mode, 3, 4), pw("MUL", 3, 5, 3),
+             reduction(mode, 5, 6)]
+    return [x, w, y, s, y2, q], nodes, x, w, y, s, q
 
 
 def bn_ref(yq, axes, scv, biv, dtype):
@@ -183,6 +197,32 @@ def test_genstats_conv_with_relu_between_keeps_the_pass():
     assert "hdn_bn_stats" in names, names
 
 
+@pytest.mark.parametrize("y_virtual", [False, True])
+def test_genstats_reductions_from_the_epilogue(y_virtual):
+    """conv -> y; sum(y), sum(y * y) per channel (the cuDNN peer's spelling): the GEMM keeps the
+    sums, one small kernel writes both outputs - no square kernel, no reduction kernels."""
+    ts, nodes, *_ = convred_graph(2, 8, 6, 16, y_virtual=y_virtual)
+    p = _prog(ts, nodes, arch="sm_90a")
+    names = [s[2] for s in _launches(p)]
+    assert names == ["hdn_gemm_wgmma", "hdn_genstats_out_u0"], names
+    assert any("2 per-channel reduction(s)" in n for n in p.notes), p.notes
+    gemm, fin = _launches(p)
+    assert gemm[5][-1] == fin[5][0] and ("t", 4) in fin[5] and ("t", 6) in fin[5]
+    assert (p.ws_size > 0) == y_virtual                  # a virtual y is still written (workspace)
+    # other targets: the conv, the square and two reductions as before
+    names = [s[2] for s in _launches(_prog(ts, nodes, arch=None))]
+    assert len(names) == 4 and not any("genstats" in n for n in names), names
+
+
+def test_genstats_reductions_not_per_channel_stay():
+    """A reduction to [1, 1, 1, 1] (not per channel) and a HALF square keep their kernels."""
+    ts, nodes, x, w, y, s, q = convred_graph(2, 8, 6, 16)
+    s.dims, s.strides = [1, 1, 1, 1], [1, 1, 1, 1]
+    ts[4].dtype = "HALF"                                 # the square rounded to half
+    names = [st[2] for st in _launches(_prog(ts, nodes, arch="sm_90a"))]
+    assert not any(n.startswith("hdn_genstats_out") for n in names) and "hdn_pw_u1" in names, names
+
+
 # ---------------------------------------------------------------- CI: host emulation
 def _run_host(prog, inputs, outputs):
     """The program on the host (host_emu.py): the wgmma GEMM steps through their generated
@@ -268,6 +308,23 @@ def test_genstats_host_emulation(case, monkeypatch):
     from gpu_testlib import relerr
     assert relerr(res[8], m) < 1e-5 and relerr(res[9], ivv) < 1e-4
     assert relerr(res[10], o) < TOL[dtype]
+
+
+@pytest.mark.parametrize("avg", [False, True])
+def test_genstats_reductions_host_emulation(avg, monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_IM2COL", "0")     # the prelude's real k
+    ts, nodes, x, w, y, s, q = convred_graph(2, 16, 5, 24, avg=avg)
+    prog = _prog(ts, nodes, arch="sm_90a")
+    assert "hdn_genstats_out_u0" in [st[2] for st in _launches(prog)]
+    xv = quantize(rnd(x.dims, "FLOAT") + 0.5, "HALF")
+    wv = rnd(w.dims, "HALF", 0.1)
+    res = _run_host(prog, {x: xv, w: wv}, [y, s, q])
+    yq = quantize(_conv_ref(xv, wv, 1), "HALF")
+    red = np.mean if avg else np.sum
+    from gpu_testlib import relerr
+    assert relerr(res[3], yq) < TOL["HALF"]
+    assert relerr(res[4], red(res[3], axis=(0, 2, 3), keepdims=True)) < 1e-6
+    assert relerr(res[6], red(res[3] ** 2, axis=(0, 2, 3), keepdims=True)) < 1e-6
 
 
 # ---------------------------------------------------------------- CI: NVRTC sm_90a, no spills
@@ -372,6 +429,26 @@ def test_genstats_conv_bn_gpu(R, case, dtype, monkeypatch):
     _check(res[8], m, dtype, "mean")
     _check(res[9], ivv, dtype, "inv_variance")
     _check(res[10], o, dtype, f"batchnorm out {CONVBN[case]} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["HALF", "BFLOAT16"])
+@pytest.mark.parametrize("y_virtual", [False, True])
+def test_genstats_reductions_gpu(R, dtype, y_virtual):
+    """The cuDNN peer's genstats spelling (sum(y), sum(y * y) per channel) from the epilogue."""
+    N, C, H, K = 3, 16, 7, 24
+    ts, nodes, x, w, y, s, q = convred_graph(N, C, H, K, dtype, y_virtual)
+    g = graph_bytes(ts, nodes)
+    assert any("per-channel reduction(s)" in n for n in _notes(g))
+    xv = quantize(rnd(x.dims, "FLOAT") + 0.5, dtype)
+    wv = rnd(w.dims, dtype, (9 * C) ** -0.5)
+    outs = [s, q] if y_virtual else [y, s, q]
+    res = R.run(g, {x: xv, w: wv}, outs)
+    yq = quantize(_conv_ref(xv, wv, 1), dtype)
+    if not y_virtual:
+        _check(res[3], yq, dtype, "y")
+    _check(res[4], yq.sum(axis=(0, 2, 3), keepdims=True), dtype, "sum")
+    _check(res[6], (yq ** 2).sum(axis=(0, 2, 3), keepdims=True), dtype, "sum of squares")
 
 
 @pytest.mark.gpu

@@ -144,6 +144,14 @@ def stats_output(node, r):
     return fusable_output(node, r)
 
 
+def stats_sure(node, r, arch, use_mma):
+    """Whether the epilogue is certain to accumulate y's per-channel sums (so a graph's
+    reductions of y can be left to it): one group, 16-bit operands on the wgmma core."""
+    return node.kind == FWD and groups(node, r) == 1 and dt(r["x"]) in ("HALF", "BFLOAT16") and \
+        dt(r["w"]) == dt(r["x"]) and choose_core(dt(r["x"]), dt(r["w"]), arch, use_mma) == "wgmma" \
+        and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
+
+
 def _emit_int8(ctx, node, r, tag):
     """INT8 data: an implicit GEMM (the direction's generic gathers - :func:`_spec_conv_fwd`,
     :func:`_spec_conv_bwd_data`, :func:`_spec_conv_bwd_filter` - operands read in place, one

@@ -75,6 +75,14 @@ def stats_output(node, r):
     return None if is_int8(r) or is_double(r) or len(dims(r["c"])) != 2 else r["c"].uid
 
 
+def stats_sure(node, r, arch, use_mma):
+    """Whether the epilogue is certain to accumulate c's per-column sums: a 2-D 16-bit matmul
+    on the wgmma core."""
+    return stats_output(node, r) is not None and dt(r["a"]) in ("HALF", "BFLOAT16") and \
+        dt(r["b"]) == dt(r["a"]) and choose_core(dt(r["a"]), dt(r["b"]), arch, use_mma) == "wgmma" \
+        and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
+
+
 def pair_fusable(n1, r1, n2, r2, arch, use_mma):
     """Whether two matmul nodes whose outputs only one pointwise run reads (SwiGLU:
     silu(x W_gate) * (x W_up)) can run as one paired GEMM (gemm.emit_pair): a Hopper target,
