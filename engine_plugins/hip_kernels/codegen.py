@@ -372,6 +372,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             tstore = gc.tma_store_config(spec.M, spec.N, GK, spec.batch, sms, es, gather, bn, S, bool(i2c))
         if tstore:
             (bn, stages), S, per = tstore, 1, GK
+        if spec.stats:          # room for the per-warpgroup column sums
+            stages = min(stages, gc._stages(bn, bool(tstore), True))
     elif core == "simt":
         from . import gemm_core as gc
         wgrad = i2c = None
@@ -447,7 +449,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages, bool(tstore)), "arch": "sm_90a",
+        opts = {"shmem": gc.smem_bytes(bn, stages, bool(tstore), bool(spec.stats)), "arch": "sm_90a",
                 "tile": (gc.WG_BM, bn, gc.bk(es)), "stages": stages}
         if tstore:
             opts["tstore"] = True

@@ -353,10 +353,15 @@ def test_new_sources_compile_sm90a_without_spills(monkeypatch):
     monkeypatch.setenv("HIPDNN_CABI_HIP_TILE", "")
     for tstore in ("0", "1"):
         monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", tstore)
-        ts, nodes, *_ = convbn_graph(2, 64, 9, 64, "HALF")
-        s = [x for x in _launches(_prog(ts, nodes, arch="sm_90a")) if x[2] == "hdn_gemm_wgmma"][0]
-        assert ("#define WG_TMA_STORE 1" in s[1]) == (tstore == "1")
-        _compile_clean(c, s[1], f"stats_{tstore}")
+        # ResNet-50 conv2 3 x 3 (the bench row), the 1 x 1 expand (64 -> 256), a 2-D matmul
+        for k, (ts, nodes) in enumerate([convbn_graph(32, 64, 56, 64, "HALF")[:2],
+                                         convbn_graph(32, 64, 56, 256, "BFLOAT16", ksize=1)[:2],
+                                         mmbn_graph(8192, 1024, 1024)[:2]]):
+            s = [x for x in _launches(_prog(ts, nodes, arch="sm_90a")) if x[2] == "hdn_gemm_wgmma"][0]
+            assert "#define WG_STATS 1" in s[1]
+            if k == 0:
+                assert ("#define WG_TMA_STORE 1" in s[1]) == (tstore == "1")
+            _compile_clean(c, s[1], f"stats_{tstore}_{k}")
 
 
 # ---------------------------------------------------------------- GPU

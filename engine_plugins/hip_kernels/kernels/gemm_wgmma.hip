@@ -187,8 +187,10 @@ typedef hdn_u16 wg_raw_t;
 #define WG_PROD_REGS 40
 #define WG_CONS_REGS 232
 #endif
+// WG_STATS: per consumer warpgroup float sums[WG_BN], squares[WG_BN] after the mbarriers
+#define WG_STATS_BYTES (WG_STATS ? 2 * 2 * WG_BN * 4 : 0)
 // dynamic shared memory the launch asks for (alignment slack included)
-#define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES + 1024)
+#define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES + WG_STATS_BYTES + 1024)
 
 #if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wg_unit(int u, int& b, int& m0, int& n0, int& kb, int& ke) {
@@ -385,6 +387,8 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 __device__ __forceinline__ unsigned wg_cs_off(int r, int j, int t4) {
     return (unsigned)((j >> 3) * 8192 + r * 128 + (((j & 7) ^ (r & 7)) << 4) + t4 * 4);
 }
+#endif
+#if WG_TMA_STORE || WG_STATS
 // one consumer warpgroup's 128 threads (named barrier 1 + wgc; id 0 is __syncthreads)
 __device__ __forceinline__ void wg_cons_sync(int wgc) {
     if (wgc == 0) wg_named_sync<1, 128>(); else wg_named_sync<2, 128>();
@@ -393,19 +397,35 @@ __device__ __forceinline__ void wg_cons_sync(int wgc) {
 
 #if WG_STATS
 // per-column (output channel) sum and sum of squares of the stored outputs, rounded to TS as a
-// later pass would read them: the lanes of a warp that share column n (equal lane & 3) reduce,
-// then one of them adds to hdn_st[n] and hdn_st[GN + n] (double, zeroed by the plan)
+// later pass would read them: the lanes of a warp that share a column (equal lane & 3) reduce
+// by shuffles, one of them adds to the consumer warpgroup's shared sums sst[nl], sst[WG_BN + nl]
+// (nl: the column in the tile); wg_st_flush adds those to hdn_st[n], hdn_st[GN + n] (double,
+// zeroed by the plan) once per run of units with the same n0 and at the end - a few global
+// atomics per column per CTA
 __device__ __forceinline__ float wg_st_round(float v) { return hdn_to_float(hdn_from_float<TS>(v)); }
-__device__ __forceinline__ void wg_st_add(double* __restrict__ st, int lane, int n, float s, float q) {
+__device__ __forceinline__ void wg_st_add(float* sst, int lane, int nl, float s, float q) {
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) {
         s += __shfl_xor_sync(0xffffffffu, s, o);
         q += __shfl_xor_sync(0xffffffffu, q, o);
     }
-    if (lane < 4 && n < GN) {
-        atomicAdd(st + n, (double)s);
-        atomicAdd(st + GN + n, (double)q);
+    if (lane < 4) {
+        atomicAdd(sst + nl, s);
+        atomicAdd(sst + WG_BN + nl, q);
     }
+}
+// the warpgroup's shared sums of the tile columns from n0 -> hdn_st, then zeroed
+__device__ __forceinline__ void wg_st_flush(double* __restrict__ st, float* sst, int n0, int tw, int wgc) {
+    wg_cons_sync(wgc);
+    for (int i = tw; i < WG_BN; i += 128) {
+        if (n0 + i < GN) {
+            atomicAdd(st + n0 + i, (double)sst[i]);
+            atomicAdd(st + GN + n0 + i, (double)sst[WG_BN + i]);
+        }
+        sst[i] = 0.f;
+        sst[WG_BN + i] = 0.f;
+    }
+    wg_cons_sync(wgc);
 }
 #endif
 
@@ -605,10 +625,23 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         float acc[WG_BN / 2];
         int it = 0;
         const int nunits = WG_NUNITS;
+#if WG_STATS
+        float* sst = reinterpret_cast<float*>(gbase + WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES) +
+                     wgc * 2 * WG_BN;
+        for (int i = tw; i < 2 * WG_BN; i += 128) sst[i] = 0.f;
+        wg_cons_sync(wgc);
+        int st_n0 = -1;         // the tile columns the shared sums hold (-1: none yet)
+#endif
 #pragma unroll 1
         for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             WG_UNIT(u, b, m0, n0, kb, ke);
+#if WG_STATS
+            if (n0 != st_n0) {
+                if (st_n0 >= 0) wg_st_flush(hdn_st, sst, st_n0, tw, wgc);
+                st_n0 = n0;
+            }
+#endif
 #if defined(WG_SCHED_GROUPED)
             // grouped schedule: an empty group's unit has no k tile (zeros out)
             const int nk = (ke - kb + WG_BK - 1) / WG_BK;
@@ -706,8 +739,8 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
                     }
 #if WG_STATS
-                    wg_st_add(hdn_st, lane, n, ss0, sq0);
-                    wg_st_add(hdn_st, lane, n + 1, ss1, sq1);
+                    wg_st_add(sst, lane, n - n0, ss0, sq0);
+                    wg_st_add(sst, lane, n - n0 + 1, ss1, sq1);
 #endif
                 }
                 wg_fence_async();                       // generic-proxy writes -> the copy engine
@@ -774,7 +807,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 }
 #if WG_STATS
 #pragma unroll
-                for (int j = 0; j < 8; ++j) wg_st_add(hdn_st, lane, n0e + c32 * 32 + (lane & 3) * 8 + j, ss[j], sq[j]);
+                for (int j = 0; j < 8; ++j) wg_st_add(sst, lane, c32 * 32 + (lane & 3) * 8 + j, ss[j], sq[j]);
 #endif
                 __syncwarp();
             }
@@ -782,6 +815,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         }
 #if WG_TMA_STORE
         if (tw == 0) wg_bulk_wait0();                   // every store written before the CTA ends
+#endif
+#if WG_STATS
+        if (st_n0 >= 0) wg_st_flush(hdn_st, sst, st_n0, tw, wgc);
 #endif
     }
 }
