@@ -133,6 +133,26 @@ def test_swiglu_one_paired_kernel(kmajor, dtype):
     assert "#define WG_PAIR 1" in src and "#define GN 192" in src and "pair_v(" in src
 
 
+def test_swiglu_frontend_spelling_is_paired():
+    """The graph as the frontend spells it (docs/gpu.md): two matmuls on views of the packed
+    weight, swish, mul - one paired kernel for an sm_90 target."""
+    from hipdnn_cabi import frontend as hf
+    bf16, f32 = hf.DataType.HIPDNN_DATA_BFLOAT16, hf.DataType.HIPDNN_DATA_FLOAT
+    M, K, F = 64, 128, 256
+    g = hf.Graph(io_data_type=bf16, intermediate_data_type=f32, compute_data_type=f32)
+    x = g.tensor(name="x", dim=[M, K], stride=[K, 1], data_type=bf16)
+    wg = g.tensor(name="w_gate", dim=[K, F], stride=[2 * F, 1], data_type=bf16)
+    wu = g.tensor(name="w_up", dim=[K, F], stride=[2 * F, 1], data_type=bf16)
+    z = g.mul(g.swish(g.matmul(x, wg), 1.0), g.matmul(x, wu))
+    z.set_output(True).set_data_type(bf16)
+    try:
+        p = build_program(parse_graph(g.serialize()), arch="sm_90")
+    finally:
+        g.close()
+    assert [s[2] for s in _launches(p)] == ["hdn_gemm_wgmma"], p.notes
+    assert any("paired GEMM" in n for n in p.notes)
+
+
 def test_swiglu_fallbacks_stay_three_kernels(monkeypatch):
     """Other targets, the knob off, a B the copy engine cannot load (odd row stride), a batched
     matmul: the two GEMMs and the elementwise run as before."""
