@@ -295,6 +295,8 @@ def test_swiglu_host_emulation(kmajor, F):
     M, K, dtype = 19, 24, "BFLOAT16"
     ts, nodes, x, wg, wu, z = swiglu_graph(M, K, F, dtype, kmajor)
     prog = _prog(ts, nodes, arch="sm_90a")
+    # N-major rows of F = 100 elements are not 16-byte multiples: unfused there
+    assert any("paired GEMM" in n for n in prog.notes) == (kmajor or F % 8 == 0)
     xv, wgv, wuv = rnd(x.dims, dtype), rnd(wg.dims, dtype, K ** -0.5), rnd(wu.dims, dtype, K ** -0.5)
     out = _run_host(prog, {x: xv, wg: wgv, wu: wuv}, [z])[7]
     from gpu_testlib import relerr
@@ -402,7 +404,7 @@ def _check(out, ref, dtype, what):
 SWIGLU = [  # M, K, F, tile
     (37, 64, 96, ""),           # odd M (one partial tile), F: one tile and a half
     (129, 40, 200, ""),         # K tail (40), F % 64 != 0, two row tiles
-    (67, 128, 100, ""),         # F % 8 != 0: the element-store epilogue
+    (67, 128, 100, ""),         # F % 8 != 0: the element-store epilogue (K-major B; N-major: unfused)
     (200, 64, 300, "128x256"),  # 256-wide tiles (128 + 128 columns per pair)
 ]
 
@@ -418,7 +420,8 @@ def test_swiglu_gpu(R, case, dtype, kmajor, monkeypatch):
     monkeypatch.setenv("HIPDNN_CABI_HIP_TILE", tile)
     ts, nodes, x, wg, wu, z = swiglu_graph(M, K, F, dtype, kmajor)
     g = graph_bytes(ts, nodes)
-    assert any("paired GEMM" in n for n in _notes(g))
+    # N-major B with F % 8 != 0: rows the copy engine cannot load - the unfused plan (checked too)
+    assert any("paired GEMM" in n for n in _notes(g)) == (kmajor or F % 8 == 0)
     xv, wgv, wuv = rnd(x.dims, dtype), rnd(wg.dims, dtype, K ** -0.5), rnd(wu.dims, dtype, K ** -0.5)
     out = R.run(g, {x: xv, wg: wgv, wu: wuv}, [z])[7]
     _check(out, swiglu_ref(xv, wgv, wuv, dtype), dtype, f"swiglu {SWIGLU[case]} {dtype} kmajor={kmajor}")
@@ -433,6 +436,8 @@ CONVBN = [  # N, C, H, K, ksize, TMA store knob
     (2, 64, 9, 64, 1, "1"),     # 1 x 1, TMA-store epilogue
     (2, 64, 9, 64, 1, "0"),     # the same on the register epilogue
     (1, 32, 11, 136, 3, "0"),   # odd M = 121, N = 136 (a partial 64-column block)
+    (32, 64, 28, 64, 1, ""),    # 196 tiles > the SMs: CTAs sum several units before flushing
+    (32, 64, 28, 64, 1, "0"),
 ]
 
 
@@ -478,8 +483,11 @@ def test_genstats_reductions_gpu(R, dtype, y_virtual):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["HALF", "BFLOAT16"])
-def test_genstats_matmul_bn_gpu(R, dtype):
-    M, K, N = 301, 64, 72
+@pytest.mark.parametrize("shape", [(301, 64, 72), (19201, 64, 136)])
+def test_genstats_matmul_bn_gpu(R, dtype, shape):
+    """2-D matmul -> batchnorm over the columns; the second shape has 151 x 3 tiles: CTAs walk
+    units of different columns (a flush per change)."""
+    M, K, N = shape
     ts, nodes, a, b, (sc, bi), (mu, iv, out) = mmbn_graph(M, K, N, dtype)
     g = graph_bytes(ts, nodes)
     assert any("no statistics pass" in n for n in _notes(g))
