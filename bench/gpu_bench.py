@@ -1090,7 +1090,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
     ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,overhead,"
-                                     "frontend,norms,normpw,pool,mxq,moe,cudnnpeer,models")
+                                     "frontend,norms,normpw,pool,mxq,moe,swiglu,convstats,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:

@@ -235,8 +235,114 @@ def bench_norm_pw(torch, E, res):
     print(f"ln+pw: ours {ours[0]:.3f} ms torch {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
 
 
+def _with_env(k, v, fn):
+    import os
+    old = os.environ.get(k)
+    os.environ[k] = v
+    try:
+        return fn()
+    finally:
+        if old is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = old
+
+
+def bench_swiglu(torch, E, res):
+    """Gate|up projection + SwiGLU, bf16, M 4096, K 4096, F 11008: x @ W_gate and x @ W_up (the
+    two halves of one packed [K, 2F] weight, bound at w and w + F) -> swish(g) * u, one paired
+    GEMM kernel (gemm.emit_pair), vs PyTorch's matmul then F.silu(g) * u; also our unfused plan
+    (HIPDNN_CABI_HIP_PAIR_GEMM=0: two GEMMs + the elementwise kernel)."""
+    import torch.nn.functional as F
+    from gpu_testlib import T, graph_bytes, matmul, pw
+    M, K, Fd = 4096, 4096, 11008
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(K, 2 * Fd, device="cuda") * K ** -0.5).to(torch.bfloat16)
+    z = torch.empty(M, Fd, device="cuda", dtype=torch.bfloat16)
+    ts = [T(1, [M, K], "BFLOAT16"), T(2, [K, Fd], "BFLOAT16", strides=[2 * Fd, 1]),
+          T(3, [K, Fd], "BFLOAT16", strides=[2 * Fd, 1])] + \
+        [T(u, [M, Fd], "FLOAT", virtual=True) for u in (4, 5, 6)] + [T(7, [M, Fd], "BFLOAT16")]
+    g = graph_bytes(ts, [matmul(1, 2, 4), matmul(1, 3, 5), pw("SWISH_FWD", 4, 6, swish_beta=1.0),
+                         pw("MUL", 6, 7, 5)])
+    bufs = {1: x, 2: w[:, :Fd], 3: w[:, Fd:], 7: z}
+    run, bs = E.prepare(g, bufs)
+    ours = median_ms(torch, run)
+    yf = x.float() @ w.float()
+    ref = F.silu(yf[:, :Fd]) * yf[:, Fd:]
+    err = float((z.float() - ref).norm() / ref.norm())
+    run2, _ = _with_env("HIPDNN_CABI_HIP_PAIR_GEMM", "0", lambda: E.prepare(g, bufs))
+    unfused = median_ms(torch, run2)
+
+    def theirs_fn():
+        y = x @ w
+        return F.silu(y[:, :Fd]) * y[:, Fd:]
+    theirs = median_ms(torch, theirs_fn)
+    gemm_only = median_ms(torch, lambda: x @ w)
+    fl = 2 * M * K * 2 * Fd
+    res["swiglu_gate_up_bf16_4096x4096x11008"] = {
+        "ours_ms": ours[0], "ours_unfused_ms": unfused[0], "torch_ms": theirs[0],
+        "torch_gemm_only_ms": gemm_only[0], "ours_tflops": fl / ours[0] / 1e9,
+        "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
+        "speedup_vs_unfused": unfused[0] / ours[0], "rel_err": err, "plan_build_s": bs, "target": None,
+        "note": "ours: one paired GEMM writing only z [M, F]; torch: x @ w [M, 2F] then silu(g) * u"}
+    print(f"SwiGLU gate|up bf16 4096x4096x(2x11008): ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s), "
+          f"unfused {unfused[0]:.3f} ms, torch {theirs[0]:.3f} ms (GEMM alone {gemm_only[0]:.3f}) -> "
+          f"{theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+
+
+def bench_conv_genstats(torch, E, res):
+    """ResNet-50 conv2 3x3 (fp16 NHWC, batch 32, 64 -> 64 channels, 56^2) + per-channel batch
+    statistics: conv -> y -> training batchnorm (the conv epilogue sums each channel - genstats
+    - so the batchnorm runs finalize + apply only), vs PyTorch's conv then batch_norm (training:
+    statistics + normalisation; conv + var_mean alone recorded too); also our plan with HIPDNN_CABI_HIP_GENSTATS=0 (the batchnorm's
+    own statistics pass)."""
+    import torch.nn.functional as F
+    from gpu_testlib import T, bn_train, conv_fwd, graph_bytes
+    N, C, H, K = 32, 64, 56, 64
+    cl = torch.channels_last
+    x = torch.randn(N, C, H, H, device="cuda", dtype=torch.half).to(memory_format=cl)
+    w = (torch.randn(K, C, 3, 3, device="cuda") * (9 * C) ** -0.5).half().to(memory_format=cl)
+    out = torch.empty(N, K, H, H, device="cuda", dtype=torch.half).to(memory_format=cl)
+    sc, bi = torch.rand(K, device="cuda") + 0.5, torch.randn(K, device="cuda")
+    mu, iv = torch.empty(K, device="cuda"), torch.empty(K, device="cuda")
+    cd = [1, K, 1, 1]
+    ys = tstrides(out)
+    g = graph_bytes([T(1, list(x.shape), "HALF", strides=tstrides(x)),
+                     T(2, list(w.shape), "HALF", strides=tstrides(w)),
+                     T(3, list(out.shape), "HALF", strides=ys, virtual=True),
+                     T(5, cd), T(6, cd), T(7, [1, 1, 1, 1], value=1e-5), T(8, cd), T(9, cd),
+                     T(10, list(out.shape), "HALF", strides=ys)],
+                    [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]), bn_train(3, 5, 6, 7, 10, 8, 9)])
+    bufs = {1: x, 2: w, 5: sc, 6: bi, 8: mu, 9: iv, 10: out}
+    run, bs = E.prepare(g, bufs)
+    ours = median_ms(torch, run)
+    yr = F.conv2d(x.float(), w.float(), padding=1).half().float()
+    ref = F.batch_norm(yr, None, None, sc, bi, training=True, eps=1e-5)
+    err = float((out.float() - ref).norm() / ref.norm())
+    merr = float((mu - yr.mean(dim=(0, 2, 3))).norm() / yr.mean(dim=(0, 2, 3)).norm())
+    run2, _ = _with_env("HIPDNN_CABI_HIP_GENSTATS", "0", lambda: E.prepare(g, bufs))
+    unfused = median_ms(torch, run2)
+
+    theirs = median_ms(torch, lambda: F.batch_norm(F.conv2d(x, w, padding=1), None, None, sc, bi,
+                                                    training=True, eps=1e-5))
+    stats_only = median_ms(torch, lambda: torch.var_mean(F.conv2d(x, w, padding=1), dim=(0, 2, 3),
+                                                         correction=0))
+    conv_only = median_ms(torch, lambda: F.conv2d(x, w, padding=1))
+    res["conv3x3_genstats_bn_fp16_nhwc_b32_64x56"] = {
+        "ours_ms": ours[0], "ours_unfused_ms": unfused[0], "torch_ms": theirs[0],
+        "torch_conv_only_ms": conv_only[0], "torch_conv_var_mean_ms": stats_only[0],
+        "ratio": theirs[0] / ours[0],
+        "speedup_vs_unfused": unfused[0] / ours[0], "rel_err": err, "mean_rel_err": merr,
+        "plan_build_s": bs, "target": None,
+        "note": "ours: conv with per-channel sums in its epilogue + finalize + apply; torch: conv, "
+                "batch_norm (training)"}
+    print(f"conv 3x3 + genstats + BN fp16: ours {ours[0]:.3f} ms, unfused {unfused[0]:.3f} ms, torch "
+          f"{theirs[0]:.3f} ms (conv alone {conv_only[0]:.3f}) -> {theirs[0] / ours[0]:.2f}x "
+          f"err {err:.1e} mean err {merr:.1e}", flush=True)
+
+
 STEPS = [("norms", bench_norms), ("normpw", bench_norm_pw), ("pool", bench_pool), ("mxq", bench_mxq),
-         ("moe", bench_moe)]
+         ("moe", bench_moe), ("swiglu", bench_swiglu), ("convstats", bench_conv_genstats)]
 
 
 if __name__ == "__main__":

@@ -299,6 +299,14 @@ class GemmSpec:
         # the direct core (kernels/gemm_direct.hip, one thread per output) instead of a tiled
         # one: None, or {"cl": consecutive threads walk n, then b (channels-last outputs)}
         self.direct = None
+        # wgmma core only: the paired GEMM (gemm.emit_pair): N is twice the output width, the
+        # tile's two halves read B from two tensor maps ("B", "B2") and the epilogue combines
+        # columns c and c + N / 2 with pair_v; {"value": C body of pair_v (vg, vu at b, m, n ->
+        # the output value)} or None
+        self.pair = None
+        # wgmma core only: the data type of the output whose per-column sum and sum of squares
+        # the epilogue accumulates (genstats: a double argument hdn_st[2 N]) or None
+        self.stats = None
 
 
 TILE = 128
@@ -355,13 +363,17 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             return gc.GATHER_CHUNK if mode in (1, 2) else gc.GATHER_ELEM
         gather = (gcost("A", spec.a_mode, rows_a), gcost("B", spec.b_mode, False))
         bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
-        if spec.grouped:
-            S, per = 1, spec.K
+        if spec.grouped or spec.pair or spec.stats:
+            S, per = 1, GK          # the epilogues that combine or sum run on whole k
+        if spec.pair and bn < 128:
+            bn, stages = 128, gc._stages(128)     # halves of >= 64 columns (one atom each)
         tstore = None
-        if _c_tma_ok(spec) and not spec.grouped and not wgrad:
+        if _c_tma_ok(spec) and not spec.grouped and not wgrad and not spec.pair:
             tstore = gc.tma_store_config(spec.M, spec.N, GK, spec.batch, sms, es, gather, bn, S, bool(i2c))
         if tstore:
             (bn, stages), S, per = tstore, 1, GK
+        if spec.stats:          # room for the per-warpgroup column sums
+            stages = min(stages, gc._stages(bn, bool(tstore), True))
     elif core == "simt":
         from . import gemm_core as gc
         wgrad = i2c = None
@@ -406,6 +418,12 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     opts, tmaps = {}, {}
     if core == "wgmma":
         L += _wgmma_defs(spec, bn, stages, tmaps, wgrad, i2c)
+        if spec.pair:
+            L += ["#define WG_PAIR 1",
+                  "__device__ __forceinline__ float pair_v(HDN_EPI_PARAMS, int b, int m, int n, float vg, float vu) {",
+                  spec.pair["value"], "}"]
+        if spec.stats:
+            L += ["#define WG_STATS 1", f"typedef {CTYPE[spec.stats]} TS;"]
         if tstore:
             c = spec.c_tma
             L += ["#define WG_TMA_STORE 1", f"typedef {CTYPE[c['dtype']]} TC;",
@@ -431,7 +449,7 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
         units = -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch * S
         grid = (max(1, min(units, sms)), 1, 1)
         block = (384, 1, 1)
-        opts = {"shmem": gc.smem_bytes(bn, stages, bool(tstore)), "arch": "sm_90a",
+        opts = {"shmem": gc.smem_bytes(bn, stages, bool(tstore), bool(spec.stats)), "arch": "sm_90a",
                 "tile": (gc.WG_BM, bn, gc.bk(es)), "stages": stages}
         if tstore:
             opts["tstore"] = True
@@ -498,6 +516,8 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
     for op, mode, dense, dt, rows in (("A", spec.a_mode, spec.a_dense, spec.ta, gc.WG_BM),
                                       ("B", spec.b_mode, spec.b_dense, spec.tb, bn)):
         mn_extent = spec.M if op == "A" else spec.N
+        if op == "B" and spec.pair:      # two maps of N / 2 columns, half-tile boxes
+            mn_extent, rows = spec.N // 2, bn // 2
         if op == "B" and btap:
             tmaps["B"] = btap["tmap"]
             L += ["#define B_TMA 1", f"#define B_TAP_K {btap['K']}",
@@ -522,6 +542,8 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
             nb = batch if spec.grouped else spec.batch
             strides.append(sb * es if nb > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
+            if op == "B" and spec.pair:
+                tmaps["B2"] = tmaps["B"]          # the same layout over the second operand
         L.append(f"#define {op}_TMA {int(use)}")
     return L
 

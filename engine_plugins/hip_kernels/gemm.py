@@ -96,11 +96,34 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
     return "\n".join(body)
 
 
-def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
+def _epi_inputs(ins, loc, domain):
+    """(params, args, C lines) reading a fused run's inputs ``ins`` (ops.pointwise.run_body) at
+    the output coordinates c<d>."""
+    params, args, lines = [], [], []
+    for u, s in ins.items():
+        if s[0] == "const":
+            lines.append(f"const float x{u} = {cg.flit(s[1])};")
+        elif s[0] == "scalar":
+            params.append(f"const float p{u}")
+            args.append(loc[u])
+            lines.append(f"const float x{u} = p{u};")
+        else:
+            params.append(f"const {cg.CTYPE[s[2]]}* __restrict__ p{u}")
+            args.append(loc[u])
+            st = [v if domain[d] != 1 else 0 for d, v in enumerate(s[1])]
+            lines.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+    return params, args, lines
+
+
+def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
     """Append the GEMM of ``spec`` to ``ctx.prog``.  ``built``: (output tensor, C lines decoding
     the output coordinates c<d> from (b, m, n), the output's domain, its n dim, whether 8
     consecutive n are one contiguous run, the A and B tensors); ``fused``: a pointwise run
-    seeded with the GEMM value (ops.pointwise.Run); ``c_layout``: see :func:`_c_tma`."""
+    seeded with the GEMM value (ops.pointwise.Run); ``c_layout``: see :func:`_c_tma`.
+    ``stats`` (no fused run; n is the output's channel): the wgmma core also accumulates the
+    per-channel sum and sum of squares of the stored output into a zeroed double buffer of the
+    plan's scratch (genstats), recorded in ``ctx.stats[out uid]`` for the batchnorm that reads
+    it; other cores leave that to the batchnorm's own statistics pass."""
     prog, loc, sms, arch, use_mma, tf32 = ctx.prog, ctx.loc, ctx.sms, ctx.arch, ctx.use_mma, ctx.tf32
     out, coord, domain, n_dim, run_ok, first = built
     # epilogue: the fused pointwise run (or a plain store)
@@ -109,18 +132,7 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
     ins_lines = []
     if fused:
         ins, stmts, pouts = fused.body(domain, seed=out.uid)
-        for u, s in ins.items():
-            if s[0] == "const":
-                ins_lines.append(f"const float x{u} = {cg.flit(s[1])};")
-            elif s[0] == "scalar":
-                params.append(f"const float p{u}")
-                args.append(loc[u])
-                ins_lines.append(f"const float x{u} = p{u};")
-            else:
-                params.append(f"const {cg.CTYPE[s[2]]}* __restrict__ p{u}")
-                args.append(loc[u])
-                st = [v if domain[d] != 1 else 0 for d, v in enumerate(s[1])]
-                ins_lines.append(f"const float x{u} = hdn_to_float(p{u}[{cg.offset_expr(st)}]);")
+        params, args, ins_lines = _epi_inputs(ins, loc, domain)
         outs = [(u, s, d, f"v{u}") for u, s, d in pouts]
         prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
     else:
@@ -157,7 +169,18 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
             spec.b_mode = 0
     if core == "wgmma" and arch is None:
         core = "mma"
+    st_loc = None
+    if stats and not fused and core == "wgmma" and spec.batch == 1 and not spec.grouped \
+            and not spec.wgrad and knob("GENSTATS", "1") not in ("0", "off"):
+        st_loc = prog.small_alloc(16 * spec.N)      # double sum[N], sum of squares[N]
+        prog.steps.append(("memset", st_loc, 16 * spec.N))
+        spec.stats = dt(out)
+        spec.epi_params = spec.epi_params + ["double* __restrict__ hdn_st"]
+        args = args + [st_loc]
     g = cg.gemm_source(spec, core != "simt", sms, core)
+    if st_loc is not None:
+        ctx.stats[out.uid] = st_loc
+        prog.notes.append(f"{node.kind}: per-channel sum / sum of squares in the epilogue (genstats)")
     ab = [loc[first[0].uid], loc[first[1].uid]]
     for op, base in (("A", ab[0]), ("B", ab[1])):
         if op in g["tmaps"]:
@@ -187,6 +210,75 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         src, name, grid, block = g["gemm"]
         prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
 
+
+
+def emit_stats_outputs(ctx, y_uid, C, outs, tag):
+    """Per-channel reductions of a GEMM output left to its epilogue's sums (genstats): one small
+    kernel writes each ``outs`` entry (tensor, which: 0 = sum, 1 = sum of squares, count: 1, or
+    the element count per channel for AVG) from the double sums in ``ctx.stats[y_uid]``,
+    rounded to float first as the reduction kernels do."""
+    st = ctx.stats[y_uid]
+    params, body, args = [], [], [st]
+    for k, (t, which, count) in enumerate(outs):
+        cs = strides(t)[1]
+        ct = cg.CTYPE[dt(t)]
+        params.append(f"{ct}* __restrict__ o{k}")
+        args.append(ctx.loc[t.uid])
+        v = f"st[{which * C} + c]" + (f" / {float(count)!r}" if count != 1 else "")
+        body.append(f"o{k}[(long long)c * {cs}] = hdn_from_float<{ct}>((float)({v}));")
+    name = f"hdn_genstats_out_{tag}"
+    src = f"""#define HDN_GENERATED 1
+#include "hdn_compat.h"
+extern "C" __global__ void __launch_bounds__(256) {name}(const double* __restrict__ st, {", ".join(params)}) {{
+  const int c = blockIdx.x * 256 + threadIdx.x;
+  if (c < {C}) {{
+    {chr(10).join(body)}
+  }}
+}}
+"""
+    ctx.prog.steps.append(("launch", src, name, (-(-C // 256), 1, 1), (256, 1, 1), args))
+    ctx.prog.notes.append(f"{len(outs)} per-channel reduction(s) from the GEMM epilogue's sums (genstats)")
+
+
+def emit_pair(ctx, node, spec, built, b2, u_uid, run, tag):
+    """Two GEMMs that share A and read B / ``b2`` (same layout) as ONE wgmma GEMM of twice the
+    width: each 128 x BN tile loads BN / 2 columns of B and the same BN / 2 columns of b2
+    (tensor maps tmB / tmB2), and its epilogue combines each pair of accumulators with the
+    pointwise ``run`` that reads both outputs (SwiGLU: silu(x W_gate) * (x W_up)) - pair_v,
+    seeded with the first GEMM's value ``vg`` (output ``built[0]``) and the second's ``vu``
+    (tensor ``u_uid``) - storing only the run's one output.  The family checked the layouts
+    (ops/matmul.pair_fusable); False (nothing emitted) where they do not hold after all."""
+    prog, loc = ctx.prog, ctx.loc
+    out, coord, domain, n_dim, run_ok, first = built
+    ins, stmts, pouts = run.body(domain, seed={out.uid: "vg", u_uid: "vu"})
+    if len(pouts) != 1:
+        return False
+    z, zs, zd = pouts[0]
+    params, args, ins_lines = _epi_inputs(ins, loc, domain)
+    st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(zs)]
+    params.append(f"{cg.CTYPE[zd]}* __restrict__ o{z}")
+    args.append(loc[z])
+    spec.epi_params = params
+    spec.store = " ".join(list(coord) + [f"o{z}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[zd]}>(v);"])
+    if spec.N % 8 == 0:
+        spec.store8 = _store8(coord, [], [], [(z, zs, zd, "v")], domain, n_dim, run_ok)
+    spec.pair = {"value": "\n".join(list(coord) + ins_lines + stmts + [f"return v{z};"])}
+    spec.N *= 2
+    g = cg.gemm_source(spec, True, ctx.sms, "wgmma")
+    if "B" not in g["tmaps"] or "B2" not in g["tmaps"]:
+        return False
+    ab = [loc[first[0].uid], loc[first[1].uid]]
+    if "A" in g["tmaps"]:
+        ab.append(("tmap", ab[0]) + tuple(g["tmaps"]["A"]))
+    ab.append(("tmap", ab[1]) + tuple(g["tmaps"]["B"]))
+    ab.append(("tmap", loc[b2.uid]) + tuple(g["tmaps"]["B2"]))
+    opts = g["opts"]
+    src, name, grid, block = g["gemm"]
+    prog.steps.append(("launch", src, name, grid, block, ab + args, opts))
+    prog.notes.append(f"{node.kind} x 2 + {len(run.members)} pointwise node(s) fused: one paired GEMM "
+                      f"(tile {opts['tile']}, {opts['stages']} stages; columns n and n + {spec.N // 2} "
+                      f"in one block)")
+    return True
 
 
 # --------------------------------------------------------------------------- INT8 GEMM

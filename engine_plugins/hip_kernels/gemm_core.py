@@ -109,11 +109,13 @@ def stage_bytes(bn):
     return (WG_BM + bn) * 128
 
 
-def smem_bytes(bn, stages, tstore=False):
+def smem_bytes(bn, stages, tstore=False, stats=False):
     """Dynamic shared memory of the wgmma kernel (``WG_SMEM_BYTES``): the stage ring, the
     epilogue staging (fp32 per-warp tiles, or with the TMA-store epilogue the 128 x bn 16-bit
-    output tile), the mbarriers and the 1024-byte alignment slack."""
-    return stages * stage_bytes(bn) + (256 * bn if tstore else EPI_BYTES) + 16 * stages + 1024
+    output tile), the mbarriers, the per-warpgroup column sums (``stats``: WG_STATS) and the
+    1024-byte alignment slack."""
+    return stages * stage_bytes(bn) + (256 * bn if tstore else EPI_BYTES) + 16 * stages + \
+        (16 * bn if stats else 0) + 1024
 
 
 def tile_config(M, N, K, batch, sms, es=2, gather=None):
@@ -192,14 +194,14 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
     return bn, st, S, per
 
 
-def _stages(bn, tstore=False):
+def _stages(bn, tstore=False, stats=False):
     st = int(knob("STAGES", "0") or 0)
     if not st:
         st = 3
-        while st < 8 and smem_bytes(bn, st + 1, tstore) <= SMEM_LIMIT:
+        while st < 8 and smem_bytes(bn, st + 1, tstore, stats) <= SMEM_LIMIT:
             st += 1
     st = max(3, min(8, st))
-    while st > 3 and smem_bytes(bn, st, tstore) > SMEM_LIMIT:
+    while st > 3 and smem_bytes(bn, st, tstore, stats) > SMEM_LIMIT:
         st -= 1
     return st
 

@@ -25,8 +25,8 @@ Virtual tensors that cross units live in the workspace.
 from __future__ import annotations
 
 from . import codegen as cg
-from . import ops
-from .ops import pointwise
+from . import gemm, ops
+from .ops import pointwise, reduction
 from .ops._base import (NotApplicable, _need, dims, dt, io_uids, roles, neg_extent,  # noqa: F401
                         span_elems, strides)
 
@@ -140,6 +140,104 @@ def pointwise_groups(nodes, IOs, graph, consumers):
     return [sorted(cg_.members[r]) for r in roots]
 
 
+def _pair_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond, fused_into,
+                arch, use_mma):
+    """Paired GEMMs: a pointwise run whose only inputs made by other units are the virtual
+    outputs of two GEMM nodes (each read by that run alone) that their family can run as one
+    kernel (``pair_fusable``: SwiGLU's silu(x W_gate) * (x W_up) - two matmuls sharing x) and
+    that stores one output of their shape.  The second GEMM's unit and the run join the first
+    GEMM's unit (``fused_into``); returns {first GEMM unit: ((node, node), run unit)}."""
+    paired = {}
+    for pu, (kind, pm) in enumerate(units):
+        if kind != "pw" or pu in fused_into:
+            continue
+        made = {u for j in pm for u in IOs[j][1]}
+        ext = sorted({u for j in pm for u in IOs[j][0] if u not in made and u in producer},
+                     key=lambda u: producer[u])
+        if len(ext) != 2:
+            continue
+        i1, i2 = producer[ext[0]], producer[ext[1]]
+        u1, u2 = unit_of[i1], unit_of[i2]
+        if u1 == u2 or units[u1][0] != units[u2][0] or u1 in paired or u2 in paired or \
+                u1 in fused_into or u2 in fused_into:
+            continue
+        ok = getattr(ops.FAMILY.get(units[u1][0]), "pair_fusable", None)
+        if ok is None or not ok(nodes[i1], R[i1], nodes[i2], R[i2], arch, use_mma):
+            continue
+        if not all(graph.tensors[u].virtual and {unit_of[j] for j in consumers.get(u, [])} == {pu}
+                   for u in ext):
+            continue
+        domain = dims(graph.tensors[ext[0]])
+        stored = [u for j in pm for u in IOs[j][1]
+                  if not graph.tensors[u].virtual or any(unit_of[c] != pu for c in consumers.get(u, []))]
+        if len(stored) != 1 or dims(graph.tensors[stored[0]]) != domain:
+            continue
+        if any(dt(graph.tensors[u]) in pointwise.NOT_FUSED or
+               any(v < 0 for v in strides(graph.tensors[u])) or dims(graph.tensors[u]) != domain
+               for j in pm for u in IOs[j][1]) or \
+                any(pointwise.pw_mode_name(nodes[j]) == "GEN_INDEX" for j in pm) or \
+                any(dt(graph.tensors[u]) in pointwise.NOT_FUSED for j in pm for u in IOs[j][0]):
+            continue
+        # the run's other inputs are graph inputs / constants, so the joined unit stays acyclic
+        # (the GEMMs' outputs reach nothing but the run); join through ucond all the same
+        if not (ucond.join(u1, pu) and ucond.join(u1, u2)):
+            continue
+        fused_into[pu] = u1
+        fused_into[u2] = u1
+        paired[u1] = ((i1, i2), pu)
+    return paired
+
+
+def _stat_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond, fused_into,
+                arch, use_mma):
+    """genstats spelled with reductions (hipDNN has no GENSTATS node; cuDNN's sums as the
+    cuDNN peer row writes them): the per-channel REDUCTION ADD / AVG of a GEMM output y and of
+    MUL(y, y) (a FLOAT virtual square read by that reduction only) join y's GEMM unit when its
+    family is sure to accumulate y's channel sums in the epilogue (``stats_sure``: 16-bit on
+    the wgmma core); a small kernel then writes the reductions' outputs from those sums.
+    Returns {GEMM unit: (y, ([(output uid, 0 = sum | 1 = sum of squares, divisor)], absorbed
+    units))}."""
+    found = {}
+    for gu, (kind, gm) in enumerate(units):
+        sure = getattr(ops.FAMILY.get(kind), "stats_sure", None)
+        sout = getattr(ops.FAMILY.get(kind), "stats_output", None)
+        if sure is None or gu in fused_into or len(gm) != 1:
+            continue
+        i = gm[0]
+        y = sout(nodes[i], R[i])
+        if y is None or not sure(nodes[i], R[i], arch, use_mma):
+            continue
+        count = 1
+        for d, v in enumerate(dims(graph.tensors[y])):
+            count *= v if d != 1 else 1
+        outs, take = [], []
+        for j in dict.fromkeys(consumers.get(y, [])):      # MUL(y, y) reads y twice
+            uj = unit_of[j]
+            if nodes[j].kind in reduction.KINDS:
+                cs = reduction.channel_stat(nodes[j], R[j])
+                if cs is not None and cs[0] == y and uj not in fused_into:
+                    outs.append((IOs[j][1][0], 0, count if cs[1] == "AVG" else 1))
+                    take.append(uj)
+            elif nodes[j].kind in pointwise.KINDS and units[uj][1] == [j] and uj not in fused_into \
+                    and pointwise.pw_mode_name(nodes[j]) == "MUL" and IOs[j][0] == [y, y]:
+                y2 = IOs[j][1][0]
+                t2 = graph.tensors[y2]
+                rc = consumers.get(y2, [])
+                if not t2.virtual or dt(t2) != "FLOAT" or len(rc) != 1 or \
+                        nodes[rc[0]].kind not in reduction.KINDS or unit_of[rc[0]] in fused_into:
+                    continue
+                cs = reduction.channel_stat(nodes[rc[0]], R[rc[0]])
+                if cs is not None and cs[0] == y2:
+                    outs.append((IOs[rc[0]][1][0], 1, count if cs[1] == "AVG" else 1))
+                    take += [uj, unit_of[rc[0]]]
+        if not outs or not all(ucond.join(gu, p) for p in take):
+            continue
+        for p in take:
+            fused_into[p] = gu
+        found[gu] = (y, (outs, take))
+    return found
+
+
 def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Program:
     """``arch``: the device's target (``sm_90`` puts 16-bit GEMMs on the wgmma core; None: the
     mma.sync / SIMT kernels).  ``tf32``: fp32 GEMMs may use TF32 tensor cores (engine knob
@@ -184,6 +282,11 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     # fused unit stays acyclic (bn3 -> add(., downsample bn) -> relu)
     ucond = Condensed([sorted({unit_of[j] for i in m for u in IOs[i][1] for j in consumers.get(u, [])}
                               - {ui}) for ui, (_, m) in enumerate(units)])
+    paired = _pair_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond,
+                         fused_into, arch, use_mma)
+    stat_units = _stat_units(graph, nodes, R, IOs, units, unit_of, producer, consumers, ucond,
+                             fused_into, arch, use_mma)
+    absorbed = {p for _, outs in stat_units.values() for p in outs[1]}
     for ui, (kind, members) in enumerate(units):
         fam = ops.FAMILY.get(kind)
         fusable = getattr(fam, "fusable_output", None)
@@ -243,6 +346,8 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
     prog.arch, prog.tf32 = arch, tf32     # read by emitters (ops/moe.py: the GEMM core)
     loc = {}
     ext = []
+    # a GEMM output whose reductions the epilogue does is still written (the kernel's store)
+    kept = {y for y, _ in stat_units.values()}
     for u, t in graph.tensors.items():
         used = u in consumers or u in producer
         if not used or t.value is not None:
@@ -260,17 +365,36 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
                     t = graph.tensors[u]
                     if t.virtual and u not in loc:
                         inside = all(node_unit[j] == ui for j in consumers.get(u, []))
-                        if not inside:
+                        if not inside or u in kept:
                             # element 0 (negative strides address elements below it)
                             loc[u] = ("ws", prog.ws_alloc(span_elems(t) * cg.ELEM_SIZE[dt(t)])
                                       + neg_extent(t) * cg.ELEM_SIZE[dt(t)])
     prog.external = ext
     ctx = ops.EmitContext(prog, graph, loc, sms, use_mma, arch, tf32)
+    # genstats: a training batchnorm's x written by a GEMM that can sum its channels
+    for i, n in enumerate(nodes):
+        want = getattr(ops.FAMILY[n.kind], "stats_wanted", None)
+        x = want(n, R[i]) if want else None
+        p = producer.get(x)
+        sout = getattr(ops.FAMILY[nodes[p].kind], "stats_output", None) if p is not None else None
+        if sout is not None and sout(nodes[p], R[p]) == x:
+            ctx.stats_wanted.add(x)
+    ctx.stats_wanted |= kept
     for k, ui in enumerate(order):
         kind, members = units[ui]
-        fused = [p for p in merged[ui] if p != ui]
+        fused = [p for p in merged[ui] if p != ui and p not in absorbed]
         tag = f"u{k}"
-        if kind == "pw":
+        if ui in stat_units:
+            y, (outs, _) = stat_units[ui]
+            ops.FAMILY[kind].emit(ctx, nodes[members[0]], R[members[0]], tag, None)
+            _need(y in ctx.stats, "per-channel reductions left to a GEMM epilogue that kept none")
+            from_gemm = [(graph.tensors[o], which, cnt) for o, which, cnt in outs]
+            gemm.emit_stats_outputs(ctx, y, dims(graph.tensors[y])[1], from_gemm, tag)
+        elif ui in paired:
+            (i1, i2), pu = paired[ui]
+            run = pointwise.Run(graph, nodes, units[pu][1], IOs, consumers, node_unit, ui)
+            ops.FAMILY[kind].emit_pair(ctx, nodes[i1], R[i1], nodes[i2], R[i2], tag, run)
+        elif kind == "pw":
             pointwise.emit(ctx, pointwise.Run(graph, nodes, members, IOs, consumers, node_unit, ui), tag)
         else:
             run = pointwise.Run(graph, nodes, units[fused[0]][1], IOs, consumers, node_unit, ui) \

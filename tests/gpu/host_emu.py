@@ -121,6 +121,11 @@ extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
         for (int k = 0; k < {K}; ++k) acc += (double)load_a(A, b, m, k) * (double)load_b(B, b, k, n0 + j);
         v[j] = (float)acc;
       }}
+#if WG_STATS
+      {{ double* st = (double*)a[{len(vals) - 1}].p;
+        for (int j = 0; j < (vec8 ? 8 : 1); ++j) {{
+          const double r = hdn_to_float(hdn_from_float<TS>(v[j])); st[n0 + j] += r; st[{N} + n0 + j] += r * r; }} }}
+#endif
       {{part}}
 #if C_VEC
       {{vec}}
@@ -142,6 +147,38 @@ extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
     code = code.replace("store_c8(0,", "store_c8(").replace("store_c(0,", "store_c(")
     lib = _build(code, "gemm")
     lib.hdn_emu_gemm(_args(vals), ctypes.c_int(int(vec8)))
+
+
+def run_pair_gemm(prelude, vals, headers, vec8, M, F, K):
+    """The paired GEMM (gemm.emit_pair; WG_PAIR) serially: vals = [A, B, B2, epi args...];
+    per output (m, n < F) the two dot products through the generated b_off (one layout for
+    both B), pair_v (the fused run) and store_c / store_c8."""
+    call = "".join(f", a[{i}]" for i in range(3, len(vals)))
+    code = SHIM + ARG + _inline_header(prelude, headers) + f"""
+extern "C" void hdn_emu_pair(HdnArg* a, int vec8) {{
+  const TA* A = (const TA*)a[0].p; const TB* B = (const TB*)a[1].p; const TB* B2 = (const TB*)a[2].p;
+  for (int m = 0; m < {M}; ++m)
+    for (int n0 = 0; n0 < {F}; n0 += (vec8 ? 8 : 1)) {{
+      float v[8];
+      for (int j = 0; j < (vec8 ? 8 : 1); ++j) {{
+        double g = 0.0, u = 0.0;
+        for (int k = 0; k < {K}; ++k) {{
+          g += (double)load_a(A, 0, m, k) * (double)load_b(B, 0, k, n0 + j);
+          u += (double)load_a(A, 0, m, k) * (double)load_b(B2, 0, k, n0 + j);
+        }}
+        v[j] = pair_v(0{call}, 0, m, n0 + j, (float)g, (float)u);
+      }}
+#if C_VEC
+      if (vec8) {{ store_c8(0{call}, 0, m, n0, v); continue; }}
+#endif
+      store_c(0{call}, 0, m, n0, v[0]);
+    }}
+}}
+"""
+    for f in ("store_c8", "store_c", "pair_v"):
+        code = code.replace(f"{f}(0, ", f"{f}(").replace(f"{f}(0,", f"{f}(")
+    lib = _build(code, "pair")
+    lib.hdn_emu_pair(_args(vals), ctypes.c_int(int(vec8)))
 
 
 def run_int8_gemm(src, vals, headers):

@@ -125,6 +125,28 @@ typedef hdn_u16 wg_raw_t;
 #if WG_TMA_STORE && (GSPLIT > 1 || defined(WG_SCHED_GROUPED) || WG_WGRAD || (GN % 8) != 0)
 #error "WG_TMA_STORE: plain schedule without split-K, 16-byte output rows (GN % 8 == 0)"
 #endif
+#ifndef WG_PAIR
+#define WG_PAIR 0
+#endif
+#if WG_PAIR && !(B_TMA && GSPLIT == 1 && !WG_TMA_STORE && !defined(WG_SCHED_GROUPED) && !WG_WGRAD && \
+                 !WG_IM2COL && !defined(B_TAP_K) && WG_BN >= 128 && (GN % 2) == 0)
+#error "WG_PAIR: two tensor-map B operands, plain schedule, no split-K, register epilogue, WG_BN >= 128"
+#endif
+#ifndef WG_STATS
+#define WG_STATS 0
+#endif
+#if WG_STATS && (GSPLIT > 1 || defined(WG_SCHED_GROUPED) || WG_WGRAD || WG_PAIR || GBATCH != 1)
+#error "WG_STATS: plain schedule without split-K, one batch"
+#endif
+// the epilogue's output columns: the whole tile, or with WG_PAIR the first half (the paired
+// value of columns c and c + WG_BN / 2 of the tile lands in output column n0 / 2 + c)
+#if WG_PAIR
+#define WG_EPI_BN (WG_BN / 2)
+#define WG_ON (GN / 2)
+#else
+#define WG_EPI_BN WG_BN
+#define WG_ON GN
+#endif
 #ifndef WG_MN_LBO
 #define WG_MN_LBO 8192   // M/N-major descriptors: byte stride between 64-wide atoms
 #endif
@@ -165,8 +187,10 @@ typedef hdn_u16 wg_raw_t;
 #define WG_PROD_REGS 40
 #define WG_CONS_REGS 232
 #endif
+// WG_STATS: per consumer warpgroup float sums[WG_BN], squares[WG_BN] after the mbarriers
+#define WG_STATS_BYTES (WG_STATS ? 2 * 2 * WG_BN * 4 : 0)
 // dynamic shared memory the launch asks for (alignment slack included)
-#define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES + 1024)
+#define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES + WG_STATS_BYTES + 1024)
 
 #if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wg_unit(int u, int& b, int& m0, int& n0, int& kb, int& ke) {
@@ -363,9 +387,45 @@ __device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsign
 __device__ __forceinline__ unsigned wg_cs_off(int r, int j, int t4) {
     return (unsigned)((j >> 3) * 8192 + r * 128 + (((j & 7) ^ (r & 7)) << 4) + t4 * 4);
 }
+#endif
+#if WG_TMA_STORE || WG_STATS
 // one consumer warpgroup's 128 threads (named barrier 1 + wgc; id 0 is __syncthreads)
 __device__ __forceinline__ void wg_cons_sync(int wgc) {
     if (wgc == 0) wg_named_sync<1, 128>(); else wg_named_sync<2, 128>();
+}
+#endif
+
+#if WG_STATS
+// per-column (output channel) sum and sum of squares of the stored outputs, rounded to TS as a
+// later pass would read them: the lanes of a warp that share a column (equal lane & 3) reduce
+// by shuffles, one of them adds to the consumer warpgroup's shared sums sst[nl], sst[WG_BN + nl]
+// (nl: the column in the tile); wg_st_flush adds those to hdn_st[n], hdn_st[GN + n] (double,
+// zeroed by the plan) once per run of units with the same n0 and at the end - a few global
+// atomics per column per CTA
+__device__ __forceinline__ float wg_st_round(float v) { return hdn_to_float(hdn_from_float<TS>(v)); }
+__device__ __forceinline__ void wg_st_add(float* sst, int lane, int nl, float s, float q) {
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    }
+    if (lane < 4) {
+        atomicAdd(sst + nl, s);
+        atomicAdd(sst + WG_BN + nl, q);
+    }
+}
+// the warpgroup's shared sums of the tile columns from n0 -> hdn_st, then zeroed
+__device__ __forceinline__ void wg_st_flush(double* __restrict__ st, float* sst, int n0, int tw, int wgc) {
+    wg_cons_sync(wgc);
+    for (int i = tw; i < WG_BN; i += 128) {
+        if (n0 + i < GN) {
+            atomicAdd(st + n0 + i, (double)sst[i]);
+            atomicAdd(st + GN + n0 + i, (double)sst[WG_BN + i]);
+        }
+        sst[i] = 0.f;
+        sst[WG_BN + i] = 0.f;
+    }
+    wg_cons_sync(wgc);
 }
 #endif
 
@@ -376,6 +436,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
 #if B_TMA
                , const __grid_constant__ hdn_tmap tmB
+#endif
+#if WG_PAIR
+               , const __grid_constant__ hdn_tmap tmB2
 #endif
 #if WG_TMA_STORE
                , const __grid_constant__ hdn_tmap tmC
@@ -498,6 +561,18 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                         for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, kc, tc, full);
                     }
+#elif B_TMA && WG_B_MN && WG_PAIR
+                    // paired B: the tile's first WG_BN / 2 columns from tmB, the rest from tmB2,
+                    // both at column n0 / 2 (64-wide atoms)
+#pragma unroll
+                    for (int j = 0; j < WG_BN / 128; ++j) {
+                        wg_tma3(sb + 8192 * j, &tmB, n0 / 2 + 64 * j, k0, WG_B_BATCH(b), full);
+                        wg_tma3(sb + 8192 * (j + WG_BN / 128), &tmB2, n0 / 2 + 64 * j, k0, WG_B_BATCH(b), full);
+                    }
+#elif B_TMA && WG_PAIR
+                    // paired B, K-major: WG_BN / 2 rows (boxes of that many rows) from each map
+                    wg_tma3(sb, &tmB, k0, n0 / 2, WG_B_BATCH(b), full);
+                    wg_tma3(sb + (WG_BN / 2) * 128, &tmB2, k0, n0 / 2, WG_B_BATCH(b), full);
 #elif B_TMA && WG_B_MN
 #pragma unroll
                     for (int j = 0; j < WG_BN / 64; ++j) wg_tma3(sb + 8192 * j, &tmB, n0 + 64 * j, k0, WG_B_BATCH(b), full);
@@ -550,10 +625,23 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         float acc[WG_BN / 2];
         int it = 0;
         const int nunits = WG_NUNITS;
+#if WG_STATS
+        float* sst = reinterpret_cast<float*>(gbase + WG_STAGES * WG_STAGE_BYTES + WG_EPI_BYTES + 16 * WG_STAGES) +
+                     wgc * 2 * WG_BN;
+        for (int i = tw; i < 2 * WG_BN; i += 128) sst[i] = 0.f;
+        wg_cons_sync(wgc);
+        int st_n0 = -1;         // the tile columns the shared sums hold (-1: none yet)
+#endif
 #pragma unroll 1
         for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
             int b, m0, n0, kb, ke;
             WG_UNIT(u, b, m0, n0, kb, ke);
+#if WG_STATS
+            if (n0 != st_n0) {
+                if (st_n0 >= 0) wg_st_flush(hdn_st, sst, st_n0, tw, wgc);
+                st_n0 = n0;
+            }
+#endif
 #if defined(WG_SCHED_GROUPED)
             // grouped schedule: an empty group's unit has no k tile (zeros out)
             const int nk = (ke - kb + WG_BK - 1) / WG_BK;
@@ -604,6 +692,21 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
             const int g = lane >> 2, t4 = lane & 3;
+#if WG_PAIR
+            // paired epilogue: column c of the tile's first half (tmB) and column c + WG_BN / 2
+            // (tmB2) are one thread's accumulators j and j + WG_BN / 16 (m64nNk16 layout: rows
+            // g, g + 8, columns 8 j + 2 t4, + 1) -> pair_v, the fused run, into the first half
+#pragma unroll
+            for (int j = 0; j < WG_BN / 16; ++j) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int pm = m0 + wgc * 64 + w4 * 16 + g + (r >= 2 ? 8 : 0);
+                    const int pn = n0 / 2 + j * 8 + t4 * 2 + (r & 1);
+                    if (pm < GM && pn < WG_ON)
+                        acc[j * 4 + r] = pair_v(HDN_EPI_ARGS, b, pm, pn, acc[j * 4 + r], acc[(j + WG_BN / 16) * 4 + r]);
+                }
+            }
+#endif
 #if WG_TMA_STORE
             // ---- epilogue: fused ops in registers -> 16-bit half tile in shared memory (64 x 64
             // boxes, 128-byte swizzle: 16-byte chunk c of row r at c ^ (r & 7)) -> TMA store
@@ -616,6 +719,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                 for (int j = 0; j < WG_BN / 8; ++j) {
                     const int n = n0 + j * 8 + t4 * 2;
+#if WG_STATS
+                    float ss0 = 0.f, sq0 = 0.f, ss1 = 0.f, sq1 = 0.f;
+#endif
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         // GN is even (16-byte output rows): n < GN covers n + 1; past the end the
@@ -626,7 +732,16 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         const unsigned pk = (unsigned)hdn_bits(hdn_from_float<TC>(v0)) |
                                             ((unsigned)hdn_bits(hdn_from_float<TC>(v1)) << 16);
                         wg_st_shared32(sc + wg_cs_off(r0 + 8 * h, j, t4), pk);
+#if WG_STATS
+                        const float r0v = wg_st_round(v0), r1v = wg_st_round(v1);
+                        ss0 += r0v; sq0 = fmaf(r0v, r0v, sq0);
+                        ss1 += r1v; sq1 = fmaf(r1v, r1v, sq1);
+#endif
                     }
+#if WG_STATS
+                    wg_st_add(sst, lane, n - n0, ss0, sq0);
+                    wg_st_add(sst, lane, n - n0 + 1, ss1, sq1);
+#endif
                 }
                 wg_fence_async();                       // generic-proxy writes -> the copy engine
                 wg_cons_sync(wgc);
@@ -642,9 +757,15 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #else
             // ---- epilogue: 16 rows x 32 columns per warp at a time through shared memory
             const int mrow = m0 + wgc * 64 + w4 * 16;
+            const int n0e = WG_PAIR ? n0 / 2 : n0;
 #pragma unroll
-            for (int c32 = 0; c32 < WG_BN / 32; ++c32) {
-                if (n0 + c32 * 32 >= GN) break;
+            for (int c32 = 0; c32 < WG_EPI_BN / 32; ++c32) {
+                if (n0e + c32 * 32 >= WG_ON) break;
+#if WG_STATS
+                float ss[8], sq[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) ss[j] = sq[j] = 0.f;
+#endif
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -654,11 +775,18 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int grp = lane + 32 * h, row = grp >> 2, c8 = (grp & 3) * 8;
-                    const int gm = mrow + row, gn = n0 + c32 * 32 + c8;
+                    const int gm = mrow + row, gn = n0e + c32 * 32 + c8;
                     const float4 q0 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8]);
                     const float4 q1 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8 + 4]);
                     const float v[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-                    if (gm < GM && gn < GN) {
+#if WG_STATS
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const float rv = gm < GM && gn + j < GN ? wg_st_round(v[j]) : 0.f;
+                        ss[j] += rv; sq[j] = fmaf(rv, rv, sq[j]);
+                    }
+#endif
+                    if (gm < GM && gn < WG_ON) {
 #if GSPLIT > 1
                         const int s = u % GSPLIT;
                         float* p = HDN_PART + (((long long)b * GSPLIT + s) * GM + gm) * GN + gn;
@@ -673,16 +801,23 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                         store_c8(HDN_EPI_ARGS, b, gm, gn, v);
 #else
 #pragma unroll
-                        for (int j = 0; j < 8; ++j) if (gn + j < GN) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
+                        for (int j = 0; j < 8; ++j) if (gn + j < WG_ON) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
 #endif
                     }
                 }
+#if WG_STATS
+#pragma unroll
+                for (int j = 0; j < 8; ++j) wg_st_add(sst, lane, c32 * 32 + (lane & 3) * 8 + j, ss[j], sq[j]);
+#endif
                 __syncwarp();
             }
 #endif
         }
 #if WG_TMA_STORE
         if (tw == 0) wg_bulk_wait0();                   // every store written before the CTA ends
+#endif
+#if WG_STATS
+        if (st_n0 >= 0) wg_st_flush(hdn_st, sst, st_n0, tw, wgc);
 #endif
     }
 }

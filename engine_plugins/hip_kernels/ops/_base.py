@@ -60,6 +60,10 @@ class EmitContext:
     def __init__(self, prog, graph, loc, sms, use_mma, arch, tf32):
         self.prog, self.graph, self.loc = prog, graph, loc
         self.sms, self.use_mma, self.arch, self.tf32 = sms, use_mma, arch, tf32
+        # genstats: GEMM outputs a training batchnorm reads as x (program.py); a GEMM that
+        # accumulates their per-channel sums records where in ``stats`` (uid -> location)
+        self.stats_wanted = set()
+        self.stats = {}
 
 
 # --------------------------------------------------------------------------- tensors

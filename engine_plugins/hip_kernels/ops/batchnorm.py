@@ -67,7 +67,7 @@ def emit(ctx, node, r, tag, fused=None):
     if fused:
         ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
     if node.kind == TRAIN:
-        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag, fused)
+        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag, fused, ctx.stats.get(r["x"].uid))
     elif node.kind == BWD:
         _emit_bn_bwd(ctx.prog, ctx.graph, r, ctx.loc, tag)
     else:
@@ -156,7 +156,15 @@ def _scalar(t):
     return float(v[0] if isinstance(v, (list, tuple)) else v)
 
 
-def _emit_bn_train(prog, graph, r, loc, tag, fused=None):
+def stats_wanted(node, r):
+    """x of a training forward node: the tensor whose per-channel sum and sum of squares a
+    producing GEMM's epilogue may accumulate for it (genstats; not for DOUBLE data)."""
+    return r["x"].uid if node.kind == TRAIN and not _wide(r) else None
+
+
+def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
+    """``sums``: where the kernel that wrote x accumulated its per-channel sum and sum of
+    squares (double [2 C], gemm.emit ``stats``): then no statistics pass of its own."""
     x, y = r["x"], r["y"]
     domain = dims(x)
     C = domain[1]
@@ -166,11 +174,14 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None):
     cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
     wide = _wide(r)
     cb = 8 if wide else 4
-    ws = prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
+    ws = sums if sums is not None else prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
     ab = prog.small_alloc(2 * cb * C)    # A[C], B[C] (float; double with DOUBLE tensors)
-    prog.steps.append(("memset", ws, 16 * C))
-    src, grid, block = bn_stats_source(x, C, cl, M, wide)
-    prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
+    if sums is not None:
+        prog.notes.append(f"{TRAIN}: statistics from the producing GEMM's epilogue (no statistics pass)")
+    else:
+        prog.steps.append(("memset", ws, 16 * C))
+        src, grid, block = bn_stats_source(x, C, cl, M, wide)
+        prog.steps.append(("launch", src, "hdn_bn_stats", grid, block, [loc[x.uid], ws]))
     outs = [ro for ro in ("mean", "inv_variance", "next_running_mean", "next_running_variance") if ro in r]
     eps, mom = _scalar(r.get("epsilon")), _scalar(r.get("momentum"))
     run = "next_running_mean" in outs or "next_running_variance" in outs

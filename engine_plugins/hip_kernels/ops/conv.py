@@ -109,9 +109,12 @@ def emit(ctx, node, r, tag, fused=None):
         # fp32 NCHW on the FFMA core: NHWC copies when the cost model says so (layout.py)
         r = layout.prepare_simt(prog, node, r, ctx.loc, tag, core0, ctx.sms)
     c_layout = None
+    stats = False
     if node.kind == FWD:
         built = _spec_conv_fwd(spec, node, r)
         c_layout = _c_layout if G == 1 else None
+        # a batchnorm over y may take its statistics from the epilogue (n = output channel)
+        stats = G == 1 and not direct and r["y"].uid in ctx.stats_wanted
     elif node.kind == BWD_DATA and G == 1 and not fused and _strided_1x1(node, r) \
             and span_elems(r["dx"]) == math.prod(dims(r["dx"])) and non_overlapping(r["dx"]) \
             and all(v >= 0 for v in strides(r["dx"])) and knob("STRIDED_DGRAD", "1") not in ("0", "off"):
@@ -128,12 +131,25 @@ def emit(ctx, node, r, tag, fused=None):
         prog.notes.append(f"{node.kind}: dw^T GEMM (M = C*R*S = {spec.M}, N = K = {spec.N})")
     else:
         built = _spec_conv_bwd_filter(spec, node, r)
-    gemm.emit(ctx, node, spec, built, tag, fused, c_layout)
+    gemm.emit(ctx, node, spec, built, tag, fused, c_layout, stats)
 
 
 def fusable_output(node, r):
     """Forward: a following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
     return r["y"].uid if node.kind == FWD and not is_double(node, r) and not is_int8(node, r) else None
+
+
+def stats_output(node, r):
+    """Forward: y, whose per-channel sums the epilogue can accumulate (genstats)."""
+    return fusable_output(node, r)
+
+
+def stats_sure(node, r, arch, use_mma):
+    """Whether the epilogue is certain to accumulate y's per-channel sums (so a graph's
+    reductions of y can be left to it): one group, 16-bit operands on the wgmma core."""
+    return node.kind == FWD and groups(node, r) == 1 and dt(r["x"]) in ("HALF", "BFLOAT16") and \
+        dt(r["w"]) == dt(r["x"]) and choose_core(dt(r["x"]), dt(r["w"]), arch, use_mma) == "wgmma" \
+        and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
 
 
 def _emit_int8(ctx, node, r, tag):

@@ -13,6 +13,7 @@ from .. import codegen as cg
 from .. import direct, gemm
 from ..codegen import GemmSpec
 from ..gemm import aligned
+from ..gemm_core import choose_core, knob, tma_ok
 from ._base import COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds, op, strides
 
 KINDS = kinds("matmul")
@@ -58,12 +59,64 @@ def emit(ctx, node, r, tag, fused=None):
         return _emit_double(ctx, node, r, tag)
     spec = GemmSpec()
     r, _ = gemm.prepare(ctx, node, r, tag, r["a"])
-    gemm.emit(ctx, node, spec, _spec_matmul(spec, r), tag, fused, _c_layout)
+    # a batchnorm over c [M, N] (channels = columns) may take its statistics from the epilogue
+    stats = r["c"].uid in ctx.stats_wanted and len(dims(r["c"])) == 2
+    gemm.emit(ctx, node, spec, _spec_matmul(spec, r), tag, fused, _c_layout, stats)
 
 
 def fusable_output(node, r):
     """A following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
     return None if is_int8(r) or is_double(r) else r["c"].uid
+
+
+def stats_output(node, r):
+    """The output whose per-channel (column) sums the epilogue can accumulate: c of a 2-D
+    16-bit / fp32 matmul."""
+    return None if is_int8(r) or is_double(r) or len(dims(r["c"])) != 2 else r["c"].uid
+
+
+def stats_sure(node, r, arch, use_mma):
+    """Whether the epilogue is certain to accumulate c's per-column sums: a 2-D 16-bit matmul
+    on the wgmma core."""
+    return stats_output(node, r) is not None and dt(r["a"]) in ("HALF", "BFLOAT16") and \
+        dt(r["b"]) == dt(r["a"]) and choose_core(dt(r["a"]), dt(r["b"]), arch, use_mma) == "wgmma" \
+        and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
+
+
+def pair_fusable(n1, r1, n2, r2, arch, use_mma):
+    """Whether two matmul nodes whose outputs only one pointwise run reads (SwiGLU:
+    silu(x W_gate) * (x W_up)) can run as one paired GEMM (gemm.emit_pair): a Hopper target,
+    16-bit operands, the same A tensor, B operands of one layout that the tensor copy engine
+    loads (K-major or N-major, 16-byte strides), outputs of one shape and type, one batch."""
+    if not (arch or "").startswith("sm_9") or not use_mma or \
+            knob("PAIR_GEMM", "1") in ("0", "off"):
+        return False
+    if any(is_int8(r) or is_double(r) for r in (r1, r2)):
+        return False
+    a, b, c, b2, c2 = r1["a"], r1["b"], r1["c"], r2["b"], r2["c"]
+    if a.uid != r2["a"].uid or b.uid == b2.uid or any(t.value is not None for t in (a, b, b2)):
+        return False
+    if n1.compute_dtype != n2.compute_dtype or dt(a) not in ("HALF", "BFLOAT16") or dt(b) != dt(a):
+        return False
+    if (dt(b), dims(b), strides(b)) != (dt(b2), dims(b2), strides(b2)) or \
+            (dt(c), dims(c)) != (dt(c2), dims(c2)):
+        return False
+    if choose_core(dt(a), dt(b), arch, use_mma, False) != "wgmma" or math.prod(dims(c)[:-2]) != 1:
+        return False
+    spec = GemmSpec()
+    _spec_matmul(spec, r1)
+    if not tma_ok(spec.b_dense, dt(b)):
+        return False
+    smn, sk = spec.b_dense[0], spec.b_dense[1]
+    return (spec.b_mode == 1 and sk == 1) or (spec.b_mode == 2 and smn == 1)
+
+
+def emit_pair(ctx, node, r, node2, r2, tag, run):
+    """The two matmuls of a :func:`pair_fusable` pair and the pointwise run reading both as one
+    paired GEMM (gemm.emit_pair)."""
+    spec = GemmSpec()
+    ok = gemm.emit_pair(ctx, node, spec, _spec_matmul(spec, r), r2["b"], r2["c"].uid, run, tag)
+    _need(ok, "paired matmul: B operands not on the tensor copy engine")
 
 
 def _emit_double(ctx, node, r, tag):

@@ -232,11 +232,14 @@ def _topo(members, IOs):
 
 def run_body(run, domain, seed=None):
     """(inputs {uid: strides or const}, stmts, outputs [(uid, strides)]).  ``seed``: uid whose
-    value is the variable ``v`` (the value of the kernel the run is fused into).  A node the CPU
+    value is the variable ``v`` (the value of the kernel the run is fused into), or a dict
+    {uid: variable}.  A node the CPU
     reference computes in float64 (:func:`node_wide`) computes in double; its variable, and that
     of a node with a 32 / 64-bit integer or DOUBLE output, is a double (rounded through its
     tensor's type); a float node reads a double variable rounded to float, as the CPU does."""
     graph, nodes, members, IOs = run.graph, run.nodes, run.members, run.IOs
+    # seeds: uid -> variable (a paired GEMM seeds two tensors: gemm.emit_pair)
+    seeds = seed if isinstance(seed, dict) else ({} if seed is None else {seed: "v"})
     order = _topo(members, IOs)
     made = {u for i in members for u in IOs[i][1]}
     ins, stmts, outs = {}, [], []
@@ -252,8 +255,8 @@ def run_body(run, domain, seed=None):
         args = []
         for role in INS[:ar]:
             t = r[role]
-            if t.uid == seed:
-                var = "v"
+            if t.uid in seeds:
+                var = seeds[t.uid]
             elif t.uid in made:
                 var = f"v{t.uid}"
             else:

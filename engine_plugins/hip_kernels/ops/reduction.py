@@ -30,6 +30,21 @@ def check(node, graph, r):
     _need(r["in"].value is None and r["out"].value is None, "reduction of a constant")
 
 
+def channel_stat(node, r):
+    """(input uid, 'ADD' | 'AVG') when the node sums (or averages) its input over every dim but
+    dim 1 - a per-channel statistic a producing GEMM's epilogue can accumulate (genstats:
+    ops/conv, ops/matmul ``stats_output``); float results (not DOUBLE); else None."""
+    mode = FB_NAMES["ReductionMode"].get(node.attrs.get("mode"))
+    x, y = r["in"], r["out"]
+    xd, yd = dims(x), dims(y)
+    if mode not in ("ADD", "AVG") or len(xd) < 2 or "DOUBLE" in (dt(x), dt(y)) or \
+            cg.dtype_name(node.compute_dtype) == "DOUBLE":
+        return None
+    if yd[1] != xd[1] or any(v != 1 for i, v in enumerate(yd) if i != 1):
+        return None
+    return x.uid, mode
+
+
 def emit(ctx, node, r, tag, fused=None):
     _emit_reduction(ctx.prog, node, r, ctx.loc, tag, ctx.sms)
 
