@@ -299,6 +299,10 @@ class GemmSpec:
         # the direct core (kernels/gemm_direct.hip, one thread per output) instead of a tiled
         # one: None, or {"cl": consecutive threads walk n, then b (channels-last outputs)}
         self.direct = None
+        # the plan builder may run this GEMM as C^T = B^T A^T (gemm.swap_ab: plain matmul
+        # operands, gathers in b, m, k / b, k, n only); ``swapped``: it does
+        self.swap_ok = False
+        self.swapped = False
 
 
 TILE = 128

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import codegen as cg
 from . import layout
-from .gemm_core import choose_core, knob, tma_ok
+from .gemm_core import choose_core, knob, swap_ab_choice, tma_ok
 
 
 def dt(t):
@@ -44,7 +44,7 @@ def prepare(ctx, node, r, tag, tin):
         return r, None
     core0 = choose_core(dt(tin), dt(tin), ctx.arch, ctx.use_mma, ctx.tf32)
     r = layout.prepare(ctx.prog, node, r, ctx.loc, tag, core0,
-                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8, ctx.sms)
     return r, core0
 
 
@@ -94,6 +94,24 @@ def _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok):
     if post:
         body += ["{"] + coord + post + ["}"]
     return "\n".join(body)
+
+
+def swap_ab(spec):
+    """Turn ``spec`` into the GEMM of C^T = B^T A^T (gemm_core.swap_ab_choice): M and N, the
+    operands' gathers, modes and dense descriptors exchanged; the epilogue (fused ops
+    included) still sees the original (m, n) - element stores (consecutive n of the swapped
+    GEMM are a column of C), no TMA-store epilogue."""
+    spec.M, spec.N = spec.N, spec.M
+    spec.ta, spec.tb = spec.tb, spec.ta
+    spec.load_a, spec.load_b = "const int n = m; " + spec.load_b, "const int m = n; " + spec.load_a
+    spec.a_mode, spec.b_mode = spec.b_mode, spec.a_mode
+    spec.a_kcontig, spec.b_kcontig = spec.b_kcontig, spec.a_kcontig
+    spec.a_dense, spec.b_dense = spec.b_dense, spec.a_dense
+    spec.store = ("const int m_sw = n, n_sw = m; { const int m = m_sw; const int n = n_sw; " +
+                  spec.store + " }")
+    spec.store8 = None
+    spec.c_tma = None
+    spec.swapped = True
 
 
 def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
@@ -157,6 +175,12 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
             spec.b_mode = 0
     if core == "wgmma" and arch is None:
         core = "mma"
+    if core == "wgmma" and spec.swap_ok and spec.a_mode in (1, 2) and spec.b_mode in (1, 2) and \
+            tma_ok(spec.a_dense, spec.ta) and tma_ok(spec.b_dense, spec.tb) and \
+            swap_ab_choice(spec.M, spec.N, spec.K, spec.batch, sms, cg.ELEM_SIZE[spec.ta]):
+        swap_ab(spec)
+        first = (first[1], first[0])
+        prog.notes.append(f"{node.kind}: swap-AB (C^T = B^T A^T, M = {spec.M}, N = {spec.N})")
     g = cg.gemm_source(spec, core != "simt", sms, core)
     ab = [loc[first[0].uid], loc[first[1].uid]]
     for op, base in (("A", ab[0]), ("B", ab[1])):
