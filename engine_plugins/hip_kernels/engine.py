@@ -53,7 +53,7 @@ def gemm_knobs():
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
                   "FP8_CVT", "ATTN", "ATTN_STAGES", "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
-                  "CONV_IM2COL", "GROUPED_DIRECT"))
+                  "CONV_IM2COL", "GROUPED_DIRECT", "PAD", "SWAP_AB"))
 
 
 class Analysis:
