@@ -36,7 +36,8 @@ def _clean_knobs(monkeypatch):
 
 def mm_graph(M, N, K, dt="BFLOAT16", bt=False, batch=(), bbatch=None, epi=False):
     """a [batch.., M, K] x b [bbatch.., K, N] (``bt``: b stored K-major, i.e. as [N, K]) -> c;
-    ``epi``: c = relu(a @ b + bias[N]) through a fused pointwise run."""
+    ``epi``: True / "bias_relu": c = relu(a @ b + bias[N]), "residual": c = a @ b + r[.., M, N],
+    through a fused pointwise run."""
     bb = list(batch) if bbatch is None else list(bbatch)
     a = T(1, list(batch) + [M, K], dt)
     bst = None
@@ -48,6 +49,9 @@ def mm_graph(M, N, K, dt="BFLOAT16", bt=False, batch=(), bbatch=None, epi=False)
     if not epi:
         return graph_bytes([a, b, y], [matmul(1, 2, 6)]), a, b, None, y
     c = T(3, cd, "FLOAT", virtual=True)
+    if epi == "residual":       # y = a @ b + r[.., M, N]
+        e = T(4, cd, dt)
+        return graph_bytes([a, b, c, e, y], [matmul(1, 2, 3), pw("ADD", 3, 6, 4)]), a, b, e, y
     e = T(4, [1] * len(batch) + [1, N], dt)
     v = T(5, cd, "FLOAT", virtual=True)
     g = graph_bytes([a, b, c, e, v, y], [matmul(1, 2, 3), pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
@@ -153,6 +157,8 @@ HOST = [  # M, N, K, bt, batch, bbatch, epi, knobs
     (16, 200, 72, False, (), None, True, {"SWAP_AB": "1"}),      # swap-AB + fused epilogue
     (3, 75, 1032, False, (2,), None, False, {"SWAP_AB": "1", "PAD": "1"}),  # batched swap, split-K
     (3, 75, 136, False, (2,), (1,), True, {"PAD": "1"}),         # broadcast b (gathered), bias + relu
+    (16, 200, 72, True, (), None, "residual", {"SWAP_AB": "1"}),  # swap-AB + residual read at (m, n)
+    (5, 136, 264, False, (2, 2), None, False, {"SWAP_AB": "1"}),  # swap-AB over two batch dims
     (9, 31, 19, True, (3,), None, False, {"PAD": "1"}),          # batched, odd K, K-major B
 ]
 
@@ -183,7 +189,7 @@ def test_odd_matmul_on_host(case, monkeypatch):
     if e is not None:
         ev = quantized_normal(rng, e.dims, dt)
         ins[e] = ev
-        ref = np.maximum(ref + ev, 0)
+        ref = ref + ev if epi == "residual" else np.maximum(ref + ev, 0)
     progs = []
     out = run_host(g, ins, [y], arch="sm_90", prog_out=progs)[0][6]
     notes = progs[0].notes
