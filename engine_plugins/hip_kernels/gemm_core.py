@@ -43,6 +43,11 @@ Knobs (environment; the tile table below is the default):
   wgmma epilogue through shared memory and tensor-copy-engine stores (``WG_TMA_STORE``);
 * ``HIPDNN_CABI_HIP_CONV1X1_TMA``: ``0`` gathers the activations of unit-stride unpadded 1 x 1
   convolutions (a dense [N*H*W, C] matrix) instead of loading them with the copy engine.
+* ``HIPDNN_CABI_HIP_PAD``: ``auto`` | ``0`` | ``1`` - matmul operands with rows that are not
+  16-byte aligned copied into zero-padded workspace rows first (:func:`pad_choice`,
+  layout.pad_matmul), so the wgmma core loads them with the copy engine;
+* ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` | ``0`` | ``1`` - small-M matmuls as C^T = B^T A^T
+  (:func:`swap_ab_choice`, gemm.swap_ab);
 * ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;

@@ -12,6 +12,10 @@ copied into the workspace in the layout the core wants:
   convolutions with those types as above (backward data: CRSK weights), backward filter
   stays on the SIMT core (its dy operand would be M-major).
 
+* matmul on the wgmma core, any type: an operand with no 16-byte chunk path (rows not 16-byte
+  aligned - N or K not a multiple of 8, odd strides) -> a zero-padded copy with 16-byte aligned
+  rows (:func:`pad_matmul`, ``kernels/pack.hip``) when the cost model says so.
+
 * the SIMT (FFMA) core, fp32 NCHW convolution forward: x -> NHWC, w -> KRSC when the cost model
   says so (:func:`prepare_simt`, knob ``HIPDNN_CABI_HIP_SIMT_NHWC``).
 
