@@ -508,6 +508,9 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
                   f"#define B_TAP_FLIP {btap['taps'] - 1 if btap['flip'] else 0}"]
             continue
         use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
+        bcast = use and dense[3] > 1 and dense[2] == 0      # one matrix for every batch index
+        if bcast and spec.grouped:
+            use = False
         if use:
             smn, sk, sb, batch = dense
             if mode == 1 and sk == 1:      # K-major rows (128 bytes of k)
@@ -522,8 +525,11 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
                 use = False
         if use and spec.grouped:      # the operand's own batch (grouped: experts, or 1)
             dims3 = dims3[:2] + (batch,)
+        if use and bcast:             # a single-matrix map, read at batch coordinate 0
+            dims3 = dims3[:2] + (1,)
+            L.append(f"#define WG_{op}_BATCH(b) 0")
         if use:
-            nb = batch if spec.grouped else spec.batch
+            nb = batch if spec.grouped else (1 if bcast else spec.batch)
             strides.append(sb * es if nb > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
         L.append(f"#define {op}_TMA {int(use)}")

@@ -368,13 +368,17 @@ def split_choice(tiles, ksteps, bn, mn, sms):
 
 def tma_ok(dense, dtype):
     """A dense operand description (sm, sk, sb, batch) in elements can use the tensor copy
-    engine: one unit-stride axis, the other strides 16-byte multiples."""
+    engine: one unit-stride axis, the other strides 16-byte multiples.  sb = 0 with batch > 1 is
+    a broadcast operand (one matrix for every batch index): a single-matrix tensor map read at
+    batch coordinate 0 (codegen._wgmma_defs)."""
     es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1}.get(dtype)
     if dense is None or knob("TMA", "1") in ("0", "off") or es is None:
         return False
     sm, sk, sb, batch = dense
-    if batch > 1 and sb <= 0:
+    if batch > 1 and sb < 0:
         return False
+    if batch > 1 and sb == 0:
+        batch = 1
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
         all(s > 0 and (es * s) % 16 == 0 for s in rest)

@@ -143,6 +143,19 @@ def test_swap_ab_model_and_knob(monkeypatch):
     assert any("swap-AB" in n for n in prog.notes)
 
 
+def test_broadcast_operand_on_one_tensor_map(monkeypatch):
+    """A b shared by every batch index (batch stride 0) loads through a single-matrix tensor map
+    read at batch coordinate 0 (WG_B_BATCH), also as the swapped GEMM's A."""
+    prog = plan(mm_graph(300, 256, 512, batch=(3,), bbatch=(1,))[0])
+    src = gemm_src(prog)
+    assert "#define WG_B_BATCH(b) 0" in src and any("TMA AB" in n for n in prog.notes), prog.notes
+    tm = [a for s in prog.steps if s[0] == "launch" for a in s[5] if a[0] == "tmap"]
+    assert tm[1][3] == (256, 512, 1) and tm[0][3] == (512, 300, 3), tm
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SWAP_AB", "1")
+    prog = plan(mm_graph(16, 1024, 1024, batch=(3,), bbatch=())[0])
+    assert "#define WG_A_BATCH(b) 0" in gemm_src(prog) and any("swap-AB" in n for n in prog.notes)
+
+
 def test_swap_ab_needs_copy_engine_operands(monkeypatch):
     """An operand the producer gathers (odd N, no pad) keeps the plain orientation."""
     monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "0")
@@ -159,6 +172,7 @@ HOST = [  # M, N, K, bt, batch, bbatch, epi, knobs
     (3, 75, 136, False, (2,), (1,), True, {"PAD": "1"}),         # broadcast b (gathered), bias + relu
     (16, 200, 72, True, (), None, "residual", {"SWAP_AB": "1"}),  # swap-AB + residual read at (m, n)
     (5, 136, 264, False, (2, 2), None, False, {"SWAP_AB": "1"}),  # swap-AB over two batch dims
+    (6, 136, 264, False, (3,), (1,), True, {"SWAP_AB": "1"}),   # swap-AB, broadcast b
     (9, 31, 19, True, (3,), None, False, {"PAD": "1"}),          # batched, odd K, K-major B
 ]
 

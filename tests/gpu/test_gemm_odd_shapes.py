@@ -131,7 +131,9 @@ def test_fused_epilogue(R, case, monkeypatch):
 
 BATCHED = [  # M, N, K, batch, b's batch, knobs
     (33, 1001, 260, (3,), None, {"PAD": "1"}),
-    (33, 1001, 260, (3,), (1,), {"PAD": "1"}),            # broadcast b
+    (33, 1001, 260, (3,), (1,), {"PAD": "1"}),            # broadcast b (one tensor map, batch 0)
+    (16, 1024, 1024, (3,), (1,), {"SWAP_AB": "1"}),       # broadcast b, swapped: broadcast A'
+    (16, 1024, 1024, (3,), (), {"SWAP_AB": "1"}),         # b of rank 2 against a batched a
     (16, 1024, 1032, (2, 2), None, {"SWAP_AB": "1"}),     # swap-AB over two batch dims
     (7, 777, 515, (2,), None, {"SWAP_AB": "1", "PAD": "1"}),
 ]
@@ -142,7 +144,7 @@ def test_batched(R, case, monkeypatch):
     M, N, K, batch, bbatch, knobs = BATCHED[case]
     for k, v in knobs.items():
         monkeypatch.setenv("HIPDNN_CABI_HIP_" + k, v)
-    want = ("swap-AB",) if "SWAP_AB" in knobs and bbatch is None else ()
+    want = (("swap-AB",) if "SWAP_AB" in knobs else ()) + (("TMA AB",) if "PAD" in knobs or "SWAP_AB" in knobs else ())
     run_check(R, M, N, K, "HALF", batch=batch, bbatch=bbatch, want=want)
 
 
