@@ -256,7 +256,15 @@ def prepare(prog, node, r, loc, tag, core, tf32, sms=0):
             if int(b.dims[-2]) > 1 and int(b.strides[-2]) != 1 and \
                     chunk_axis(b, nb - 2, nb - 1, True, packed=True) is not None:
                 xf("b", list(range(nb - 2)) + [nb - 1, nb - 2], "b")   # [.., N, K]
-        return pad_matmul(prog, r, loc, tag, tf32, sms, mnk)
+        r = pad_matmul(prog, r, loc, tag, tf32, sms, mnk)
+        if tf32:           # not padded (the cost model): the unpadded K-major copy, as before
+            a, b = r["a"], r["b"]
+            if int(a.dims[-1]) > 1 and int(a.strides[-1]) != 1:
+                xf("a", list(range(len(a.dims))), "a")
+            nb = len(b.dims)
+            if int(b.dims[-2]) > 1 and int(b.strides[-2]) != 1:
+                xf("b", list(range(nb - 2)) + [nb - 1, nb - 2], "b")
+        return r
     nd = len(r[("x", "dx")[kind == "ConvolutionBwdAttributes"]].dims)
     nhwc = _nhwc_order(nd)
     if kind == "ConvolutionFwdAttributes":
