@@ -175,3 +175,39 @@ def test_decode_benchmark_shapes_take_swap_ab(R):
         pytest.skip("not a Hopper device")
     assert any("swap-AB" in n for n in notes(g))
     run_check(R, 16, 4096, 4096, "BFLOAT16", want=("swap-AB",))
+
+
+@pytest.mark.parametrize("bt", [False, True])
+def test_tf32_pads_along_k(R, bt, monkeypatch):
+    """fp32 with TF32 on (K-major-only wgmma type): an M-major / N-major operand with K % 8 != 0
+    is padded along k (strided reads in the pack kernel) instead of the unpadded K-major copy."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_TF32", "1")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
+    M, N, K = 130, 200, 515
+    a = T(1, [2, M, K], "FLOAT", strides=[M * K, 1, M])          # M-major a
+    b = T(2, [2, K, N], "FLOAT", strides=[K * N, 1, K] if bt else [K * N, N, 1])
+    y = T(3, [2, M, N], "FLOAT")
+    g = graph_bytes([a, b, y], [matmul(1, 2, 3)])
+    ns = notes(g)
+    if any("wgmma core" in n for n in ns):
+        assert len([n for n in ns if "pad pre-pass" in n]) == 2, ns
+    av, bv = quantize(rng.standard_normal(a.dims), "FLOAT"), quantize(rng.standard_normal(b.dims), "FLOAT")
+    out = R.run(g, {a: av, b: bv}, [y])[3]
+    ref = np.matmul(av.astype(np.float64), bv.astype(np.float64))
+    assert np.all(np.isfinite(out)) and relerr(out, ref) < 5e-3
+
+
+@pytest.mark.parametrize("dtype", ["FP8_E4M3", "FP8_E5M2"])
+def test_fp8_pads_along_k(R, dtype, monkeypatch):
+    """fp8 (16-element chunks): K = 200 (a multiple of 8, not of 16) pads both operands to 208."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
+    M, N, K = 130, 72, 200
+    a, b, y = T(1, [M, K], dtype), T(2, [K, N], dtype, strides=[1, K]), T(3, [M, N], "HALF")
+    g = graph_bytes([a, b, y], [matmul(1, 2, 3)])
+    ns = notes(g)
+    if any("wgmma core" in n for n in ns):
+        assert len([n for n in ns if "200 -> 208" in n]) == 2, ns
+    av, bv = quantize(rng.standard_normal(a.dims), dtype), quantize(rng.standard_normal(b.dims), dtype)
+    out = R.run(g, {a: av, b: bv}, [y])[3]
+    ref = np.matmul(av.astype(np.float64), bv.astype(np.float64))
+    assert np.all(np.isfinite(out)) and relerr(out, quantize(ref, "HALF")) < 4e-3
