@@ -303,6 +303,9 @@ class GemmSpec:
         # operands, gathers in b, m, k / b, k, n only); ``swapped``: it does
         self.swap_ok = False
         self.swapped = False
+        # wgmma split-K: the last part of each tile sums the partials in the GEMM kernel
+        # (WG_FIXUP, per-tile counters in the plan's zeroed scratch) instead of the finish kernel
+        self.fixup = False
 
 
 TILE = 128
@@ -419,6 +422,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             tmaps["C"] = (c["dtype"], (spec.N, spec.M, spec.batch), (c["sm"] * 2, rows_b), (64, 64, 1))
         if spec.grouped:
             L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
+        if spec.fixup and S > 1 and not spec.grouped:
+            L.append("#define WG_FIXUP 1")
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") and not i2c else None
         if rows:
@@ -456,7 +461,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
            "core": core, "wgrad": bool(wgrad), "im2col": bool(i2c)}
-    if S > 1:
+    if S > 1 and core == "wgmma" and spec.fixup and not spec.grouped:
+        out["fixup"] = True
+        out["cnt_bytes"] = 4 * -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch
+    elif S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
         out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",

@@ -181,7 +181,15 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         swap_ab(spec)
         first = (first[1], first[0])
         prog.notes.append(f"{node.kind}: swap-AB (C^T = B^T A^T, M = {spec.M}, N = {spec.N})")
+    cnt = None
+    if core == "wgmma" and spec.swap_ok and knob("SPLITK_FIXUP", "1") not in ("0", "off"):
+        spec.fixup = True
     g = cg.gemm_source(spec, core != "simt", sms, core)
+    if g.get("fixup"):
+        cnt = prog.small_alloc(g["cnt_bytes"])
+        if cnt[0] != "sc":        # the counters must start zeroed: the plan's scratch only
+            spec.fixup, cnt = False, None
+            g = cg.gemm_source(spec, core != "simt", sms, core)
     ab = [loc[first[0].uid], loc[first[1].uid]]
     for op, base in (("A", ab[0]), ("B", ab[1])):
         if op in g["tmaps"]:
@@ -200,7 +208,13 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         if g.get("wgrad"):
             prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
                               f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")
-    if g["split"] > 1:
+    if g["split"] > 1 and cnt is not None:
+        part = ("ws", prog.ws_alloc(g["part_bytes"]))
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + [part, cnt] + args) +
+                          ((opts,) if opts else ()))
+        prog.notes.append(f"{node.kind}: split-K x{g['split']}, summed in the GEMM kernel")
+    elif g["split"] > 1:
         part = ("ws", prog.ws_alloc(g["part_bytes"]))
         src, name, grid, block = g["gemm"]
         prog.steps.append(("launch", src, name, grid, block, ab + [part]) + ((opts,) if opts else ()))

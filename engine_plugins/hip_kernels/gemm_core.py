@@ -48,6 +48,8 @@ Knobs (environment; the tile table below is the default):
   layout.pad_matmul), so the wgmma core loads them with the copy engine;
 * ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` | ``0`` | ``1`` - small-M matmuls as C^T = B^T A^T
   (:func:`swap_ab_choice`, gemm.swap_ab);
+* ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``0`` - matmul split-K on the wgmma core through the finish
+  kernel instead of the in-kernel sum of the tile's last part (``WG_FIXUP``);
 * ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;

@@ -130,6 +130,60 @@ def test_decode_shapes_swap_ab(M, N):
     assert d["C_VEC"] == "0" and d["WG_TMA_STORE"] == "0"
 
 
+def test_matmul_split_k_summed_in_the_gemm_kernel(monkeypatch):
+    """Matmul split-K on the wgmma core: no finish kernel - the GEMM kernel's last part of each
+    tile sums the partials (WG_FIXUP) with per-tile counters in the plan's scratch; knob
+    SPLITK_FIXUP=0 restores the finish kernel; convolution split-K keeps it."""
+    prog = plan(mm_graph(16, 4096, 4096)[0])
+    launches = [s for s in prog.steps if s[0] == "launch"]
+    assert [s[2] for s in launches] == ["hdn_gemm_wgmma"], prog.notes
+    assert "#define WG_FIXUP 1" in launches[0][1]
+    d = _first_defs(launches[0][1])
+    S = int(d["GSPLIT"])
+    assert S > 1 and any(f"split-K x{S}, summed in the GEMM kernel" in n for n in prog.notes)
+    args = launches[0][5]
+    tiles = -(-int(d["GM"]) // 128) * -(-int(d["GN"]) // int(d["WG_BN"]))
+    assert args[-2][0] == "sc" and prog.scratch_size >= 4 * tiles      # counters: plan scratch
+    assert args[-3][0] == "ws" and prog.ws_size >= 4 * S * int(d["GM"]) * int(d["GN"])
+    monkeypatch.setenv("HIPDNN_CABI_HIP_SPLITK_FIXUP", "0")
+    prog = plan(mm_graph(16, 4096, 4096)[0])
+    assert [s[2] for s in prog.steps if s[0] == "launch"] == ["hdn_gemm_wgmma", "hdn_gemm_splitk"]
+    assert "#define WG_FIXUP 1" not in prog.steps[0][1]
+
+
+def test_scratch_starts_zeroed():
+    """The plan's scratch is zeroed when the plan is made (the fixup counters reset themselves
+    after every launch, so they must start at 0)."""
+    from engine_plugins.hip_kernels import engine
+
+    class Rt:
+        device = 0
+
+        def __init__(self):
+            self.calls = []
+
+        def malloc(self, n):
+            self.calls.append(("malloc", n))
+            return 4096
+
+        def memset(self, p, v, n, stream=0):
+            self.calls.append(("memset", p, v, n))
+
+        def synchronize(self):
+            self.calls.append(("sync",))
+
+    rt = Rt()
+    prog = plan(mm_graph(16, 4096, 4096)[0])
+    prog.steps = []
+    orig = engine.device.get_runtime
+    engine.device.get_runtime = lambda: rt
+    try:
+        engine.GpuPlan(prog)
+    finally:
+        engine.device.get_runtime = orig
+    assert ("memset", 4096, 0, prog.scratch_size) in rt.calls and rt.calls[-1] == ("sync",)
+
+
 def test_swap_ab_model_and_knob(monkeypatch):
     # big M never swaps; M = 64 x N = 4096 stays (the model: no clear win)
     assert not gc.swap_ab_choice(4096, 4096, 4096, 1, 132, 2)
@@ -183,13 +237,22 @@ def test_odd_matmul_on_host(case, monkeypatch):
     import test_host_emulation as the
     real = the.build_program
 
-    def no_tmaps(*args, **kw):
-        # the serial GEMM runs the prelude's gathers: the tensor-map arguments are the device's
+    def host_steps(*args, **kw):
+        # the serial GEMM runs the prelude's gathers: the tensor-map arguments are the device's;
+        # a split-K GEMM summed in the kernel (WG_FIXUP: GPU-only code) runs as one part
         prog = real(*args, **kw)
-        prog.steps = [s[:5] + ([a for a in s[5] if a[0] != "tmap"],) + s[6:] if s[0] == "launch" else s
-                      for s in prog.steps]
+        steps = []
+        for s in prog.steps:
+            if s[0] == "launch":
+                src, argv = s[1], [a for a in s[5] if a[0] != "tmap"]
+                if "#define WG_FIXUP 1" in src:
+                    src = re.sub(r"#define GSPLIT \d+", "#define GSPLIT 1", src.replace("#define WG_FIXUP 1", ""))
+                    argv = argv[:2] + argv[4:]
+                s = (s[0], src) + s[2:5] + (argv,) + s[6:]
+            steps.append(s)
+        prog.steps = steps
         return prog
-    monkeypatch.setattr(the, "build_program", no_tmaps)
+    monkeypatch.setattr(the, "build_program", host_steps)
     run_host = the.run_host
     M, N, K, bt, batch, bbatch, epi, knobs = HOST[case]
     for k, v in knobs.items():
