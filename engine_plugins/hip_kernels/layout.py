@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from . import codegen as cg
+from . import gemm_core as gc
 from .codegen import EwIn, EwOut
 
 
@@ -185,7 +186,6 @@ def pad_matmul(prog, r, loc, tag, kmajor_only, sms, mnk):
     workspace copies (:func:`emit_pad`) when the cost model says so
     (:func:`gemm_core.pad_choice`): the unit-stride axis stays innermost (K for the K-major-only
     types, and for operands with no unit-stride axis).  Returns the roles."""
-    from . import gemm_core as gc
     M, N, K, batch = mnk
     es = cg.ELEM_SIZE[cg.dtype_name(r["a"].dtype)]
     axes = {}
@@ -291,7 +291,6 @@ def prepare_simt(prog, node, r, loc, tag, core, sms):
     its layout (the epilogue stores any strides).  Other ops / cores / layouts: ``r`` as is.
     Not used where the NCHW operand already loads as 16-byte m-vectors (``mvec``: 1 x 1, unit
     stride, no padding: ops/conv._nchw_mvec)."""
-    from . import gemm_core as gc
     if core != "simt" or node.kind != "ConvolutionFwdAttributes":
         return r
     x, w = r["x"], r["w"]
