@@ -384,9 +384,13 @@ __device__ __forceinline__ void wg_fixup(const float* __restrict__ P, unsigned* 
                                          HDN_EPI_PARAMS, int u, int b, int m0, int n0, int tc) {
     __shared__ int wg_last;
     __threadfence();
-    wg_named_sync<3, 256>();
+    wg_named_sync<3, 256>();            // every consumer thread's partial stores of this unit
     const int tile = u / GSPLIT;
-    if (tc == 0) wg_last = atomicAdd(cnt + tile, 1u) == (unsigned)(GSPLIT - 1);
+    if (tc == 0) {
+        __threadfence();                // release them at gpu scope (after the barrier)
+        wg_last = atomicAdd(cnt + tile, 1u) == (unsigned)(GSPLIT - 1);
+        __threadfence();                // acquire the other parts' partials
+    }
     wg_named_sync<3, 256>();
     if (!wg_last) return;
     __threadfence();
