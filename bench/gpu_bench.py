@@ -6,7 +6,8 @@ which the engine is given as the handle stream).  Buffers are PyTorch tensors (c
 device memory).  Writes bench/results/gpu.json (or --out); `--plots DIR` draws one PNG per
 benchmark from a JSON file (run where matplotlib is).
 
-Benchmarks: fp32 GEMM 4096^3 (TF32 off, and with the TF32_MATH knob), conv2d fwd fp32/fp16
+Benchmarks: fp32 GEMM 4096^3 (TF32 off, and with the TF32_MATH knob), fp16 / bf16 GEMMs (square,
+LLM shapes; ``gemmodd``: unaligned N / K, the vocabulary projection, decode M), conv2d fwd fp32/fp16
 ResNet-50 shapes batch 32 NHWC, NCHW (fp32 FFMA, fp32 TF32, fp16 - the last two through the
 layout transform), batchnorm training forward and a 4-op pointwise chain on 256 MB tensors,
 execute overhead (from C with a reused variant pack and frontend-style, a new pack per call), the
@@ -196,6 +197,49 @@ def bench_gemm16(torch, E, res):
                          ("c",), theirs[0], check=lambda: _rel(torch, c, ref))
             del a, b, c, d
     res["gemm_16bit"] = {"cases": out, "target": "0.6 (4096^3), 0.5 (M = 8192)"}
+
+
+def bench_gemm_odd(torch, E, res):
+    """bf16 GEMMs of any alignment and small M vs cuBLAS (torch.matmul, same process): N / K not
+    multiples of 8 (rows not 16-byte aligned: the pad pre-pass, layout.pad_matmul), the vocabulary
+    projection (N = 50257) and decode shapes M in {1, 16, 64} x N, K in {4096, 12288} (swap-AB /
+    split-K from the cost model).  Errors of both against a float64 product."""
+    from engine_plugins.hip_kernels.engine import analyse
+    from gpu_testlib import T, graph_bytes, matmul
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    shapes = [(4097, 4095, 4096, 0.8), (4096, 50257, 4096, 0.8)]
+    shapes += [(m, n, k, 0.95) for m in (1, 16, 64) for n, k in ((4096, 4096), (12288, 4096),
+                                                                 (4096, 12288), (12288, 12288))]
+    out = {}
+    tdt = torch.bfloat16
+    for M, N, K, tgt in shapes:
+        a = torch.randn(M, K, device="cuda", dtype=tdt)
+        b = torch.randn(K, N, device="cuda", dtype=tdt) * K ** -0.5
+        c = torch.empty(M, N, device="cuda", dtype=tdt)
+        g = graph_bytes([T(1, [M, K], "BFLOAT16"), T(2, [K, N], "BFLOAT16"), T(3, [M, N], "BFLOAT16")],
+                        [matmul(1, 2, 3)])
+        run, bs = E.prepare(g, {1: a, 2: b, 3: c})
+        ours = median_ms(torch, run)
+        d = torch.empty_like(c)
+        theirs = median_ms(torch, lambda: torch.matmul(a, b, out=d))
+        ref = torch.matmul(a.double(), b.double())
+        err, terr = float(_rel(torch, c, ref)), float(_rel(torch, d, ref))
+        del ref
+        an = analyse(parse_graph(g))
+        path = [n for n in (an.program.notes if an.ok else [an.reason])
+                if any(w in n for w in ("pad pre-pass", "swap-AB", "wgmma core", "split-K"))]
+        fl = 2 * M * N * K
+        key = f"bf16_{M}x{N}x{K}"
+        out[key] = {"ours_ms": ours[0], "torch_ms": theirs[0], "ours_tflops": fl / ours[0] / 1e9,
+                    "torch_tflops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0],
+                    "rel_err": err, "torch_rel_err": terr, "plan_build_s": bs, "target": tgt,
+                    "path": path}
+        print(f"GEMM {key}: ours {ours[0]:.4f} ms ({fl / ours[0] / 1e9:.1f} TFLOP/s), cuBLAS "
+              f"{theirs[0]:.4f} ms -> {theirs[0] / ours[0]:.2f}x (target {tgt}) err {err:.1e} "
+              f"(cuBLAS {terr:.1e})  {'; '.join(path)}", flush=True)
+        del a, b, c, d
+        torch.cuda.empty_cache()
+    res["gemm_odd"] = {"cases": out, "target": "0.8 (odd N / K), 0.95 (M <= 64)"}
 
 
 def bench_conv_nchw32(torch, E, res):
@@ -1034,6 +1078,7 @@ def plots(json_path, out_dir):
         bars("gpu_gemm.png", f"fp32 GEMM 4096^3 (TF32 off), {R.get('device', '')}", ["GEMM"],
              [g["ours_tflops"]], [g["torch_tflops"]], "TFLOP/s", lb="cuBLAS")
     for key, fname, title, lb in (("gemm_16bit", "gpu_gemm16.png", "fp16 / bf16 GEMM (wgmma core)", "cuBLAS"),
+                                  ("gemm_odd", "gpu_gemm_odd.png", "bf16 GEMM: odd N / K, small M", "cuBLAS"),
                                   ("conv2d_fwd_fp32_nchw_b32", "gpu_conv_nchw32.png",
                                    "conv2d fwd fp32 NCHW batch 32", "cuDNN")):
         c = R.get(key)
@@ -1089,8 +1134,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,overhead,"
-                                     "frontend,norms,normpw,pool,mxq,moe,swiglu,convstats,cudnnpeer,models")
+    ap.add_argument("--only", default="gemm,gemm16,gemmodd,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,"
+                                     "overhead,frontend,norms,normpw,pool,mxq,moe,swiglu,convstats,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if a.plots:
@@ -1107,7 +1152,7 @@ def main():
         only.append("cudnnpeer")
     if "models" in only:            # whole networks (bench/models_bench.py): both of them
         only += ["models_llama", "models_resnet"]
-    steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("conv", bench_conv),
+    steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("gemmodd", bench_gemm_odd), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("sdpafp8", bench_sdpa_fp8),
              ("convsweep", bench_conv_sweep),

@@ -307,6 +307,13 @@ class GemmSpec:
         # wgmma core only: the data type of the output whose per-column sum and sum of squares
         # the epilogue accumulates (genstats: a double argument hdn_st[2 N]) or None
         self.stats = None
+        # the plan builder may run this GEMM as C^T = B^T A^T (gemm.swap_ab: plain matmul
+        # operands, gathers in b, m, k / b, k, n only); ``swapped``: it does
+        self.swap_ok = False
+        self.swapped = False
+        # wgmma split-K: the last part of each tile sums the partials in the GEMM kernel
+        # (WG_FIXUP, per-tile counters in the plan's zeroed scratch) instead of the finish kernel
+        self.fixup = False
 
 
 TILE = 128
@@ -433,6 +440,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             tmaps["C"] = (c["dtype"], (spec.N, spec.M, spec.batch), (c["sm"] * 2, rows_b), (64, 64, 1))
         if spec.grouped:
             L += [f"#define WG_SCHED_GROUPED {spec.grouped}"] + list(spec.sched)
+        if spec.fixup and S > 1 and not spec.grouped:
+            L.append("#define WG_FIXUP 1")
         rows = spec.a_rows(gc.bk(es)) if spec.a_rows is not None and spec.a_mode == 1 \
             and gc.knob("ROWS", "1") not in ("0", "off") and not i2c else None
         if rows:
@@ -470,7 +479,10 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     out = {"gemm": (prelude + body, name, grid, block), "split": S, "reduce": None,
            "part_bytes": 4 * S * spec.batch * spec.M * spec.N, "opts": opts, "tmaps": tmaps,
            "core": core, "wgrad": bool(wgrad), "im2col": bool(i2c)}
-    if S > 1:
+    if S > 1 and core == "wgmma" and spec.fixup and not spec.grouped:
+        out["fixup"] = True
+        out["cnt_bytes"] = 4 * -(-spec.M // gc.WG_BM) * -(-spec.N // bn) * spec.batch
+    elif S > 1:
         per_thread = 8 if spec.store8 is not None else 1
         n = spec.batch * spec.M * spec.N // per_thread
         out["reduce"] = (prelude + read_kernel("gemm_splitk.hip"), "hdn_gemm_splitk",
@@ -524,6 +536,9 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
                   f"#define B_TAP_FLIP {btap['taps'] - 1 if btap['flip'] else 0}"]
             continue
         use = mode in (1, 2) and gc.tma_ok(dense, dt) and not (kmajor and mode == 2)
+        bcast = use and dense[3] > 1 and dense[2] == 0      # one matrix for every batch index
+        if bcast and spec.grouped:
+            use = False
         if use:
             smn, sk, sb, batch = dense
             if mode == 1 and sk == 1:      # K-major rows (128 bytes of k)
@@ -538,8 +553,11 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
                 use = False
         if use and spec.grouped:      # the operand's own batch (grouped: experts, or 1)
             dims3 = dims3[:2] + (batch,)
+        if use and bcast:             # a single-matrix map, read at batch coordinate 0
+            dims3 = dims3[:2] + (1,)
+            L.append(f"#define WG_{op}_BATCH(b) 0")
         if use:
-            nb = batch if spec.grouped else spec.batch
+            nb = batch if spec.grouped else (1 if bcast else spec.batch)
             strides.append(sb * es if nb > 1 else -(-inner // 16) * 16)
             tmaps[op] = (dt, dims3, tuple(strides), box)
             if op == "B" and spec.pair:

@@ -53,7 +53,8 @@ def gemm_knobs():
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
                   "FP8_CVT", "ATTN", "ATTN_STAGES", "ATTN_FP8", "WGRAD_TMA", "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
-                  "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS"))
+                  "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS", "PAD", "SWAP_AB",
+                  "SPLITK_FIXUP"))
 
 
 class Analysis:
@@ -188,6 +189,9 @@ class GpuPlan(PlanBase):
         self.ws_size = program.ws_size
         self.scratch_size = program.scratch_size
         self.scratch = rt.malloc(self.scratch_size) if self.scratch_size else 0
+        if self.scratch:            # starts zeroed (the split-K fixup's self-resetting counters)
+            rt.memset(self.scratch, 0, self.scratch_size, 0)
+            rt.synchronize()
         self.external = list(program.external)
         self.scalars = sorted({a[1] for st in program.steps if st[0] == "launch"
                                for a in st[5] if a[0] == "s"})

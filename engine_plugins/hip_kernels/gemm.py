@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import codegen as cg
 from . import layout
-from .gemm_core import choose_core, knob, tma_ok
+from .gemm_core import choose_core, knob, swap_ab_choice, tma_ok
 
 
 def dt(t):
@@ -44,7 +44,7 @@ def prepare(ctx, node, r, tag, tin):
         return r, None
     core0 = choose_core(dt(tin), dt(tin), ctx.arch, ctx.use_mma, ctx.tf32)
     r = layout.prepare(ctx.prog, node, r, ctx.loc, tag, core0,
-                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8)
+                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8, ctx.sms)
     return r, core0
 
 
@@ -115,6 +115,24 @@ def _epi_inputs(ins, loc, domain):
     return params, args, lines
 
 
+def swap_ab(spec):
+    """Turn ``spec`` into the GEMM of C^T = B^T A^T (gemm_core.swap_ab_choice): M and N, the
+    operands' gathers, modes and dense descriptors exchanged; the epilogue (fused ops
+    included) still sees the original (m, n) - element stores (consecutive n of the swapped
+    GEMM are a column of C), no TMA-store epilogue."""
+    spec.M, spec.N = spec.N, spec.M
+    spec.ta, spec.tb = spec.tb, spec.ta
+    spec.load_a, spec.load_b = "const int n = m; " + spec.load_b, "const int m = n; " + spec.load_a
+    spec.a_mode, spec.b_mode = spec.b_mode, spec.a_mode
+    spec.a_kcontig, spec.b_kcontig = spec.b_kcontig, spec.a_kcontig
+    spec.a_dense, spec.b_dense = spec.b_dense, spec.a_dense
+    spec.store = ("const int m_sw = n, n_sw = m; { const int m = m_sw; const int n = n_sw; " +
+                  spec.store + " }")
+    spec.store8 = None
+    spec.c_tma = None
+    spec.swapped = True
+
+
 def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
     """Append the GEMM of ``spec`` to ``ctx.prog``.  ``built``: (output tensor, C lines decoding
     the output coordinates c<d> from (b, m, n), the output's domain, its n dim, whether 8
@@ -177,7 +195,24 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         spec.stats = dt(out)
         spec.epi_params = spec.epi_params + ["double* __restrict__ hdn_st"]
         args = args + [st_loc]
+    # swap-AB and the in-kernel split-K sum keep the epilogue's per-column work (genstats,
+    # the paired GEMM) out: those plans keep the plain orientation and the finish kernel
+    plain = spec.stats is None and spec.pair is None
+    if plain and core == "wgmma" and spec.swap_ok and spec.a_mode in (1, 2) and spec.b_mode in (1, 2) and \
+            tma_ok(spec.a_dense, spec.ta) and tma_ok(spec.b_dense, spec.tb) and \
+            swap_ab_choice(spec.M, spec.N, spec.K, spec.batch, sms, cg.ELEM_SIZE[spec.ta]):
+        swap_ab(spec)
+        first = (first[1], first[0])
+        prog.notes.append(f"{node.kind}: swap-AB (C^T = B^T A^T, M = {spec.M}, N = {spec.N})")
+    cnt = None
+    if plain and core == "wgmma" and spec.swap_ok and knob("SPLITK_FIXUP", "1") not in ("0", "off"):
+        spec.fixup = True
     g = cg.gemm_source(spec, core != "simt", sms, core)
+    if g.get("fixup"):
+        cnt = prog.small_alloc(g["cnt_bytes"])
+        if cnt[0] != "sc":        # the counters must start zeroed: the plan's scratch only
+            spec.fixup, cnt = False, None
+            g = cg.gemm_source(spec, core != "simt", sms, core)
     if st_loc is not None:
         ctx.stats[out.uid] = st_loc
         prog.notes.append(f"{node.kind}: per-channel sum / sum of squares in the epilogue (genstats)")
@@ -199,7 +234,13 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         if g.get("wgrad"):
             prog.notes.append(f"{node.kind}: backward filter on 4-D tensor maps, position box "
                               f"{spec.wgrad['box'][0]}x{spec.wgrad['box'][1]}")
-    if g["split"] > 1:
+    if g["split"] > 1 and cnt is not None:
+        part = ("ws", prog.ws_alloc(g["part_bytes"]))
+        src, name, grid, block = g["gemm"]
+        prog.steps.append(("launch", src, name, grid, block, ab + [part, cnt] + args) +
+                          ((opts,) if opts else ()))
+        prog.notes.append(f"{node.kind}: split-K x{g['split']}, summed in the GEMM kernel")
+    elif g["split"] > 1:
         part = ("ws", prog.ws_alloc(g["part_bytes"]))
         src, name, grid, block = g["gemm"]
         prog.steps.append(("launch", src, name, grid, block, ab + [part]) + ((opts,) if opts else ()))

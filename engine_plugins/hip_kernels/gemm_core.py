@@ -43,6 +43,13 @@ Knobs (environment; the tile table below is the default):
   wgmma epilogue through shared memory and tensor-copy-engine stores (``WG_TMA_STORE``);
 * ``HIPDNN_CABI_HIP_CONV1X1_TMA``: ``0`` gathers the activations of unit-stride unpadded 1 x 1
   convolutions (a dense [N*H*W, C] matrix) instead of loading them with the copy engine.
+* ``HIPDNN_CABI_HIP_PAD``: ``auto`` | ``0`` | ``1`` - matmul operands with rows that are not
+  16-byte aligned copied into zero-padded workspace rows first (:func:`pad_choice`,
+  layout.pad_matmul), so the wgmma core loads them with the copy engine;
+* ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` | ``0`` | ``1`` - small-M matmuls as C^T = B^T A^T
+  (:func:`swap_ab_choice`, gemm.swap_ab);
+* ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``0`` - matmul split-K on the wgmma core through the finish
+  kernel instead of the in-kernel sum of the tile's last part (``WG_FIXUP``);
 * ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;
@@ -141,16 +148,7 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
     split_on = knob("SPLITK", "1") not in ("0", "off")
     if gather is not None and sms > 0 and t not in ("128x256", "128x128", "128x64") and \
             knob("SPLITK", "1") in ("1", "0", "off", ""):
-        cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
-        best = None
-        for b in cands:
-            tiles = tm * -(-N // b) * batch
-            smax = min(64, ksteps // 4) if split_on and tiles < sms else 1
-            for sp in range(1, max(1, smax) + 1):
-                c = tile_cost(tiles, ksteps, b, M * N * batch, sms, sp, gather)
-                if best is None or c < best[0] * (0.97 if sp > 1 else 1.0):
-                    best = (c, b, sp)
-        bn, s = best[1], best[2]
+        _, bn, s = best_tile(M, N, K, batch, sms, es, gather, split_on)
         st = _stages(bn)
         per, S = K, 1
         if s > 1:
@@ -194,6 +192,68 @@ def tile_config(M, N, K, batch, sms, es=2, gather=None):
     return bn, st, S, per
 
 
+def best_tile(M, N, K, batch, sms, es, gather, split_on=True, rows=False):
+    """(modelled time, BN, split parts) of the cheapest 128 x BN tile grid under
+    :func:`tile_cost` (``rows``: count only the operand rows that exist, min(128, M) and
+    min(BN, N), in the load term - what the orientation choice :func:`swap_ab_choice` compares)."""
+    tm = -(-M // WG_BM)
+    ksteps = -(-K // bk(es))
+    cands = [b for b in (256, 128, 64) if b <= max(64, -(-N // 64) * 64)]
+    best = None
+    for b in cands:
+        tiles = tm * -(-N // b) * batch
+        smax = min(64, ksteps // 4) if split_on and tiles < sms else 1
+        for sp in range(1, max(1, smax) + 1):
+            c = tile_cost(tiles, ksteps, b, M * N * batch, sms, sp, gather,
+                          (min(WG_BM, M), min(b, N)) if rows else None)
+            if best is None or c < best[0] * (0.97 if sp > 1 else 1.0):
+                best = (c, b, sp)
+    return best
+
+
+def pad_choice(M, N, K, batch, sms, es, gather, padded, nbytes):
+    """True: copy a matrix operand that the producer could only gather element by element into
+    a zero-padded 16-byte-aligned workspace buffer first (layout.pad_matmul: the pack
+    pre-pass, ``nbytes`` read and written once) - when the GEMM with ``padded`` producer costs
+    plus the copy beats the GEMM with ``gather``.  Knob ``HIPDNN_CABI_HIP_PAD``: ``auto``
+    (default) | ``0`` (never: element gathers) | ``1`` (always)."""
+    want = knob("PAD", "auto")
+    if want in ("0", "off"):
+        return False
+    if want in ("1", "on"):
+        return True
+    sms = sms if sms > 0 else 132
+    split_on = knob("SPLITK", "1") not in ("0", "off")
+    t_gather = best_tile(M, N, K, batch, sms, es, gather, split_on)[0]
+    t_pad = best_tile(M, N, K, batch, sms, es, padded, split_on)[0]
+    return t_pad + 2 * nbytes / TR_BPU + TR_LAUNCH < t_gather
+
+
+def swap_ab_choice(M, N, K, batch, sms, es):
+    """True: run the GEMM as C^T = B^T A^T (swap-AB: N on the 128-row side of the tile, M on the
+    BN side) - for small M (decode: M = 1 .. 64) the 128-row tile of A is mostly padding that
+    the tensor cores still compute, while N fills it.  Both orientations are modelled with
+    :func:`best_tile` counting only the rows that exist; the swap must win by SWAP_GAIN.  Knob
+    ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` (default) | ``0`` (never) | ``1`` (whenever the plan
+    builder allows it)."""
+    want = knob("SWAP_AB", "auto")
+    if want in ("0", "off"):
+        return False
+    if want in ("1", "on"):
+        return True
+    if M >= WG_BM or N <= M or sms <= 0 or knob("TILE", "") in ("128x256", "128x128", "128x64"):
+        return False
+    split_on = knob("SPLITK", "1") not in ("0", "off")
+    if knob("SPLITK", "1") not in ("1", "0", "off", ""):
+        return False        # a forced split count: the plain tile table, no orientation choice
+    normal = best_tile(M, N, K, batch, sms, es, (0.0, 0.0), split_on, rows=True)[0]
+    swapped = best_tile(N, M, K, batch, sms, es, (0.0, 0.0), split_on, rows=True)[0]
+    return swapped < SWAP_GAIN * normal
+
+
+SWAP_GAIN = 0.9
+
+
 def _stages(bn, tstore=False, stats=False):
     st = int(knob("STAGES", "0") or 0)
     if not st:
@@ -213,13 +273,15 @@ def _stages(bn, tstore=False, stats=False):
 GATHER_ROWS, GATHER_CHUNK, GATHER_ELEM, L2_BPU = 0.5, 1.0, 2.5, 75e3
 
 
-def tile_cost(tiles, ksteps, bn, mn, sms, s, gather):
+def tile_cost(tiles, ksteps, bn, mn, sms, s, gather, rows=None):
     """Modelled time of a 128 x bn tile grid (``tiles`` tiles, ``ksteps`` k steps, ``s`` split
     parts) on ``sms`` persistent CTAs: whole waves of units, each unit's k steps at the slowest
-    of the tensor cores, the producer's gathers and the operand loads from L2, + a fixed cost,
-    the output tile's store (and fp32 partial when split), + the split-K finish kernel."""
+    of the tensor cores, the producer's gathers and the operand loads from L2 (``rows``: the
+    (A, B) rows a tile loads, default (128, bn)), + a fixed cost, the output tile's store (and
+    fp32 partial when split), + the split-K finish kernel."""
     ga, gb = gather
-    t_k = max(T_KSTEP * bn / 64, ga + gb * bn / 128, (128 + bn) * 128 / L2_BPU)
+    ra, rb = rows if rows is not None else (128, bn)
+    t_k = max(T_KSTEP * bn / 64, ga + gb * bn / 128, (ra + rb) * 128 / L2_BPU)
     units = tiles * s
     waves = -(-units // sms)
     per_unit = -(-ksteps // s) * t_k + T_UNIT + 128 * bn * 2 / PART_BPU
@@ -310,13 +372,17 @@ def split_choice(tiles, ksteps, bn, mn, sms):
 
 def tma_ok(dense, dtype):
     """A dense operand description (sm, sk, sb, batch) in elements can use the tensor copy
-    engine: one unit-stride axis, the other strides 16-byte multiples."""
+    engine: one unit-stride axis, the other strides 16-byte multiples.  sb = 0 with batch > 1 is
+    a broadcast operand (one matrix for every batch index): a single-matrix tensor map read at
+    batch coordinate 0 (codegen._wgmma_defs)."""
     es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1}.get(dtype)
     if dense is None or knob("TMA", "1") in ("0", "off") or es is None:
         return False
     sm, sk, sb, batch = dense
-    if batch > 1 and sb <= 0:
+    if batch > 1 and sb < 0:
         return False
+    if batch > 1 and sb == 0:
+        batch = 1
     rest = [s for s in (sm, sk) if s != 1] + ([sb] if batch > 1 else [])
     return (sm == 1 or sk == 1) and len([s for s in (sm, sk) if s == 1]) >= 1 and \
         all(s > 0 and (es * s) % 16 == 0 for s in rest)

@@ -19,7 +19,10 @@
 // chunk c ^ (r & 7)): K-major tiles are rows of 64 k; M/N-major tiles are 64-wide atoms of 64
 // k rows (8 KiB each) - the layouts wgmma descriptors name with swizzle mode 1.
 // Split-K (GSPLIT > 1): each part writes fp32 partials HDN_PART[b * GSPLIT + s][m][n] and
-// gemm_splitk.hip sums them and runs the epilogue.
+// gemm_splitk.hip sums them and runs the epilogue - or, with WG_FIXUP 1, the CTA that finishes a
+// tile's last part does it in this kernel (wg_fixup: per-tile arrival counters HDN_CNT in the
+// plan's zeroed scratch, reset by that CTA; the parts summed in order s = 0 .. GSPLIT - 1, the
+// finish kernel's order, so the result does not depend on which part arrives last).
 // Convolution operands on 4-D / 3-D tensor maps: WG_WGRAD (backward filter: k tiles are boxes
 // of output positions, dy and per-tap x boxes; program._wgrad_tma), B_TAP_K (backward data:
 // KRSC weights as (C, K, tap) boxes) and WG_IM2COL (forward: per k tile = filter tap x 64
@@ -429,6 +432,50 @@ __device__ __forceinline__ void wg_st_flush(double* __restrict__ st, float* sst,
 }
 #endif
 
+#ifndef WG_FIXUP
+#define WG_FIXUP 0
+#endif
+#if GSPLIT > 1 && WG_FIXUP
+// split-K fixup of one unit, by both consumer warpgroups (tc = 0 .. 255): every thread's partial
+// stores are fenced, one thread counts the unit's arrival on its output tile; the CTA that
+// brings the count to GSPLIT sums the tile's GSPLIT partials (L2 reads) and runs the epilogue
+// (store_c8 / store_c), then resets the counter for the next launch
+__device__ __forceinline__ void wg_fixup(const float* __restrict__ P, unsigned* __restrict__ cnt,
+                                         HDN_EPI_PARAMS, int u, int b, int m0, int n0, int tc) {
+    __shared__ int wg_last;
+    __threadfence();
+    wg_named_sync<3, 256>();            // every consumer thread's partial stores of this unit
+    const int tile = u / GSPLIT;
+    if (tc == 0) {
+        __threadfence();                // release them at gpu scope (after the barrier)
+        wg_last = atomicAdd(cnt + tile, 1u) == (unsigned)(GSPLIT - 1);
+        __threadfence();                // acquire the other parts' partials
+    }
+    wg_named_sync<3, 256>();
+    if (!wg_last) return;
+    __threadfence();
+#pragma unroll 1
+    for (int i = tc; i < WG_BM * (WG_BN / 8); i += 256) {
+        const int gm = m0 + i / (WG_BN / 8), gn = n0 + (i % (WG_BN / 8)) * 8;
+        if (gm >= GM || gn >= GN) continue;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+        for (int s = 0; s < GSPLIT; ++s) {
+            const float* p = P + (((long long)b * GSPLIT + s) * GM + gm) * GN + gn;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) if (gn + j < GN) v[j] += __ldcg(p + j);
+        }
+#if C_VEC
+        store_c8(HDN_EPI_ARGS, b, gm, gn, v);
+#else
+#pragma unroll
+        for (int j = 0; j < 8; ++j) if (gn + j < GN) store_c(HDN_EPI_ARGS, b, gm, gn + j, v[j]);
+#endif
+    }
+    if (tc == 0) cnt[tile] = 0u;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(384, 1)
 hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #if A_TMA
@@ -443,7 +490,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #if WG_TMA_STORE
                , const __grid_constant__ hdn_tmap tmC
 #endif
-#if GSPLIT > 1
+#if GSPLIT > 1 && WG_FIXUP
+               , float* __restrict__ HDN_PART, unsigned* __restrict__ HDN_CNT, HDN_EPI_PARAMS)
+#elif GSPLIT > 1
                , float* __restrict__ HDN_PART)
 #else
                , HDN_EPI_PARAMS)
@@ -811,6 +860,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
 #endif
                 __syncwarp();
             }
+#if GSPLIT > 1 && WG_FIXUP
+            wg_fixup(HDN_PART, HDN_CNT, HDN_EPI_ARGS, u, b, m0, n0, tid - 128);
+#endif
 #endif
         }
 #if WG_TMA_STORE

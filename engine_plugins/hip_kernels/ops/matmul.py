@@ -61,7 +61,9 @@ def emit(ctx, node, r, tag, fused=None):
     r, _ = gemm.prepare(ctx, node, r, tag, r["a"])
     # a batchnorm over c [M, N] (channels = columns) may take its statistics from the epilogue
     stats = r["c"].uid in ctx.stats_wanted and len(dims(r["c"])) == 2
-    gemm.emit(ctx, node, spec, _spec_matmul(spec, r), tag, fused, _c_layout, stats)
+    built = _spec_matmul(spec, r)
+    spec.swap_ok = True
+    gemm.emit(ctx, node, spec, built, tag, fused, _c_layout, stats)
 
 
 def fusable_output(node, r):
@@ -185,13 +187,16 @@ def _spec_matmul(spec, r):
                    f" return bo + (long long)k * {sBk} + (long long)n * {sBn};")
     spec.a_kcontig = abs(sAk) <= abs(sAm)
     spec.b_kcontig = abs(sBk) <= abs(sBn)
-    if sAk == 1 and K % 8 == 0 and aligned([sAm] + sa):
+    # 16-byte chunks along k need K % 8 == 0 unless the operand is a zero-padded workspace copy
+    # (layout.emit_pad: the chunks past K read zeros; past M / N rows that are never stored)
+    pa, pb = getattr(a, "zero_pad", False), getattr(b, "zero_pad", False)
+    if sAk == 1 and (K % 8 == 0 or pa) and aligned([sAm] + sa):
         spec.a_mode = 1
-    elif sAm == 1 and M % 8 == 0 and aligned([sAk] + sa):
+    elif sAm == 1 and (M % 8 == 0 or pa) and aligned([sAk] + sa):
         spec.a_mode = 2
-    if sBk == 1 and K % 8 == 0 and aligned([sBn] + sb):
+    if sBk == 1 and (K % 8 == 0 or pb) and aligned([sBn] + sb):
         spec.b_mode = 1
-    elif sBn == 1 and N % 8 == 0 and aligned([sBk] + sb):
+    elif sBn == 1 and (N % 8 == 0 or pb) and aligned([sBk] + sb):
         spec.b_mode = 2
     spec.a_dense = _dense(bdims, sa, sAm, sAk, batch)
     spec.b_dense = _dense(bdims, sb, sBn, sBk, batch)
