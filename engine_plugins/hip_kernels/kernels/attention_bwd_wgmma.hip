@@ -124,8 +124,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
     const unsigned sK = sb, sV = sb + BW_OFF_V, sQ0 = sb + BW_OFF_Q, sDS = sb + BW_OFF_DS;
     const unsigned sDQ = sb + BW_OFF_DQ;
     float* const lsm = reinterpret_cast<float*>(gbase + BW_OFF_L);   // stage s: lse at 128 s, Dsum at 128 s + 64
-    // barriers: kv_full, q_full[ST] (the copy engine's transactions + the first producer warp's
-    // 32 lanes), q_empty[ST] (the 256 consumer threads)
+    // barriers: kv_full, q_full[ST] (the copy engine's transactions + the first warp's
+    // 32 lanes' cp.async arrivals), q_empty[ST] (all 256 threads)
     const unsigned bkv = sb + BW_OFF_BAR, bqf = bkv + 8, bqe = bqf + 8 * BW_ST;
     const int tid = threadIdx.x, wg = tid >> 7;
     const int kv0 = blockIdx.x * BW_BN, hk = blockIdx.y, b = blockIdx.z;
