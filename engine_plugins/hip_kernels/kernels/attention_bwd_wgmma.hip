@@ -234,6 +234,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
             unsigned ka = ka0, va = va0, kc = kc0;
             asm volatile("" : "+r"(ka), "+r"(va), "+r"(kc));
+#if DROPOUT
+            // the keep bits of this thread's 32 elements (bit 4 j + e), drawn before the
+            // products' accumulators occupy registers
+            unsigned keep = 0;
+            {
+                const unsigned long long dsub = (unsigned long long)b * HQ + h;
+#pragma unroll 1
+                for (int j = 0; j < 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int ii = q0 + 8 * j + 2 * t4 + (e & 1), jj = j0 + 8 * (e >> 1);
+                        const unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
+                        keep |= (w >= DTHR ? 1u : 0u) << (4 * j + e);
+                    }
+            }
+#endif
             wg_bar_wait(bqf + 8 * st, ph);
             // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (64 keys x 64 queries each)
             hdn_wgmma_fence();
@@ -257,36 +273,39 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             hdn_wgmma_wait<1>();
             BW_FENCE_F(s, 32);
             // Pᵀ (fp32, in s): element 4 j + e is key rk + 8 (e >> 1), query 8 j + 2 t4 + (e & 1)
+            if (full) {
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t4);
+                for (int j = 0; j < 8; ++j) {
+                    const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t4);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int ii = q0 + 8 * j + 2 * t4 + (e & 1);
-                    const HdnAttnSpan& cs = (e >> 1) ? cs1 : cs0;
-                    const bool ok = full || (ii >= cs.lo && ii < cs.hi);
-                    const float lse = (e & 1) ? l2.y : l2.x;
-                    s[4 * j + e] = ok ? hdn_exp2(s[4 * j + e] * sl2 - lse * HDN_LOG2E) : 0.f;
+                    for (int e = 0; e < 4; ++e)
+                        s[4 * j + e] = hdn_exp2(s[4 * j + e] * sl2 - ((e & 1) ? l2.y : l2.x) * HDN_LOG2E);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t4);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int ii = q0 + 8 * j + 2 * t4 + (e & 1);
+                        const HdnAttnSpan& cs = (e >> 1) ? cs1 : cs0;
+                        const float lse = (e & 1) ? l2.y : l2.x;
+                        s[4 * j + e] = ii >= cs.lo && ii < cs.hi ? hdn_exp2(s[4 * j + e] * sl2 - lse * HDN_LOG2E) : 0.f;
+                    }
                 }
             }
             hdn_wgmma_wait<0>();
             BW_FENCE_F(dp, 32);
             // dropout; dSᵀ = Pᵀ o (dPᵀ z - Dsum) (in dp); s <- Pᵀ z (the dropped P for dV)
-#if DROPOUT
-            const unsigned long long dsub = (unsigned long long)b * HQ + h;
-#endif
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 const float2 d2 = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t4);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float z = 1.f;
 #if DROPOUT
-                    {
-                        const int ii = q0 + 8 * j + 2 * t4 + (e & 1), jj = j0 + 8 * (e >> 1);
-                        const unsigned w = hdn_philox_word(seed, dsub, doff + (unsigned long long)ii * SKV + jj);
-                        z = w >= DTHR ? DSCALE : 0.f;
-                    }
+                    const float z = (keep >> (4 * j + e)) & 1u ? DSCALE : 0.f;
+#else
+                    const float z = 1.f;
 #endif
                     const float p = s[4 * j + e];
                     dp[4 * j + e] = p * (dp[4 * j + e] * z - ((e & 1) ? d2.y : d2.x));

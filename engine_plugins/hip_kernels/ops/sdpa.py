@@ -1,8 +1,10 @@
 """SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
 device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
 hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
-kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: kernels/attention_bwd.hip
-(mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: attention_bwd.hip's Dsum /
+dQ kernels around a main kernel: on an sm_90 device with D, Dv padded to 64 or 128
+kernels/attention_bwd_wgmma.hip (wgmma + tensor copy engine; HIPDNN_CABI_HIP_ATTN_BWD=mma opts
+out), else attention_bwd.hip's (mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
 
 Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] (v / o / do /
 dv [B, H, S, Dv]) with head sizes D, Dv multiples of 8 up to 256 (Dv may differ from D; the
