@@ -198,3 +198,121 @@ def test_backward_wgmma_vs_cpu_reference(R, i, monkeypatch):
     for uid, ref in ((11, dq), (12, dk), (13, dv)):
         assert np.all(np.isfinite(res[uid])), uid
         assert relerr(res[uid], ref) < tol, (uid, relerr(res[uid], ref))
+
+
+def _emu_forward_model_check(E, r):
+    """The model against the proven forward (attention_fwd_wgmma.hip issue_s / issue_pv at
+    HDP = HDVP = 128, 128-key tiles): S = Q Kᵀ and O = P V for warpgroup 1's 64 rows."""
+    Q, K, V = (r.standard_normal((128, 128)) for _ in range(3))
+    sm = E.Smem(3 * 32768)
+    sQ, sK, sV = 0, 32768, 65536
+    for a in range(2):
+        sm.tma_load(sQ + a * 16384, Q, 0, 64 * a, 128)
+        sm.tma_load(sK + a * 16384, K, 0, 64 * a, 128)
+        sm.tma_load(sV + a * 16384, V, 0, 64 * a, 128)
+    qa = sQ + 1 * 8192
+    S = np.zeros((64, 128))
+    for kk in range(8):
+        off = (kk & 3) * 32
+        S = E.wgmma(S, sm.operand(E.desc(qa + (kk >> 2) * 16384 + off, 16, 1024), 64, False),
+                    sm.operand(E.desc(sK + (kk >> 2) * 16384 + off, 16, 1024), 128, False))
+    assert np.allclose(S, Q[64:] @ K.T)
+    s = E.to_acc(S)
+    O = np.zeros((64, 128))
+    for ks in range(8):
+        O = E.wgmma(O, E.pack_a(s, ks), sm.operand(E.desc(sV + ks * 2048, 16384, 1024), 128, True))
+    assert np.allclose(O, S @ V)
+
+
+def test_emulated_visit():
+    """One visit of attention_bwd_wgmma.hip on the host model (wgmma_emu.py, first checked
+    against the proven forward kernel's descriptors): every shared-memory offset, descriptor,
+    fragment and the dSᵀ store formula as the kernel writes them, at HDP = HDVP = 128 and
+    64 / 64 (the warpgroups' dQ turns); dV, dK and dQ against the matrix formulas."""
+    import wgmma_emu as E
+    r = np.random.default_rng(3)
+    _emu_forward_model_check(E, r)
+    for HD, HDV in ((128, 128), (64, 64), (96, 128)):
+        HDP, HDVP = -(-HD // 64) * 64, -(-HDV // 64) * 64
+        NK, NV = HDP // 64, HDVP // 64
+        Q, K = r.standard_normal((64, HD)), r.standard_normal((128, HD))
+        V, dO = r.standard_normal((128, HDV)), r.standard_normal((64, HDV))
+        lse, dsum = r.standard_normal(64), r.standard_normal(64)
+        KATOM, QATOM = 16384, 8192
+        sK = 0
+        sV = sK + NK * KATOM
+        sQ = sV + NV * KATOM
+        sG = sQ + NK * QATOM
+        sDS = sG + NV * QATOM
+        sm = E.Smem(sDS + 2 * 16384)
+        for a in range(NK):
+            sm.tma_load(sK + a * KATOM, K, 0, 64 * a, 128)
+            sm.tma_load(sQ + a * QATOM, Q, 0, 64 * a, 64)
+        for a in range(NV):
+            sm.tma_load(sV + a * KATOM, V, 0, 64 * a, 128)
+            sm.tma_load(sG + a * QATOM, dO, 0, 64 * a, 64)
+        sl2 = 0.1 * 1.4426950408889634
+        P_all, dS_all = np.zeros((128, 64)), np.zeros((128, 64))
+        dv_acc, dk_acc, pa_sa = [], [], []
+        for it in range(2):                                  # it: the dSᵀ buffer / dQ turn
+            dsb = sDS + (it & 1) * 16384
+            for wgc in range(2):
+                ka, va = sK + wgc * 8192, sV + wgc * 8192
+                S = np.zeros((64, 64))
+                for kk in range((HD + 15) // 16):
+                    off = (kk & 3) * 32
+                    S = E.wgmma(S, sm.operand(E.desc(ka + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                sm.operand(E.desc(sQ + (kk >> 2) * QATOM + off, 16, 1024), 64, False), kk != 0)
+                dP = np.zeros((64, 64))
+                for kk in range((HDV + 15) // 16):
+                    off = (kk & 3) * 32
+                    dP = E.wgmma(dP, sm.operand(E.desc(va + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                 sm.operand(E.desc(sG + (kk >> 2) * QATOM + off, 16, 1024), 64, False), kk != 0)
+                s, dp = E.to_acc(S), E.to_acc(dP)
+                _, col = E.acc_coords(64)
+                s = np.exp2(s * sl2 - lse[col] * 1.4426950408889634)
+                dp = s * (dp - dsum[col])
+                keys = slice(64 * wgc, 64 * wgc + 64)
+                P_all[keys], dS_all[keys] = E.from_acc(s, 64), E.from_acc(dp, 64)
+                # dSᵀ stores, as the kernel: sa[ks][q] = (dp[8 ks + 2 q], dp[8 ks + 2 q + 1])
+                for t in range(128):
+                    w4, g, t4 = t // 32, (t % 32) // 4, t % 4
+                    rk = 64 * wgc + 16 * w4 + g
+                    for ks in range(4):
+                        for hh in range(2):
+                            for rr in range(2):
+                                q = 2 * hh + rr
+                                sm.st32(dsb + (rk + 8 * rr) * 128 + (((2 * ks + hh) ^ g) << 4) + 4 * t4,
+                                        dp[t, 8 * ks + 2 * q], dp[t, 8 * ks + 2 * q + 1])
+                dv = np.zeros((64, HDVP))
+                dk = np.zeros((64, HDP))
+                for ks in range(4):
+                    dv = E.wgmma(dv, E.pack_a(s, ks), sm.operand(E.desc(sG + ks * 2048, QATOM, 1024), HDVP, True))
+                    dk = E.wgmma(dk, E.pack_a(dp, ks), sm.operand(E.desc(sQ + ks * 2048, QATOM, 1024), HDP, True))
+                if it == 0:
+                    dv_acc.append(dv)
+                    dk_acc.append(dk)
+            dq = np.zeros((64, HDP))
+            for wgc in range(2):
+                if HDP == 128:
+                    kc, dqc = sK + wgc * KATOM, 64 * wgc
+                elif (it & 1) == wgc:
+                    kc, dqc = sK, 0
+                else:
+                    continue
+                acc = np.zeros((64, 64))
+                for ks in range(8):
+                    acc = E.wgmma(acc, sm.operand(E.desc(dsb + ks * 2048, 16384, 1024), 64, True),
+                                  sm.operand(E.desc(kc + ks * 2048, KATOM, 1024), 64, True), ks != 0)
+                # the staging copy (row 16 w4 + g + 8 rr, column 8 j + 2 t4 + c) is acc itself
+                dq[:, dqc:dqc + 64] = acc
+            Kp = np.pad(K, ((0, 0), (0, HDP - HD)))
+            assert np.allclose(dq, dS_all.T @ Kp), (HD, HDV, it)
+        S_ref = K @ Q.T
+        P_ref = np.exp2(S_ref * sl2 - lse[None, :] * 1.4426950408889634)
+        assert np.allclose(P_all, P_ref)
+        dS_ref = P_ref * ((V @ dO.T) - dsum[None, :])
+        assert np.allclose(dS_all, dS_ref)
+        dV = np.concatenate(dv_acc)[:, :HDV]
+        dK = np.concatenate(dk_acc)[:, :HD]
+        assert np.allclose(dV, P_ref @ dO) and np.allclose(dK, dS_ref @ Q), (HD, HDV)

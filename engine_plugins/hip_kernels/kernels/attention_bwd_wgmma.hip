@@ -185,6 +185,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
 #pragma unroll 1
         for (int n = 0; n < BW_ST - 1 && n < nit; ++n) load(n);
     }
+    __syncwarp();
 #if SCALE_MODE == 0
     const float scale = SCALE_VALUE;
 #elif SCALE_MODE == 1
@@ -230,6 +231,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             const float* dsum_s = lse_s + BW_BM;
             float s[32], dp[32];
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
+            __syncwarp();
             // the loop-invariant K / V addresses re-derived each visit: the compiler would
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
             unsigned ka = ka0, va = va0, kc = kc0;
