@@ -813,10 +813,32 @@ def bench_sdpa(torch, E, res):
         if theirsb:
             row.update(torch_ms=theirsb[0][0], torch_backend=theirsb[1],
                        torch_tflops=flb / theirsb[0][0] / 1e9, ratio=theirsb[0][0] / oursb[0])
+        row["kernel"] = os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
         res[f"sdpa_bwd_{name}"] = row
         print(f"SDPA bwd {name}: ours {oursb[0]:.3f} ms ({flb / oursb[0] / 1e9:.0f} TFLOP/s) torch "
               f"{row.get('torch_ms', float('nan')):.3f} ms [{row.get('torch_backend')}] -> "
               f"{row.get('ratio', float('nan')):.2f}x  rel err {errb:.2e}", flush=True)
+        # the same backward on the mma.sync kernel (HIPDNN_CABI_HIP_ATTN_BWD=mma; auto = the
+        # wgmma kernel on sm_90)
+        prev = os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD")
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD"] = "mma"
+        try:
+            runm, bsm = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
+            oursm = median_ms(torch, runm, reps=5, warm=1)
+        finally:
+            if prev is None:
+                os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD")
+            else:
+                os.environ["HIPDNN_CABI_HIP_ATTN_BWD"] = prev
+        errm = max(float(((a.float() - b.float()).norm() / b.float().norm()))
+                   for a, b in zip((dq, dk, dv), gref))
+        rowm = {"ours_ms": oursm[0], "ours_tflops": flb / oursm[0] / 1e9, "rel_err_vs_torch": errm,
+                "plan_build_s": bsm, "target": 0.35, "kernel": "mma"}
+        if theirsb:
+            rowm.update(torch_ms=theirsb[0][0], torch_backend=theirsb[1], ratio=theirsb[0][0] / oursm[0])
+        res[f"sdpa_bwd_mma_{name}"] = rowm
+        print(f"SDPA bwd {name} [mma.sync]: ours {oursm[0]:.3f} ms -> {rowm.get('ratio', float('nan')):.2f}x"
+              f"  rel err {errm:.2e}", flush=True)
         del q, k, v, do, o, st, dq, dk, dv, qr, kr, vr, outr, gref
         torch.cuda.empty_cache()
 

@@ -78,7 +78,9 @@ def test_head_sizes_applicable_and_declined_with_a_reason():
             prog = build_program(parse_graph(fwd_graph(**c)[1]), arch=arch)
             assert _names(prog) == (["hdn_attn_fwd_wg"] if arch else ["hdn_attn_fwd"])
         prog = build_program(parse_graph(bwd_graph(**c)[1]), arch="sm_90")
-        assert _names(prog) == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"]
+        wg = max(D, Dv) <= 128      # the wgmma backward's padded head sizes: 64, 128
+        assert _names(prog) == ["hdn_attn_bwd_pre", "hdn_attn_bwd_wg" if wg else "hdn_attn_bwd",
+                                "hdn_attn_bwd_dq"]
     for D, Dv, why in ((100, 100, "head dim D = 100"), (264, 264, "head dim D = 264"),
                        (64, 36, "head dim Dv = 36"), (64, 320, "head dim Dv = 320")):
         for g in (fwd_graph("HALF", 1, 2, 2, 33, 40, D, Dv=Dv)[1],
@@ -144,8 +146,8 @@ def programs(build):
 
 
 def test_head_size_sources_compile_sm90a():
-    """Every source the GPU tests below run compiles for sm_90a; the wgmma forward without
-    register spills."""
+    """Every source the GPU tests below run compiles for sm_90a; the wgmma forward and backward
+    without register spills."""
     from engine_plugins.hip_kernels import codegen
     c = _compiler()
     hdr = codegen.headers()
@@ -155,11 +157,13 @@ def test_head_size_sources_compile_sm90a():
             if st[0] != "launch" or st[1] in seen:
                 continue
             seen.add(st[1])
-            opts = ("--ptxas-options=-v",) if name == "fwd_wg" else ()
+            wg = name == "fwd_wg" or st[2] == "hdn_attn_bwd_wg"
+            opts = ("--ptxas-options=-v",) if wg else ()
             assert c.compile(st[1], f"{name}_{st[2]}.hip", opts, "sm_90a", hdr)
-            if name == "fwd_wg":
+            if wg:
                 assert " 0 bytes spill stores" in c.last_log, c.last_log
-    assert len(seen) == len(FWD) + len(MMA_FWD) + 1 + len(BWD)
+    n_bwd_wg = sum(max(c["D"], c.get("Dv") or c["D"]) <= 128 for c in BWD)   # + attention_bwd_wgmma.hip
+    assert len(seen) == len(FWD) + len(MMA_FWD) + 1 + len(BWD) + n_bwd_wg
 
 
 # ------------------------------------------------------------------------------------- GPU

@@ -1,8 +1,10 @@
 """SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
 device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
 hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
-kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: kernels/attention_bwd.hip
-(mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: attention_bwd.hip's Dsum /
+dQ kernels around a main kernel: on an sm_90 device with D, Dv padded to 64 or 128
+kernels/attention_bwd_wgmma.hip (wgmma + tensor copy engine; HIPDNN_CABI_HIP_ATTN_BWD=mma opts
+out), else attention_bwd.hip's (mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
 
 Applicable: q/k/v/o (and do/dq/dk/dv) HALF or BFLOAT16 (one type), 4-d [B, H, S, D] (v / o / do /
 dv [B, H, S, Dv]) with head sizes D, Dv multiples of 8 up to 256 (Dv may differ from D; the
@@ -369,11 +371,14 @@ def _emit(prog, node, r, loc, tag, arch=None):
                          [("ws", ws_q), loc[r["dq"].uid]])
     defines["HDN_ATTN_DQ_PARAMS"] = dq_p
     src = _source("attention_bwd.hip", defines)
+    main = ("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64 * nsplit, Hkv, B), (128, 1, 1), as_,
+            bwd_smem_bytes(D, Dv))
+    if bwd_wgmma_ok(node, r, arch):     # the Hopper main kernel; pre / dq kernels shared
+        main = _bwd_wg_step(prog, node, r, loc, dict(defines), extra_p, extra_a, ws_d, ws_q, lens)
     prog.steps.append(("memset", ws_q, n_rows * dp * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    prog.steps.append(("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64 * nsplit, Hkv, B),
-                       (128, 1, 1), as_, bwd_smem_bytes(D, Dv)))
+    prog.steps.append(main)
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
 
@@ -397,6 +402,64 @@ def bwd_smem_bytes(D, Dv):
 def _len_params(defines):
     p = defines["HDN_ATTN_LEN_PARAMS"]
     return [x.strip() for x in p.split(",") if x.strip()]
+
+
+# ------------------------------------------------------------------ Hopper backward (wgmma)
+WG_BWD_BN, WG_BWD_BM = 128, 64       # attention_bwd_wgmma.hip BW_BN (keys per CTA), BW_BM
+
+
+def bwd_wgmma_ok(node, r, arch):
+    """The backward's main kernel runs on attention_bwd_wgmma.hip: an sm_90 device, head sizes
+    D, Dv padded to 64 or 128, Q / K / V / dO views the tensor copy engine can describe.
+    ``HIPDNN_CABI_HIP_ATTN_BWD`` = auto / wgmma (that kernel where applicable) or mma (the
+    mma.sync kernel attention_bwd.hip always)."""
+    if node.kind != BWD or not (arch or "").startswith("sm_9"):
+        return False
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto") in ("mma", "mma.sync"):
+        return False
+    if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
+        return False
+    for role in ("q", "k", "v", "do"):
+        dd, ss = _dims(r[role]), _st(r[role])
+        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+            return False
+    return True
+
+
+def bwd_wg_config(D, Dv):
+    """(dynamic shared memory bytes, Q / dO ring depth) of attention_bwd_wgmma.hip
+    (BW_SMEM_BYTES, BW_ST): the deepest ring of 2..4 stages that fits."""
+    dp, dvp = pad64(D), pad64(Dv)
+    for st in (4, 3, 2):
+        smem = (WG_BWD_BN * (dp + dvp) * 2 + st * WG_BWD_BM * (dp + dvp) * 2 + 2 * WG_BWD_BN * 128
+                + 2 * WG_BWD_BM * 72 * 4 + st * 512 + 8 * (1 + 2 * st) + 1024)
+        if smem <= SMEM_MAX:
+            return smem, st
+    raise AssertionError("unreachable: two stages fit at D = Dv = 128")
+
+
+def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens):
+    """The launch step of the Hopper backward's main kernel (the Dsum / dQ-accumulator
+    workspace of attention_bwd.hip's pre / dq kernels)."""
+    B, Hkv, Skv = _dims(r["k"])[:3]
+    smem, st = bwd_wg_config(_dims(r["q"])[3], _dims(r["v"])[3])
+    defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
+    defines["BW_ST"] = st
+    defines["BW_SMEM_HOST"] = smem
+    tm = "const __grid_constant__ hdn_tmap"
+    base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", f"{tm} tmG", "const float* __restrict__ LSE",
+              "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV", "const float* __restrict__ Dsum",
+              "float* __restrict__ dQacc"] + _len_params(defines)
+    base_a = ([_tmap(r["q"], loc, WG_BWD_BM), _tmap(r["k"], loc, WG_BWD_BN), _tmap(r["v"], loc, WG_BWD_BN),
+               _tmap(r["do"], loc, WG_BWD_BM)] + _ptr_args(("stats", "dk", "dv"), r, loc)
+              + [("ws", ws_d), ("ws", ws_q)] + lens)
+    ps, as_ = _finish(extra_p, extra_a, base_p, base_a)
+    defines["HDN_ATTN_BWD_WG_PARAMS"] = ps
+    prog.notes.append(f"{node.kind}: wgmma flash attention backward, {WG_BWD_BN} keys x "
+                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO")
+    return ("launch", _source("attention_bwd_wgmma.hip", defines), "hdn_attn_bwd_wg",
+            ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1), as_,
+            {"shmem": smem, "arch": "sm_90a"})
 
 
 # ------------------------------------------------------------------------- AMD CDNA (MFMA)

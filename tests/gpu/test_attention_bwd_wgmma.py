@@ -1,0 +1,326 @@
+"""The Hopper flash-attention backward (kernels/attention_bwd_wgmma.hip).  CI (no GPU): which
+graphs the planner puts on it (sm_90, head sizes padded to 64 / 128, the
+``HIPDNN_CABI_HIP_ATTN_BWD`` knob), its sources compile for sm_90a without spills into HGMMA /
+UTMALDG code, and the index arithmetic of its shared-memory dSᵀ / dQ staging tiles.  GPU
+(`pytest -m gpu`, sm_90 only): dq / dk / dv against the CPU reference (float64) on the same
+quantised inputs - full, causal, bottom-right causal, padding, band, dropout, GQA 2 / 4, fp16 /
+bf16, D 64 / 96 / 128 - with the wgmma kernel checked to be the one planned."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
+from engine_plugins.hip_kernels.ops import sdpa as hsdpa
+from gpu_testlib import T, graph_bytes, node, quantize, relerr
+from test_attention import _compiler, _lens, _params, bwd_graph
+
+rng = np.random.default_rng(2027)
+NOTE = "wgmma flash attention backward"
+
+# B2 H4, S 128 / 197 / 512, D 64 / 128 (96: a padded head), the masks, dropout, GQA 2 / 4
+CASES = [
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=128, Skv=128, D=64),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=4, Sq=197, Skv=197, D=128),
+    dict(dt="HALF", B=2, H=4, Hkv=2, Sq=197, Skv=197, D=128, causal_mask=True),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=1, Sq=512, Skv=512, D=64, causal_mask=True),
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=512, Skv=512, D=128, left_bound=100, right_bound=37),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=2, Sq=128, Skv=197, D=64, causal_mask_bottom_right=True),
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=197, Skv=197, D=128, seq=True),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=2, Sq=197, Skv=512, D=64, seq=True, causal_mask=True),
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=197, Skv=197, D=64, drop=0.2),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=1, Sq=128, Skv=128, D=128, drop=0.3, causal_mask=True),
+    dict(dt="HALF", B=2, H=4, Hkv=2, Sq=197, Skv=197, D=96),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=4, Sq=128, Skv=128, D=64, Dv=128),
+]
+
+
+def graph(c):
+    """The backward graph of one case (seed / offset uids 9 / 10 with dropout)."""
+    kw = {k: v for k, v in c.items() if k != "drop"}
+    ts, g = bwd_graph(**kw)
+    if not c.get("drop"):
+        return ts, g
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
+         "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(c["D"]),
+         "seed_tensor_uid": 9, "offset_tensor_uid": 10, "dropout_probability": c["drop"]}
+    a.update({k: v for k, v in c.items() if k.endswith("_mask") or k.endswith("_bound")})
+    ts = ts + [T(9, [1, 1, 1, 1], "INT64"), T(10, [1, 1, 1, 1], "INT64")]
+    return ts, graph_bytes(ts, [node("SdpaBackwardAttributes", a)])
+
+
+def _prog(c, arch="sm_90"):
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    return build_program(parse_graph(graph(c)[1]), arch=arch)
+
+
+def test_selection(monkeypatch):
+    """sm_90 + head sizes padded to 64 / 128: the wgmma main kernel between attention_bwd.hip's
+    pre / dq kernels; D = 256, no sm_90, or HIPDNN_CABI_HIP_ATTN_BWD=mma: the mma.sync kernel."""
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD", raising=False)
+    for c in CASES:
+        prog = _prog(c)
+        names = [s[2] for s in prog.steps if s[0] == "launch"]
+        assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd_wg", "hdn_attn_bwd_dq"], (c, names)
+        assert any(NOTE in n for n in prog.notes)
+        st = next(s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        assert st[4] == (256, 1, 1) and st[6]["arch"] == "sm_90a"
+        assert st[6]["shmem"] <= hsdpa.SMEM_MAX
+        assert st[3] == (-(-c["Skv"] // 128), c["Hkv"], c["B"])
+    old = ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"]
+    c = CASES[1]
+    assert [s[2] for s in _prog(c, None).steps if s[0] == "launch"] == old
+    assert [s[2] for s in _prog(dict(c, D=256), "sm_90").steps if s[0] == "launch"] == old
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "mma")
+    prog = _prog(c)
+    assert [s[2] for s in prog.steps if s[0] == "launch"] == old
+    assert not any(NOTE in n for n in prog.notes)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "wgmma")
+    assert any(NOTE in n for n in _prog(c).notes)
+
+
+def test_pre_and_dq_kernels_shared_with_the_mma_path(monkeypatch):
+    """The Dsum / dQ kernels come from the very source the mma.sync path launches."""
+    c = CASES[2]
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "mma")
+    ref = [s for s in _prog(c).steps if s[0] == "launch" and s[2] != "hdn_attn_bwd"]
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD")
+    got = [s for s in _prog(c).steps if s[0] == "launch" and s[2] != "hdn_attn_bwd_wg"]
+    assert got == ref
+
+
+def test_smem_config():
+    for D, Dv, st in ((64, 64, 4), (128, 128, 2), (96, 128, 2), (64, 128, 4), (128, 64, 4)):
+        smem, s = hsdpa.bwd_wg_config(D, Dv)
+        assert s == st and smem <= hsdpa.SMEM_MAX, (D, Dv, smem, s)
+
+
+def test_staging_index_maps():
+    """The register -> shared-memory maps of the kernel, replayed on the host: the dSᵀ stores
+    (sa[ks][2 hh + rr] of thread (warpgroup, warp w4, lane g / t4)) fill every (key, query) of
+    the 128 x 64 tile once, at the 128-byte-swizzled address the copy engine / wgmma use
+    (16-byte chunk c of row R at chunk c ^ (R & 7)), and the fp32 dQ staging stores cover
+    64 x 64 once, inside the padded rows."""
+    seen = {}
+    for wgc in range(2):
+        for w4 in range(4):
+            for lane in range(32):
+                g, t4 = lane >> 2, lane & 3
+                rk = 64 * wgc + 16 * w4 + g
+                for ks in range(4):
+                    for hh in range(2):
+                        for rr in range(2):
+                            addr = (rk + 8 * rr) * 128 + (((2 * ks + hh) ^ g) << 4) + 4 * t4
+                            # the accumulator element of sa[ks][2 hh + rr]: dp[8 ks + 2 q], q = 2 hh + rr
+                            q = 2 * hh + rr
+                            idx = 8 * ks + 2 * q           # = 4 j + e, j = 8-column group, e < 4
+                            j, e = idx // 4, idx % 4
+                            key = rk + 8 * (e >> 1)
+                            query = 8 * j + 2 * t4 + (e & 1)
+                            R, byte = addr // 128, addr % 128
+                            chunk = (byte >> 4) ^ (R & 7)
+                            assert R == key and chunk * 8 + (byte & 15) // 2 == query
+                            assert (key, query) not in seen
+                            seen[(key, query)] = addr
+    assert len(seen) == 128 * 64 // 2      # pairs: each 32-bit store holds queries q, q + 1
+    assert len(set(seen.values())) == len(seen)
+    cells = set()
+    for w4 in range(4):
+        for lane in range(32):
+            g, t4 = lane >> 2, lane & 3
+            for j in range(8):
+                for rr in range(2):
+                    for c in range(2):
+                        row, col = 16 * w4 + g + 8 * rr, 8 * j + 2 * t4 + c
+                        cells.add(row * 72 + col)
+                        assert col < 64
+    assert len(cells) == 64 * 64
+
+
+def test_sources_compile_sm90a_hgmma(tmp_path):
+    """A sample of the configurations: NVRTC sm_90a, no spills, HGMMA + UTMALDG, no mma.sync."""
+    from engine_plugins.hip_kernels import codegen
+    from test_kernel_sources import _cuobjdump, _sass
+    c = _compiler()
+    hdr = codegen.headers()
+    exe, env = _cuobjdump()
+    for i in (1, 3, 8, 10):
+        st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        img = c.compile(st[1], f"bwdwg{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
+        assert " 0 bytes spill stores" in c.last_log, c.last_log
+        if exe is None:
+            continue
+        sass = _sass(exe, env, tmp_path, f"bwdwg{i}", img)
+        assert "HGMMA" in sass and "UTMALDG" in sass, i
+        assert "HMMA" not in sass.replace("HGMMA", ""), i
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_backward_wgmma_vs_cpu_reference(R, i, monkeypatch):
+    from engine_plugins.hip_kernels.engine import analyse, device_arch
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    if not (device_arch() or "").startswith("sm_9"):
+        pytest.skip("the wgmma backward needs an sm_90 device")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "wgmma")
+    c = CASES[i]
+    dt, B, H, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Sq", "Skv", "D"))
+    ts, g = graph(c)
+    a = analyse(parse_graph(g))
+    assert a.ok and any(NOTE in n for n in a.program.notes), (a.reason, a.program and a.program.notes)
+    byuid = {t.uid: t for t in ts}
+    q, k, v, do = (quantize(rng.uniform(-1, 1, byuid[u].dims) * s, dt)
+                   for u, s in ((1, 2), (2, 2), (3, 1), (5, 1)))
+    lq = lkv = None
+    seed, off = 987654321, 17
+    ins = {}
+    if c.get("seq"):
+        lq, lkv = _lens(B, Sq, Skv)
+        ins[byuid[7]] = lq.reshape(B, 1, 1, 1)
+        ins[byuid[8]] = lkv.reshape(B, 1, 1, 1)
+    if c.get("drop"):
+        ins[byuid[9]] = np.array([seed]).reshape(1, 1, 1, 1)
+        ins[byuid[10]] = np.array([off]).reshape(1, 1, 1, 1)
+    p = _params(c, D, lq, lkv, c.get("drop"), seed, off)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    O = quantize(np.nan_to_num(O), dt)
+    ins.update({byuid[1]: q, byuid[2]: k, byuid[3]: v, byuid[4]: O, byuid[5]: do,
+                byuid[6]: st.astype(np.float32)})
+    res = R.run(g, ins, [byuid[11], byuid[12], byuid[13]])
+    dq, dk, dv, _ = ksdpa.sdpa_bwd(q, k, v, O, do, st.astype(np.float32).astype(np.float64), p,
+                                   np.float64)
+    tol = 2e-2 if dt == "HALF" else 5e-2
+    for uid, ref in ((11, dq), (12, dk), (13, dv)):
+        assert np.all(np.isfinite(res[uid])), (uid, _where(res[uid], ref))
+        assert relerr(res[uid], ref) < tol, (uid, relerr(res[uid], ref), _where(res[uid], ref))
+
+
+def _where(got, ref):
+    """Where a mismatch sits: max |error| / max |ref| per 32 rows x 32 columns of [b 0, h 0]."""
+    d = np.nan_to_num(np.abs(got - ref)[0, 0], nan=np.inf) / max(1e-30, float(np.abs(ref).max()))
+    nr, nc = -(-d.shape[0] // 32), -(-d.shape[1] // 32)
+    return np.array([[d[32 * i:32 * i + 32, 32 * j:32 * j + 32].max() for j in range(nc)]
+                     for i in range(nr)]).round(3).tolist()
+
+
+def _emu_forward_model_check(E, r):
+    """The model against the proven forward (attention_fwd_wgmma.hip issue_s / issue_pv at
+    HDP = HDVP = 128, 128-key tiles): S = Q Kᵀ and O = P V for warpgroup 1's 64 rows."""
+    Q, K, V = (r.standard_normal((128, 128)) for _ in range(3))
+    sm = E.Smem(3 * 32768)
+    sQ, sK, sV = 0, 32768, 65536
+    for a in range(2):
+        sm.tma_load(sQ + a * 16384, Q, 0, 64 * a, 128)
+        sm.tma_load(sK + a * 16384, K, 0, 64 * a, 128)
+        sm.tma_load(sV + a * 16384, V, 0, 64 * a, 128)
+    qa = sQ + 1 * 8192
+    S = np.zeros((64, 128))
+    for kk in range(8):
+        off = (kk & 3) * 32
+        S = E.wgmma(S, sm.operand(E.desc(qa + (kk >> 2) * 16384 + off, 16, 1024), 64, False),
+                    sm.operand(E.desc(sK + (kk >> 2) * 16384 + off, 16, 1024), 128, False))
+    assert np.allclose(S, Q[64:] @ K.T)
+    s = E.to_acc(S)
+    O = np.zeros((64, 128))
+    for ks in range(8):
+        O = E.wgmma(O, E.pack_a(s, ks), sm.operand(E.desc(sV + ks * 2048, 16384, 1024), 128, True))
+    assert np.allclose(O, S @ V)
+
+
+def test_emulated_visit():
+    """One visit of attention_bwd_wgmma.hip on the host model (wgmma_emu.py, first checked
+    against the proven forward kernel's descriptors): every shared-memory offset, descriptor,
+    fragment and the dSᵀ store formula as the kernel writes them, at HDP = HDVP = 128 and
+    64 / 64 (the warpgroups' dQ turns); dV, dK and dQ against the matrix formulas."""
+    import wgmma_emu as E
+    r = np.random.default_rng(3)
+    _emu_forward_model_check(E, r)
+    for HD, HDV in ((128, 128), (64, 64), (96, 128)):
+        HDP, HDVP = -(-HD // 64) * 64, -(-HDV // 64) * 64
+        NK, NV = HDP // 64, HDVP // 64
+        Q, K = r.standard_normal((64, HD)), r.standard_normal((128, HD))
+        V, dO = r.standard_normal((128, HDV)), r.standard_normal((64, HDV))
+        lse, dsum = r.standard_normal(64), r.standard_normal(64)
+        KATOM, QATOM = 16384, 8192
+        sK = 0
+        sV = sK + NK * KATOM
+        sQ = sV + NV * KATOM
+        sG = sQ + NK * QATOM
+        sDS = sG + NV * QATOM
+        sm = E.Smem(sDS + 2 * 16384)
+        for a in range(NK):
+            sm.tma_load(sK + a * KATOM, K, 0, 64 * a, 128)
+            sm.tma_load(sQ + a * QATOM, Q, 0, 64 * a, 64)
+        for a in range(NV):
+            sm.tma_load(sV + a * KATOM, V, 0, 64 * a, 128)
+            sm.tma_load(sG + a * QATOM, dO, 0, 64 * a, 64)
+        sl2 = 0.1 * 1.4426950408889634
+        P_all, dS_all = np.zeros((128, 64)), np.zeros((128, 64))
+        dv_acc, dk_acc, pa_sa = [], [], []
+        for it in range(2):                                  # it: the dSᵀ buffer / dQ turn
+            dsb = sDS + (it & 1) * 16384
+            for wgc in range(2):
+                ka, va = sK + wgc * 8192, sV + wgc * 8192
+                S = np.zeros((64, 64))
+                for kk in range((HD + 15) // 16):
+                    off = (kk & 3) * 32
+                    S = E.wgmma(S, sm.operand(E.desc(ka + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                sm.operand(E.desc(sQ + (kk >> 2) * QATOM + off, 16, 1024), 64, False), kk != 0)
+                dP = np.zeros((64, 64))
+                for kk in range((HDV + 15) // 16):
+                    off = (kk & 3) * 32
+                    dP = E.wgmma(dP, sm.operand(E.desc(va + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                 sm.operand(E.desc(sG + (kk >> 2) * QATOM + off, 16, 1024), 64, False), kk != 0)
+                s, dp = E.to_acc(S), E.to_acc(dP)
+                _, col = E.acc_coords(64)
+                s = np.exp2(s * sl2 - lse[col] * 1.4426950408889634)
+                dp = s * (dp - dsum[col])
+                keys = slice(64 * wgc, 64 * wgc + 64)
+                P_all[keys], dS_all[keys] = E.from_acc(s, 64), E.from_acc(dp, 64)
+                # dSᵀ stores, as the kernel: sa[ks][q] = (dp[8 ks + 2 q], dp[8 ks + 2 q + 1])
+                for t in range(128):
+                    w4, g, t4 = t // 32, (t % 32) // 4, t % 4
+                    rk = 64 * wgc + 16 * w4 + g
+                    for ks in range(4):
+                        for hh in range(2):
+                            for rr in range(2):
+                                q = 2 * hh + rr
+                                sm.st32(dsb + (rk + 8 * rr) * 128 + (((2 * ks + hh) ^ g) << 4) + 4 * t4,
+                                        dp[t, 8 * ks + 2 * q], dp[t, 8 * ks + 2 * q + 1])
+                dv = np.zeros((64, HDVP))
+                dk = np.zeros((64, HDP))
+                for ks in range(4):
+                    dv = E.wgmma(dv, E.pack_a(s, ks), sm.operand(E.desc(sG + ks * 2048, QATOM, 1024), HDVP, True))
+                    dk = E.wgmma(dk, E.pack_a(dp, ks), sm.operand(E.desc(sQ + ks * 2048, QATOM, 1024), HDP, True))
+                if it == 0:
+                    dv_acc.append(dv)
+                    dk_acc.append(dk)
+            dq = np.zeros((64, HDP))
+            for wgc in range(2):
+                if HDP == 128:
+                    kc, dqc = sK + wgc * KATOM, 64 * wgc
+                elif (it & 1) == wgc:
+                    kc, dqc = sK, 0
+                else:
+                    continue
+                acc = np.zeros((64, 64))
+                for ks in range(8):
+                    acc = E.wgmma(acc, sm.operand(E.desc(dsb + ks * 2048, 16384, 1024), 64, True),
+                                  sm.operand(E.desc(kc + ks * 2048, KATOM, 1024), 64, True), ks != 0)
+                # the staging copy (row 16 w4 + g + 8 rr, column 8 j + 2 t4 + c) is acc itself
+                dq[:, dqc:dqc + 64] = acc
+            Kp = np.pad(K, ((0, 0), (0, HDP - HD)))
+            assert np.allclose(dq, dS_all.T @ Kp), (HD, HDV, it)
+        S_ref = K @ Q.T
+        P_ref = np.exp2(S_ref * sl2 - lse[None, :] * 1.4426950408889634)
+        assert np.allclose(P_all, P_ref)
+        dS_ref = P_ref * ((V @ dO.T) - dsum[None, :])
+        assert np.allclose(dS_all, dS_ref)
+        dV = np.concatenate(dv_acc)[:, :HDV]
+        dK = np.concatenate(dk_acc)[:, :HD]
+        assert np.allclose(dV, P_ref @ dO) and np.allclose(dK, dS_ref @ Q), (HD, HDV)
