@@ -11,10 +11,13 @@ stored), unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...
 Hq a multiple of Hkv; causal (top-left / bottom-right), left/right bands with either diagonal
 alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribute, by-value
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
-float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
-else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
-K/V, fp8 scales) is not applicable here (the CPU reference engine implements most of it).
-On AMD (the MFMA kernels) D = Dv in {64, 128} only.
+float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants); the score
+roles (``_mods``, kernels/hdn_attention.h): additive HALF/BF16/FLOAT or BOOLEAN attn_mask
+broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks, sink tokens, FLOAT
+max / sum_exp outputs, rng_dump (a second kernel writes the keep mask), and in the backward
+the mask / ALiBi with dbias (fp32 atomics into a workspace, then converted).  Everything else
+(user dropout masks, paged K/V, fp8 scales) is not applicable here (the CPU reference engine
+implements it).  On AMD (the MFMA kernels) D = Dv in {64, 128} only and none of the score roles.
 """
 from __future__ import annotations
 
