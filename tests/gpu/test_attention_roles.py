@@ -394,3 +394,121 @@ def test_backward_roles_vs_cpu_reference(R, i):
         dtb = c["dbias"][1]
         assert relerr(res[U["dbias"]], dbias) < (tol if dtb != "BFLOAT16" else 5e-2), \
             relerr(res[U["dbias"]], dbias)
+
+
+# ------------------------------------------------------------------ host emulation (no GPU)
+PROBE = r"""
+#define __constant__
+#include "hdn_attention.h"
+// the modified score of every (b, h, i, j) on the natural scale, for q·k = 0
+extern "C" __global__ void hdn_probe(const void* att_mask, const unsigned char* att_blk, float* out) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (n >= SQ * SKV) return;
+    const int i = n / SKV, j = n % SKV;
+    (void)att_mask; (void)att_blk;
+    HDN_ATTN_MOD_INIT(b, h);
+    out[(((long long)b * HQ + h) * SQ + i) * SKV + j] = HDN_ATTN_SCORE(0.f, i, j) * HDN_LN2;
+}
+"""
+
+
+def _host_emu():
+    """host_emu and the headers, hdn_attention.h without its hdn_compat.h include (the generated
+    prelude has it; the emulation inlines headers without include guards)."""
+    import host_emu
+    if host_emu.compiler() is None:
+        pytest.skip("no host C++ compiler")
+    from engine_plugins.hip_kernels import codegen
+    hdr = dict(codegen.headers())
+    hdr["hdn_attention.h"] = hdr["hdn_attention.h"].replace('#include "hdn_compat.h"', "")
+    return host_emu, hdr
+
+
+UMULHI = ("static inline unsigned __umulhi(unsigned a, unsigned b) "
+          "{ return (unsigned)(((unsigned long long)a * b) >> 32); }\n")
+
+
+def _emu_src(src):
+    """A generated source for the host: __umulhi (hdn_philox.h) defined after the prelude's
+    hdn_compat.h."""
+    k = src.index('#include "hdn_compat.h"\n') + len('#include "hdn_compat.h"\n')
+    return src[:k] + UMULHI + src[k:]
+
+
+def _buf(t, val):
+    from gpu_testlib import to_storage
+    return to_storage(t, val)
+
+
+@pytest.mark.parametrize("i", [0, 2, 3, 5, 6, 11, 12])
+def test_score_modifiers_host_emulation(i):
+    """hdn_attn_mod under the generated defines of a configuration (mask strides / types /
+    broadcast, ALiBi slopes, block-mask bits) against the CPU reference's additive terms and
+    keep masks."""
+    emu, hdr = _host_emu()
+    c = FWD_CONFIGS[i]
+    B, H, Sq, Skv = c["B"], c["H"], c["Sq"], c["Skv"]
+    ts, g = fwd_graph(**c)
+    byuid = {t.uid: t for t in ts}
+    src = [s for s in _build(g).steps if s[0] == "launch"][0][1]
+    src = _emu_src(src[:src.index("// attention_fwd.hip")] + PROBE)
+    p = _params(c)
+    ins = _inputs(c, ts, p)
+    bufs = {t.uid: _buf(t, v) for t, v in ins.items()}
+    dummy = np.zeros(1, np.uint8)
+    out = np.full((B, H, Sq, Skv), np.nan, np.float32)
+    ptr = [bufs.get(U["mask"], dummy).ctypes.data, bufs.get(U["block"], dummy).ctypes.data,
+           out.ctypes.data]
+    emu.run_kernel(src, "hdn_probe", ((Sq * Skv + 255) // 256, H, B), (256, 1, 1), ptr, hdr)
+    p.causal = p.causal_bottom_right = False
+    p.left_bound = p.right_bound = p.seq_len_q = p.seq_len_kv = None
+    for b in range(B):
+        add, keep = ksdpa._bias(p, b, 0, H, Sq, Skv, H, np.float64)
+        add = np.zeros((H, Sq, Skv)) if add is None else np.broadcast_to(add, (H, Sq, Skv))
+        ok = np.ones((H, Sq, Skv), bool) if keep is None else np.broadcast_to(keep, (H, Sq, Skv))
+        if p.block_mask is not None:
+            bk = p.block_mask[b if p.block_mask.shape[0] > 1 else 0][None]
+            ok = ok & np.broadcast_to(ksdpa.block_keep(bk, Sq, Skv)[0], (H, Sq, Skv))
+        got = out[b].astype(np.float64)
+        assert np.all(got[~ok] == -np.inf), (b, int(np.sum(got[~ok] != -np.inf)))
+        assert np.all(np.isfinite(got[ok]))
+        err = np.max(np.abs(got[ok] - add[ok]) / np.maximum(1.0, np.abs(add[ok]))) if ok.any() else 0
+        assert err < 1e-5, (b, err)
+    assert byuid  # the graph built
+
+
+@pytest.mark.parametrize("dump", ["FLOAT", "HALF", "BFLOAT16"])
+def test_rng_dump_kernel_host_emulation(dump):
+    emu, hdr = _host_emu()
+    B, H, Sq, Skv, pr, seed, off = 2, 3, 13, 21, 0.3, 987654321, 17
+    ts, g = fwd_graph("HALF", B, H, H, Sq, Skv, 64, drop=pr, rng_dump=dump, stats=False)
+    byuid = {t.uid: t for t in ts}
+    st = [s for s in _build(g).steps if s[0] == "launch" and s[2] == "hdn_attn_rng_dump"][0]
+    bufs = {8: np.array([seed], np.int64), 9: np.array([off], np.int64),
+            U["rng"]: _buf(byuid[U["rng"]], np.full((B, H, Sq, Skv), 7.0))}
+    emu.run_kernel(_emu_src(st[1]), st[2], st[3], st[4], [bufs[a[1]].ctypes.data for a in st[5]], hdr)
+    from gpu_testlib import from_storage
+    got = from_storage(byuid[U["rng"]], bufs[U["rng"]])
+    want = np.stack([np.stack([kphilox.keep_mask(seed, off, b, h, H, Sq, Skv, pr) for h in range(H)])
+                     for b in range(B)])
+    assert np.array_equal(got, want.astype(np.float64))
+
+
+@pytest.mark.parametrize("dims,dt", [([2, 4, 7, 9], "HALF"), ([1, 4, 1, 9], "FLOAT"),
+                                     ([2, 1, 7, 1], "BFLOAT16")])
+def test_dbias_out_kernel_host_emulation(dims, dt):
+    """The dbias conversion reads the fp32 sums in dbias's dims (contiguous) and writes dbias's
+    type and strides."""
+    emu, hdr = _host_emu()
+    c = dict(dt="HALF", B=2, H=4, Hkv=2, Sq=7, Skv=9, D=64,
+             mask=("bias", [2, 4, 7, 9], "HALF", None), dbias=(dims, dt))
+    ts, g = bwd_graph(**c)
+    byuid = {t.uid: t for t in ts}
+    st = [s for s in _build(g).steps if s[0] == "launch" and s[2] == "hdn_attn_dbias_out"][0]
+    sums = quantize(rng.uniform(-4, 4, dims), dt).astype(np.float32)
+    out = _buf(byuid[U["dbias"]], np.zeros(dims))
+    ptr = [sums.ctypes.data if a[0] == "ws" else out.ctypes.data for a in st[5][:2]]
+    ptr += [out.ctypes.data] * (len(st[5]) - 2)
+    emu.run_kernel(_emu_src(st[1]), st[2], st[3], st[4], ptr, hdr)
+    from gpu_testlib import from_storage
+    assert np.array_equal(from_storage(byuid[U["dbias"]], out), sums.astype(np.float64))

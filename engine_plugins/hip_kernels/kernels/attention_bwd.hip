@@ -142,18 +142,6 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_dq(HDN_ATTN_DQ_PA
         HDN_FROM_FLOAT(dQacc[row * HDP + d] * HDN_SCALE);
 }
 
-#if ATT_DBIAS
-// dbias (its type DB_T, strides DBSB..) from the fp32 sums (dims DB0..DB3, contiguous)
-extern "C" __global__ void __launch_bounds__(256) hdn_attn_dbias_out(HDN_ATTN_DBIAS_PARAMS) {
-    const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (n >= (long long)DB0 * DB1 * DB2 * DB3) return;
-    const long long c3 = n % DB3, c2 = (n / DB3) % DB2, c1 = (n / ((long long)DB3 * DB2)) % DB1,
-                    c0 = n / ((long long)DB3 * DB2 * DB1);
-    reinterpret_cast<DB_T*>(att_dbias_out)[c0 * DBSB + c1 * DBSH + c2 * DBSI + c3 * DBSJ] =
-        hdn_from_float<DB_T>(att_dbias_sum[n]);
-}
-#endif
-
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAMS) {
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
     hdn_u16* Ks = hdn_smem;
@@ -481,3 +469,15 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     }
 }
 #endif  // HDN_CUDA
+
+#if ATT_DBIAS
+// dbias (its type DB_T, strides DBSB..) from the fp32 sums (dims DB0..DB3, contiguous)
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_dbias_out(HDN_ATTN_DBIAS_PARAMS) {
+    const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (n >= (long long)DB0 * DB1 * DB2 * DB3) return;
+    const long long c3 = n % DB3, c2 = (n / DB3) % DB2, c1 = (n / ((long long)DB3 * DB2)) % DB1,
+                    c0 = n / ((long long)DB3 * DB2 * DB1);
+    reinterpret_cast<DB_T*>(att_dbias_out)[c0 * DBSB + c1 * DBSH + c2 * DBSI + c3 * DBSJ] =
+        hdn_from_float<DB_T>(att_dbias_sum[n]);
+}
+#endif

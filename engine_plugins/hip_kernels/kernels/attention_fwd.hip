@@ -260,8 +260,11 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     }
 }
 
+#endif  // HDN_CUDA
+
 #if HAS_RNG_DUMP
 // the dropout keep mask (1 kept, 0 dropped) of every (b, h, i, j), as the forward draws it
+// (portable: outside the mma.sync guard)
 extern "C" __global__ void __launch_bounds__(256) hdn_attn_rng_dump(HDN_ATTN_RNG_PARAMS) {
     const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
     if (n >= (long long)SQ * SKV) return;
@@ -273,4 +276,3 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_rng_dump(HDN_ATTN_RNG
                                       (long long)j * RDSJ] = hdn_from_float<RD_T>(w >= DTHR ? 1.f : 0.f);
 }
 #endif
-#endif  // HDN_CUDA
