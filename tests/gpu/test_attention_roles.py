@@ -134,6 +134,8 @@ BWD_CONFIGS = [
          mask=("bool", [2, 2, 77, 131], "UNSET", None)),
     dict(dt="HALF", B=1, H=4, Hkv=2, Sq=150, Skv=200, D=128, alibi=True, dbias=([1, 4, 150, 200], "FLOAT"),
          causal_mask_bottom_right=True),
+    # the forward had a sink (its statistics hold it; the backward schema has no sink role)
+    dict(dt="HALF", B=2, H=4, Hkv=2, Sq=77, Skv=131, D=64, causal_mask=True, ref_sink=True),
 ]
 
 
@@ -160,7 +162,7 @@ def _all_programs():
     _, g = fwd_graph("HALF", 2, 2, 2, 77, 131, 64, drop=0.3, rng_dump="FLOAT", sink="FLOAT")
     yield "rng", 64, _build(g, arch="sm_90")
     for i, c in enumerate(BWD_CONFIGS):
-        _, g = bwd_graph(**c)
+        _, g = bwd_graph(**{k: v for k, v in c.items() if k != "ref_sink"})
         yield f"bwd{i}", c["D"], _build(g, arch="sm_90")
 
 
@@ -372,7 +374,8 @@ def test_rng_dump_bit_exact(R, dump):
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(BWD_CONFIGS)))
 def test_backward_roles_vs_cpu_reference(R, i):
-    c = BWD_CONFIGS[i]
+    c = dict(BWD_CONFIGS[i])
+    ref_sink = c.pop("ref_sink", False)
     dt, B, H, Sq, Skv = c["dt"], c["B"], c["H"], c["Sq"], c["Skv"]
     ts, g = bwd_graph(**c)
     byuid = {t.uid: t for t in ts}
@@ -380,6 +383,8 @@ def test_backward_roles_vs_cpu_reference(R, i):
                    for t, s in zip((ts[0], ts[1], ts[2], ts[4]), (2, 2, 1, 1)))
     p = _params(c)
     ins = _inputs(c, ts, p)
+    if ref_sink:
+        p.sink = rng.uniform(0, 3, [H])
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
     O = quantize(O, dt)
     ins.update({ts[0]: q, ts[1]: k, ts[2]: v, ts[3]: O, ts[4]: do, ts[5]: st.astype(np.float32)})
@@ -409,6 +414,16 @@ extern "C" __global__ void hdn_probe(const void* att_mask, const unsigned char* 
     HDN_ATTN_MOD_INIT(b, h);
     out[(((long long)b * HQ + h) * SQ + i) * SKV + j] = HDN_ATTN_SCORE(0.f, i, j) * HDN_LN2;
 }
+#if ATT_SINK
+// the running max (natural scale) and sum a row of head h starts from
+extern "C" __global__ void hdn_probe_sink(const ATT_SINK_T* att_sink, float* out) {
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    const int h = threadIdx.x;
+    HDN_ATTN_SINK_INIT(h, mrow, lrow);
+    out[h] = mrow[0] * HDN_LN2;
+    out[HQ + h] = lrow[1];
+}
+#endif
 """
 
 
@@ -475,6 +490,24 @@ def test_score_modifiers_host_emulation(i):
         err = np.max(np.abs(got[ok] - add[ok]) / np.maximum(1.0, np.abs(add[ok]))) if ok.any() else 0
         assert err < 1e-5, (b, err)
     assert byuid  # the graph built
+
+
+@pytest.mark.parametrize("i", [8, 9, 11])
+def test_sink_start_host_emulation(i):
+    """The running (max, sum) of every row of head h start at (sink_h, 1)."""
+    emu, hdr = _host_emu()
+    c = FWD_CONFIGS[i]
+    H = c["H"]
+    ts, g = fwd_graph(**c)
+    src = [s for s in _build(g).steps if s[0] == "launch"][0][1]
+    src = _emu_src(src[:src.index("// attention_fwd.hip")] + PROBE)
+    p = _params(c)
+    ins = _inputs(c, ts, p)
+    sink = [_buf(t, v) for t, v in ins.items() if t.uid == U["sink"]][0]
+    out = np.zeros(2 * H, np.float32)
+    emu.run_kernel(src, "hdn_probe_sink", (1, 1, 1), (H, 1, 1), [sink.ctypes.data, out.ctypes.data], hdr)
+    assert np.allclose(out[:H], p.sink, rtol=1e-6, atol=1e-6), (out[:H], p.sink)
+    assert np.all(out[H:] == 1.0)
 
 
 @pytest.mark.parametrize("dump", ["FLOAT", "HALF", "BFLOAT16"])

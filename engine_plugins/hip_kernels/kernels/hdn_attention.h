@@ -114,7 +114,7 @@ __device__ __forceinline__ float hdn_exp2(float x) {
 //   ATT_ALIBI:  + slope_h (j - i), the slopes HDN_ALIBI_SLOPES (one per query head);
 //   ATT_BLOCK:  UINT8 block mask, bit (j / 128) % 8 of byte (j / 128) / 8 in row tile i / 128
 //               (strides BMK_SB / BMK_SH / BMK_SR / BMK_SC);
-//   ATT_SINK:   one logit per query head (type ATT_SINK_T, stride SINK_SH) joins each unpadded
+//   ATT_SINK:   one logit per query head (att_sink: ATT_SINK_T, stride SINK_SH) joins each unpadded
 //               row's softmax as a key without a value: the running max / sum start at (sink, 1);
 //   HAS_MAX / HAS_SUMEXP: the row max (natural scale) and the sum of exp(s - max) as FLOAT
 //               outputs (strides MXSB.. / SESB..); rows without keys: -inf / 0.

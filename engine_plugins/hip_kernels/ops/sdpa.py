@@ -209,8 +209,9 @@ def _mods(prog, node, r, defines, extra_p, extra_a, loc):
         H = defines["HQ"]
         ax = next((i for i, d in enumerate(_dims(t)) if d == H), None)
         defines["ATT_SINK"] = 1
+        defines["ATT_SINK_T"] = FLOAT_T[cg.dtype_name(t.dtype)]
         defines["SINK_SH"] = _st(t)[ax] if H > 1 and ax is not None else 0
-        extra_p.append(f"const {FLOAT_T[cg.dtype_name(t.dtype)]}* __restrict__ att_sink")
+        extra_p.append("const ATT_SINK_T* __restrict__ att_sink")
         extra_a.append(loc[t.uid])
     for role, flag, nm in (("max", "HAS_MAX", "att_max"), ("sum_exp", "HAS_SUMEXP", "att_sumexp")):
         if role in r:
