@@ -130,7 +130,7 @@ def test_attention_sources_compile_sm90a():
 def test_not_applicable_on_the_hip_engine():
     from engine_plugins.hip_kernels.program import NotApplicable, build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
-    for kw in (dict(D=100), dict(D=264), dict(Dv=36), dict(dt="FLOAT"), dict(alibi_mask=True)):
+    for kw in (dict(D=100), dict(D=264), dict(Dv=36), dict(dt="FLOAT")):
         c = dict(dt="HALF", B=1, H=2, Hkv=2, Sq=64, Skv=64, D=64)
         c.update(kw)
         _, g = fwd_graph(**c)

@@ -1,7 +1,8 @@
-"""CI (no GPU): every SDPA role the HIP engine has no kernel for - paged K/V, block masks, sink
-tokens, score_max / score_sum_exp, rng_dump - makes its analysis
-decline the node with a reason naming the role, while the CPU reference (the oracle) accepts
-the same graph; ragged tensors never reach the HIP engine (its plugin API is below the 1.3.0
+"""CI (no GPU): every SDPA role the HIP engine has no kernel for - paged K/V, the fp8 scales and
+amax - makes its analysis decline the node with a reason naming the role, while the CPU
+reference (the oracle) accepts the same graph; the roles the NVIDIA kernels run (block masks,
+sink tokens, score_max / score_sum_exp, rng_dump) build there and decline on AMD with the role
+named; ragged tensors never reach the HIP engine (its plugin API is below the 1.3.0
 such graphs require, which the host reports as the decline reason)."""
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ def sdpa_graph(dtype="HALF", extra=(), **attrs):
     return graph_bytes(ts, [node("SdpaAttributes", a)])
 
 
-def analyses(b):
+def analyses(b, **kw):
     g = parse_graph(b)
     cpu_engine._cache.clear()
     cpu = cpu_engine._analyse(g)
     try:
-        gp.build_program(g, use_mma=True, sms=132)
+        gp.build_program(g, use_mma=True, sms=132, **kw)
         gpu = (True, "")
     except gp.NotApplicable as e:
         gpu = (False, str(e))
@@ -51,10 +52,18 @@ CASES = {
 
 
 @pytest.mark.parametrize("role", sorted(CASES))
-def test_unimplemented_roles_are_declined_with_the_role_named(role):
-    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph(**CASES[role]))
+@pytest.mark.parametrize("arch", [None, "sm_90"])
+def test_nvidia_runs_the_score_roles(role, arch):
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph(**CASES[role]), arch=arch)
     assert cpu_ok, cpu_why
-    assert not gpu_ok and f"{role} is not supported by the HIP engine" in gpu_why, gpu_why
+    assert gpu_ok, gpu_why
+
+
+@pytest.mark.parametrize("role", sorted(CASES))
+def test_amd_declines_the_score_roles_with_the_role_named(role):
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph(**CASES[role]), arch="gfx942")
+    assert cpu_ok, cpu_why
+    assert not gpu_ok and f"{role} is not supported by the AMD MFMA attention kernels" in gpu_why, gpu_why
 
 
 @pytest.mark.parametrize("paged", ["k", "v"])

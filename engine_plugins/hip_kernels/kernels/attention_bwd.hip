@@ -220,6 +220,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
 #if DROPOUT
         const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
+        HDN_ATTN_MOD_INIT(b, h);
 #if NBUF == 2
         if (it + 1 < nit) load_tile(it + 1);
         hdn_cp_commit();
@@ -292,7 +293,9 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
         // boundary tiles, branch-free (rows without keys have lse = +inf: P = 0)
         auto elem = [&](int t, int e, bool ok) {
             const int il = 8 * t + 2 * (lane & 3) + (e & 1);
-            const float p = ok ? hdn_exp2(st[t][e] * sl2 - lse_s[il] * HDN_LOG2E) : 0.f;
+            const float p = ok ? hdn_exp2(HDN_ATTN_SCORE(st[t][e] * sl2, q0 + il, j0 + 8 * (e >> 1)) -
+                                          lse_s[il] * HDN_LOG2E)
+                               : 0.f;
             float z = 1.f;
 #if DROPOUT
             {
@@ -304,6 +307,13 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
             const float dpv = dp[t][e] * z;
             dp[t][e] = p * (dpv - dsum_s[il]);
             st[t][e] = p * z;
+#if ATT_DBIAS
+            // dbias: dS summed over the broadcast dimensions (one block of each column split adds)
+            if (ok && c0k == 0)
+                atomicAdd(att_dbias + (long long)b * DBW_B + (long long)h * DBW_H + (long long)(q0 + il) * DBW_I +
+                              (long long)(j0 + 8 * (e >> 1)) * DBW_J,
+                          dp[t][e]);
+#endif
         };
         if (full) {
 #pragma unroll
@@ -459,3 +469,15 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     }
 }
 #endif  // HDN_CUDA
+
+#if ATT_DBIAS
+// dbias (its type DB_T, strides DBSB..) from the fp32 sums (dims DB0..DB3, contiguous)
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_dbias_out(HDN_ATTN_DBIAS_PARAMS) {
+    const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (n >= (long long)DB0 * DB1 * DB2 * DB3) return;
+    const long long c3 = n % DB3, c2 = (n / DB3) % DB2, c1 = (n / ((long long)DB3 * DB2)) % DB1,
+                    c0 = n / ((long long)DB3 * DB2 * DB1);
+    reinterpret_cast<DB_T*>(att_dbias_out)[c0 * DBSB + c1 * DBSH + c2 * DBSI + c3 * DBSJ] =
+        hdn_from_float<DB_T>(att_dbias_sum[n]);
+}
+#endif

@@ -75,6 +75,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int q0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    HDN_ATTN_MOD_INIT(b, h);
 #if SCALE_MODE == 0
     const float scale = SCALE_VALUE;
 #elif SCALE_MODE == 1
@@ -117,6 +118,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #pragma unroll
     for (int t = 0; t < HDVP / 8; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    HDN_ATTN_SINK_INIT(h, mrow, lrow);
     const int r0 = q0 + warp * 16 + (lane >> 2);   // this thread's rows: r0, r0 + 8
 
     for (int nb = nb0; nb < nb1; ++nb) {
@@ -157,7 +159,8 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             for (int t = 0; t < 8; ++t) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const float v = s[t][e] * sl2;
+                    const float v = HDN_ATTN_SCORE(s[t][e] * sl2, r0 + 8 * (e >> 1),
+                                                   kv0 + 8 * t + 2 * (lane & 3) + (e & 1));
                     s[t][e] = v;
                     mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
@@ -170,7 +173,8 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
                 for (int e = 0; e < 4; ++e) {
                     const int j = kv0 + 8 * t + 2 * (lane & 3) + (e & 1);
                     const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
-                    const float v = (j >= sp.lo && j < sp.hi) ? s[t][e] * sl2 : -INFINITY;
+                    const float v = (j >= sp.lo && j < sp.hi) ? HDN_ATTN_SCORE(s[t][e] * sl2, r0 + 8 * (e >> 1), j)
+                                                              : -INFINITY;
                     s[t][e] = v;
                     mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
@@ -239,7 +243,8 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     for (int r = 0; r < 2; ++r) {
         const int i = r0 + 8 * r;
         if (i >= SQ) continue;
-        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        const bool emp = HDN_ATTN_EMPTY(L, i, lrow[r]);
+        const float inv = emp ? 0.f : 1.f / lrow[r];
         hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
 #pragma unroll
         for (int t = 0; t < HDV / 8; ++t) {
@@ -249,8 +254,25 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #if HAS_STATS
         if ((lane & 3) == 0)
             LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
-                lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
+                emp ? INFINITY : mrow[r] * HDN_LN2 + logf(lrow[r]);
 #endif
+        if ((lane & 3) == 0) hdn_attn_row_out(b, h, i, emp, mrow[r], lrow[r], HDN_ATTN_MXO, HDN_ATTN_SEO);
     }
 }
+
 #endif  // HDN_CUDA
+
+#if HAS_RNG_DUMP
+// the dropout keep mask (1 kept, 0 dropped) of every (b, h, i, j), as the forward draws it
+// (portable: outside the mma.sync guard)
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_rng_dump(HDN_ATTN_RNG_PARAMS) {
+    const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (n >= (long long)SQ * SKV) return;
+    const int h = blockIdx.y, b = blockIdx.z, i = (int)(n / SKV), j = (int)(n % SKV);
+    const unsigned long long seed = (unsigned long long)(long long)*seedp;
+    const unsigned long long doff = (unsigned long long)(long long)*offp;
+    const unsigned w = hdn_philox_word(seed, (unsigned long long)b * HQ + h, doff + (unsigned long long)n);
+    reinterpret_cast<RD_T*>(att_rng)[(long long)b * RDSB + (long long)h * RDSH + (long long)i * RDSS +
+                                      (long long)j * RDSJ] = hdn_from_float<RD_T>(w >= DTHR ? 1.f : 0.f);
+}
+#endif

@@ -160,6 +160,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     const float scale = *scale_p;
 #endif
     const float sl2 = scale * HDN_LOG2E;
+    HDN_ATTN_MOD_INIT(b, h);
     const int wgc = wg - 1, tw = tid - 128 * wg, w4 = tw >> 5, lane = tw & 31;
     const int g = lane >> 2, t4 = lane & 3;
     const int q0w = q0 + 64 * wgc;
@@ -168,6 +169,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     float s[AW_BN / 2];
     unsigned pa[AW_BN / 16][4];
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    HDN_ATTN_SINK_INIT(h, mrow, lrow);
 #pragma unroll
     for (int i = 0; i < HDVP / 2; ++i) o[i] = 0.f;
     const unsigned qa = sQ + wgc * 8192;
@@ -208,7 +210,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             for (int j = 0; j < AW_BN / 8; ++j) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const float v = s[4 * j + e] * sl2;
+                    const float v = HDN_ATTN_SCORE(s[4 * j + e] * sl2, r0 + 8 * (e >> 1),
+                                                   kv0 + 8 * j + 2 * t4 + (e & 1));
                     s[4 * j + e] = v;
                     mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
@@ -221,7 +224,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
                 for (int e = 0; e < 4; ++e) {
                     const int jj = kv0 + 8 * j + 2 * t4 + (e & 1);
                     const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
-                    const float v = (jj >= sp.lo && jj < sp.hi) ? s[4 * j + e] * sl2 : -INFINITY;
+                    const float v = (jj >= sp.lo && jj < sp.hi) ? HDN_ATTN_SCORE(s[4 * j + e] * sl2, r0 + 8 * (e >> 1), jj)
+                                                                : -INFINITY;
                     s[4 * j + e] = v;
                     mx[e >> 1] = fmaxf(mx[e >> 1], v);
                 }
@@ -319,7 +323,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     for (int r = 0; r < 2; ++r) {
         const int i = r0 + 8 * r;
         if (i >= SQ) continue;
-        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        const bool emp = HDN_ATTN_EMPTY(L, i, lrow[r]);
+        const float inv = emp ? 0.f : 1.f / lrow[r];
         hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
 #pragma unroll
         for (int j = 0; j < HDV / 8; ++j) {
@@ -329,8 +334,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
 #if HAS_STATS
         if (t4 == 0)
             LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
-                lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
+                emp ? INFINITY : mrow[r] * HDN_LN2 + logf(lrow[r]);
 #endif
+        if (t4 == 0) hdn_attn_row_out(b, h, i, emp, mrow[r], lrow[r], HDN_ATTN_MXO, HDN_ATTN_SEO);
     }
 }
 #else

@@ -158,3 +158,132 @@ __device__ __forceinline__ void hdn_attn_amax(float* p, float v, int lane) {
     if (lane == 0) atomicMax(reinterpret_cast<unsigned*>(p), __float_as_uint(v));
 }
 #endif
+
+// ---------------------------------------------------------------- score modifiers and outputs
+// Configured by the generated prelude (ops/sdpa.py); all off by default.  The score of query row
+// i, key j of head h, batch b on the exp2 scale: (q·k scale + mask + alibi) log2 e, -inf where a
+// boolean / block mask drops it (cpu_reference/kernels/sdpa.py _scores):
+//   ATT_MASK 1: additive attn_mask of element type ATT_MASK_T; 2: boolean (one byte, nonzero
+//               keeps); element strides AM_SB / AM_SH / AM_SI / AM_SJ (0 along broadcast dims);
+//   ATT_ALIBI:  + slope_h (j - i), the slopes HDN_ALIBI_SLOPES (one per query head);
+//   ATT_BLOCK:  UINT8 block mask, bit (j / 128) % 8 of byte (j / 128) / 8 in row tile i / 128
+//               (strides BMK_SB / BMK_SH / BMK_SR / BMK_SC);
+//   ATT_SINK:   one logit per query head (att_sink: ATT_SINK_T, stride SINK_SH) joins each unpadded
+//               row's softmax as a key without a value: the running max / sum start at (sink, 1);
+//   HAS_MAX / HAS_SUMEXP: the row max (natural scale) and the sum of exp(s - max) as FLOAT
+//               outputs (strides MXSB.. / SESB..); rows without keys: -inf / 0.
+// Kernel parameters: HDN_ATTN_MOD_PARAMS (att_mask, att_blk, att_sink) / HDN_ATTN_MOD_ARGS.
+#ifndef ATT_MASK
+#define ATT_MASK 0
+#endif
+#ifndef ATT_ALIBI
+#define ATT_ALIBI 0
+#endif
+#ifndef ATT_BLOCK
+#define ATT_BLOCK 0
+#endif
+#ifndef ATT_SINK
+#define ATT_SINK 0
+#endif
+#ifndef HAS_MAX
+#define HAS_MAX 0
+#endif
+#ifndef HAS_SUMEXP
+#define HAS_SUMEXP 0
+#endif
+#ifndef ATT_DBIAS
+#define ATT_DBIAS 0      // backward: dS summed into att_dbias (fp32, strides DBW_*) for dbias
+#endif
+#ifndef HAS_RNG_DUMP
+#define HAS_RNG_DUMP 0   // forward: hdn_attn_rng_dump writes the dropout keep mask
+#endif
+#ifndef HDN_ATTN_MOD_PARAMS
+#define HDN_ATTN_MOD_PARAMS
+#define HDN_ATTN_MOD_ARGS
+#endif
+#define HDN_ATTN_MODS (ATT_MASK || ATT_ALIBI || ATT_BLOCK)
+#if ATT_ALIBI
+__constant__ float hdn_alibi_slopes[HQ] = HDN_ALIBI_SLOPES;
+#endif
+#if HDN_ATTN_MODS
+struct HdnAttnMod {
+    const unsigned char* m;    // the mask at (b, h)
+    const unsigned char* bk;   // the block mask at (b, h)
+    float slope;               // the ALiBi slope times log2 e
+};
+__device__ __forceinline__ HdnAttnMod hdn_attn_mod_at(int b, int h HDN_ATTN_MOD_PARAMS) {
+    HdnAttnMod M;
+    M.m = 0;
+    M.bk = 0;
+    M.slope = 0.f;
+#if ATT_MASK == 1
+    M.m = reinterpret_cast<const unsigned char*>(
+        reinterpret_cast<const ATT_MASK_T*>(att_mask) + (long long)b * AM_SB + (long long)h * AM_SH);
+#elif ATT_MASK == 2
+    M.m = reinterpret_cast<const unsigned char*>(att_mask) + (long long)b * AM_SB + (long long)h * AM_SH;
+#endif
+#if ATT_BLOCK
+    M.bk = att_blk + (long long)b * BMK_SB + (long long)h * BMK_SH;
+#endif
+#if ATT_ALIBI
+    M.slope = hdn_alibi_slopes[h] * HDN_LOG2E;
+#endif
+    return M;
+}
+// v: q·k times scale log2 e of an element inside the tensors (i < SQ, j < SKV)
+__device__ __forceinline__ float hdn_attn_mod(const HdnAttnMod& M, float v, int i, int j) {
+#if ATT_MASK == 1
+    v += hdn_to_float(reinterpret_cast<const ATT_MASK_T*>(M.m)[(long long)i * AM_SI + (long long)j * AM_SJ]) *
+         HDN_LOG2E;
+#elif ATT_MASK == 2
+    if (!M.m[(long long)i * AM_SI + (long long)j * AM_SJ]) v = -INFINITY;
+#endif
+#if ATT_ALIBI
+    v += M.slope * (float)(j - i);
+#endif
+#if ATT_BLOCK
+    if (!((M.bk[(long long)(i >> 7) * BMK_SR + (long long)(j >> 10) * BMK_SC] >> ((j >> 7) & 7)) & 1))
+        v = -INFINITY;
+#endif
+    return v;
+}
+#define HDN_ATTN_MOD_INIT(b, h) const HdnAttnMod hdn_mod_ = hdn_attn_mod_at(b, h HDN_ATTN_MOD_ARGS)
+#define HDN_ATTN_SCORE(v, i, j) hdn_attn_mod(hdn_mod_, v, i, j)
+#else
+#define HDN_ATTN_MOD_INIT(b, h)
+#define HDN_ATTN_SCORE(v, i, j) (v)
+#endif
+#if ATT_SINK
+// the sink logit of query head h on the exp2 scale
+#define HDN_ATTN_SINK_INIT(h, mrow, lrow)                                                        \
+    {                                                                                            \
+        const float sk_ = hdn_to_float(att_sink[(long long)(h) * SINK_SH]) * HDN_LOG2E;          \
+        mrow[0] = mrow[1] = sk_;                                                                 \
+        lrow[0] = lrow[1] = 1.f;                                                                 \
+    }
+#else
+#define HDN_ATTN_SINK_INIT(h, mrow, lrow)
+#endif
+// a row without keys (or, with a sink, a padded row: i >= sq): O 0, stats +inf
+#define HDN_ATTN_EMPTY(L, i, l) (!((l) > 0.f) || (ATT_SINK && (i) >= (L).sq))
+// the max / sum_exp outputs of row i (m2: the running max on the exp2 scale, l: the sum)
+__device__ __forceinline__ void hdn_attn_row_out(int b, int h, int i, bool emp, float m2, float l,
+                                                 float* mxo, float* seo) {
+#if HAS_MAX
+    mxo[(long long)b * MXSB + (long long)h * MXSH + (long long)i * MXSS] = emp ? -INFINITY : m2 * HDN_LN2;
+#endif
+#if HAS_SUMEXP
+    seo[(long long)b * SESB + (long long)h * SESH + (long long)i * SESS] = emp ? 0.f : l;
+#endif
+    (void)b; (void)h; (void)i; (void)emp; (void)m2; (void)l; (void)mxo; (void)seo;
+}
+#if HAS_MAX
+#define HDN_ATTN_MXO att_max
+#else
+#define HDN_ATTN_MXO ((float*)0)
+#endif
+#if HAS_SUMEXP
+#define HDN_ATTN_SEO att_sumexp
+#else
+#define HDN_ATTN_SEO ((float*)0)
+#endif

@@ -13,15 +13,19 @@ stored), unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...
 Hq a multiple of Hkv; causal (top-left / bottom-right), left/right bands with either diagonal
 alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribute, by-value
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
-float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
-else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
-K/V) is not applicable here (the CPU reference engine implements most of it).
-On AMD (the MFMA kernels) D = Dv in {64, 128} only.
+float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants); the score
+roles (``_mods``, kernels/hdn_attention.h): additive HALF/BF16/FLOAT or BOOLEAN attn_mask
+broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks, sink tokens, FLOAT
+max / sum_exp outputs, rng_dump (a second kernel writes the keep mask), and in the backward
+the mask / ALiBi with dbias (fp32 atomics into a workspace, then converted; these backward
+graphs stay on the mma.sync main kernel).  Everything else (user dropout masks, paged K/V) is
+not applicable here (the CPU reference engine implements it).  On AMD (the MFMA kernels)
+D = Dv in {64, 128} only and none of the score roles.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
 :func:`emit_fp8`): q / k / v FP8_E4M3 or FP8_E5M2, o that type or HALF / BFLOAT16 / FLOAT, the
-fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout.  The
-backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
+fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout and none
+of the score roles.  The backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
 """
 from __future__ import annotations
 
@@ -36,9 +40,14 @@ from ._base import _need, kinds
 KINDS = kinds("sdpa")
 FWD, BWD = "SdpaAttributes", "SdpaBackwardAttributes"
 # roles the kernels implement; any other present role makes the node not applicable
-USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset"},
+USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
+              "attn_mask", "block_mask", "sink_token", "max", "sum_exp", "rng_dump"},
         BWD: {"q", "k", "v", "o", "do", "stats", "dq", "dk", "dv", "scale", "seq_len_q",
-              "seq_len_kv", "seed", "offset", "dropout_scale_inv"}}
+              "seq_len_kv", "seed", "offset", "dropout_scale_inv", "attn_mask", "dbias"}}
+# the score-modifying roles and extra outputs (_check_mods / _mods); not on the AMD kernels
+MODS = ("attn_mask", "block_mask", "sink_token", "max", "sum_exp", "rng_dump", "dbias")
+FLOAT_T = {"HALF": "hdn_half", "BFLOAT16": "hdn_bf16", "FLOAT": "float"}
+BLOCK = 128      # the block mask's tile edge
 DATA = {FWD: ("q", "k", "v", "o"), BWD: ("q", "k", "v", "o", "do", "dq", "dk", "dv")}
 MMA = {"HALF": "f16", "BFLOAT16": "bf16"}
 CONV = {"HALF": ("hdn_half_bits_to_float(x)", "hdn_from_float<hdn_half>(x).bits"),
@@ -47,7 +56,7 @@ FWD_NW = 4
 MAX_HEAD = 256
 SMEM_MAX = 227 * 1024      # opt-in dynamic shared memory per block on sm_90
 PREFIX = {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "G", "dq": "DQ", "dk": "DK", "dv": "DV",
-          "stats": "L"}
+          "stats": "L", "max": "MX", "sum_exp": "SE"}
 
 
 def _dims(t):
@@ -103,7 +112,7 @@ def _check_common(node, r):
         t = r["stats"]
         _need(cg.dtype_name(t.dtype) == "FLOAT" and _dims(t) == [B, H, Sq, 1] and t.value is None,
               f"{k}: stats must be FLOAT [B, H, Sq, 1]")
-    _need(not a.get("alibi_mask"), f"{k}: ALiBi is not supported by the HIP engine")
+    _check_mods(node, r, B, H, Sq, Skv)
     for b in ("left_bound", "right_bound"):
         _need(a.get(b) is None or int(a[b]) >= 0, f"{k}: negative {b}")
     if "scale" in r:
@@ -126,6 +135,134 @@ def _check_common(node, r):
         _need("seq_len_q" in r and "seq_len_kv" in r, f"{k}: padding without lengths")
     cd = cg.dtype_name(node.compute_dtype)
     _need(cd in ("FLOAT", "UNSET"), f"{k}: compute type {cd}")
+
+
+def _check_mods(node, r, B, H, Sq, Skv):
+    """The score-modifying roles and extra outputs as the kernels take them (shapes and types
+    as the CPU reference's)."""
+    k = node.kind
+    full = [B, H, Sq, Skv]
+    for role in r:
+        if role in MODS:
+            t = r[role]
+            _need(t.value is None and not t.is_runtime_pass_by_value, f"{k}: {role} is a scalar")
+    for role, types in (("attn_mask", ("HALF", "BFLOAT16", "FLOAT", "UNSET")),
+                        ("dbias", ("HALF", "BFLOAT16", "FLOAT")),
+                        ("rng_dump", ("HALF", "BFLOAT16", "FLOAT"))):
+        if role in r:
+            d = _dims(r[role])
+            _need(len(d) == 4 and all(x in (1, f) for x, f in zip(d, full)),
+                  f"{k}: {role} {d} does not broadcast to {full}")
+            _need(cg.dtype_name(r[role].dtype) in types,
+                  f"{k}: {role} type {cg.dtype_name(r[role].dtype)} (HIP engine: {', '.join(types)})")
+    if "rng_dump" in r:
+        _need(_dims(r["rng_dump"]) == full, f"{k}: rng_dump must be {full}")
+        _need(node.attrs.get("dropout_probability"), f"{k}: rng_dump without dropout")
+    if "block_mask" in r:
+        t = r["block_mask"]
+        tiles = [-(-Sq // BLOCK), -(-(-(-Skv // BLOCK)) // 8)]
+        d = _dims(t)
+        _need(len(d) == 4 and d[0] in (1, B) and d[1] in (1, H) and d[2:] == tiles
+              and cg.dtype_name(t.dtype) == "UINT8",
+              f"{k}: block_mask {d} must be UINT8 [B|1, Hq|1, {tiles[0]}, {tiles[1]}]")
+    if "sink_token" in r:
+        t = r["sink_token"]
+        _need(t.numel == H and cg.dtype_name(t.dtype) in FLOAT_T,
+              f"{k}: sink_token must hold Hq={H} HALF / BFLOAT16 / FLOAT logits")
+    for role in ("max", "sum_exp"):
+        if role in r:
+            t = r[role]
+            _need(cg.dtype_name(t.dtype) == "FLOAT" and _dims(t) == [B, H, Sq, 1],
+                  f"{k}: {role} must be FLOAT [B, H, Sq, 1] on the HIP engine")
+
+
+def alibi_slopes(H):
+    """The ALiBi head slopes as the CPU reference computes them (the power-of-two
+    interpolation), rounded to float32."""
+    n = 2 ** int(math.floor(math.log2(H)))
+    m = [2.0 ** (-8.0 / n * (k + 1)) for k in range(n)]
+    m += [2.0 ** (-4.0 / n * (2 * k + 1)) for k in range(H - n)]
+    return [float(np.float32(x)) for x in m]
+
+
+def _bstrides(t):
+    """Element strides of t broadcast over its extent-1 dimensions (0 there)."""
+    return [s if d > 1 else 0 for d, s in zip(_dims(t), _st(t))]
+
+
+def _mods(prog, node, r, defines, extra_p, extra_a, loc):
+    """Defines and parameters of the score modifiers (mask, ALiBi, block mask, sink) and the
+    extra outputs (max, sum_exp, the dbias sums); hdn_attention.h documents them.  Returns the
+    dbias workspace (or None)."""
+    a = node.attrs
+    mp, ma = [], []
+    if "attn_mask" in r:
+        t = r["attn_mask"]
+        io = cg.dtype_name(t.dtype)
+        defines["ATT_MASK"] = 2 if io == "UNSET" else 1
+        defines["ATT_MASK_T"] = "unsigned char" if io == "UNSET" else FLOAT_T[io]
+        for nm, x in zip(("AM_SB", "AM_SH", "AM_SI", "AM_SJ"), _bstrides(t)):
+            defines[nm] = x
+        mp.append("const void* __restrict__ att_mask")
+        ma.append(loc[t.uid])
+    if a.get("alibi_mask"):
+        defines["ATT_ALIBI"] = 1
+        defines["HDN_ALIBI_SLOPES"] = "{" + ", ".join(cg.flit(x) for x in
+                                                      alibi_slopes(defines["HQ"])) + "}"
+    if "block_mask" in r:
+        t = r["block_mask"]
+        defines["ATT_BLOCK"] = 1
+        for nm, x in zip(("BMK_SB", "BMK_SH", "BMK_SR", "BMK_SC"), _bstrides(t)):
+            defines[nm] = x
+        mp.append("const unsigned char* __restrict__ att_blk")
+        ma.append(loc[t.uid])
+    if mp:
+        defines["HDN_ATTN_MOD_PARAMS"] = ", " + ", ".join(mp)
+        defines["HDN_ATTN_MOD_ARGS"] = ", " + ", ".join(x.split()[-1] for x in mp)
+    extra_p += mp
+    extra_a += ma
+    if "sink_token" in r:
+        t = r["sink_token"]
+        H = defines["HQ"]
+        ax = next((i for i, d in enumerate(_dims(t)) if d == H), None)
+        defines["ATT_SINK"] = 1
+        defines["ATT_SINK_T"] = FLOAT_T[cg.dtype_name(t.dtype)]
+        defines["SINK_SH"] = _st(t)[ax] if H > 1 and ax is not None else 0
+        extra_p.append("const ATT_SINK_T* __restrict__ att_sink")
+        extra_a.append(loc[t.uid])
+    for role, flag, nm in (("max", "HAS_MAX", "att_max"), ("sum_exp", "HAS_SUMEXP", "att_sumexp")):
+        if role in r:
+            defines[flag] = 1
+            extra_p.append(f"float* __restrict__ {nm}")
+            extra_a.append(loc[r[role].uid])
+    if node.kind != BWD or "dbias" not in r:
+        return None
+    t = r["dbias"]
+    d = _dims(t)
+    ws = prog.ws_alloc(int(np.prod(d)) * 4)
+    cs = [int(np.prod(d[i + 1:])) if d[i] > 1 else 0 for i in range(4)]
+    defines["ATT_DBIAS"] = 1
+    for i, ax in enumerate("BHIJ"):
+        defines[f"DBW_{ax}"] = cs[i]
+        defines[f"DB{i}"] = d[i]
+        defines[f"DBS{ax}"] = _st(t)[i]
+    defines["DB_T"] = FLOAT_T[cg.dtype_name(t.dtype)]
+    extra_p.append("float* __restrict__ att_dbias")
+    extra_a.append(("ws", ws))
+    return ws
+
+
+def _rng_dump(prog, r, src_defines, extra_p, extra_a, loc):
+    """rng_dump: a kernel of attention_fwd.hip writes the forward's dropout keep mask."""
+    t = r["rng_dump"]
+    B, H, Sq, Skv = _dims(t)
+    src_defines["HAS_RNG_DUMP"] = 1
+    src_defines["RD_T"] = FLOAT_T[cg.dtype_name(t.dtype)]
+    for nm, x in zip(("RDSB", "RDSH", "RDSS", "RDSJ"), _st(t)):
+        src_defines[nm] = x
+    ps, as_ = _finish(extra_p, extra_a, ["void* __restrict__ att_rng"], [loc[t.uid]])
+    src_defines["HDN_ATTN_RNG_PARAMS"] = ps
+    return ("hdn_attn_rng_dump", ((Sq * Skv + 255) // 256, H, B), (256, 1, 1), as_)
 
 
 def _bool(a, key):
@@ -303,6 +440,7 @@ def _emit(prog, node, r, loc, tag, arch=None):
     extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
     if (arch or "").startswith("gfx"):      # AMD CDNA: the MFMA kernels (attention_*_mfma.hip)
         return _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a)
+    ws_db = _mods(prog, node, r, defines, extra_p, extra_a, loc)
     u16 = "const hdn_u16* __restrict__"
     if node.kind == FWD:
         defines["NW"] = FWD_NW
@@ -339,12 +477,15 @@ def _emit(prog, node, r, loc, tag, arch=None):
         lens = [(x, loc[r[x].uid]) for x in ("seq_len_q", "seq_len_kv") if defines["PADDING"]]
         ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + [a for _, a in lens])
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
+        rng = _rng_dump(prog, r, defines, extra_p, extra_a, loc) if "rng_dump" in r else None
         src = _source("attention_fwd.hip", defines)
         BM = 16 * FWD_NW
         smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
         prog.steps.append(("launch", src, name, ((Sq + BM - 1) // BM, H, B), (32 * FWD_NW, 1, 1),
                            as_, smem))
+        if rng:
+            prog.steps.append(("launch", src) + rng)
         return
     # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, HDP] fp32 (zeroed)
     io = cg.dtype_name(r["q"].dtype)
@@ -370,7 +511,14 @@ def _emit(prog, node, r, loc, tag, arch=None):
                                             "hdn_u16* __restrict__ dQ"],
                          [("ws", ws_q), loc[r["dq"].uid]])
     defines["HDN_ATTN_DQ_PARAMS"] = dq_p
+    if ws_db is not None:
+        db_p, db_a = _finish(extra_p, extra_a, ["const float* __restrict__ att_dbias_sum",
+                                                "void* __restrict__ att_dbias_out"],
+                             [("ws", ws_db), loc[r["dbias"].uid]])
+        defines["HDN_ATTN_DBIAS_PARAMS"] = db_p
     src = _source("attention_bwd.hip", defines)
+    if ws_db is not None:
+        prog.steps.append(("memset", ws_db, int(np.prod(_dims(r["dbias"]))) * 4))
     main = ("launch", src, "hdn_attn_bwd", ((Skv + 63) // 64 * nsplit, Hkv, B), (128, 1, 1), as_,
             bwd_smem_bytes(D, Dv))
     if bwd_wgmma_ok(node, r, arch):     # the Hopper main kernel; pre / dq kernels shared
@@ -381,6 +529,10 @@ def _emit(prog, node, r, loc, tag, arch=None):
     prog.steps.append(main)
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
+    if ws_db is not None:
+        n = int(np.prod(_dims(r["dbias"])))
+        prog.steps.append(("launch", src, "hdn_attn_dbias_out", ((n + 255) // 256, 1, 1),
+                           (256, 1, 1), db_a))
 
 
 def bwd_split(D, Dv):
@@ -417,6 +569,8 @@ def bwd_wgmma_ok(node, r, arch):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto") in ("mma", "mma.sync"):
         return False
+    if any(x in r for x in MODS) or node.attrs.get("alibi_mask"):
+        return False        # the score roles (mask, ALiBi, dbias) run on the mma.sync kernel
     if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
         return False
     for role in ("q", "k", "v", "do"):
@@ -473,6 +627,10 @@ def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
     B, H, Sq, D = _dims(r["q"])
     Hkv, Skv = _dims(r["k"])[1:3]
     Dv = _dims(r["v"])[3]
+    for role in MODS:
+        _need(role not in r, f"{node.kind}: {role} is not supported by the AMD MFMA attention kernels")
+    _need(not node.attrs.get("alibi_mask"),
+          f"{node.kind}: ALiBi is not supported by the AMD MFMA attention kernels")
     _need(D == Dv and D in (64, 128),
           f"{node.kind}: head dim {D} (Dv {Dv}): the AMD MFMA attention kernels take "
           f"D = Dv in {{64, 128}} only")
