@@ -720,6 +720,8 @@ def check_fp8(node, r):
     _need(odt == fmt or odt in FP8_OUT, f"{k}: o ({odt}) must be {fmt}, HALF, BFLOAT16 or FLOAT")
     _need(not node.attrs.get("dropout_probability"), f"{k}: dropout with FP8 data is not "
                                                      f"supported by the HIP engine")
+    _need(not node.attrs.get("alibi_mask"), f"{k}: ALiBi with FP8 data is not supported by the "
+                                            f"HIP engine")
     _check_common(node, r)
     D, Dv = _dims(r["q"])[3], _dims(r["v"])[3]
     for nm, x in (("D", D), ("Dv", Dv)):
