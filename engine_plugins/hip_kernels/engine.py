@@ -22,7 +22,9 @@ PLUGIN_VERSION = "0.2.0"
 # 1.2.0: honours runtime pass-by-value scalars (RFC 0016 provider contract through
 # buffers.scalar(uid): a baked default wins, a user-supplied value is read from its host pointer
 # at execute and passed to the kernel by value; unbound -> INVALID_VALUE)
-API_VERSION = "1.2.0"
+# 1.3.0: ragged (packed) tensors in SDPA nodes (other nodes decline them) and declared tensor
+# alignments (a graph with one below 16 bytes is declined)
+API_VERSION = "1.3.0"
 
 
 def use_mma() -> bool:

@@ -66,6 +66,20 @@
 #define KSPV ((HDV + 15) / 16)    // 16-column steps of P V that hold data
 #define QREG (HDP <= 128)
 #define NT (NW * 32)
+// the K / V tile loads: through the page table for a paged pool (generated K_PAGED / V_PAGED =
+// log2 of the page size; kpt / vpt the tables, <P>PT_SB / <P>PT_SS their batch / page strides)
+#ifdef K_PAGED
+#define HDN_LOAD_K(dst, r0) hdn_attn_tile_paged<BN, DCH, NT>(dst, Kb, KSB, KSS, kpt + (long long)b * KPT_SB, \
+    KPT_SS, K_PAGED, r0, L.skv, HD, tid)
+#else
+#define HDN_LOAD_K(dst, r0) hdn_attn_tile<BN, DCH, NT>(dst, Kb, KSS, r0, K_ROWS, HD, tid)
+#endif
+#ifdef V_PAGED
+#define HDN_LOAD_V(dst, r0) hdn_attn_tile_paged<BN, DCHV, NT>(dst, Vb, VSB, VSS, vpt + (long long)b * VPT_SB, \
+    VPT_SS, V_PAGED, r0, L.skv, HDV, tid)
+#else
+#define HDN_LOAD_V(dst, r0) hdn_attn_tile<BN, DCHV, NT>(dst, Vb, VSS, r0, V_ROWS, HDV, tid)
+#endif
 
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAMS) {
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
@@ -83,16 +97,29 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const float scale = *scale_p;
 #endif
     const float sl2 = scale * HDN_LOG2E;
-    const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
-    const hdn_u16* Kb = K + (long long)b * KSB + (long long)hk * KSH;
-    const hdn_u16* Vb = V + (long long)b * VSB + (long long)hk * VSH;
+#if HDN_RAGGED_ROWS
+    if (!HDN_RAGGED_OK(b)) {   // a ragged batch offset off 16-byte alignment: NaN rows, no loads
+        for (int c = tid; c < BM * HDV; c += NT) {
+            const int i = q0 + c / HDV;
+            if (i < SQ && i < O_ROWS) O[O_BOFF(b) + (long long)h * OSH + (long long)i * OSS + c % HDV] = HDN_NAN16;
+        }
+#if HAS_STATS
+        for (int c = tid; c < BM; c += NT)
+            if (q0 + c < SQ && q0 + c < L_ROWS) LSE[L_BOFF(b) + (long long)h * LSH + (long long)(q0 + c) * LSS] = __int_as_float(0x7fffffff);
+#endif
+        return;
+    }
+#endif
+    const hdn_u16* Qb = Q + Q_BOFF(b) + (long long)h * QSH;
+    const hdn_u16* Kb = K + K_BOFF(b) + (long long)hk * KSH;
+    const hdn_u16* Vb = V + V_BOFF(b) + (long long)hk * VSH;
 #if DROPOUT
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
     const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
     // Q tile
-    hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, SQ, HD, tid);
+    hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, Q_ROWS, HD, tid);
     hdn_cp_commit();
     // key range of this block
     const int ihi = hdn_imin(q0 + BM, L.sq) - 1;
@@ -102,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     if (ihi < q0) kend = kbeg;
     const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
 
-    if (nb0 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, nb0 * BN, SKV, HD, tid);
+    if (nb0 < nb1) HDN_LOAD_K(Ks, nb0 * BN);
     hdn_cp_commit();
     hdn_cp_wait<1>();
     __syncthreads();
@@ -121,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 
     for (int nb = nb0; nb < nb1; ++nb) {
         const int kv0 = nb * BN;
-        hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, SKV, HDV, tid);
+        HDN_LOAD_V(Vs, kv0);
         hdn_cp_commit();
         hdn_cp_wait<1>();
         __syncthreads();
@@ -146,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             }
         }
         __syncthreads();
-        if (nb + 1 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0 + BN, SKV, HD, tid);
+        if (nb + 1 < nb1) HDN_LOAD_K(Ks, kv0 + BN);
         hdn_cp_commit();
         const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
                           (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
@@ -240,15 +267,15 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
         const int i = r0 + 8 * r;
         if (i >= SQ) continue;
         const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-        hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
 #pragma unroll
-        for (int t = 0; t < HDV / 8; ++t) {
+        for (int t = 0; t < HDV / 8 && i < O_ROWS; ++t) {
             unsigned v = hdn_pack2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
             *reinterpret_cast<unsigned*>(Ob + 8 * t + 2 * (lane & 3)) = v;
         }
 #if HAS_STATS
-        if ((lane & 3) == 0)
-            LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
+        if ((lane & 3) == 0 && i < L_ROWS)
+            LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] =
                 lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
 #endif
     }
