@@ -11,10 +11,13 @@ stored), unit stride along D and 16-byte aligned rows (BHSD, BSHD, packed QKV...
 Hq a multiple of Hkv; causal (top-left / bottom-right), left/right bands with either diagonal
 alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribute, by-value
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
-float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants).  Everything
-else (additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, paged
-K/V, fp8 scales) is not applicable here (the CPU reference engine implements most of it).
-On AMD (the MFMA kernels) D = Dv in {64, 128} only.
+float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants); paged K/V
+(forward: page_table_k and page_table_v, pools [pages, Hkv, page_size, D], page sizes powers of
+two >= 16) and ragged (packed) q / k / v / o / stats / do / dq / dk / dv (offsets x multiplier),
+both with seq_len_q and seq_len_kv, on the mma.sync kernels.  Everything else
+(additive/boolean masks, ALiBi, user dropout masks, rng_dump, max/sum_exp, dbias, fp8 scales) is
+not applicable here (the CPU reference engine implements most of it).  On AMD (the MFMA
+kernels) D = Dv in {64, 128} only, no paged or ragged tensors.
 """
 from __future__ import annotations
 
