@@ -237,6 +237,8 @@ RAGGED = [   # empty and length-1 sequences, odd lengths, GQA 1 / 4 / 8
     dict(dt="HALF", B=3, H=4, Hkv=4, Sq=130, Skv=130, D=64, lq=[129, 5, 64], lkv=[130, 7, 63]),
     dict(dt="BFLOAT16", B=2, H=4, Hkv=1, Sq=67, Skv=67, D=128, lq=[67, 13], lkv=[3, 67],
          elem_offsets=True),
+    dict(dt="HALF", B=3, H=8, Hkv=2, Sq=5, Skv=90, D=64, lq=[5, 0, 1], lkv=[90, 3, 0],
+         causal_mask_bottom_right=True),     # decode-sized: GQA_PACK
 ]
 RAGGED_BWD = [
     dict(dt="HALF", B=3, H=4, Hkv=2, Sq=70, Skv=70, D=64, lq=[70, 1, 0], lkv=[64, 1, 33],
@@ -375,6 +377,59 @@ def test_ragged_backward_vs_cpu_reference(R, i):
         assert relerr(got, ref) < tol, (uid, relerr(got, ref))
         n = int(off[-1]) * h * D
         assert np.all(np.isfinite(res[uid][:n])) and np.all(np.isnan(res[uid][n:])), uid
+
+
+def test_gqa_pack_is_used_for_decode_shapes():
+    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B))."""
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_attention import fwd_graph
+    for case, packed in ((PAGED[0], True), (PAGED[2], True), (PAGED[3], False), (PAGED[4], False)):
+        cc, lq, lkv, pages, MP, NP, skv = _paged_case(case)
+        prog = build_program(parse_graph(paged_graph(NP=NP, MP=MP, skv=skv, **cc)[1]))
+        st = prog.steps[0]
+        assert ("#define GQA_PACK 1" in st[1]) == packed
+        assert st[3] == ((1, cc["Hkv"], cc["B"]) if packed else
+                         (-(-cc["Sq"] // 64), cc["H"], cc["B"]))
+    _, g = fwd_graph("HALF", 2, 8, 2, 3, 100, 64, seq=True)
+    assert "#define GQA_PACK 1" in build_program(parse_graph(g)).steps[0][1]
+    _, g = fwd_graph("HALF", 2, 8, 2, 3, 100, 64, drop=0.1)
+    assert "#define GQA_PACK 1" not in build_program(parse_graph(g)).steps[0][1]
+
+
+DENSE_DECODE = [   # the mma.sync kernel (forced) on dense decode graphs: GQA_PACK
+    dict(dt="HALF", B=2, H=8, Hkv=2, Sq=3, Skv=100, D=64, seq=True, causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=1, H=16, Hkv=2, Sq=1, Skv=257, D=128),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(DENSE_DECODE)))
+def test_dense_decode_gqa_pack_vs_cpu_reference(R, i, monkeypatch):
+    from test_attention import fwd_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN", "mma")
+    c = DENSE_DECODE[i]
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = fwd_graph(**c)
+    q, k, v = (quantize(rng.uniform(-1, 1, t.dims) * s, dt) for t, s in zip(ts[:3], (2, 2, 1)))
+    by = {t.uid: t for t in ts}
+    ins = {ts[0]: q, ts[1]: k, ts[2]: v}
+    lq = lkv = None
+    if c.get("seq"):
+        lq, lkv = np.array([Sq, 1][:B]), np.array([Skv, 40][:B])
+        ins[by[6]], ins[by[7]] = lq.reshape(B, 1, 1, 1), lkv.reshape(B, 1, 1, 1)
+    res = R.run(g, ins, [ts[3], by[5]])
+    p = ksdpa.SdpaParams(scale=float(np.float32(1 / math.sqrt(D))))
+    p.causal_bottom_right = bool(c.get("causal_mask_bottom_right"))
+    p.bottom_right = p.causal_bottom_right
+    if lq is not None:
+        p.seq_len_q, p.seq_len_kv = lq, lkv
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    tol = 1e-2 if dt == "HALF" else 3e-2
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    fin = np.isfinite(st)
+    assert np.array_equal(np.isfinite(res[5]), fin)
+    assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
 
 
 # -------------------------------------------------------------------------------- declines

@@ -66,6 +66,21 @@
 #define KSPV ((HDV + 15) / 16)    // 16-column steps of P V that hold data
 #define QREG (HDP <= 128)
 #define NT (NW * 32)
+// GQA_PACK (decode: GRP * SQ <= BM): one block per (kv head, batch) whose rows are the
+// (query head, query) pairs of the group - block row r is query r % SQ of head hk * GRP + r / SQ
+// (rows past GRP * SQ load zeros and are not stored) - so K / V stream once per kv head
+#ifndef GQA_PACK
+#define GQA_PACK 0
+#endif
+#if GQA_PACK
+#define HDN_ROW_H(r) (hk * GRP + (r) / SQ)
+#define HDN_ROW_I(r) ((r) % SQ)
+#define HDN_ROW_OK(r) ((r) < GRP * SQ)
+#else
+#define HDN_ROW_H(r) h
+#define HDN_ROW_I(r) (q0 + (r))
+#define HDN_ROW_OK(r) true
+#endif
 // the K / V tile loads: through the page table for a paged pool (generated K_PAGED / V_PAGED =
 // log2 of the page size; kpt / vpt the tables, <P>PT_SB / <P>PT_SS their batch / page strides)
 #ifdef K_PAGED
@@ -87,7 +102,11 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     hdn_u16* Ks = Qs + BM * HDP;
     hdn_u16* Vs = Ks + BN * HDP;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#if GQA_PACK
+    const int q0 = 0, hk = blockIdx.y, b = blockIdx.z, h = hk * GRP;
+#else
     const int q0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
+#endif
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
 #if SCALE_MODE == 0
     const float scale = SCALE_VALUE;
@@ -100,12 +119,14 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #if HDN_RAGGED_ROWS
     if (!HDN_RAGGED_OK(b)) {   // a ragged batch offset off 16-byte alignment: NaN rows, no loads
         for (int c = tid; c < BM * HDV; c += NT) {
-            const int i = q0 + c / HDV;
-            if (i < SQ && i < O_ROWS) O[O_BOFF(b) + (long long)h * OSH + (long long)i * OSS + c % HDV] = HDN_NAN16;
+            const int i = HDN_ROW_I(c / HDV);
+            if (HDN_ROW_OK(c / HDV) && i < SQ && i < O_ROWS)
+                O[O_BOFF(b) + (long long)HDN_ROW_H(c / HDV) * OSH + (long long)i * OSS + c % HDV] = HDN_NAN16;
         }
 #if HAS_STATS
         for (int c = tid; c < BM; c += NT)
-            if (q0 + c < SQ && q0 + c < L_ROWS) LSE[L_BOFF(b) + (long long)h * LSH + (long long)(q0 + c) * LSS] = __int_as_float(0x7fffffff);
+            if (HDN_ROW_OK(c) && HDN_ROW_I(c) < SQ && HDN_ROW_I(c) < L_ROWS)
+                LSE[L_BOFF(b) + (long long)HDN_ROW_H(c) * LSH + (long long)HDN_ROW_I(c) * LSS] = __int_as_float(0x7fffffff);
 #endif
         return;
     }
@@ -119,7 +140,17 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
     // Q tile
+#if GQA_PACK
+    (void)Qb;
+    for (int c = tid; c < BM * DCH; c += NT) {
+        const int r = c / DCH, ch = c % DCH, i = HDN_ROW_I(r);
+        const bool in = HDN_ROW_OK(r) && i < Q_ROWS && ch < HD / 8;
+        hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Q + Q_BOFF(b) + (long long)(in ? HDN_ROW_H(r) : 0) * QSH +
+                 (long long)(in ? i : 0) * QSS + (in ? ch : 0) * 8, in);
+    }
+#else
     hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, Q_ROWS, HD, tid);
+#endif
     hdn_cp_commit();
     // key range of this block
     const int ihi = hdn_imin(q0 + BM, L.sq) - 1;
@@ -190,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
                 }
             }
         } else {
-            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+            const HdnAttnSpan sp0 = hdn_attn_row(L, HDN_ROW_I(r0 - q0)), sp1 = hdn_attn_row(L, HDN_ROW_I(r0 - q0 + 8));
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
 #pragma unroll
@@ -264,10 +295,10 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     // epilogue: O = acc / l (0 for rows without keys), stats = ln(sum exp(s))
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int i = r0 + 8 * r;
-        if (i >= SQ) continue;
+        const int i = HDN_ROW_I(r0 - q0 + 8 * r), hh = HDN_ROW_H(r0 - q0 + 8 * r);
+        if (i >= SQ || !HDN_ROW_OK(r0 - q0 + 8 * r)) continue;
         const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-        hdn_u16* Ob = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)hh * OSH + (long long)i * OSS;
 #pragma unroll
         for (int t = 0; t < HDV / 8 && i < O_ROWS; ++t) {
             unsigned v = hdn_pack2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
@@ -275,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
         }
 #if HAS_STATS
         if ((lane & 3) == 0 && i < L_ROWS)
-            LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] =
+            LSE[L_BOFF(b) + (long long)hh * LSH + (long long)i * LSS] =
                 lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
 #endif
     }

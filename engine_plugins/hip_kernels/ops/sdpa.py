@@ -383,6 +383,14 @@ def wgmma_ok(node, r, arch):
     return True
 
 
+def gqa_pack(node, H, Hkv, Sq):
+    """The mma.sync forward packs a kv head's query heads x queries into one 64-row block
+    (attention_fwd.hip GQA_PACK: decode, K / V read once per kv head): GQA with (Hq / Hkv) x Sq
+    <= 64, no dropout (its stream is indexed by the query head of the row's block)."""
+    G = H // Hkv
+    return G > 1 and G * Sq <= 16 * FWD_NW and not node.attrs.get("dropout_probability")
+
+
 def _tmap(t, loc, rows):
     """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x rows;
     the box's columns past D read as zeros (the padded head)."""
@@ -456,12 +464,17 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None):
         lens = [(x, loc[r[x].uid]) for x in ("seq_len_q", "seq_len_kv") if defines["PADDING"]]
         ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + [a for _, a in lens])
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
-        src = _source("attention_fwd.hip", defines)
         BM = 16 * FWD_NW
+        grid = ((Sq + BM - 1) // BM, H, B)
+        if gqa_pack(node, H, Hkv, Sq):
+            defines["GQA_PACK"] = 1
+            grid = (1, Hkv, B)
+            prog.notes.append(f"{node.kind}: mma.sync flash attention, the {H // Hkv} query heads "
+                              f"x {Sq} queries of a kv head in one block (GQA_PACK)")
+        src = _source("attention_fwd.hip", defines)
         smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
-        prog.steps.append(("launch", src, name, ((Sq + BM - 1) // BM, H, B), (32 * FWD_NW, 1, 1),
-                           as_, smem))
+        prog.steps.append(("launch", src, name, grid, (32 * FWD_NW, 1, 1), as_, smem))
         return
     # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, HDP] fp32 (zeroed)
     io = cg.dtype_name(r["q"].dtype)
