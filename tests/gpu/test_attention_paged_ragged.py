@@ -158,6 +158,25 @@ def test_paged_forward_vs_cpu_reference(R, i):
     assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
 
 
+@pytest.mark.gpu
+def test_paged_page_outside_the_pool_gives_nan_not_a_fault(R):
+    """A table entry naming no page of the pool (the CPU reference: INVALID_VALUE) makes that
+    batch's rows NaN; the other batches are unaffected."""
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[0])
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    bad = tab.copy()
+    bad[2, 0, 1, 0] = NP + 1000
+    bad[0, 0, 0, 0] = -3
+    B = cc["B"]
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
+                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: bad}, [by[4], by[5]])
+    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    assert np.all(np.isnan(res[4][0])) and np.all(np.isnan(res[4][2]))
+    assert relerr(res[4][1], O[1]) < 1e-2
+
+
 # ------------------------------------------------------------------------ ragged (packed) THD
 def pack(x, lens, off_tokens):
     """x [B, H, S, D] -> THD storage (batch b's row s, head h at (off[b] + s) * H * D + h * D),

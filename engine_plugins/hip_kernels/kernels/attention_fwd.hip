@@ -82,16 +82,17 @@
 #define HDN_ROW_OK(r) true
 #endif
 // the K / V tile loads: through the page table for a paged pool (generated K_PAGED / V_PAGED =
-// log2 of the page size; kpt / vpt the tables, <P>PT_SB / <P>PT_SS their batch / page strides)
+// log2 of the page size; kpt / vpt the tables, <P>PT_SB / <P>PT_SS their batch / page strides,
+// KV_PAGES the pages of each pool)
 #ifdef K_PAGED
 #define HDN_LOAD_K(dst, r0) hdn_attn_tile_paged<BN, DCH, NT>(dst, Kb, KSB, KSS, kpt + (long long)b * KPT_SB, \
-    KPT_SS, K_PAGED, r0, L.skv, HD, tid)
+    KPT_SS, K_PAGED, KV_PAGES, r0, L.skv, HD, tid)
 #else
 #define HDN_LOAD_K(dst, r0) hdn_attn_tile<BN, DCH, NT>(dst, Kb, KSS, r0, K_ROWS, HD, tid)
 #endif
 #ifdef V_PAGED
 #define HDN_LOAD_V(dst, r0) hdn_attn_tile_paged<BN, DCHV, NT>(dst, Vb, VSB, VSS, vpt + (long long)b * VPT_SB, \
-    VPT_SS, V_PAGED, r0, L.skv, HDV, tid)
+    VPT_SS, V_PAGED, KV_PAGES, r0, L.skv, HDV, tid)
 #else
 #define HDN_LOAD_V(dst, r0) hdn_attn_tile<BN, DCHV, NT>(dst, Vb, VSS, r0, V_ROWS, HDV, tid)
 #endif

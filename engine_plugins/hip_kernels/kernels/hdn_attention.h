@@ -160,18 +160,23 @@ __device__ __forceinline__ void hdn_attn_tile(hdn_u16* dst, const hdn_u16* src, 
         hdn_cp16(dst + hdn_swz<NCH>(r, ch), src + (long long)(in ? r0 + r : 0) * ss + (in ? ch : 0) * 8, in);
     }
 }
-// the same from a paged pool: key row j lives in page tab[(j >> lg) * ts] (pages psb elements
-// apart) at row j & (2^lg - 1); rows at or past nrows (the batch's length) are not read
+// the same from a paged pool of np pages: key row j lives in page tab[(j >> lg) * ts] (pages psb
+// elements apart) at row j & (2^lg - 1); rows at or past nrows (the batch's length) are not
+// read; a row whose page is not in the pool is not read either and holds NaN (loud, not a fault)
 template <int ROWS, int NCH, int NT, typename TI>
 __device__ __forceinline__ void hdn_attn_tile_paged(hdn_u16* dst, const hdn_u16* src, long long psb,
                                                     long long ss, const TI* tab, long long ts, int lg,
-                                                    int r0, int nrows, int w, int tid) {
+                                                    long long np, int r0, int nrows, int w, int tid) {
 #pragma unroll 1
     for (int c = tid; c < ROWS * NCH; c += NT) {
         const int r = c / NCH, ch = c % NCH;
         const bool in = r0 + r < nrows && ch < w / 8;
         const int j = in ? r0 + r : 0;
-        const long long pg = in ? (long long)tab[(long long)(j >> lg) * ts] : 0;
+        long long pg = in ? (long long)tab[(long long)(j >> lg) * ts] : 0;
+        if (pg < 0 || pg >= np) {
+            *reinterpret_cast<uint4*>(dst + hdn_swz<NCH>(r, ch)) = make_uint4(~0u, ~0u, ~0u, ~0u);
+            continue;
+        }
         hdn_cp16(dst + hdn_swz<NCH>(r, ch), src + pg * psb + (long long)(j & ((1 << lg) - 1)) * ss + (in ? ch : 0) * 8, in);
     }
 }

@@ -300,6 +300,7 @@ def _paged_ragged(r, defines, loc, graph):
     ps, as_ = [], []
     if paged(r):
         lg = int(_dims(r["k"])[2]).bit_length() - 1
+        defines["KV_PAGES"] = f"{_dims(r['k'])[0]}LL"
         for role, nm in (("k", "kpt"), ("v", "vpt")):
             t = r[PAGED[role]]
             P = PREFIX[role]
