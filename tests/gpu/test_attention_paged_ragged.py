@@ -488,3 +488,35 @@ def test_paged_and_ragged_declines():
             return dict(super().fb(), alignment=2)
     why = _why(graph_bytes([A(1, [2, 8], "HALF"), T(2, [2, 8], "HALF")], [pw("RELU_FWD", 1, 2)]))
     assert "2-byte alignment" in why
+
+
+@pytest.mark.gpu
+def test_ragged_offset_off_16_bytes_gives_nan_not_a_fault(R):
+    """Element offsets (multiplier 1) that put one batch's q / o rows 4 elements off a 16-byte
+    boundary: that batch's O is NaN (the kernels check rather than fault), the others match the
+    reference.  (Last in the module: a fault would poison the context.)"""
+    c = dict(RAGGED[3])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_fwd_graph(**c)
+    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
+    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
+    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
+    for b in range(B):
+        q[b, :, lq[b]:] = 0
+        k[b, :, lkv[b]:] = 0
+        v[b, :, lkv[b]:] = 0
+    oq, ok = _offsets(lq, 1), _offsets(lkv)
+    eq = oq * H * D
+    eq[1] += 4                                 # batch 1: 8 bytes off
+    qf = pack(q, lq, oq)
+    qf = np.concatenate([qf, np.full(8, np.nan)])
+    qf[eq[1]:eq[1] + lq[1] * H * D] = np.swapaxes(q[1, :, :lq[1]], 0, 1).reshape(-1)
+    arr = {22: eq.reshape(-1, 1, 1, 1), 23: (ok * Hkv * D).reshape(-1, 1, 1, 1),
+           1: qf, 2: pack(k, lkv, ok), 3: pack(v, lkv, ok)}
+    res = _ragged_run(R, ts, g, arr, {4: qf.size, 10: None}, lq, lkv, B)
+    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(D, lq, lkv, c), np.float64)
+    n0 = int(lq[0]) * H * D
+    got0 = np.swapaxes(res[4][:n0].reshape(int(lq[0]), H, D), 0, 1)
+    assert relerr(got0, O[0, :, :lq[0]]) < 3e-2
+    assert np.all(np.isnan(res[4][eq[1]:eq[1] + lq[1] * H * D]))
