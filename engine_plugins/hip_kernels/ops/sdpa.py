@@ -73,6 +73,11 @@ def ragged_roles(r):
     return [x for x, t in r.items() if getattr(t, "ragged_offset_uid", None) is not None]
 
 
+def _multiplier(t):
+    m = getattr(t, "ragged_offset_multiplier", None)
+    return 1 if m is None else int(m)
+
+
 def kv_extent(node, r):
     """(Hkv, Skv) of the logical k / v: a paged pool's from its page table and max_seq_len_kv
     (default: the positions the table addresses), as the CPU reference's kv_dims."""
@@ -128,8 +133,7 @@ def _check_ragged(node, graph, r, B):
               and getattr(ot, "ragged_offset_uid", None) is None,
               f"{k}: the ragged offsets of {x} (uid {t.ragged_offset_uid}) must be a "
               f"non-virtual INT32/INT64 tensor of B + 1 = {B + 1} elements")
-        _need(int(t.ragged_offset_multiplier or 1) > 0, f"{k}: ragged {x}: multiplier "
-              f"{t.ragged_offset_multiplier}")
+        _need(_multiplier(t) > 0, f"{k}: ragged {x}: offset multiplier {_multiplier(t)}")
     _need("seq_len_q" in r and "seq_len_kv" in r,
           f"{k}: ragged tensors need seq_len_q and seq_len_kv on the HIP engine")
 
@@ -321,7 +325,7 @@ def _paged_ragged(r, defines, loc, graph):
             if u not in offs:
                 offs.append(u)
             n = offs.index(u)
-            m = int(t.ragged_offset_multiplier or 1)
+            m = _multiplier(t)
             P = PREFIX[role]
             defines[f"{P}_BOFF(b)"] = f"((long long)roff{n}[b] * {m}LL)"
             defines[f"{P}_ROWS"] = "L." + RAGGED[role]
