@@ -72,6 +72,13 @@
 #ifndef GQA_PACK
 #define GQA_PACK 0
 #endif
+// KV_SPLIT > 1 (GQA_PACK decode with few blocks): blockIdx.x = s takes the s-th of KV_SPLIT
+// slices of the key tiles and writes its rows' normalised partial O and log-sum-exp (fp32, -inf
+// without keys) to the workspace OP / LP at row ((s * NB + b) * HQ + h) * SQ + i;
+// hdn_attn_fwd_combine merges the slices into O and the statistics
+#ifndef KV_SPLIT
+#define KV_SPLIT 1
+#endif
 #if GQA_PACK
 #define HDN_ROW_H(r) (hk * GRP + (r) / SQ)
 #define HDN_ROW_I(r) ((r) % SQ)
@@ -159,7 +166,13 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
     if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
     if (ihi < q0) kend = kbeg;
+#if KV_SPLIT > 1
+    const int nba = kbeg / BN, nbz = kend > kbeg ? (kend + BN - 1) / BN : nba;
+    const int per = (nbz - nba + KV_SPLIT - 1) / KV_SPLIT;
+    const int nb0 = hdn_imin(nbz, nba + (int)blockIdx.x * per), nb1 = hdn_imin(nbz, nb0 + per);
+#else
     const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
+#endif
 
     if (nb0 < nb1) HDN_LOAD_K(Ks, nb0 * BN);
     hdn_cp_commit();
@@ -299,6 +312,17 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
         const int i = HDN_ROW_I(r0 - q0 + 8 * r), hh = HDN_ROW_H(r0 - q0 + 8 * r);
         if (i >= SQ || !HDN_ROW_OK(r0 - q0 + 8 * r)) continue;
         const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+#if KV_SPLIT > 1
+        {
+            const long long R = (((long long)blockIdx.x * NB + b) * HQ + hh) * SQ + i;
+#pragma unroll
+            for (int t = 0; t < HDV / 8; ++t)
+                *reinterpret_cast<float2*>(OP + R * HDV + 8 * t + 2 * (lane & 3)) =
+                    make_float2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
+            if ((lane & 3) == 0) LP[R] = lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : -INFINITY;
+            continue;
+        }
+#endif
         hdn_u16* Ob = O + O_BOFF(b) + (long long)hh * OSH + (long long)i * OSS;
 #pragma unroll
         for (int t = 0; t < HDV / 8 && i < O_ROWS; ++t) {
@@ -312,4 +336,43 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 #endif
     }
 }
+
+#if KV_SPLIT > 1
+// one warp per row (b, h, i): O = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max lse),
+// stats = max + log(sum w); a row no slice has keys for: O = 0, stats = +inf
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_fwd_combine(HDN_ATTN_CMB_PARAMS) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);   // (b, h, i) flat
+    if (row >= (long long)NB * HQ * SQ) return;
+    const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
+#if HDN_RAGGED_ROWS
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    if (!HDN_RAGGED_OK(b)) return;      // (the slices wrote NaN rows)
+#endif
+    const long long slice = (long long)NB * HQ * SQ;
+    float m = -INFINITY;
+#pragma unroll 1
+    for (int sp = 0; sp < KV_SPLIT; ++sp) m = fmaxf(m, LP[sp * slice + row]);
+    float w[KV_SPLIT], wsum = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < KV_SPLIT; ++sp) {
+        w[sp] = m == -INFINITY ? 0.f : __expf(LP[sp * slice + row] - m);
+        wsum += w[sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    if (i < O_ROWS) {
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
+        for (int d = lane; d < HDV; d += 32) {
+            float o = 0.f;
+#pragma unroll
+            for (int sp = 0; sp < KV_SPLIT; ++sp) o += w[sp] * OP[(sp * slice + row) * HDV + d];
+            Ob[d] = hdn_pack2(o * inv, 0.f) & 0xFFFFu;
+        }
+    }
+#if HAS_STATS
+    if (lane == 0 && i < L_ROWS)
+        LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] = wsum > 0.f ? m + logf(wsum) : INFINITY;
+#endif
+}
+#endif
 #endif  // HDN_CUDA

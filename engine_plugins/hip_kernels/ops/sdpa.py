@@ -396,6 +396,15 @@ def gqa_pack(node, H, Hkv, Sq):
     return G > 1 and G * Sq <= 16 * FWD_NW and not node.attrs.get("dropout_probability")
 
 
+def kv_split(blocks, Skv, sms):
+    """Key slices of a GQA-packed decode (attention_fwd.hip KV_SPLIT): with fewer blocks than
+    multiprocessors, enough slices of at least 256 keys to fill them (at most 16);
+    ``HIPDNN_CABI_HIP_ATTN_SPLITKV=0`` turns it off."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_SPLITKV", "1") in ("0", "off") or blocks >= sms:
+        return 1
+    return max(1, min(16, -(-int(sms) // blocks), int(Skv) // 256))
+
+
 def _tmap(t, loc, rows):
     """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x rows;
     the box's columns past D read as zeros (the padded head)."""
@@ -418,10 +427,10 @@ def wg_config(D, Dv, stages=None):
 
 
 def emit(ctx, node, r, tag, fused=None):
-    _emit(ctx.prog, node, r, ctx.loc, tag, ctx.arch, ctx.graph)
+    _emit(ctx.prog, node, r, ctx.loc, tag, ctx.arch, ctx.graph, ctx.sms)
 
 
-def _emit(prog, node, r, loc, tag, arch=None, graph=None):
+def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
     """Append the launch steps of one SDPA node to ``prog`` (``arch``: the device's target;
     sm_90 puts the forward on the wgmma kernel where :func:`wgmma_ok`)."""
     check(node, None, r)
@@ -471,15 +480,40 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None):
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
         BM = 16 * FWD_NW
         grid = ((Sq + BM - 1) // BM, H, B)
+        nsplit = 1
         if gqa_pack(node, H, Hkv, Sq):
             defines["GQA_PACK"] = 1
-            grid = (1, Hkv, B)
+            nsplit = kv_split(B * Hkv, Skv, sms)
+            grid = (nsplit, Hkv, B)
             prog.notes.append(f"{node.kind}: mma.sync flash attention, the {H // Hkv} query heads "
-                              f"x {Sq} queries of a kv head in one block (GQA_PACK)")
+                              f"x {Sq} queries of a kv head in one block (GQA_PACK)"
+                              + (f", keys split {nsplit} ways" if nsplit > 1 else ""))
+        if nsplit > 1:
+            # partial O / log-sum-exp per key slice (fp32 workspace), merged by the combine kernel
+            n_rows = B * H * Sq
+            ws_o = prog.ws_alloc(nsplit * n_rows * Dv * 4)
+            ws_l = prog.ws_alloc(nsplit * n_rows * 4)
+            defines["KV_SPLIT"] = nsplit
+            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines)
+                              + ["float* __restrict__ OP", "float* __restrict__ LP"],
+                              base_a + [a for _, a in lens] + [("ws", ws_o), ("ws", ws_l)])
+            defines["HDN_ATTN_FWD_PARAMS"] = ps
+            cl = _len_params(defines) if defines.get("HDN_RAGGED_ROWS") else []
+            cps, cas = _finish(extra_p, extra_a, ["const float* __restrict__ OP",
+                                                  "const float* __restrict__ LP",
+                                                  "hdn_u16* __restrict__ O",
+                                                  "float* __restrict__ LSE"] + cl,
+                               [("ws", ws_o), ("ws", ws_l), loc[r["o"].uid],
+                                loc[r["stats"].uid] if has_stats else None]
+                               + ([a for _, a in lens] if cl else []))
+            defines["HDN_ATTN_CMB_PARAMS"] = cps
         src = _source("attention_fwd.hip", defines)
         smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
         prog.steps.append(("launch", src, name, grid, (32 * FWD_NW, 1, 1), as_, smem))
+        if nsplit > 1:
+            prog.steps.append(("launch", src, "hdn_attn_fwd_combine", ((B * H * Sq + 7) // 8, 1, 1),
+                               (256, 1, 1), cas))
         return
     # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, HDP] fp32 (zeroed)
     io = cg.dtype_name(r["q"].dtype)
