@@ -22,7 +22,9 @@ PLUGIN_VERSION = "0.2.0"
 # 1.2.0: honours runtime pass-by-value scalars (RFC 0016 provider contract through
 # buffers.scalar(uid): a baked default wins, a user-supplied value is read from its host pointer
 # at execute and passed to the kernel by value; unbound -> INVALID_VALUE)
-API_VERSION = "1.2.0"
+# 1.3.0: ragged (packed) tensors in SDPA nodes (other nodes decline them) and declared tensor
+# alignments (a graph with one below 16 bytes is declined)
+API_VERSION = "1.3.0"
 
 
 def use_mma() -> bool:
@@ -51,8 +53,8 @@ def gemm_knobs():
     analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
-                  "FP8_CVT", "ATTN", "ATTN_BWD", "ATTN_STAGES", "ATTN_FP8", "WGRAD_TMA", "STRIDED_DGRAD",
-                  "SIMT_ROWS",
+                  "FP8_CVT", "ATTN", "ATTN_BWD", "ATTN_STAGES", "ATTN_FP8", "ATTN_SPLITKV", "WGRAD_TMA",
+                  "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
                   "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS", "PAD", "SWAP_AB",
                   "SPLITK_FIXUP"))

@@ -73,6 +73,9 @@ def check_node(node, graph):
     fam = ops.FAMILY.get(node.kind)
     _need(fam is not None, f"{node.kind} is not supported by the HIP engine")
     r = roles(node, graph)
+    _need(getattr(fam, "RAGGED_OK", False)
+          or all(getattr(t, "ragged_offset_uid", None) is None for t in r.values()),
+          f"{node.kind}: ragged tensors are not supported by the HIP engine")
     fam.check(node, graph, r)
     return r
 
@@ -247,6 +250,10 @@ def build_program(graph, use_mma=True, sms=132, arch=None, tf32=False) -> Progra
           f"AMD target {arch}: the HIP engine's kernels are compiled and checked for "
           f"{' / '.join(AMD_TARGETS)} only (make check-amd)")
     _need(not graph.is_override_shape_enabled, "shape overrides not supported")
+    for u, t in graph.tensors.items():
+        al = int(getattr(t, "alignment", 16) or 0)
+        _need(al == 0 or al % 16 == 0, f"tensor uid {u} declares {al}-byte alignment: the HIP "
+                                      f"engine's kernels take 16-byte aligned buffers")
     nodes = graph.nodes
     R = [check_node(n, graph) for n in nodes]
     IOs = [io_uids(n, graph) for n in nodes]

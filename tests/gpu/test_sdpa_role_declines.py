@@ -1,9 +1,8 @@
-"""CI (no GPU): every SDPA role the HIP engine has no kernel for - paged K/V, the fp8 scales and
-amax - makes its analysis decline the node with a reason naming the role, while the CPU
-reference (the oracle) accepts the same graph; the roles the NVIDIA kernels run (block masks,
-sink tokens, score_max / score_sum_exp, rng_dump) build there and decline on AMD with the role
-named; ragged tensors never reach the HIP engine (its plugin API is below the 1.3.0
-such graphs require, which the host reports as the decline reason)."""
+"""CI (no GPU): the SDPA roles the HIP engine's NVIDIA kernels run (block masks, sink tokens,
+score_max / score_sum_exp, rng_dump, paged K/V, ragged tensors) build there and decline on AMD
+with the role named; what no kernel takes (fp8 scales off Hopper, paged K/V outside what the
+kernels take: one table, small pages) declines with a reason naming it, while the CPU reference
+(the oracle) accepts the same graph; ragged graphs reach the HIP engine (plugin API 1.3.0)."""
 from __future__ import annotations
 
 import pytest
@@ -67,17 +66,26 @@ def test_amd_declines_the_score_roles_with_the_role_named(role):
 
 
 @pytest.mark.parametrize("paged", ["k", "v"])
-def test_paged_kv_is_declined(paged):
+def test_paged_kv_outside_the_kernels_is_declined(paged):
+    """Paged K/V runs on the HIP engine (tests/gpu/test_attention_paged_ragged.py) with both
+    tables and pages of a power of two >= 16 rows; one table alone, or 4-row pages, decline
+    with the reason while the CPU reference accepts the graph."""
     pool = T(2 if paged == "k" else 3, [6, H, 4, D], "HALF")
     ts = [T(1, [B, H, Sq, D], "HALF"), T(4, [B, H, Sq, D], "HALF"),
           T(2, [B, H, Skv, D], "HALF") if paged == "v" else pool,
           T(3, [B, H, Skv, D], "HALF") if paged == "k" else pool,
-          T(9, [B, 1, 4, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32")]
+          T(9, [B, 1, 4, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32"), T(11, [B, 1, 1, 1], "INT32")]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
-         f"page_table_{paged}_tensor_uid": 9, "seq_len_kv_tensor_uid": 10, "max_seq_len_kv": Skv}
+         f"page_table_{paged}_tensor_uid": 9, "seq_len_kv_tensor_uid": 10, "max_seq_len_kv": Skv,
+         "seq_len_q_tensor_uid": 11}
     (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]))
     assert cpu_ok, cpu_why
-    assert not gpu_ok and f"page_table_{paged} is not supported by the HIP engine" in gpu_why
+    assert not gpu_ok and "needs both page_table_k and page_table_v" in gpu_why, gpu_why
+    ts = ts[:2] + [T(2, [6, H, 4, D], "HALF"), T(3, [6, H, 4, D], "HALF")] + ts[4:]
+    a.update(page_table_k_tensor_uid=9, page_table_v_tensor_uid=9)
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]))
+    assert cpu_ok, cpu_why
+    assert not gpu_ok and "page size 4" in gpu_why, gpu_why
 
 
 def test_fp8_attention_needs_hopper():
@@ -96,11 +104,11 @@ def test_fp8_attention_needs_hopper():
                      arch="sm_90")
 
 
-def test_ragged_graphs_do_not_reach_the_hip_engine():
-    """A ragged tensor raises the graph's engine API floor to 1.3.0; the HIP plugin reports
-    less, so the host skips it with 'plugin API ... < required (1, 3, 0)'."""
+def test_ragged_graphs_reach_the_hip_engine():
+    """A ragged tensor raises the graph's engine API floor to 1.3.0, which the HIP plugin
+    reports: ragged SDPA tensors run there (tests/gpu/test_attention_paged_ragged.py)."""
     g = parse_graph(sdpa_graph())
     g.tensors[1].ragged_offset_uid = 7
     assert required_api_version(g) == (1, 3, 0)
     api = tuple(int(x) for x in hip_engine.API_VERSION.split("."))
-    assert api < (1, 3, 0)
+    assert api >= (1, 3, 0)

@@ -123,10 +123,18 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_pre(HDN_ATTN_PRE_
     const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);   // (b, h, i) flat
     if (row >= (long long)HQ * SQ * NB) return;
     const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
-    const hdn_u16* o = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
-    const hdn_u16* g = dO + (long long)b * GSB + (long long)h * GSH + (long long)i * GSS;
+#if HDN_RAGGED_ROWS
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+#endif
+    const hdn_u16* o = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
+    const hdn_u16* g = dO + G_BOFF(b) + (long long)h * GSH + (long long)i * GSS;
     float s = 0.f;
-    for (int d = lane; d < HDV; d += 32) s += HDN_TO_FLOAT(o[d]) * HDN_TO_FLOAT(g[d]);
+#if HDN_RAGGED_ROWS
+    if (!HDN_RAGGED_OK(b)) s = __int_as_float(0x7fffffff);
+    else
+#endif
+    if (i < O_ROWS && i < G_ROWS)
+        for (int d = lane; d < HDV; d += 32) s += HDN_TO_FLOAT(o[d]) * HDN_TO_FLOAT(g[d]);
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
     if (lane == 0) Dsum[row] = s;
@@ -138,8 +146,12 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_bwd_dq(HDN_ATTN_DQ_PA
     const int d = (int)(n % HD);
     const long long row = n / HD;
     const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
-    dQ[(long long)b * DQSB + (long long)h * DQSH + (long long)i * DQSS + d] =
-        HDN_FROM_FLOAT(dQacc[row * HDP + d] * HDN_SCALE);
+#if HDN_RAGGED_ROWS
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+#endif
+    if (i >= DQ_ROWS) return;
+    dQ[DQ_BOFF(b) + (long long)h * DQSH + (long long)i * DQSS + d] =
+        HDN_RAGGED_OK(b) ? HDN_FROM_FLOAT(dQacc[row * HDP + d] * HDN_SCALE) : HDN_NAN16;
 }
 
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAMS) {
@@ -155,14 +167,24 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
     const float scale = HDN_SCALE;
     const float sl2 = scale * HDN_LOG2E;
-    const hdn_u16* Kb = K + (long long)b * KSB + (long long)hk * KSH;
-    const hdn_u16* Vb = V + (long long)b * VSB + (long long)hk * VSH;
+#if HDN_RAGGED_ROWS
+    if (!HDN_RAGGED_OK(b)) {   // a ragged batch offset off 16-byte alignment: NaN rows, no loads
+        for (int c = tid; c < BN * (HD + HDV); c += NT) {
+            const int j = kv0 + c / (HD + HDV), d = c % (HD + HDV);
+            if (j < SKV && d < HD && j < DK_ROWS) dK[DK_BOFF(b) + (long long)hk * DKSH + (long long)j * DKSS + d] = HDN_NAN16;
+            if (j < SKV && d >= HD && j < DV_ROWS) dV[DV_BOFF(b) + (long long)hk * DVSH + (long long)j * DVSS + d - HD] = HDN_NAN16;
+        }
+        return;
+    }
+#endif
+    const hdn_u16* Kb = K + K_BOFF(b) + (long long)hk * KSH;
+    const hdn_u16* Vb = V + V_BOFF(b) + (long long)hk * VSH;
 #if DROPOUT
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
 #endif
-    hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0, SKV, HD, tid);
-    hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, SKV, HDV, tid);
+    hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0, K_ROWS, HD, tid);
+    hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, V_ROWS, HDV, tid);
     hdn_cp_commit();
     // query rows these keys can see: llim <= j - i <= rlim  =>  j - rlim <= i <= j - llim
     int ibeg = 0, iend = L.sq;
@@ -192,17 +214,17 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     const int nqb = qb1 - qb0, nit = GRP * nqb;
     auto load_tile = [&](int it) {
         const int h = hk * GRP + it / nqb, q0 = (qb0 + it % nqb) * BM, bf = it % NBUF;
-        const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
-        const hdn_u16* Gb = dO + (long long)b * GSB + (long long)h * GSH;
+        const hdn_u16* Qb = Q + Q_BOFF(b) + (long long)h * QSH;
+        const hdn_u16* Gb = dO + G_BOFF(b) + (long long)h * GSH;
         hdn_u16* Qd = Qs0 + bf * QGT;
         hdn_u16* Gd = Qd + BM * HDP;
-        hdn_attn_tile<BM, DCH, NT>(Qd, Qb, QSS, q0, SQ, HD, tid);
-        hdn_attn_tile<BM, DCHV, NT>(Gd, Gb, GSS, q0, SQ, HDV, tid);
+        hdn_attn_tile<BM, DCH, NT>(Qd, Qb, QSS, q0, Q_ROWS, HD, tid);
+        hdn_attn_tile<BM, DCHV, NT>(Gd, Gb, GSS, q0, G_ROWS, HDV, tid);
         if (tid < BM) {   // rows past SQ read 0 (their tiles are boundary tiles: masked)
             const int i = q0 + tid;
-            const bool in = i < SQ;
+            const bool in = i < SQ, inl = i < L_ROWS;
             float* ld = ls0 + bf * (2 * BM);
-            hdn_cp4(ld + tid, LSE + (long long)b * LSB + (long long)h * LSH + (long long)(in ? i : 0) * LSS, in);
+            hdn_cp4(ld + tid, LSE + L_BOFF(b) + (long long)h * LSH + (long long)(inl ? i : 0) * LSS, inl);
             hdn_cp4(ld + BM + tid, Dsum + ((long long)b * HQ + h) * SQ + (in ? i : 0), in);
         }
     };
@@ -452,18 +474,18 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_bwd(HDN_ATTN_BWD_PARAM
     for (int r = 0; r < 2; ++r) {
         const int j = j0 + 8 * r;
         if (j >= SKV) continue;
-        hdn_u16* dkr = dK + (long long)b * DKSB + (long long)hk * DKSH + (long long)j * DKSS;
-        hdn_u16* dvr = dV + (long long)b * DVSB + (long long)hk * DVSH + (long long)j * DVSS;
+        hdn_u16* dkr = dK + DK_BOFF(b) + (long long)hk * DKSH + (long long)j * DKSS;
+        hdn_u16* dvr = dV + DV_BOFF(b) + (long long)hk * DVSH + (long long)j * DVSS;
 #pragma unroll
         for (int t = 0; t < DKC / 8; ++t) {
             const int d = c0k + 8 * t + 2 * (lane & 3);
-            if (c0k + 8 * t < HD)
+            if (c0k + 8 * t < HD && j < DK_ROWS)
                 *reinterpret_cast<unsigned*>(dkr + d) = hdn_pack2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
         }
 #pragma unroll
         for (int t = 0; t < DVC / 8; ++t) {
             const int d = c0v + 8 * t + 2 * (lane & 3);
-            if (c0v + 8 * t < HDV)
+            if (c0v + 8 * t < HDV && j < DV_ROWS)
                 *reinterpret_cast<unsigned*>(dvr + d) = hdn_pack2(dv[t][2 * r], dv[t][2 * r + 1]);
         }
     }

@@ -66,6 +66,43 @@
 #define KSPV ((HDV + 15) / 16)    // 16-column steps of P V that hold data
 #define QREG (HDP <= 128)
 #define NT (NW * 32)
+// GQA_PACK (decode: GRP * SQ <= BM): one block per (kv head, batch) whose rows are the
+// (query head, query) pairs of the group - block row r is query r % SQ of head hk * GRP + r / SQ
+// (rows past GRP * SQ load zeros and are not stored) - so K / V stream once per kv head
+#ifndef GQA_PACK
+#define GQA_PACK 0
+#endif
+// KV_SPLIT > 1 (GQA_PACK decode with few blocks): blockIdx.x = s takes the s-th of KV_SPLIT
+// slices of the key tiles and writes its rows' normalised partial O and log-sum-exp (fp32, -inf
+// without keys) to the workspace OP / LP at row ((s * NB + b) * HQ + h) * SQ + i;
+// hdn_attn_fwd_combine merges the slices into O and the statistics
+#ifndef KV_SPLIT
+#define KV_SPLIT 1
+#endif
+#if GQA_PACK
+#define HDN_ROW_H(r) (hk * GRP + (r) / SQ)
+#define HDN_ROW_I(r) ((r) % SQ)
+#define HDN_ROW_OK(r) ((r) < GRP * SQ)
+#else
+#define HDN_ROW_H(r) h
+#define HDN_ROW_I(r) (q0 + (r))
+#define HDN_ROW_OK(r) true
+#endif
+// the K / V tile loads: through the page table for a paged pool (generated K_PAGED / V_PAGED =
+// log2 of the page size; kpt / vpt the tables, <P>PT_SB / <P>PT_SS their batch / page strides,
+// KV_PAGES the pages of each pool)
+#ifdef K_PAGED
+#define HDN_LOAD_K(dst, r0) hdn_attn_tile_paged<BN, DCH, NT>(dst, Kb, KSB, KSS, kpt + (long long)b * KPT_SB, \
+    KPT_SS, K_PAGED, KV_PAGES, r0, L.skv, HD, tid)
+#else
+#define HDN_LOAD_K(dst, r0) hdn_attn_tile<BN, DCH, NT>(dst, Kb, KSS, r0, K_ROWS, HD, tid)
+#endif
+#ifdef V_PAGED
+#define HDN_LOAD_V(dst, r0) hdn_attn_tile_paged<BN, DCHV, NT>(dst, Vb, VSB, VSS, vpt + (long long)b * VPT_SB, \
+    VPT_SS, V_PAGED, KV_PAGES, r0, L.skv, HDV, tid)
+#else
+#define HDN_LOAD_V(dst, r0) hdn_attn_tile<BN, DCHV, NT>(dst, Vb, VSS, r0, V_ROWS, HDV, tid)
+#endif
 
 extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAMS) {
     extern __shared__ __align__(16) hdn_u16 hdn_smem[];
@@ -73,7 +110,11 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     hdn_u16* Ks = Qs + BM * HDP;
     hdn_u16* Vs = Ks + BN * HDP;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#if GQA_PACK
+    const int q0 = 0, hk = blockIdx.y, b = blockIdx.z, h = hk * GRP;
+#else
     const int q0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, hk = h / GRP;
+#endif
     const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
     HDN_ATTN_MOD_INIT(b, h);
 #if SCALE_MODE == 0
@@ -84,16 +125,41 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const float scale = *scale_p;
 #endif
     const float sl2 = scale * HDN_LOG2E;
-    const hdn_u16* Qb = Q + (long long)b * QSB + (long long)h * QSH;
-    const hdn_u16* Kb = K + (long long)b * KSB + (long long)hk * KSH;
-    const hdn_u16* Vb = V + (long long)b * VSB + (long long)hk * VSH;
+#if HDN_RAGGED_ROWS
+    if (!HDN_RAGGED_OK(b)) {   // a ragged batch offset off 16-byte alignment: NaN rows, no loads
+        for (int c = tid; c < BM * HDV; c += NT) {
+            const int i = HDN_ROW_I(c / HDV);
+            if (HDN_ROW_OK(c / HDV) && i < SQ && i < O_ROWS)
+                O[O_BOFF(b) + (long long)HDN_ROW_H(c / HDV) * OSH + (long long)i * OSS + c % HDV] = HDN_NAN16;
+        }
+#if HAS_STATS
+        for (int c = tid; c < BM; c += NT)
+            if (HDN_ROW_OK(c) && HDN_ROW_I(c) < SQ && HDN_ROW_I(c) < L_ROWS)
+                LSE[L_BOFF(b) + (long long)HDN_ROW_H(c) * LSH + (long long)HDN_ROW_I(c) * LSS] = __int_as_float(0x7fffffff);
+#endif
+        return;
+    }
+#endif
+    const hdn_u16* Qb = Q + Q_BOFF(b) + (long long)h * QSH;
+    const hdn_u16* Kb = K + K_BOFF(b) + (long long)hk * KSH;
+    const hdn_u16* Vb = V + V_BOFF(b) + (long long)hk * VSH;
 #if DROPOUT
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
     const unsigned long long dsub = (unsigned long long)b * HQ + h;
 #endif
     // Q tile
-    hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, SQ, HD, tid);
+#if GQA_PACK
+    (void)Qb;
+    for (int c = tid; c < BM * DCH; c += NT) {
+        const int r = c / DCH, ch = c % DCH, i = HDN_ROW_I(r);
+        const bool in = HDN_ROW_OK(r) && i < Q_ROWS && ch < HD / 8;
+        hdn_cp16(Qs + hdn_swz<DCH>(r, ch), Q + Q_BOFF(b) + (long long)(in ? HDN_ROW_H(r) : 0) * QSH +
+                 (long long)(in ? i : 0) * QSS + (in ? ch : 0) * 8, in);
+    }
+#else
+    hdn_attn_tile<BM, DCH, NT>(Qs, Qb, QSS, q0, Q_ROWS, HD, tid);
+#endif
     hdn_cp_commit();
     // key range of this block
     const int ihi = hdn_imin(q0 + BM, L.sq) - 1;
@@ -101,9 +167,15 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
     if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
     if (ihi < q0) kend = kbeg;
+#if KV_SPLIT > 1
+    const int nba = kbeg / BN, nbz = kend > kbeg ? (kend + BN - 1) / BN : nba;
+    const int per = (nbz - nba + KV_SPLIT - 1) / KV_SPLIT;
+    const int nb0 = hdn_imin(nbz, nba + (int)blockIdx.x * per), nb1 = hdn_imin(nbz, nb0 + per);
+#else
     const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
+#endif
 
-    if (nb0 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, nb0 * BN, SKV, HD, tid);
+    if (nb0 < nb1) HDN_LOAD_K(Ks, nb0 * BN);
     hdn_cp_commit();
     hdn_cp_wait<1>();
     __syncthreads();
@@ -123,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
 
     for (int nb = nb0; nb < nb1; ++nb) {
         const int kv0 = nb * BN;
-        hdn_attn_tile<BN, DCHV, NT>(Vs, Vb, VSS, kv0, SKV, HDV, tid);
+        HDN_LOAD_V(Vs, kv0);
         hdn_cp_commit();
         hdn_cp_wait<1>();
         __syncthreads();
@@ -148,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             }
         }
         __syncthreads();
-        if (nb + 1 < nb1) hdn_attn_tile<BN, DCH, NT>(Ks, Kb, KSS, kv0 + BN, SKV, HD, tid);
+        if (nb + 1 < nb1) HDN_LOAD_K(Ks, kv0 + BN);
         hdn_cp_commit();
         const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
                           (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
@@ -166,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
                 }
             }
         } else {
-            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+            const HdnAttnSpan sp0 = hdn_attn_row(L, HDN_ROW_I(r0 - q0)), sp1 = hdn_attn_row(L, HDN_ROW_I(r0 - q0 + 8));
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
 #pragma unroll
@@ -241,25 +313,74 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     // epilogue: O = acc / l (0 for rows without keys), stats = ln(sum exp(s))
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int i = r0 + 8 * r;
-        if (i >= SQ) continue;
+        const int i = HDN_ROW_I(r0 - q0 + 8 * r), hh = HDN_ROW_H(r0 - q0 + 8 * r);
+        if (i >= SQ || !HDN_ROW_OK(r0 - q0 + 8 * r)) continue;
         const bool emp = HDN_ATTN_EMPTY(L, i, lrow[r]);
         const float inv = emp ? 0.f : 1.f / lrow[r];
-        hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+#if KV_SPLIT > 1
+        {
+            const long long R = (((long long)blockIdx.x * NB + b) * HQ + hh) * SQ + i;
 #pragma unroll
-        for (int t = 0; t < HDV / 8; ++t) {
+            for (int t = 0; t < HDV / 8; ++t)
+                *reinterpret_cast<float2*>(OP + R * HDV + 8 * t + 2 * (lane & 3)) =
+                    make_float2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
+            if ((lane & 3) == 0) LP[R] = lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : -INFINITY;
+            continue;
+        }
+#endif
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)hh * OSH + (long long)i * OSS;
+#pragma unroll
+        for (int t = 0; t < HDV / 8 && i < O_ROWS; ++t) {
             unsigned v = hdn_pack2(acc[t][2 * r] * inv, acc[t][2 * r + 1] * inv);
             *reinterpret_cast<unsigned*>(Ob + 8 * t + 2 * (lane & 3)) = v;
         }
 #if HAS_STATS
-        if ((lane & 3) == 0)
-            LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
+        if ((lane & 3) == 0 && i < L_ROWS)
+            LSE[L_BOFF(b) + (long long)hh * LSH + (long long)i * LSS] =
                 emp ? INFINITY : mrow[r] * HDN_LN2 + logf(lrow[r]);
 #endif
-        if ((lane & 3) == 0) hdn_attn_row_out(b, h, i, emp, mrow[r], lrow[r], HDN_ATTN_MXO, HDN_ATTN_SEO);
+        if ((lane & 3) == 0) hdn_attn_row_out(b, hh, i, emp, mrow[r], lrow[r], HDN_ATTN_MXO, HDN_ATTN_SEO);
     }
 }
 
+#if KV_SPLIT > 1
+// one warp per row (b, h, i): O = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max lse),
+// stats = max + log(sum w); a row no slice has keys for: O = 0, stats = +inf
+extern "C" __global__ void __launch_bounds__(256) hdn_attn_fwd_combine(HDN_ATTN_CMB_PARAMS) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);   // (b, h, i) flat
+    if (row >= (long long)NB * HQ * SQ) return;
+    const int i = (int)(row % SQ), h = (int)((row / SQ) % HQ), b = (int)(row / ((long long)SQ * HQ));
+#if HDN_RAGGED_ROWS
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    if (!HDN_RAGGED_OK(b)) return;      // (the slices wrote NaN rows)
+#endif
+    const long long slice = (long long)NB * HQ * SQ;
+    float m = -INFINITY;
+#pragma unroll 1
+    for (int sp = 0; sp < KV_SPLIT; ++sp) m = fmaxf(m, LP[sp * slice + row]);
+    float w[KV_SPLIT], wsum = 0.f;
+#pragma unroll
+    for (int sp = 0; sp < KV_SPLIT; ++sp) {
+        w[sp] = m == -INFINITY ? 0.f : __expf(LP[sp * slice + row] - m);
+        wsum += w[sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    if (i < O_ROWS) {
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
+        for (int d = lane; d < HDV; d += 32) {
+            float o = 0.f;
+#pragma unroll
+            for (int sp = 0; sp < KV_SPLIT; ++sp) o += w[sp] * OP[(sp * slice + row) * HDV + d];
+            Ob[d] = hdn_pack2(o * inv, 0.f) & 0xFFFFu;
+        }
+    }
+#if HAS_STATS
+    if (lane == 0 && i < L_ROWS)
+        LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] = wsum > 0.f ? m + logf(wsum) : INFINITY;
+#endif
+}
+#endif
 #endif  // HDN_CUDA
 
 #if HAS_RNG_DUMP

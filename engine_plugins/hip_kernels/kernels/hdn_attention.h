@@ -30,6 +30,73 @@
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
+// batch offsets (elements) of the data tensors' rows (<P> = Q K V O G (dO) DQ DK DV L (stats)):
+// b times the batch stride, or as generated: offsets[b] * multiplier for a ragged (packed)
+// tensor, 0 for a paged K / V pool (the page comes from the page table).  <P>_ROWS: the rows of
+// batch b a tile load may read and a store may write - the extent, or for a ragged / paged tensor
+// the batch's length (L.sq / L.skv of the HdnAttnLim L in scope)
+#ifndef HDN_RAGGED_ROWS
+#define HDN_RAGGED_ROWS 0      // 1: some <P>_ROWS reads the lengths (kernels without an L load it)
+#endif
+#ifndef HDN_RAGGED_OK   // batch b's ragged rows start on 16-byte boundaries (else: NaN outputs)
+#define HDN_RAGGED_OK(b) true
+#endif
+#define HDN_NAN16 0xFFFFu       // a NaN in fp16 and bf16
+#ifndef Q_BOFF
+#define Q_BOFF(b) ((long long)(b) * QSB)
+#endif
+#ifndef K_BOFF
+#define K_BOFF(b) ((long long)(b) * KSB)
+#endif
+#ifndef V_BOFF
+#define V_BOFF(b) ((long long)(b) * VSB)
+#endif
+#ifndef O_BOFF
+#define O_BOFF(b) ((long long)(b) * OSB)
+#endif
+#ifndef G_BOFF
+#define G_BOFF(b) ((long long)(b) * GSB)
+#endif
+#ifndef DQ_BOFF
+#define DQ_BOFF(b) ((long long)(b) * DQSB)
+#endif
+#ifndef DK_BOFF
+#define DK_BOFF(b) ((long long)(b) * DKSB)
+#endif
+#ifndef DV_BOFF
+#define DV_BOFF(b) ((long long)(b) * DVSB)
+#endif
+#ifndef L_BOFF
+#define L_BOFF(b) ((long long)(b) * LSB)
+#endif
+#ifndef Q_ROWS
+#define Q_ROWS SQ
+#endif
+#ifndef G_ROWS
+#define G_ROWS SQ
+#endif
+#ifndef O_ROWS
+#define O_ROWS SQ
+#endif
+#ifndef DQ_ROWS
+#define DQ_ROWS SQ
+#endif
+#ifndef L_ROWS
+#define L_ROWS SQ
+#endif
+#ifndef K_ROWS
+#define K_ROWS SKV
+#endif
+#ifndef V_ROWS
+#define V_ROWS SKV
+#endif
+#ifndef DK_ROWS
+#define DK_ROWS SKV
+#endif
+#ifndef DV_ROWS
+#define DV_ROWS SKV
+#endif
+
 struct HdnAttnLim { int sq, skv, rlim, llim; };
 
 __device__ __forceinline__ int hdn_imin(int a, int b) { return a < b ? a : b; }
@@ -91,6 +158,26 @@ __device__ __forceinline__ void hdn_attn_tile(hdn_u16* dst, const hdn_u16* src, 
         const int r = c / NCH, ch = c % NCH;
         const bool in = r0 + r < nrows && ch < w / 8;
         hdn_cp16(dst + hdn_swz<NCH>(r, ch), src + (long long)(in ? r0 + r : 0) * ss + (in ? ch : 0) * 8, in);
+    }
+}
+// the same from a paged pool of np pages: key row j lives in page tab[(j >> lg) * ts] (pages psb
+// elements apart) at row j & (2^lg - 1); rows at or past nrows (the batch's length) are not
+// read; a row whose page is not in the pool is not read either and holds NaN (loud, not a fault)
+template <int ROWS, int NCH, int NT, typename TI>
+__device__ __forceinline__ void hdn_attn_tile_paged(hdn_u16* dst, const hdn_u16* src, long long psb,
+                                                    long long ss, const TI* tab, long long ts, int lg,
+                                                    long long np, int r0, int nrows, int w, int tid) {
+#pragma unroll 1
+    for (int c = tid; c < ROWS * NCH; c += NT) {
+        const int r = c / NCH, ch = c % NCH;
+        const bool in = r0 + r < nrows && ch < w / 8;
+        const int j = in ? r0 + r : 0;
+        long long pg = in ? (long long)tab[(long long)(j >> lg) * ts] : 0;
+        if (pg < 0 || pg >= np) {
+            *reinterpret_cast<uint4*>(dst + hdn_swz<NCH>(r, ch)) = make_uint4(~0u, ~0u, ~0u, ~0u);
+            continue;
+        }
+        hdn_cp16(dst + hdn_swz<NCH>(r, ch), src + pg * psb + (long long)(j & ((1 << lg) - 1)) * ss + (in ? ch : 0) * 8, in);
     }
 }
 #endif

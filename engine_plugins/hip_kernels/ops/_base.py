@@ -86,10 +86,16 @@ def roles(node, graph):
 
 
 def io_uids(node, graph):
-    """(input uids, output uids) of the node, in the catalog's role order."""
+    """(input uids, output uids) of the node, in the catalog's role order; then the offsets
+    tensors its ragged tensors read."""
     o = op(node.kind)
     r = roles(node, graph)
-    return [r[x].uid for x in o.inputs if x in r], [r[x].uid for x in o.outputs if x in r]
+    ins = [r[x].uid for x in o.inputs if x in r]
+    for t in r.values():
+        u = getattr(t, "ragged_offset_uid", None)
+        if u is not None and u not in ins and u in graph.tensors:
+            ins.append(u)
+    return ins, [r[x].uid for x in o.outputs if x in r]
 
 
 def dims(t):

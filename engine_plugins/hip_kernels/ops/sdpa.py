@@ -18,14 +18,18 @@ roles (``_mods``, kernels/hdn_attention.h): additive HALF/BF16/FLOAT or BOOLEAN 
 broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks, sink tokens, FLOAT
 max / sum_exp outputs, rng_dump (a second kernel writes the keep mask), and in the backward
 the mask / ALiBi with dbias (fp32 atomics into a workspace, then converted; these backward
-graphs stay on the mma.sync main kernel).  Everything else (user dropout masks, paged K/V) is
-not applicable here (the CPU reference engine implements it).  On AMD (the MFMA kernels)
-D = Dv in {64, 128} only and none of the score roles.
+graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and page_table_v,
+pools [pages, Hkv, page_size, D], page sizes powers of two >= 16) and ragged (packed) q / k / v
+/ o / stats / do / dq / dk / dv (offsets x multiplier), both with seq_len_q and seq_len_kv, on
+the mma.sync kernels and without the score roles.  User dropout masks are not applicable here
+(the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
+only, none of the score roles, no paged or ragged tensors.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
 :func:`emit_fp8`): q / k / v FP8_E4M3 or FP8_E5M2, o that type or HALF / BFLOAT16 / FLOAT, the
-fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout and none
-of the score roles.  The backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
+fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout, no score
+roles, no paged or ragged tensors.  The backward with fp8 data is declined (hipDNN's backward
+has no fp8 roles).
 """
 from __future__ import annotations
 
@@ -38,10 +42,12 @@ from .. import codegen as cg
 from ._base import _need, kinds
 
 KINDS = kinds("sdpa")
+RAGGED_OK = True     # ragged (packed) tensors: the roles of RAGGED (program.check_node)
 FWD, BWD = "SdpaAttributes", "SdpaBackwardAttributes"
 # roles the kernels implement; any other present role makes the node not applicable
 USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
-              "attn_mask", "block_mask", "sink_token", "max", "sum_exp", "rng_dump"},
+              "attn_mask", "block_mask", "sink_token", "max", "sum_exp", "rng_dump",
+              "page_table_k", "page_table_v"},
         BWD: {"q", "k", "v", "o", "do", "stats", "dq", "dk", "dv", "scale", "seq_len_q",
               "seq_len_kv", "seed", "offset", "dropout_scale_inv", "attn_mask", "dbias"}}
 # the score-modifying roles and extra outputs (_check_mods / _mods); not on the AMD kernels
@@ -67,6 +73,88 @@ def _st(t):
     return [int(s) for s in t.strides]
 
 
+# paged K / V (forward): the pool [pages, Hkv, page_size, D] of each, read through its page table
+# [B, 1, max_pages, 1]; ragged (packed) tensors: batch b's rows start offsets[b] * multiplier
+# elements after the base (hdn_attention.h <P>_BOFF / <P>_ROWS)
+PAGED = {"k": "page_table_k", "v": "page_table_v"}
+RAGGED = {"q": "sq", "o": "sq", "do": "sq", "dq": "sq", "stats": "sq",
+          "k": "skv", "v": "skv", "dk": "skv", "dv": "skv"}
+
+
+def paged(r):
+    return any(x in r for x in PAGED.values())
+
+
+def ragged_roles(r):
+    """The roles of r whose tensors are ragged."""
+    return [x for x, t in r.items() if getattr(t, "ragged_offset_uid", None) is not None]
+
+
+def _multiplier(t):
+    m = getattr(t, "ragged_offset_multiplier", None)
+    return 1 if m is None else int(m)
+
+
+def kv_extent(node, r):
+    """(Hkv, Skv) of the logical k / v: a paged pool's from its page table and max_seq_len_kv
+    (default: the positions the table addresses), as the CPU reference's kv_dims."""
+    d = _dims(r["k"])
+    if not paged(r):
+        return d[1], d[2]
+    cap = _dims(r["page_table_k"])[2] * d[2]
+    skv = node.attrs.get("max_seq_len_kv")
+    return d[1], int(cap if skv is None else skv)
+
+
+def _check_paged(node, r, B):
+    k = node.kind
+    _need(all(x in r for x in PAGED.values()),
+          f"{k}: paged K/V needs both page_table_k and page_table_v on the HIP engine")
+    ck, cv = _dims(r["k"]), _dims(r["v"])
+    _need(len(ck) == 4 and len(cv) == 4 and ck[:3] == cv[:3],
+          f"{k}: the k / v page pools must be [pages, Hkv, page_size, D] alike")
+    ps = ck[2]
+    _need(ps >= 16 and ps & (ps - 1) == 0,
+          f"{k}: page size {ps}: the HIP engine takes powers of two >= 16")
+    tabs = [_dims(r[x]) for x in PAGED.values()]
+    for x in PAGED.values():
+        t = r[x]
+        d = _dims(t)
+        _need(len(d) == 4 and d[0] == B and d[1] == 1 and d[3] == 1 and d == tabs[0]
+              and cg.dtype_name(t.dtype) in ("INT32", "INT64") and t.value is None
+              and not t.virtual, f"{k}: {x} {d} must be INT32/INT64 [B={B}, 1, max_pages, 1] "
+              f"(both tables alike)")
+    skv = node.attrs.get("max_seq_len_kv")
+    _need(skv is None or 0 < int(skv) <= tabs[0][2] * ps,
+          f"{k}: max_seq_len_kv {skv} exceeds the {tabs[0][2] * ps} positions the page tables "
+          f"address")
+    _need("seq_len_q" in r and "seq_len_kv" in r,
+          f"{k}: paged K/V needs seq_len_q and seq_len_kv on the HIP engine")
+    _need(not ragged_roles({x: r[x] for x in ("k", "v")}), f"{k}: k / v paged and ragged")
+
+
+def _check_ragged(node, graph, r, B):
+    k = node.kind
+    rr = ragged_roles(r)
+    if not rr:
+        return
+    for x in rr:
+        _need(x in RAGGED, f"{k}: {x} cannot be ragged")
+        t = r[x]
+        _need(not t.virtual, f"{k}: ragged {x} is virtual")
+        if graph is None:        # (emit: the node was checked with its graph)
+            continue
+        ot = graph.tensors.get(t.ragged_offset_uid)
+        _need(ot is not None and not ot.virtual and ot.value is None
+              and cg.dtype_name(ot.dtype) in ("INT32", "INT64") and ot.numel >= B
+              and getattr(ot, "ragged_offset_uid", None) is None,
+              f"{k}: the ragged offsets of {x} (uid {t.ragged_offset_uid}) must be a "
+              f"non-virtual INT32/INT64 tensor of B + 1 = {B + 1} elements")
+        _need(_multiplier(t) > 0, f"{k}: ragged {x}: offset multiplier {_multiplier(t)}")
+    _need("seq_len_q" in r and "seq_len_kv" in r,
+          f"{k}: ragged tensors need seq_len_q and seq_len_kv on the HIP engine")
+
+
 def check(node, graph, r):
     """Raise NotApplicable unless the kernels implement this node (r: role -> tensor)."""
     k = node.kind
@@ -90,16 +178,23 @@ def _check_common(node, r):
     k = node.kind
     a = node.attrs
     B, H, Sq, D = _dims(r["q"])
-    _, Hkv, Skv, Dk = _dims(r["k"])
+    if paged(r):
+        _check_paged(node, r, B)
+    _check_ragged(node, graph, r, B)
+    Hkv, Skv = kv_extent(node, r)
+    Dk = _dims(r["k"])[3]
     Dv = _dims(r["v"])[3]
-    _need(_dims(r["v"])[:3] == [B, Hkv, Skv] and Dk == D, f"{k}: k/v shapes")
+    vd = _dims(r["v"])[:3]
+    _need((vd == [B, Hkv, Skv] or paged(r)) and Dk == D and _dims(r["k"])[0] == vd[0],
+          f"{k}: k/v shapes")
     for nm, x in (("D", D), ("Dv", Dv)):
         _need(0 < x <= MAX_HEAD and x % 8 == 0,
               f"{k}: head dim {nm} = {x}: the HIP engine takes multiples of 8 up to {MAX_HEAD} "
               f"(16-byte rows for the tile loads)")
     for role in DATA[k]:
         s = _st(r[role])
-        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:3]),
+        lo = 1 if role in ragged_roles(r) else 0      # a ragged tensor's batch stride is unused
+        _need(s[3] == 1 and all(x % 8 == 0 and x >= 0 for x in s[lo:3]),
               f"{k}: {role} needs unit stride along D and 16-byte aligned rows")
     _need(Hkv >= 1 and H % Hkv == 0, f"{k}: Hq % Hkv != 0")
     _need(_dims(r["o"]) == [B, H, Sq, Dv], f"{k}: o shape")
@@ -137,10 +232,19 @@ def _check_common(node, r):
     _need(cd in ("FLOAT", "UNSET"), f"{k}: compute type {cd}")
 
 
+def has_mods(node, r):
+    """A score-modifying role, extra output or ALiBi is present."""
+    return any(x in r for x in MODS) or bool(node.attrs.get("alibi_mask"))
+
+
 def _check_mods(node, r, B, H, Sq, Skv):
     """The score-modifying roles and extra outputs as the kernels take them (shapes and types
     as the CPU reference's)."""
     k = node.kind
+    if has_mods(node, r):
+        _need(not paged(r) and not ragged_roles(r),
+              f"{k}: the score roles (masks, ALiBi, block mask, sink, max / sum_exp, rng_dump, dbias) "
+              f"with paged K/V or ragged tensors are not supported by the HIP engine")
     full = [B, H, Sq, Skv]
     for role in r:
         if role in MODS:
@@ -279,13 +383,13 @@ def pad64(d):
     return (int(d) + 63) // 64 * 64
 
 
-def _prelude(node, r, defines, params, args, loc):
+def _prelude(node, r, defines, params, args, loc, graph=None):
     """Shared defines / parameters: head sizes, masks, lengths, scale, dropout, strides of the
     data tensors."""
     a = node.attrs
     B, H, Sq, D = _dims(r["q"])
     Dv = _dims(r["v"])[3]
-    Hkv, Skv = _dims(r["k"])[1:3]
+    Hkv, Skv = kv_extent(node, r)
     io = cg.dtype_name(r["q"].dtype)
     br = cg.FB_NAMES.get("DiagonalAlignment", {}).get(a.get("diagonal_alignment"))
     if br is None:
@@ -318,9 +422,9 @@ def _prelude(node, r, defines, params, args, loc):
             lens_a += f", {nm}"
     defines["HDN_ATTN_LEN_PARAMS"] = lens_p
     defines["HDN_ATTN_LEN_ARGS"] = lens_a
+    extra_p, extra_a = _paged_ragged(r, defines, loc, graph)
     p = a.get("dropout_probability")
     defines["DROPOUT"] = int(bool(p))
-    extra_p, extra_a = [], []
     if p:
         defines["DTHR"] = f"{drop_threshold(p)}u"
         defines["DSCALE"] = cg.flit(1.0 / (1.0 - float(np.float32(p))))
@@ -356,6 +460,50 @@ def _prelude(node, r, defines, params, args, loc):
     return extra_p, extra_a
 
 
+def _paged_ragged(r, defines, loc, graph):
+    """Defines and kernel parameters of paged K / V (<P>_PAGED: log2 of the page size, the tables
+    kpt / vpt and their strides) and ragged tensors (<P>_BOFF / <P>_ROWS from the offsets
+    tensors roff0, roff1..., HDN_RAGGED_OK(b): every ragged batch offset is 16-byte aligned);
+    nothing for a graph with neither."""
+    ps, as_ = [], []
+    if paged(r):
+        lg = int(_dims(r["k"])[2]).bit_length() - 1
+        defines["KV_PAGES"] = f"{_dims(r['k'])[0]}LL"
+        for role, nm in (("k", "kpt"), ("v", "vpt")):
+            t = r[PAGED[role]]
+            P = PREFIX[role]
+            ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
+            s = _st(t)
+            defines[f"{P}_PAGED"] = lg
+            defines[f"{P}_BOFF(b)"] = "0LL"
+            defines[f"{P}_ROWS"] = "L.skv"
+            defines[f"{P}PT_SB"], defines[f"{P}PT_SS"] = s[0], s[2]
+            ps.append(f"const {ct}* __restrict__ {nm}")
+            as_.append(loc[t.uid])
+    rr = ragged_roles(r)
+    if rr:
+        offs, ok = [], []
+        for role in sorted(rr, key=list(PREFIX).index):
+            t = r[role]
+            u = t.ragged_offset_uid
+            if u not in offs:
+                offs.append(u)
+            n = offs.index(u)
+            m = _multiplier(t)
+            P = PREFIX[role]
+            defines[f"{P}_BOFF(b)"] = f"((long long)roff{n}[b] * {m}LL)"
+            defines[f"{P}_ROWS"] = "L." + RAGGED[role]
+            if m % 8 and role != "stats":      # (the fp32 statistics: 4-byte accesses)
+                ok.append(f"(({P}_BOFF(b) & 7) == 0)")
+        defines["HDN_RAGGED_ROWS"] = 1
+        defines["HDN_RAGGED_OK(b)"] = "(" + (" && ".join(sorted(set(ok))) or "true") + ")"
+        for n, u in enumerate(offs):
+            ct = "long long" if cg.dtype_name(graph.tensors[u].dtype) == "INT64" else "int"
+            ps.append(f"const {ct}* __restrict__ roff{n}")
+            as_.append(loc[u])
+    return ps, as_
+
+
 def _source(kernel_file, defines):
     lines = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"']
     for k, v in defines.items():
@@ -385,10 +533,13 @@ WG_BM, WG_BN = 128, 128
 
 def wgmma_ok(node, r, arch):
     """The forward runs on the Hopper kernel (attention_fwd_wgmma.hip): an sm_90 device, no
-    dropout, and Q / K / V views the tensor copy engine can describe (positive 16-byte strides
-    along S / H / B where those extents exceed 1).  ``HIPDNN_CABI_HIP_ATTN=mma`` forces the
-    mma.sync kernel."""
+    dropout, no paged K / V or ragged tensor (their rows follow a page table / per-batch offsets
+    the tensor maps cannot: the mma.sync kernel loads them), and Q / K / V views the tensor copy
+    engine can describe (positive 16-byte strides along S / H / B where those extents exceed
+    1).  ``HIPDNN_CABI_HIP_ATTN=mma`` forces the mma.sync kernel."""
     if node.kind != FWD or not (arch or "").startswith("sm_9"):
+        return False
+    if paged(r) or ragged_roles(r):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN", "auto") in ("mma", "mma.sync"):
         return False
@@ -399,6 +550,23 @@ def wgmma_ok(node, r, arch):
         if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
             return False
     return True
+
+
+def gqa_pack(node, H, Hkv, Sq):
+    """The mma.sync forward packs a kv head's query heads x queries into one 64-row block
+    (attention_fwd.hip GQA_PACK: decode, K / V read once per kv head): GQA with (Hq / Hkv) x Sq
+    <= 64, no dropout (its stream is indexed by the query head of the row's block)."""
+    G = H // Hkv
+    return G > 1 and G * Sq <= 16 * FWD_NW and not node.attrs.get("dropout_probability")
+
+
+def kv_split(blocks, Skv, sms):
+    """Key slices of a GQA-packed decode (attention_fwd.hip KV_SPLIT): with fewer blocks than
+    multiprocessors, enough slices of at least 256 keys to fill them (at most 16);
+    ``HIPDNN_CABI_HIP_ATTN_SPLITKV=0`` turns it off."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_SPLITKV", "1") in ("0", "off") or blocks >= sms:
+        return 1
+    return max(1, min(16, -(-int(sms) // blocks), int(Skv) // 256))
 
 
 def _tmap(t, loc, rows):
@@ -423,21 +591,21 @@ def wg_config(D, Dv, stages=None):
 
 
 def emit(ctx, node, r, tag, fused=None):
-    _emit(ctx.prog, node, r, ctx.loc, tag, ctx.arch)
+    _emit(ctx.prog, node, r, ctx.loc, tag, ctx.arch, ctx.graph, ctx.sms)
 
 
-def _emit(prog, node, r, loc, tag, arch=None):
+def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
     """Append the launch steps of one SDPA node to ``prog`` (``arch``: the device's target;
     sm_90 puts the forward on the wgmma kernel where :func:`wgmma_ok`)."""
     check(node, None, r)
     if is_fp8(node, r):
         return emit_fp8(prog, node, r, loc, arch)
     B, H, Sq, D = _dims(r["q"])
-    Hkv, Skv = _dims(r["k"])[1:3]
+    Hkv, Skv = kv_extent(node, r)
     Dv = _dims(r["v"])[3]
     dp, dvp = pad64(D), pad64(Dv)
     defines = {}
-    extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
+    extra_p, extra_a = _prelude(node, r, defines, None, None, loc, graph)
     if (arch or "").startswith("gfx"):      # AMD CDNA: the MFMA kernels (attention_*_mfma.hip)
         return _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a)
     ws_db = _mods(prog, node, r, defines, extra_p, extra_a, loc)
@@ -477,15 +645,45 @@ def _emit(prog, node, r, loc, tag, arch=None):
         lens = [(x, loc[r[x].uid]) for x in ("seq_len_q", "seq_len_kv") if defines["PADDING"]]
         ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + [a for _, a in lens])
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
+        BM = 16 * FWD_NW
+        grid = ((Sq + BM - 1) // BM, H, B)
+        nsplit = 1
+        if not has_mods(node, r) and gqa_pack(node, H, Hkv, Sq):
+            defines["GQA_PACK"] = 1
+            nsplit = kv_split(B * Hkv, Skv, sms)
+            grid = (nsplit, Hkv, B)
+            prog.notes.append(f"{node.kind}: mma.sync flash attention, the {H // Hkv} query heads "
+                              f"x {Sq} queries of a kv head in one block (GQA_PACK)"
+                              + (f", keys split {nsplit} ways" if nsplit > 1 else ""))
+        if nsplit > 1:
+            # partial O / log-sum-exp per key slice (fp32 workspace), merged by the combine kernel
+            n_rows = B * H * Sq
+            ws_o = prog.ws_alloc(nsplit * n_rows * Dv * 4)
+            ws_l = prog.ws_alloc(nsplit * n_rows * 4)
+            defines["KV_SPLIT"] = nsplit
+            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines)
+                              + ["float* __restrict__ OP", "float* __restrict__ LP"],
+                              base_a + [a for _, a in lens] + [("ws", ws_o), ("ws", ws_l)])
+            defines["HDN_ATTN_FWD_PARAMS"] = ps
+            cl = _len_params(defines) if defines.get("HDN_RAGGED_ROWS") else []
+            cps, cas = _finish(extra_p, extra_a, ["const float* __restrict__ OP",
+                                                  "const float* __restrict__ LP",
+                                                  "hdn_u16* __restrict__ O",
+                                                  "float* __restrict__ LSE"] + cl,
+                               [("ws", ws_o), ("ws", ws_l), loc[r["o"].uid],
+                                loc[r["stats"].uid] if has_stats else None]
+                               + ([a for _, a in lens] if cl else []))
+            defines["HDN_ATTN_CMB_PARAMS"] = cps
         rng = _rng_dump(prog, r, defines, extra_p, extra_a, loc) if "rng_dump" in r else None
         src = _source("attention_fwd.hip", defines)
-        BM = 16 * FWD_NW
         smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
-        prog.steps.append(("launch", src, name, ((Sq + BM - 1) // BM, H, B), (32 * FWD_NW, 1, 1),
-                           as_, smem))
+        prog.steps.append(("launch", src, name, grid, (32 * FWD_NW, 1, 1), as_, smem))
         if rng:
             prog.steps.append(("launch", src) + rng)
+        if nsplit > 1:
+            prog.steps.append(("launch", src, "hdn_attn_fwd_combine", ((B * H * Sq + 7) // 8, 1, 1),
+                               (256, 1, 1), cas))
         return
     # backward: workspace Dsum [B, H, Sq] fp32 and dQacc [B, H, Sq, HDP] fp32 (zeroed)
     io = cg.dtype_name(r["q"].dtype)
@@ -504,12 +702,14 @@ def _emit(prog, node, r, loc, tag, arch=None):
               + [("ws", ws_d), ("ws", ws_q)] + lens)
     ps, as_ = _finish(extra_p, extra_a, main_p, main_a)
     defines["HDN_ATTN_BWD_PARAMS"] = ps
-    pre_p, pre_a = _finish(extra_p, extra_a, [f"{u16} O", f"{u16} dO", "float* __restrict__ Dsum"],
-                           _ptr_args(("o", "do"), r, loc) + [("ws", ws_d)])
+    # ragged rows: the Dsum / dQ kernels read the lengths too
+    rl_p, rl_a = (_len_params(defines), lens) if defines.get("HDN_RAGGED_ROWS") else ([], [])
+    pre_p, pre_a = _finish(extra_p, extra_a, [f"{u16} O", f"{u16} dO", "float* __restrict__ Dsum"]
+                           + rl_p, _ptr_args(("o", "do"), r, loc) + [("ws", ws_d)] + rl_a)
     defines["HDN_ATTN_PRE_PARAMS"] = pre_p
     dq_p, dq_a = _finish(extra_p, extra_a, ["const float* __restrict__ dQacc",
-                                            "hdn_u16* __restrict__ dQ"],
-                         [("ws", ws_q), loc[r["dq"].uid]])
+                                            "hdn_u16* __restrict__ dQ"] + rl_p,
+                         [("ws", ws_q), loc[r["dq"].uid]] + rl_a)
     defines["HDN_ATTN_DQ_PARAMS"] = dq_p
     if ws_db is not None:
         db_p, db_a = _finish(extra_p, extra_a, ["const float* __restrict__ att_dbias_sum",
@@ -569,8 +769,8 @@ def bwd_wgmma_ok(node, r, arch):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto") in ("mma", "mma.sync"):
         return False
-    if any(x in r for x in MODS) or node.attrs.get("alibi_mask"):
-        return False        # the score roles (mask, ALiBi, dbias) run on the mma.sync kernel
+    if has_mods(node, r) or paged(r) or ragged_roles(r):
+        return False        # the score roles (mask, ALiBi, dbias) and ragged rows: mma.sync kernel
     if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
         return False
     for role in ("q", "k", "v", "do"):
@@ -631,6 +831,9 @@ def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
         _need(role not in r, f"{node.kind}: {role} is not supported by the AMD MFMA attention kernels")
     _need(not node.attrs.get("alibi_mask"),
           f"{node.kind}: ALiBi is not supported by the AMD MFMA attention kernels")
+    _need(not paged(r) and not ragged_roles(r),
+          f"{node.kind}: paged K/V and ragged tensors: the AMD MFMA attention kernels address "
+          f"dense [B, H, S, D] tensors only")
     _need(D == Dv and D in (64, 128),
           f"{node.kind}: head dim {D} (Dv {Dv}): the AMD MFMA attention kernels take "
           f"D = Dv in {{64, 128}} only")

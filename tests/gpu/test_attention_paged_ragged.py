@@ -1,0 +1,551 @@
+"""Paged K/V and ragged (packed THD) tensors in the HIP engine's flash attention.  CI (no GPU): the
+programs (the mma.sync kernels on every target, sm_90 included), their sources compile for
+sm_90a with NVRTC without spills, and the declines (AMD, page sizes, mixed paging, ragged
+tensors of other operations, sub-16-byte alignments).  GPU (`pytest -m gpu`): forward (paged:
+decode and prefill, pages out of order, page sizes 16 / 64 / 128, GQA 1 / 4 / 8; ragged: empty
+and length-1 sequences, odd lengths, offset multipliers) and the ragged backward against the
+CPU reference's float64 formulas on the same quantised inputs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
+from gpu_testlib import T, graph_bytes, node, quantize, relerr
+
+rng = np.random.default_rng(2024)
+
+
+class RT(T):
+    """A tensor whose batches are packed: batch b starts offsets[b] * mult elements in."""
+
+    def __init__(self, uid, dims, dtype, strides, off_uid, mult=1):
+        super().__init__(uid, dims, dtype, strides=strides)
+        self.off_uid, self.mult = off_uid, mult
+
+    def fb(self):
+        d = super().fb()
+        d["ragged_offset_tensor_uid"] = self.off_uid
+        if self.mult != 1:
+            d["ragged_offset_multiplier"] = self.mult
+        return d
+
+
+def _no_spills(log):
+    lines = [ln for ln in log.splitlines() if "spill stores" in ln]
+    return lines and all(" 0 bytes spill stores" in ln for ln in lines)
+
+
+def _flat(uid, n, dt):
+    """The storage of a packed tensor as a 1-d tensor (what the runner allocates and reads)."""
+    return T(uid, [int(n)], dt)
+
+
+# ------------------------------------------------------------------------------ paged K / V
+def paged_graph(dt, B, H, Hkv, Sq, D, PS, NP, MP, skv=None, stats=True, **attrs):
+    """q [B, H, Sq, D]; k / v pools [NP, Hkv, PS, D]; page tables [B, 1, MP, 1] INT32 (uids 8, 9);
+    lengths uids 6 / 7; stats uid 5."""
+    ts = [T(1, [B, H, Sq, D], dt), T(2, [NP, Hkv, PS, D], dt), T(3, [NP, Hkv, PS, D], dt),
+          T(4, [B, H, Sq, D], dt), T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32"),
+          T(8, [B, 1, MP, 1], "INT32"), T(9, [B, 1, MP, 1], "INT32")]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "seq_len_q_tensor_uid": 6, "seq_len_kv_tensor_uid": 7, "padding_mask": True,
+         "page_table_k_tensor_uid": 8, "page_table_v_tensor_uid": 9,
+         "attn_scale_value": 1 / math.sqrt(D)}
+    if skv is not None:
+        a["max_seq_len_kv"] = skv
+    if stats:
+        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
+        a.update(stats_tensor_uid=5, generate_stats=True)
+    a.update(attrs)
+    return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
+
+
+PAGED = [   # decode (Sq 1 / 4) and prefill; page sizes 16 / 64 / 128; GQA 4 / 8 / 1
+    dict(dt="HALF", B=3, H=8, Hkv=2, Sq=1, D=128, PS=16, lq=[1, 1, 1], lkv=[37, 1, 100]),
+    dict(dt="BFLOAT16", B=2, H=8, Hkv=1, Sq=1, D=64, PS=64, lq=[1, 1], lkv=[200, 65]),
+    dict(dt="HALF", B=2, H=4, Hkv=1, Sq=4, D=64, PS=16, lq=[4, 3], lkv=[70, 3],
+         causal_mask_bottom_right=True),
+    dict(dt="HALF", B=2, H=4, Hkv=4, Sq=77, D=64, PS=128, lq=[77, 30], lkv=[300, 30],
+         causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=2, Sq=40, D=128, PS=16, lq=[40, 1], lkv=[50, 17],
+         causal_mask=True),
+    dict(dt="HALF", B=2, H=2, Hkv=2, Sq=65, D=96, PS=32, lq=[65, 64], lkv=[129, 1], Dv=None),
+    # long context, few blocks: the keys split over blocks (KV_SPLIT) and merged
+    dict(dt="HALF", B=2, H=8, Hkv=2, Sq=1, D=128, PS=64, lq=[1, 1], lkv=[1000, 77]),
+    dict(dt="BFLOAT16", B=1, H=4, Hkv=1, Sq=2, D=64, PS=16, lq=[2], lkv=[613],
+         causal_mask_bottom_right=True),
+]
+
+
+def _paged_case(c):
+    c = {k: v for k, v in c.items() if k != "Dv"}
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    B, PS = c["B"], c["PS"]
+    pages = [-(-int(n) // PS) for n in lkv]
+    MP = max(pages) + 1                       # one spare entry per batch (never read)
+    NP = sum(pages) + 2                       # + a NaN page the spare entries name
+    skv = MP * PS - PS // 2                   # max_seq_len_kv below the tables' reach
+    return c, lq, lkv, pages, MP, NP, skv
+
+
+def _paged_inputs(c, lq, lkv, pages, MP, NP, skv):
+    """Dense q / k / v (k / v zero past each length), the pools with the pages in shuffled order
+    (unreferenced page and rows: NaN) and the tables."""
+    dt, B, H, Hkv, Sq, D, PS = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "D", "PS"))
+    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
+    k = quantize(rng.uniform(-2, 2, (B, Hkv, skv, D)), dt)
+    v = quantize(rng.uniform(-1, 1, (B, Hkv, skv, D)), dt)
+    for b in range(B):
+        k[b, :, lkv[b]:] = 0
+        v[b, :, lkv[b]:] = 0
+    kp = np.full((NP, Hkv, PS, D), np.nan)
+    vp = np.full((NP, Hkv, PS, D), np.nan)
+    order = rng.permutation(NP - 1)            # page NP - 1 stays NaN
+    tab = np.full((B, 1, MP, 1), NP - 1, np.int32)
+    n = 0
+    for b in range(B):
+        for lp in range(pages[b]):
+            pg = int(order[n])
+            n += 1
+            tab[b, 0, lp, 0] = pg
+            m = min(PS, int(lkv[b]) - lp * PS)
+            kp[pg, :, :m] = k[b, :, lp * PS:lp * PS + m]
+            vp[pg, :, :m] = v[b, :, lp * PS:lp * PS + m]
+    return q, k, v, kp, vp, tab
+
+
+def _p(D, lq, lkv, c):
+    p = ksdpa.SdpaParams(scale=float(np.float32(1 / math.sqrt(D))))
+    p.causal = bool(c.get("causal_mask"))
+    p.causal_bottom_right = bool(c.get("causal_mask_bottom_right"))
+    p.bottom_right = p.causal_bottom_right and not p.causal
+    p.seq_len_q, p.seq_len_kv = np.asarray(lq), np.asarray(lkv)
+    return p
+
+
+def test_paged_programs_use_the_mma_kernel_and_compile_sm90a():
+    """Every paged case builds the mma.sync forward (sm_90 too: the tensor maps cannot follow a
+    page table) with the page-table loads; the sources compile for sm_90a without spills."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    c = _compiler()
+    for i, case in enumerate(PAGED):
+        cc, lq, lkv, pages, MP, NP, skv = _paged_case(case)
+        _, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+        for arch in (None, "sm_90"):
+            prog = build_program(parse_graph(g), arch=arch)
+            names = [st[2] for st in prog.steps if st[0] == "launch"]
+            assert names in (["hdn_attn_fwd"], ["hdn_attn_fwd", "hdn_attn_fwd_combine"]), names
+            assert (len(names) == 2) == (i >= 6), names       # the long-context cases split
+            src = prog.steps[0][1]
+            assert f"#define K_PAGED {int(cc['PS']).bit_length() - 1}" in src
+            assert f"#define SKV {skv}" in src
+        if c is not None:
+            c.compile(src, f"paged{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert _no_spills(c.last_log), c.last_log
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(PAGED)))
+def test_paged_forward_vs_cpu_reference(R, i):
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[i])
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    B = cc["B"]
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
+                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: tab, by[9]: tab}, [by[4], by[5]])
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    tol = 1e-2 if cc["dt"] == "HALF" else 3e-2
+    assert np.all(np.isfinite(res[4])), "NaN in O: a page or row past the length was read"
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    fin = np.isfinite(st)
+    assert np.array_equal(np.isfinite(res[5]), fin)
+    assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
+
+
+@pytest.mark.gpu
+def test_paged_page_outside_the_pool_gives_nan_not_a_fault(R):
+    """A table entry naming no page of the pool (the CPU reference: INVALID_VALUE) makes that
+    batch's rows NaN; the other batches are unaffected."""
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[0])
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    bad = tab.copy()
+    bad[2, 0, 1, 0] = NP + 1000
+    bad[0, 0, 0, 0] = -3
+    B = cc["B"]
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
+                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: bad}, [by[4], by[5]])
+    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    assert np.all(np.isnan(res[4][0])) and np.all(np.isnan(res[4][2]))
+    assert relerr(res[4][1], O[1]) < 1e-2
+
+
+# ------------------------------------------------------------------------ ragged (packed) THD
+def pack(x, lens, off_tokens):
+    """x [B, H, S, D] -> THD storage (batch b's row s, head h at (off[b] + s) * H * D + h * D),
+    one slack row past the end."""
+    B, H, S, D = x.shape
+    flat = np.full((int(off_tokens[-1]) + 1) * H * D, np.nan)
+    for b in range(B):
+        n = int(lens[b])
+        o = int(off_tokens[b]) * H * D
+        flat[o:o + n * H * D] = np.swapaxes(x[b, :, :n], 0, 1).reshape(-1)
+    return flat
+
+
+def unpack(flat, lens, off_tokens, shape):
+    B, H, S, D = shape
+    out = np.zeros(shape)
+    for b in range(B):
+        n = int(lens[b])
+        o = int(off_tokens[b]) * H * D
+        out[b, :, :n] = np.swapaxes(flat[o:o + n * H * D].reshape(n, H, D), 0, 1)
+    return out
+
+
+def _offsets(lens, pad=0):
+    """Token offsets [B + 1] (``pad`` spare tokens after every batch: gaps between them)."""
+    return np.concatenate([[0], np.cumsum(np.asarray(lens) + pad)]).astype(np.int64)
+
+
+def ragged_tensors(dt, B, H, Hkv, Sq, Skv, D, elem_offsets=False, bwd=False):
+    """Packed q / k / v / o (and do / dq / dk / dv, stats) with THD strides; q / o / do / dq and
+    stats share the offsets uid 20, k / v / dk / dv uid 21 (token counts times a multiplier of
+    H * D, Hkv * D, H), or - ``elem_offsets`` - q / o (uid 22) and k / v (uid 23) INT64 element
+    offsets (multiplier 1)."""
+    def thd(uid, h, s, d, off, m):
+        return RT(uid, [B, h, s, d], dt, [s * h * d, d, h * d, 1], off, m)
+    qo, kv = (22, 23) if elem_offsets else (20, 21)
+    mq, mk = (1, 1) if elem_offsets else (H * D, Hkv * D)
+    ts = [thd(1, H, Sq, D, qo, mq), thd(2, Hkv, Skv, D, kv, mk), thd(3, Hkv, Skv, D, kv, mk),
+          thd(4, H, Sq, D, qo, mq)]
+    if bwd:
+        ts += [thd(5, H, Sq, D, qo, mq), thd(11, H, Sq, D, qo, mq), thd(12, Hkv, Skv, D, kv, mk),
+               thd(13, Hkv, Skv, D, kv, mk)]
+    ts.append(RT(10, [B, H, Sq, 1], "FLOAT", [Sq * H, 1, H, 1], 20, H) if not elem_offsets
+              else T(10, [B, H, Sq, 1], "FLOAT"))
+    ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
+    if elem_offsets:
+        ts += [T(22, [B + 1, 1, 1, 1], "INT64"), T(23, [B + 1, 1, 1, 1], "INT64")]
+    else:
+        ts += [T(20, [B + 1, 1, 1, 1], "INT32"), T(21, [B + 1, 1, 1, 1], "INT32")]
+    return ts
+
+
+def ragged_fwd_graph(dt, B, H, Hkv, Sq, Skv, D, elem_offsets=False, **attrs):
+    ts = ragged_tensors(dt, B, H, Hkv, Sq, Skv, D, elem_offsets)
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "stats_tensor_uid": 10, "generate_stats": True, "seq_len_q_tensor_uid": 6,
+         "seq_len_kv_tensor_uid": 7, "padding_mask": True, "attn_scale_value": 1 / math.sqrt(D)}
+    a.update(attrs)
+    return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
+
+
+def ragged_bwd_graph(dt, B, H, Hkv, Sq, Skv, D, **attrs):
+    ts = ragged_tensors(dt, B, H, Hkv, Sq, Skv, D, bwd=True)
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "do_tensor_uid": 5, "stats_tensor_uid": 10, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
+         "dv_tensor_uid": 13, "seq_len_q_tensor_uid": 6, "seq_len_kv_tensor_uid": 7,
+         "padding_mask": True, "attn_scale_value": 1 / math.sqrt(D)}
+    a.update(attrs)
+    return ts, graph_bytes(ts, [node("SdpaBackwardAttributes", a)])
+
+
+RAGGED = [   # empty and length-1 sequences, odd lengths, GQA 1 / 4 / 8
+    dict(dt="HALF", B=4, H=4, Hkv=2, Sq=70, Skv=70, D=64, lq=[70, 0, 1, 33], lkv=[65, 20, 1, 0],
+         causal_mask=True),
+    dict(dt="BFLOAT16", B=3, H=8, Hkv=1, Sq=100, Skv=150, D=128, lq=[1, 99, 50],
+         lkv=[150, 1, 77], causal_mask_bottom_right=True),
+    dict(dt="HALF", B=3, H=4, Hkv=4, Sq=130, Skv=130, D=64, lq=[129, 5, 64], lkv=[130, 7, 63]),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=1, Sq=67, Skv=67, D=128, lq=[67, 13], lkv=[3, 67],
+         elem_offsets=True),
+    dict(dt="HALF", B=3, H=8, Hkv=2, Sq=5, Skv=90, D=64, lq=[5, 0, 1], lkv=[90, 3, 0],
+         causal_mask_bottom_right=True),     # decode-sized: GQA_PACK
+    dict(dt="HALF", B=3, H=4, Hkv=1, Sq=3, Skv=700, D=64, lq=[3, 1, 2], lkv=[700, 0, 301],
+         causal_mask_bottom_right=True),     # GQA_PACK with the keys split (KV_SPLIT)
+]
+RAGGED_BWD = [
+    dict(dt="HALF", B=3, H=4, Hkv=2, Sq=70, Skv=70, D=64, lq=[70, 1, 0], lkv=[64, 1, 33],
+         causal_mask=True),
+    dict(dt="BFLOAT16", B=2, H=8, Hkv=2, Sq=100, Skv=100, D=128, lq=[100, 37], lkv=[77, 100]),
+    dict(dt="HALF", B=3, H=2, Hkv=2, Sq=65, Skv=65, D=64, lq=[65, 0, 17], lkv=[1, 9, 65],
+         causal_mask_bottom_right=True),
+]
+
+
+def _compiler():
+    try:
+        from hipdnn_cabi.device import compiler
+        return compiler("cuda")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def test_ragged_programs_build_and_compile_sm90a():
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    c = _compiler()
+    seen = set()
+    for i, case in enumerate(RAGGED + RAGGED_BWD):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        bwd = i >= len(RAGGED)
+        _, g = (ragged_bwd_graph if bwd else ragged_fwd_graph)(**cc)
+        for arch in (None, "sm_90"):
+            prog = build_program(parse_graph(g), arch=arch)
+            names = [st[2] for st in prog.steps if st[0] == "launch"]
+            assert names == (["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"] if bwd
+                             else ["hdn_attn_fwd"] + (["hdn_attn_fwd_combine"] if i == 5 else [])), names
+            assert 20 in prog.external or 22 in prog.external
+        for st in prog.steps:
+            if st[0] == "launch" and st[1] not in seen:
+                seen.add(st[1])
+                assert "#define Q_BOFF(b) ((long long)roff0[b]" in st[1]
+                if c is not None:
+                    c.compile(st[1], f"ragged{i}.hip", ("--ptxas-options=-v",), "sm_90a",
+                              codegen.headers())
+                    # (the backward at D = 128 spills a few bytes, dense or ragged)
+                    assert _no_spills(c.last_log) or (bwd and cc["D"] == 128), c.last_log
+
+
+def _ragged_run(R, ts, g, arrays, outs, lq, lkv, B):
+    """Run with packed storages: arrays {uid: (dense, lens, offsets)}; outs {uid: (n elements)}."""
+    by = {t.uid: t for t in ts}
+    ins = {by[6]: np.asarray(lq).reshape(B, 1, 1, 1), by[7]: np.asarray(lkv).reshape(B, 1, 1, 1)}
+    for u in (20, 21, 22, 23):
+        if u in arrays:
+            ins[by[u]] = arrays.pop(u)
+    for u, flat in arrays.items():
+        ins[_flat(u, flat.size, by[u].dtype)] = flat
+    res = R.run(g, ins, [_flat(u, n, by[u].dtype) if isinstance(by[u], RT) else by[u]
+                         for u, n in outs.items()])
+    return res
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(RAGGED)))
+def test_ragged_forward_vs_cpu_reference(R, i):
+    c = dict(RAGGED[i])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_fwd_graph(**c)
+    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
+    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
+    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
+    for b in range(B):
+        q[b, :, lq[b]:] = 0
+        k[b, :, lkv[b]:] = 0
+        v[b, :, lkv[b]:] = 0
+    elem = c.get("elem_offsets")
+    oq, ok = _offsets(lq, 3 if elem else 0), _offsets(lkv, 1 if elem else 0)
+    if elem:       # INT64 element offsets, 3 / 1 spare rows between batches
+        arr = {22: (oq * H * D).reshape(-1, 1, 1, 1), 23: (ok * Hkv * D).reshape(-1, 1, 1, 1)}
+    else:
+        arr = {20: oq.reshape(-1, 1, 1, 1).astype(np.int32),
+               21: ok.reshape(-1, 1, 1, 1).astype(np.int32)}
+    arr.update({1: pack(q, lq, oq), 2: pack(k, lkv, ok), 3: pack(v, lkv, ok)})
+    n_o = (int(oq[-1]) + 1) * H * D
+    outs = {4: n_o, 10: None if elem else (int(oq[-1]) + 1) * H}
+    res = _ragged_run(R, ts, g, arr, outs, lq, lkv, B)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(D, lq, lkv, c), np.float64)
+    got = unpack(res[4], lq, oq, (B, H, Sq, D))
+    tol = 1e-2 if dt == "HALF" else 3e-2
+    assert relerr(got, O) < tol, relerr(got, O)
+    # the rows outside the batches (gaps, the slack row) were not written
+    written = np.zeros(n_o, bool)
+    for b in range(B):
+        written[int(oq[b]) * H * D:(int(oq[b]) + int(lq[b])) * H * D] = True
+    assert np.all(np.isnan(res[4][~written])) and np.all(np.isfinite(res[4][written]))
+    if elem:
+        sg = res[10]
+    else:
+        sg = unpack(res[10], lq, oq, (B, H, Sq, 1))
+        for b in range(B):
+            sg[b, :, lq[b]:] = st[b, :, lq[b]:]
+    fin = np.isfinite(st)
+    assert np.array_equal(np.isfinite(sg), fin)
+    assert np.max(np.abs(sg[fin] - st[fin]), initial=0) < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(RAGGED_BWD)))
+def test_ragged_backward_vs_cpu_reference(R, i):
+    c = dict(RAGGED_BWD[i])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_bwd_graph(**c)
+    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
+    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
+    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
+    do = quantize(rng.uniform(-1, 1, (B, H, Sq, D)), dt)
+    for b in range(B):
+        for x in (q, do):
+            x[b, :, lq[b]:] = 0
+        for x in (k, v):
+            x[b, :, lkv[b]:] = 0
+    p = _p(D, lq, lkv, c)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    O = quantize(O, dt)
+    oq, ok = _offsets(lq), _offsets(lkv)
+    stp = np.full(((int(oq[-1]) + 1), H), np.nan)
+    for b in range(B):
+        stp[int(oq[b]):int(oq[b]) + int(lq[b])] = st[b, :, :lq[b], 0].T
+    arr = {20: oq.reshape(-1, 1, 1, 1).astype(np.int32), 21: ok.reshape(-1, 1, 1, 1).astype(np.int32),
+           1: pack(q, lq, oq), 2: pack(k, lkv, ok), 3: pack(v, lkv, ok), 4: pack(O, lq, oq),
+           5: pack(do, lq, oq), 10: stp.reshape(-1)}
+    nq, nk = (int(oq[-1]) + 1) * H * D, (int(ok[-1]) + 1) * Hkv * D
+    res = _ragged_run(R, ts, g, arr, {11: nq, 12: nk, 13: nk}, lq, lkv, B)
+    dq, dk, dv, _ = ksdpa.sdpa_bwd(q, k, v, O, do, st, p, np.float64)
+    tol = 2e-2 if dt == "HALF" else 5e-2
+    for uid, ref, lens, off, h in ((11, dq, lq, oq, H), (12, dk, lkv, ok, Hkv), (13, dv, lkv, ok, Hkv)):
+        got = unpack(res[uid], lens, off, ref.shape)
+        assert relerr(got, ref) < tol, (uid, relerr(got, ref))
+        n = int(off[-1]) * h * D
+        assert np.all(np.isfinite(res[uid][:n])) and np.all(np.isnan(res[uid][n:])), uid
+
+
+def test_gqa_pack_is_used_for_decode_shapes():
+    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B))."""
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_attention import fwd_graph
+    for case, packed in ((PAGED[0], True), (PAGED[2], True), (PAGED[3], False), (PAGED[4], False)):
+        cc, lq, lkv, pages, MP, NP, skv = _paged_case(case)
+        prog = build_program(parse_graph(paged_graph(NP=NP, MP=MP, skv=skv, **cc)[1]))
+        st = prog.steps[0]
+        assert ("#define GQA_PACK 1" in st[1]) == packed
+        assert st[3] == ((1, cc["Hkv"], cc["B"]) if packed else
+                         (-(-cc["Sq"] // 64), cc["H"], cc["B"]))
+    _, g = fwd_graph("HALF", 2, 8, 2, 3, 100, 64, seq=True)
+    assert "#define GQA_PACK 1" in build_program(parse_graph(g)).steps[0][1]
+    _, g = fwd_graph("HALF", 2, 8, 2, 3, 100, 64, drop=0.1)
+    assert "#define GQA_PACK 1" not in build_program(parse_graph(g)).steps[0][1]
+    # long keys, few blocks: KV_SPLIT slices and the combine kernel (not with the knob off, nor
+    # with blocks enough to fill the multiprocessors)
+    _, g = fwd_graph("HALF", 2, 8, 2, 3, 1500, 64, seq=True)
+    prog = build_program(parse_graph(g))
+    assert [st[2] for st in prog.steps] == ["hdn_attn_fwd", "hdn_attn_fwd_combine"]
+    assert "#define KV_SPLIT 5" in prog.steps[0][1] and prog.steps[0][3] == (5, 2, 2)
+    assert len([st[2] for st in build_program(parse_graph(g), sms=4).steps]) == 1
+    import os
+    os.environ["HIPDNN_CABI_HIP_ATTN_SPLITKV"] = "0"
+    try:
+        assert len(build_program(parse_graph(g)).steps) == 1
+    finally:
+        del os.environ["HIPDNN_CABI_HIP_ATTN_SPLITKV"]
+
+
+DENSE_DECODE = [   # the mma.sync kernel (forced) on dense decode graphs: GQA_PACK (+ KV_SPLIT)
+    dict(dt="HALF", B=2, H=8, Hkv=2, Sq=3, Skv=100, D=64, seq=True, causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=1, H=16, Hkv=2, Sq=1, Skv=257, D=128),
+    dict(dt="HALF", B=2, H=8, Hkv=2, Sq=3, Skv=1500, D=64, seq=True),
+    dict(dt="BFLOAT16", B=1, H=16, Hkv=2, Sq=1, Skv=777, D=128, stats=False),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(DENSE_DECODE)))
+def test_dense_decode_gqa_pack_vs_cpu_reference(R, i, monkeypatch):
+    from test_attention import fwd_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN", "mma")
+    c = DENSE_DECODE[i]
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = fwd_graph(**c)
+    q, k, v = (quantize(rng.uniform(-1, 1, t.dims) * s, dt) for t, s in zip(ts[:3], (2, 2, 1)))
+    by = {t.uid: t for t in ts}
+    ins = {ts[0]: q, ts[1]: k, ts[2]: v}
+    lq = lkv = None
+    if c.get("seq"):
+        lq, lkv = np.array([Sq, 1][:B]), np.array([Skv, 40][:B])
+        ins[by[6]], ins[by[7]] = lq.reshape(B, 1, 1, 1), lkv.reshape(B, 1, 1, 1)
+    res = R.run(g, ins, [ts[3]] + ([by[5]] if 5 in by else []))
+    p = ksdpa.SdpaParams(scale=float(np.float32(1 / math.sqrt(D))))
+    p.causal_bottom_right = bool(c.get("causal_mask_bottom_right"))
+    p.bottom_right = p.causal_bottom_right
+    if lq is not None:
+        p.seq_len_q, p.seq_len_kv = lq, lkv
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    tol = 1e-2 if dt == "HALF" else 3e-2
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    if 5 in res:
+        fin = np.isfinite(st)
+        assert np.array_equal(np.isfinite(res[5]), fin)
+        assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
+
+
+# -------------------------------------------------------------------------------- declines
+def _why(g, **kw):
+    from engine_plugins.hip_kernels.program import NotApplicable, build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    try:
+        build_program(parse_graph(g), **kw)
+    except NotApplicable as e:
+        return str(e)
+    return None
+
+
+def test_paged_and_ragged_declines():
+    base = dict(dt="HALF", B=2, H=4, Hkv=2, Sq=1, D=64, NP=9, MP=4)
+    assert _why(paged_graph(PS=16, **base)[1]) is None
+    for ps in (8, 48):
+        assert "page size" in _why(paged_graph(PS=ps, **base)[1])
+    assert "MFMA" in _why(paged_graph(PS=16, **base)[1], arch="gfx942")
+    assert "max_seq_len_kv" in _why(paged_graph(PS=16, skv=65, **base)[1])
+    ts, _ = paged_graph(PS=16, **base)
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "seq_len_q_tensor_uid": 6, "seq_len_kv_tensor_uid": 7, "page_table_k_tensor_uid": 8}
+    assert "both page_table_k and page_table_v" in _why(graph_bytes(ts, [node("SdpaAttributes", a)]))
+    cc = {k: v for k, v in RAGGED[0].items() if k not in ("lq", "lkv")}
+    assert _why(ragged_fwd_graph(**cc)[1]) is None
+    assert "MFMA" in _why(ragged_fwd_graph(**cc)[1], arch="gfx942")
+    # a ragged tensor in another operation; a declared alignment below 16 bytes
+    x = RT(1, [2, 4, 8, 8], "HALF", [256, 8, 32, 1], 3)
+    y = T(2, [2, 4, 8, 8], "HALF")
+    from gpu_testlib import pw
+    why = _why(graph_bytes([x, y, T(3, [3, 1, 1, 1], "INT32")], [pw("RELU_FWD", 1, 2)]))
+    assert "ragged tensors are not supported" in why
+
+    class A(T):
+        def fb(self):
+            return dict(super().fb(), alignment=2)
+    why = _why(graph_bytes([A(1, [2, 8], "HALF"), T(2, [2, 8], "HALF")], [pw("RELU_FWD", 1, 2)]))
+    assert "2-byte alignment" in why
+
+
+@pytest.mark.gpu
+def test_ragged_offset_off_16_bytes_gives_nan_not_a_fault(R):
+    """Element offsets (multiplier 1) that put one batch's q / o rows 4 elements off a 16-byte
+    boundary: that batch's O is NaN (the kernels check rather than fault), the others match the
+    reference.  (Last in the module: a fault would poison the context.)"""
+    c = dict(RAGGED[3])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_fwd_graph(**c)
+    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
+    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
+    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
+    for b in range(B):
+        q[b, :, lq[b]:] = 0
+        k[b, :, lkv[b]:] = 0
+        v[b, :, lkv[b]:] = 0
+    oq, ok = _offsets(lq, 1), _offsets(lkv)
+    eq = oq * H * D
+    eq[1] += 4                                 # batch 1: 8 bytes off
+    qf = pack(q, lq, oq)
+    qf = np.concatenate([qf, np.full(8, np.nan)])
+    qf[eq[1]:eq[1] + lq[1] * H * D] = np.swapaxes(q[1, :, :lq[1]], 0, 1).reshape(-1)
+    arr = {22: eq.reshape(-1, 1, 1, 1), 23: (ok * Hkv * D).reshape(-1, 1, 1, 1),
+           1: qf, 2: pack(k, lkv, ok), 3: pack(v, lkv, ok)}
+    res = _ragged_run(R, ts, g, arr, {4: qf.size, 10: None}, lq, lkv, B)
+    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(D, lq, lkv, c), np.float64)
+    n0 = int(lq[0]) * H * D
+    got0 = np.swapaxes(res[4][:n0].reshape(int(lq[0]), H, D), 0, 1)
+    assert relerr(got0, O[0, :, :lq[0]]) < 3e-2
+    assert np.all(np.isnan(res[4][eq[1]:eq[1] + lq[1] * H * D]))
