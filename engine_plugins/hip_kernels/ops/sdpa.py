@@ -170,10 +170,10 @@ def check(node, graph, r):
         _need(len(t.dims) == 4, f"{k}: {role} must be 4-d")
         _need(cg.dtype_name(t.dtype) in MMA, f"{k}: {role} must be HALF or BFLOAT16")
     _need(len({cg.dtype_name(r[x].dtype) for x in DATA[k]}) == 1, f"{k}: mixed data types")
-    _check_common(node, r)
+    _check_common(node, r, graph)
 
 
-def _check_common(node, r):
+def _check_common(node, r, graph=None):
     """The checks the 16-bit and the fp8 forward share: shapes, masks, lengths, scale, dropout."""
     k = node.kind
     a = node.attrs
@@ -925,6 +925,8 @@ def check_fp8(node, r):
                                                      f"supported by the HIP engine")
     _need(not node.attrs.get("alibi_mask"), f"{k}: ALiBi with FP8 data is not supported by the "
                                             f"HIP engine")
+    _need(not ragged_roles(r), f"{k}: ragged tensors with FP8 data are not supported by the HIP "
+                               f"engine")
     _check_common(node, r)
     D, Dv = _dims(r["q"])[3], _dims(r["v"])[3]
     for nm, x in (("D", D), ("Dv", Dv)):
