@@ -178,6 +178,8 @@ def _check_common(node, r, graph=None):
     k = node.kind
     a = node.attrs
     B, H, Sq, D = _dims(r["q"])
+    _need(("seq_len_q" in r) == ("seq_len_kv" in r),
+          f"{k}: one of seq_len_q / seq_len_kv alone: the HIP engine's padding limits take both")
     if paged(r):
         _check_paged(node, r, B)
     _check_ragged(node, graph, r, B)
