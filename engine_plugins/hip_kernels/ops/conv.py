@@ -91,7 +91,7 @@ def emit(ctx, node, r, tag, fused=None):
     if is_double(node, r):
         return _emit_double(ctx, node, r, tag)
     if is_int8(node, r):
-        return _emit_int8(ctx, node, r, tag)
+        return _emit_int8(ctx, node, r, tag, fused)
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
     G = groups(node, r)
@@ -132,21 +132,38 @@ def emit(ctx, node, r, tag, fused=None):
 
 
 def fusable_output(node, r):
-    """Forward: a following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
-    return r["y"].uid if node.kind == FWD and not is_double(node, r) and not is_int8(node, r) else None
+    """Forward: a following pointwise run may become the GEMM's epilogue (INT8: on the float
+    value of a FLOAT y - program.py keeps runs that touch integer tensors unfused)."""
+    if node.kind == FWD and is_int8(node, r):
+        return r["y"].uid if dt(r["y"]) == "FLOAT" else None
+    return r["y"].uid if node.kind == FWD and not is_double(node, r) else None
 
 
-def _emit_int8(ctx, node, r, tag):
-    """INT8 data: an implicit GEMM (the direction's generic gathers - :func:`_spec_conv_fwd`,
-    :func:`_spec_conv_bwd_data`, :func:`_spec_conv_bwd_filter` - operands read in place, one
-    GEMM per group) on the integer tensor cores (gemm.int8_source)."""
+def _emit_int8(ctx, node, r, tag, fused=None):
+    """INT8 data: an implicit GEMM on the integer tensor cores.  Forward with channels-last x
+    and w (c innermost: both operands K-major, no copies) on Hopper: the GEMM core's s8 wgmma
+    (:func:`_spec_conv_fwd`: precomputed addressing for C % 128 == 0, the 1 x 1 / dense
+    weights on the tensor copy engine; split-K; fused epilogue); everything else - other
+    layouts, backward data / filter, other devices - the WMMA kernel (gemm.int8_source) with
+    the direction's generic gathers (:func:`_spec_conv_fwd`, :func:`_spec_conv_bwd_data`,
+    :func:`_spec_conv_bwd_filter`: operands read in place, one GEMM per group)."""
     _need(not (ctx.arch or "").startswith("gfx"),
-          "INT8 convolution: the integer tensor-core kernel (WMMA) is NVIDIA only")
+          "INT8 convolution: the integer tensor-core kernels (wgmma / WMMA) are NVIDIA only")
     spec = GemmSpec()
+    if node.kind == FWD and gemm.int8_core(ctx) == "wgmma" and _channels_last(r["x"]) and \
+            _channels_last(r["w"]):
+        gemm.emit(ctx, node, spec, _spec_conv_fwd(spec, node, r), tag, fused,
+                  _c_layout if groups(node, r) == 1 else None)
+        return
     build = {FWD: _spec_conv_fwd, BWD_DATA: _spec_conv_bwd_data, BWD_FILTER: _spec_conv_bwd_filter}
     built = build[node.kind](spec, node, r)
     _need(spec.batch <= 65535, "INT8 convolution: more than 65535 groups")
-    gemm.emit_int8(ctx, spec, built, tag)
+    gemm.emit_int8(ctx, spec, built, tag, node, fused)
+
+
+def _channels_last(t):
+    """Channel dim (1) innermost: stride 1, or a single channel."""
+    return int(dims(t)[1]) == 1 or int(strides(t)[1]) == 1
 
 
 def is_double(node, r):
