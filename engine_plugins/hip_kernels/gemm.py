@@ -312,6 +312,7 @@ def int8_source(name, spec, built, epi=False):
         src = f"""#define HDN_GENERATED 1
 #include <mma.h>
 #include "hdn_compat.h"
+{cg.PRELUDE_MATH}
 #define GM {M}
 #define GN {N}
 #define GK {K}
