@@ -108,18 +108,20 @@ extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned b
 def run_gemm_prelude(prelude, vals, headers, vec8, batch, M, N, K, split=1):
     """Serial GEMM through the generated a_off/b_off/store_c(8): vals = [A, B, epi args...];
     with ``split`` > 1, vals = [A, B, partials]: the whole sum goes to split 0, zeros to the rest
-    (the split-K finish kernel then runs as it is)."""
+    (the split-K finish kernel then runs as it is).  An s8 prelude (HDN_ACC_INT 1) gets the
+    exact sums as ints (int partials)."""
     call = "".join(f", a[{i}]" for i in range(2, len(vals)))
+    acc_t = "int" if "#define HDN_ACC_INT 1" in prelude else "float"
     code = SHIM + ARG + _inline_header(prelude, headers) + f"""
 extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
   const TA* A = (const TA*)a[0].p; const TB* B = (const TB*)a[1].p;
   for (int b = 0; b < {batch}; ++b) for (int m = 0; m < {M}; ++m)
     for (int n0 = 0; n0 < {N}; n0 += (vec8 ? 8 : 1)) {{
-      float v[8];
+      {acc_t} v[8];
       for (int j = 0; j < (vec8 ? 8 : 1); ++j) {{
         double acc = 0.0;
         for (int k = 0; k < {K}; ++k) acc += (double)load_a(A, b, m, k) * (double)load_b(B, b, k, n0 + j);
-        v[j] = (float)acc;
+        v[j] = ({acc_t})acc;
       }}
       {{part}}
 #if C_VEC
@@ -130,8 +132,8 @@ extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
 }}
 """
     if split > 1:
-        code = code.replace("{part}", f"""{{ float* P = (float*)a[2].p;
-        for (int s = 0; s < {split}; ++s) P[(((long long)b * {split} + s) * {M} + m) * {N} + n0] = s ? 0.f : v[0];
+        code = code.replace("{part}", f"""{{ {acc_t}* P = ({acc_t}*)a[2].p;
+        for (int s = 0; s < {split}; ++s) P[(((long long)b * {split} + s) * {M} + m) * {N} + n0] = s ? 0 : v[0];
         continue; }}""").replace("{vec}", "").replace("{scal}", "")
     else:
         code = code.replace("{part}", "").replace(
