@@ -135,14 +135,13 @@ def test_int8_conv_declines():
 @pytest.mark.parametrize("lay", ["nchw", "nhwc"])
 @pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
 def test_int8_conv_one_kernel_in_place(op, lay):
-    """One launch of an INT8 kernel per node, operands read in place (no layout copies, no
-    workspace): the WMMA kernel on the portable plan, and on Hopper for everything but the
-    channels-last forward, which runs on the s8 wgmma core (gemm.int8_core)."""
+    """One launch of the INT8 WMMA kernel per grouped node, operands read in place (no layout
+    copies, no workspace), on Hopper and on the portable plan alike (ungrouped channels-last
+    forward convolutions run on the s8 wgmma core on Hopper: test_int8_wgmma.py)."""
     g = _problem(CASES[2], "INT32", lay, op=op)[3]
     for arch in ("sm_90", None):
         prog = build_program(parse_graph(g), arch=arch)
-        want = "hdn_gemm_wgmma" if arch == "sm_90" and op == "fwd" and lay == "nhwc" else "hdn_s8_u0"
-        assert [s[2] for s in prog.steps] == [want] and prog.ws_size == 0
+        assert [s[2] for s in prog.steps] == ["hdn_s8_u0"] and prog.ws_size == 0
 
 
 @pytest.mark.gpu

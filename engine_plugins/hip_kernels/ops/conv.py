@@ -140,20 +140,21 @@ def fusable_output(node, r):
 
 
 def _emit_int8(ctx, node, r, tag, fused=None):
-    """INT8 data: an implicit GEMM on the integer tensor cores.  Forward with channels-last x
-    and w (c innermost: both operands K-major, no copies) on Hopper: the GEMM core's s8 wgmma
+    """INT8 data: an implicit GEMM on the integer tensor cores.  Ungrouped forward with
+    channels-last x and w (c innermost: both operands K-major, no copies) on Hopper: the GEMM
+    core's s8 wgmma
     (:func:`_spec_conv_fwd`: precomputed addressing for C % 128 == 0, the 1 x 1 / dense
     weights on the tensor copy engine; split-K; fused epilogue); everything else - other
-    layouts, backward data / filter, other devices - the WMMA kernel (gemm.int8_source) with
+    layouts, groups (the element gathers of both operands would spill in the producer),
+    backward data / filter, other devices - the WMMA kernel (gemm.int8_source) with
     the direction's generic gathers (:func:`_spec_conv_fwd`, :func:`_spec_conv_bwd_data`,
     :func:`_spec_conv_bwd_filter`: operands read in place, one GEMM per group)."""
     _need(not (ctx.arch or "").startswith("gfx"),
           "INT8 convolution: the integer tensor-core kernels (wgmma / WMMA) are NVIDIA only")
     spec = GemmSpec()
-    if node.kind == FWD and gemm.int8_core(ctx) == "wgmma" and _channels_last(r["x"]) and \
-            _channels_last(r["w"]):
-        gemm.emit(ctx, node, spec, _spec_conv_fwd(spec, node, r), tag, fused,
-                  _c_layout if groups(node, r) == 1 else None)
+    if node.kind == FWD and gemm.int8_core(ctx) == "wgmma" and groups(node, r) == 1 and \
+            _channels_last(r["x"]) and _channels_last(r["w"]):
+        gemm.emit(ctx, node, spec, _spec_conv_fwd(spec, node, r), tag, fused, _c_layout)
         return
     build = {FWD: _spec_conv_fwd, BWD_DATA: _spec_conv_bwd_data, BWD_FILTER: _spec_conv_bwd_filter}
     built = build[node.kind](spec, node, r)
