@@ -299,6 +299,10 @@ class GemmSpec:
         # the direct core (kernels/gemm_direct.hip, one thread per output) instead of a tiled
         # one: None, or {"cl": consecutive threads walk n, then b (channels-last outputs)}
         self.direct = None
+        # (A, B): the operand's 16-byte chunks along k are 16 contiguous, 16-byte aligned 1-byte
+        # elements with one padding decision (channels-last convolution, C % 16 == 0): the s8
+        # wgmma producer keeps its chunk gather for them (gemm.emit)
+        self.chunk16 = (False, False)
 
 
 TILE = 128

@@ -168,10 +168,11 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
         # enough; keep a chunk gather only for operands the tensor copy engine or the
         # precomputed conv addressing (channels % 128) takes, else gather elements
-        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and \
+        c16 = spec.chunk16 if s8 else (False, False)
+        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and not c16[0] and \
                 not (spec.a_rows is not None and spec.a_rows(128)):
             spec.a_mode = 0
-        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
+        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb) and not c16[1]:
             spec.b_mode = 0
     if core == "wgmma" and arch is None:
         core = "mma"

@@ -186,6 +186,27 @@ def test_int8_wgmma_prelude_host_emulation(case):
 
 
 @pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("case", CONV, ids=CONV_IDS)
+def test_int8_wgmma_conv_host_emulation(case):
+    """Channels-last forward on the s8 wgmma core: its preludes under a serial loop, exact."""
+    x, w, y, g = _conv(*case)
+    xv, wv = _ints(x.dims, 5), _ints(w.dims, 6)
+    res, names = run_host(g, {x: xv, w: wv}, [y], arch="sm_90")
+    assert names == ["hdn_gemm_wgmma"], names
+    np.testing.assert_array_equal(res[y.uid], _store(_conv_ref(xv, wv, case[5], case[6], case[7]), case[8]))
+
+
+def test_int8_conv_chunk_gathers():
+    """C % 16 == 0 channels-last operands keep 16-byte chunk gathers (16 channels of one tap)
+    on the s8 core; C % 16 != 0 falls back to element gathers."""
+    def modes(C):
+        st = _launches(_conv(2, C, 24, 9, 3, 1, 1, 1, "INT32")[3], "sm_90")[0][1]
+        return [ln for ln in st.splitlines() if ln.startswith(("#define A_MODE", "#define B_MODE"))][:2]
+    assert modes(64) == ["#define A_MODE 1", "#define B_MODE 1"]
+    assert modes(24) == ["#define A_MODE 0", "#define B_MODE 0"]
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
 def test_int8_wgmma_splitk_host_emulation():
     """Split-K: int32 partials summed by the finish kernel (emulated), exact."""
     a, b, c, _, g = _mm(128, 64, 4096, 0, True, "INT32")

@@ -271,6 +271,8 @@ def _spec_conv_fwd(spec, node, r):
     spec.load_b = " ".join(lb)
     spec.a_kcontig = cl
     spec.b_kcontig = True
+    spec.chunk16 = (cl and C % 16 == 0 and aligned([xs[0]] + xs[2:], 16),
+                    cl and ws_[1] == 1 and C % 16 == 0 and aligned([ws_[0]] + ws_[2:], 16))
     if cl and C % 8 == 0 and aligned([xs[0]] + xs[2:]):
         spec.a_mode = 1
         if G == 1:
