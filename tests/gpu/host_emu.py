@@ -207,10 +207,11 @@ extern "C" long long hdn_emu_mvec() {{
     return int(lib.hdn_emu_mvec())
 
 
-def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode):
+def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode, width=8):
     """For a GEMM prelude with 16-byte chunk loads (A_MODE / B_MODE 1: 8 consecutive k; 2: 8
     consecutive m of A / n of B): the number of chunks (starting at a multiple of 8, inside the
-    operand) whose 8 offsets are not o, o + 1, ..., o + 7 with o a multiple of 8, or all -1."""
+    operand) whose 8 offsets are not o, o + 1, ..., o + 7 with o a multiple of 8, or all -1.
+    ``width``: elements per chunk (16 for 1-byte types)."""
     def loop(op, mode):
         if mode not in (1, 2):
             return ""
@@ -222,10 +223,10 @@ def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode):
         call = fn.replace(f"{step})", f"{step} + i)").replace(f"{step},", f"{step} + i,")
         return f"""
   for (int b = 0; b < {batch}; ++b) for (int {other} = 0; {other} < {lim[other]}; ++{other})
-    for (int {step} = 0; {step} + 8 <= {lim[step]}; {step} += 8) {{
+    for (int {step} = 0; {step} + {width} <= {lim[step]}; {step} += {width}) {{
       const long long o = {fn};
-      if (o >= 0 && (o % 8) != 0) {{ ++bad; continue; }}
-      for (int i = 1; i < 8; ++i) {{
+      if (o >= 0 && (o % {width}) != 0) {{ ++bad; continue; }}
+      for (int i = 1; i < {width}; ++i) {{
         const long long oi = {call};
         if (o < 0 ? oi >= 0 : oi != o + i) {{ ++bad; break; }}
       }}

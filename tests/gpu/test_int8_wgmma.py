@@ -10,6 +10,8 @@ run under the serial host emulation and match exact int64 sums.  GPU (``-m gpu``
 cases on the device against numpy int64 math, and the device plan is on the wgmma core."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,18 @@ def test_int8_conv_chunk_gathers():
         return [ln for ln in st.splitlines() if ln.startswith(("#define A_MODE", "#define B_MODE"))][:2]
     assert modes(64) == ["#define A_MODE 1", "#define B_MODE 1"]
     assert modes(24) == ["#define A_MODE 0", "#define B_MODE 0"]
+    if host_emu.compiler() is None:
+        return
+    # every 16-element chunk the producer loads is 16 contiguous, 16-aligned elements (or all
+    # padding): the generated gathers, checked on the host
+    for case in [(2, 64, 24, 9, 3, 1, 1, 1, "INT32"), (2, 32, 40, 9, 3, 1, 2, 1, "INT32"),
+                 (1, 48, 16, 6, 3, 2, 1, 1, "INT8")]:
+        src = _launches(_conv(*case)[3], "sm_90")[0][1]
+        prelude = src[:src.index(codegen.read_kernel("gemm_wgmma.hip"))]
+        d = {k: int(v) for k, v in re.findall(r"#define (G\w+|A_MODE|B_MODE) (-?\d+)\n", prelude)}
+        assert (d["A_MODE"], d["B_MODE"]) == (1, 1), case
+        assert host_emu.chunk_violations(prelude, codegen.headers(), d["GBATCH"], d["GM"], d["GN"], d["GK"],
+                                         1, 1, width=16) == 0, case
 
 
 @pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
