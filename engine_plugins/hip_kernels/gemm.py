@@ -165,9 +165,10 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None):
         # an operand still M/N-major after layout.prepare (a size-1 k dim): element gathers
         spec.a_mode, spec.b_mode = [0 if v == 2 else v for v in (spec.a_mode, spec.b_mode)]
     if core == "wgmma" and (spec.ta in cg.FP8 or s8):
-        # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
-        # enough; keep a chunk gather only for operands the tensor copy engine or the
-        # precomputed conv addressing (channels % 128) takes, else gather elements
+        # 16-byte chunks are 16 one-byte elements: the 8-element checks of the builders are
+        # not enough; keep a chunk gather only for operands the tensor copy engine or the
+        # precomputed conv addressing (channels % 128) takes - and, s8 only, those the builder
+        # found 16-element aligned (GemmSpec.chunk16) - else gather elements
         c16 = spec.chunk16 if s8 else (False, False)
         if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and not c16[0] and \
                 not (spec.a_rows is not None and spec.a_rows(128)):
