@@ -163,6 +163,46 @@ def bench_gemm(torch, E, res):
           f"{theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x  err {err:.1e} (cuBLAS {terr:.1e})", flush=True)
     capi_row(torch, row, lambda g, T: g.matmul(T("a"), T("b")), {"a": a, "b": b, "c": c}, ("c",),
              theirs[0], knobs={"TF32_MATH": 1}, check=lambda: _rel(torch, c, ref))
+    del a, b, c, d
+    bench_gemm_int8(torch, E, res)
+
+
+def bench_gemm_int8(torch, E, res):
+    """INT8 GEMM 8192^3 (INT32 output; s8 wgmma core on Hopper) vs torch._int_mm (cuBLASLt) in
+    the same process, b K-major on both sides (no layout copies); exact against int64 sums of 64
+    sampled rows (float64 products: every sum is far below 2^53)."""
+    from gpu_testlib import FB, T, graph_bytes, matmul
+    n = 8192
+    a = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+    bt = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+    b = bt.t()                                   # [K, N] with strides [1, K]: K-major
+    c = torch.empty(n, n, device="cuda", dtype=torch.int32)
+    node = matmul(1, 2, 3)
+    node["compute_data_type"] = FB["DataType"]["INT32"]
+    g = graph_bytes([T(1, [n, n], "INT8"), T(2, [n, n], "INT8", strides=[1, n]), T(3, [n, n], "INT32")], [node])
+    run, bs = E.prepare(g, {1: a, 2: b, 3: c})
+    ours = median_ms(torch, run)
+    c.fill_(0)
+    run()
+    torch.cuda.synchronize()
+    rows = torch.randperm(n, device="cuda")[:64]
+    ref = torch.matmul(a[rows].double(), b.double()).round().long()
+    bad = int((c[rows].long() != ref).sum())
+    fl = 2 * n ** 3
+    row = res["gemm_int8_8192"] = {"ours_ms": ours[0], "ours_tops": fl / ours[0] / 1e9, "mismatches": bad,
+                                   "plan_build_s": bs, "target": 0.8}
+    try:
+        d = torch._int_mm(a, b)
+        row["torch_mismatches"] = int((d[rows].long() != ref).sum())
+        theirs = median_ms(torch, lambda: torch._int_mm(a, b))
+        row.update({"torch_ms": theirs[0], "torch_tops": fl / theirs[0] / 1e9, "ratio": theirs[0] / ours[0]})
+        print(f"GEMM int8 8192^3 (INT32 out): ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.0f} TOP/s), "
+              f"torch._int_mm {theirs[0]:.3f} ms -> {theirs[0] / ours[0]:.2f}x (target 0.8), "
+              f"mismatches {bad}", flush=True)
+    except Exception as e:  # noqa: BLE001 - recorded in the row
+        row["torch_error"] = f"{type(e).__name__}: {e}"
+        print(f"GEMM int8 8192^3: ours {ours[0]:.3f} ms, mismatches {bad}; torch._int_mm: {e}", flush=True)
+    del a, b, bt, c
 
 
 def bench_gemm16(torch, E, res):

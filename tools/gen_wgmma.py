@@ -1,8 +1,8 @@
 """Generate engine_plugins/hip_kernels/kernels/hdn_wgmma.h: the Hopper ``wgmma.mma_async``
 wrappers (m64nNk16, fp32 accumulation, f16 / bf16 operands from shared-memory descriptors,
-m64nNk8 tf32 and m64nNk32 fp8 e4m3 / e5m2) that the GEMM core (gemm_wgmma.hip) issues, and the
-register-A f16 / bf16 / fp8 forms flash attention (attention_fwd_wgmma.hip,
-attention_fwd_fp8_wgmma.hip) feeds P through.  One inline-asm statement per shape
+m64nNk8 tf32, m64nNk32 fp8 e4m3 / e5m2, and m64nNk32 s8 x s8 with s32 accumulation) that the GEMM
+core (gemm_wgmma.hip) issues, and the register-A f16 / bf16 / fp8 forms flash attention
+(attention_fwd_wgmma.hip, attention_fwd_fp8_wgmma.hip) feeds P through.  One inline-asm statement per shape
 needs N/2 accumulator operands, which is why this file is generated.
 
     python tools/gen_wgmma.py          # rewrite the header
@@ -40,6 +40,25 @@ def wrapper(n, name, ptx, k):
              f'                 "%{da}, %{db}, p, 1, 1{tr};\\n}}"',
              f"                 : {outs}",
              f"                 : {ins});",
+             "}"]
+    return "\n".join(lines)
+
+
+def wrapper_s8(n):
+    """s8 x s8 -> s32: D int32 accumulators, both operands K-major descriptors (integer wgmma
+    has no transpose or negation operands; no .satfinite: the sums wrap modulo 2^32)."""
+    nreg = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    da, db, sd = nreg, nreg + 1, nreg + 2
+    outs = ", ".join(f'"+r"(d[{i}])' for i in range(nreg))
+    lines = [f"__device__ __forceinline__ void hdn_wgmma_m64n{n}k32_s8(int* d, unsigned long long da, "
+             f"unsigned long long db, int scale_d) {{",
+             f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"',
+             f'                 "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 "',
+             f'                 "{{{regs}}}, "',
+             f'                 "%{da}, %{db}, p;\\n}}"',
+             f"                 : {outs}",
+             f'                 : "l"(da), "l"(db), "r"(scale_d));',
              "}"]
     return "\n".join(lines)
 
@@ -90,6 +109,7 @@ def render() -> str:
            "// wgmma.mma_async wrappers: D(64 x N, fp32, registers) = A(desc) * B(desc) + (scale_d ? D : 0).",
            "// TRA / TRB: 0 = the operand is K-major in shared memory, 1 = M/N-major (16-bit types only;",
            "// tf32 / e4m3 / e5m2 ignore them: K-major only).",
+           "// hdn_wgmma_*_s8: s8 x s8 with int32 accumulators (K-major operands, sums wrap modulo 2^32).",
            "// hdn_wgmma_rs_*: A (64 x 16, fp8: 64 x 32) from registers instead (flash attention's P).",
            "#pragma once",
            "#if HDN_CUDA && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)",
@@ -100,6 +120,8 @@ def render() -> str:
     for name, ptx, k in TYPES:
         for n in SHAPES:
             out.append(wrapper(n, name, ptx, k))
+    for n in SHAPES:
+        out.append(wrapper_s8(n))
     for name, ptx, k in TYPES:
         if ptx not in NO_TRANSPOSE:
             for n in SHAPES:

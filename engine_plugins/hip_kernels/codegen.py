@@ -314,6 +314,10 @@ class GemmSpec:
         # wgmma split-K: the last part of each tile sums the partials in the GEMM kernel
         # (WG_FIXUP, per-tile counters in the plan's zeroed scratch) instead of the finish kernel
         self.fixup = False
+        # (A, B): the operand's 16-byte chunks along k are 16 contiguous, 16-byte aligned 1-byte
+        # elements with one padding decision (channels-last convolution, C % 16 == 0): the s8
+        # wgmma producer keeps its chunk gather for them (gemm.emit)
+        self.chunk16 = (False, False)
 
 
 TILE = 128
@@ -345,7 +349,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
     use_mma = core in ("mma", "wgmma", "mfma")
     ta, tb = CTYPE[spec.ta], CTYPE[spec.tb]
     tf32 = core == "wgmma" and spec.ta == "FLOAT"   # fp32 inputs on the tensor cores (TF32 knob)
-    narrow = spec.ta in FP8 or spec.tb in FP8       # no 16-bit raw loaders for these types
+    s8 = spec.ta == "INT8"                          # s8 x s8 -> s32 (wgmma core only): int epilogue
+    narrow = spec.ta in FP8 or spec.tb in FP8 or s8  # no 16-bit raw loaders for these types
     es = ELEM_SIZE[spec.ta]
     GK = spec.K
     if core == "wgmma":
@@ -417,10 +422,13 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
               "{ const long long o = a_off(b, m, k); return o < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(A + o); }",
               "__device__ __forceinline__ uint4 load_b_vec(const TB* __restrict__ B, int b, int k, int n) "
               "{ const long long o = b_off(b, k, n); return o < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(B + o); }"]
-    L += ["__device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, float v) {",
+    acc = "int" if s8 else "float"
+    if s8:      # the int32 sums reach store_c / store_c8 (and the split-K partials) as ints
+        L += ["#define HDN_ACC_INT 1"]
+    L += [f"__device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, {acc} v) {{",
           spec.store, "}"]
     if spec.store8 is not None:
-        L += ["__device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, const float* vv) {",
+        L += [f"__device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, const {acc}* vv) {{",
               spec.store8, "}"]
     opts, tmaps = {}, {}
     if core == "wgmma":
@@ -509,11 +517,13 @@ def _wgmma_defs(spec, bn, stages, tmaps, wgrad=None, i2c=None):
     im2col = (lower corner, upper corner, channels per pixel, pixels per column))."""
     from . import gemm_core as gc
     tf32 = spec.ta == "FLOAT"
-    kmajor = tf32 or spec.ta in FP8       # no M/N-major wgmma operands for these types
+    kmajor = tf32 or spec.ta in FP8 or spec.ta == "INT8"   # no M/N-major wgmma operands for these types
     es = ELEM_SIZE[spec.ta]
     L = [f"#define WG_BN {bn}", f"#define WG_STAGES {stages}",
          f"#define WG_BF16 {int(spec.ta == 'BFLOAT16')}", f"#define WG_TF32 {int(tf32)}",
          f"#define WG_FP8 {1 if spec.ta == 'FP8_E4M3' else 2 if spec.ta == 'FP8_E5M2' else 0}"]
+    if spec.ta == "INT8":
+        L.append("#define WG_S8 1")
     if gc.knob("WG_MN_SWAP", "0") == "1":     # diagnostic: M/N-major descriptor strides swapped
         L += ["#define WG_MN_LBO 1024", "#define WG_MN_SBO 8192"]
     if wgrad:                                 # both operands: 4-D boxes (ops/conv._wgrad_tma)

@@ -44,7 +44,7 @@ def prepare(ctx, node, r, tag, tin):
         return r, None
     core0 = choose_core(dt(tin), dt(tin), ctx.arch, ctx.use_mma, ctx.tf32)
     r = layout.prepare(ctx.prog, node, r, ctx.loc, tag, core0,
-                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8, ctx.sms)
+                       (ctx.tf32 and dt(tin) == "FLOAT") or dt(tin) in cg.FP8 or dt(tin) == "INT8", ctx.sms)
     return r, core0
 
 
@@ -133,16 +133,10 @@ def swap_ab(spec):
     spec.swapped = True
 
 
-def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
-    """Append the GEMM of ``spec`` to ``ctx.prog``.  ``built``: (output tensor, C lines decoding
-    the output coordinates c<d> from (b, m, n), the output's domain, its n dim, whether 8
-    consecutive n are one contiguous run, the A and B tensors); ``fused``: a pointwise run
-    seeded with the GEMM value (ops.pointwise.Run); ``c_layout``: see :func:`_c_tma`.
-    ``stats`` (no fused run; n is the output's channel): the wgmma core also accumulates the
-    per-channel sum and sum of squares of the stored output into a zeroed double buffer of the
-    plan's scratch (genstats), recorded in ``ctx.stats[out uid]`` for the batchnorm that reads
-    it; other cores leave that to the batchnorm's own statistics pass."""
-    prog, loc, sms, arch, use_mma, tf32 = ctx.prog, ctx.loc, ctx.sms, ctx.arch, ctx.use_mma, ctx.tf32
+def _epilogue(ctx, node, spec, built, fused, c_layout):
+    """Set ``spec``'s epilogue (store_c / store_c8 and their parameters; the TMA-store value)
+    for the output ``built`` and the fused run; returns the epilogue's launch arguments."""
+    prog, loc = ctx.prog, ctx.loc
     out, coord, domain, n_dim, run_ok, first = built
     # epilogue: the fused pointwise run (or a plain store)
     params = []
@@ -164,26 +158,52 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
         body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[d]}>({var});")
     spec.epi_params = params
-    spec.store = " ".join(body)
-    if len(outs) == 1 and cg.ELEM_SIZE.get(outs[0][2]) == 2 and run_ok and \
+    s8 = spec.ta == "INT8"
+    if s8:      # int32 sums (store_c / store_c8 take ints): exact stores, or the float value
+        _int_epilogue(spec, coord, ins_lines, stmts, outs, domain, n_dim, run_ok, fused)
+    else:
+        spec.store = " ".join(body)
+    if len(outs) == 1 and not s8 and cg.ELEM_SIZE.get(outs[0][2]) == 2 and run_ok and \
             knob("TMA_STORE", "auto") not in ("0", "off"):
         lay = _c_tma(spec, c_layout, domain, n_dim, outs[0][1])
         if lay is not None:     # the wgmma core's TMA-store epilogue (codegen._c_tma_ok decides)
             spec.c_tma = {"uid": outs[0][0], "dtype": outs[0][2], "sm": lay[0], "sb": lay[1],
                           "value": "\n".join(list(coord) + ins_lines + stmts + [f"return {outs[0][3]};"])}
-    if spec.N % 8 == 0:
+    if spec.N % 8 == 0 and not s8:
         spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
+    return args
+
+
+def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
+    """Append the GEMM of ``spec`` to ``ctx.prog``.  ``built``: (output tensor, C lines decoding
+    the output coordinates c<d> from (b, m, n), the output's domain, its n dim, whether 8
+    consecutive n are one contiguous run, the A and B tensors); ``fused``: a pointwise run
+    seeded with the GEMM value (ops.pointwise.Run); ``c_layout``: see :func:`_c_tma`.
+    ``stats`` (no fused run; n is the output's channel): the wgmma core also accumulates the
+    per-channel sum and sum of squares of the stored output into a zeroed double buffer of the
+    plan's scratch (genstats), recorded in ``ctx.stats[out uid]`` for the batchnorm that reads
+    it; other cores leave that to the batchnorm's own statistics pass.  INT8 x INT8 specs come
+    here only for the s8 wgmma core (:func:`int8_core`)."""
+    prog, loc, sms, arch, use_mma, tf32 = ctx.prog, ctx.loc, ctx.sms, ctx.arch, ctx.use_mma, ctx.tf32
+    out, first = built[0], built[5]
+    args = _epilogue(ctx, node, spec, built, fused, c_layout)
+    s8 = spec.ta == "INT8"
     core = "direct" if spec.direct is not None else choose_core(spec.ta, spec.tb, arch, use_mma, tf32)
     if core == "wgmma" and (spec.ta == "FLOAT" or spec.ta in cg.FP8) and 2 in (spec.a_mode, spec.b_mode):
         core = "simt"       # tf32 / fp8 wgmma read K-major operands only
-    if core == "wgmma" and spec.ta in cg.FP8:
-        # 16-byte chunks are 16 fp8 elements: the 8-element checks of the builders are not
-        # enough; keep a chunk gather only for operands the tensor copy engine or the
-        # precomputed conv addressing (channels % 128) takes, else gather elements
-        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and \
+    if core == "wgmma" and s8 and 2 in (spec.a_mode, spec.b_mode):
+        # an operand still M/N-major after layout.prepare (a size-1 k dim): element gathers
+        spec.a_mode, spec.b_mode = [0 if v == 2 else v for v in (spec.a_mode, spec.b_mode)]
+    if core == "wgmma" and (spec.ta in cg.FP8 or s8):
+        # 16-byte chunks are 16 one-byte elements: the 8-element checks of the builders are
+        # not enough; keep a chunk gather only for operands the tensor copy engine or the
+        # precomputed conv addressing (channels % 128) takes - and, s8 only, those the builder
+        # found 16-element aligned (GemmSpec.chunk16) - else gather elements
+        c16 = spec.chunk16 if s8 else (False, False)
+        if spec.a_mode == 1 and not tma_ok(spec.a_dense, spec.ta) and not c16[0] and \
                 not (spec.a_rows is not None and spec.a_rows(128)):
             spec.a_mode = 0
-        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb):
+        if spec.b_mode == 1 and not tma_ok(spec.b_dense, spec.tb) and not c16[1]:
             spec.b_mode = 0
     if core == "wgmma" and arch is None:
         core = "mma"
@@ -197,7 +217,7 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         args = args + [st_loc]
     # swap-AB and the in-kernel split-K sum keep the epilogue's per-column work (genstats,
     # the paired GEMM) out: those plans keep the plain orientation and the finish kernel
-    plain = spec.stats is None and spec.pair is None
+    plain = spec.stats is None and spec.pair is None and not s8     # (s8: int32 partial sums)
     if plain and core == "wgmma" and spec.swap_ok and spec.a_mode in (1, 2) and spec.b_mode in (1, 2) and \
             tma_ok(spec.a_dense, spec.ta) and tma_ok(spec.b_dense, spec.tb) and \
             swap_ab_choice(spec.M, spec.N, spec.K, spec.batch, sms, cg.ELEM_SIZE[spec.ta]):
@@ -322,6 +342,46 @@ def emit_pair(ctx, node, spec, built, b2, u_uid, run, tag):
     return True
 
 
+# int value of an INT32 / INT8 output from the exact int32 sum ``v`` (INT8: saturated)
+INT_STORE = {"INT32": "{v}", "INT8": "(signed char)({v} < -128 ? -128 : ({v} > 127 ? 127 : {v}))"}
+
+
+def _int_epilogue(spec, coord, ins_lines, stmts, outs, domain, n_dim, run_ok, fused):
+    """store_c / store_c8 of an s8 GEMM (int ``v`` / ``vv``): an INT32 / INT8 output without a
+    fused run stores the exact sum (INT8 saturated); otherwise the run (or a FLOAT / 16-bit
+    output) starts from the sum converted to float (round to nearest), as the CPU reference's
+    float32 node reading a FLOAT c."""
+    exact = not fused and outs[0][2] in INT_STORE
+    if exact:
+        u, s, d, _ = outs[0]
+        st = [x if domain[dd] != 1 else 0 for dd, x in enumerate(s)]
+        val = INT_STORE[d]
+        spec.store = " ".join(list(coord) + [f"o{u}[{cg.offset_expr(st)}] = {val.format(v='v')};"])
+        if spec.N % 8 == 0:
+            es = cg.ELEM_SIZE[d]
+            if _vec_ok(st, domain, n_dim, d, run_ok):     # 8 / 32 contiguous bytes per 8 n
+                w = "uint2" if es == 1 else "uint4"
+                stores = [f"*reinterpret_cast<{w}*>(o{u} + {cg.offset_expr(st)}) = pk.w[0];"]
+                if es == 4:
+                    stores.append(f"*reinterpret_cast<uint4*>(o{u} + {cg.offset_expr(st)} + 4) = pk.w[1];")
+                spec.store8 = "\n".join(
+                    [f"union {{ {cg.CTYPE[d]} e[8]; {w} w[{2 if es == 4 else 1}]; }} pk;", "#pragma unroll",
+                     f"for (int j8 = 0; j8 < 8; ++j8) pk.e[j8] = {val.format(v='vv[j8]')};"] +
+                    ["{"] + list(coord) + stores + ["}"])
+            else:
+                spec.store8 = "\n".join(["#pragma unroll", "for (int j8 = 0; j8 < 8; ++j8) { const int nj8 = n + j8; "
+                                          "{ const int n = nj8; const int v = vv[j8];"] + list(coord) +
+                                         [f"o{u}[{cg.offset_expr(st)}] = {val.format(v='v')};", "} }"])
+        return
+    body = list(coord) + ["const float v = (float)iv;"] + ins_lines + stmts
+    for u, s, d, var in outs:
+        st = [x if domain[dd] != 1 else 0 for dd, x in enumerate(s)]
+        body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[d]}>({var});")
+    spec.store = "const int iv = v; { " + " ".join(body) + " }"     # the float v shadows the int
+    if spec.N % 8 == 0:
+        spec.store8 = _store8(coord, ins_lines, stmts, outs, domain, n_dim, run_ok)
+
+
 # --------------------------------------------------------------------------- INT8 GEMM
 # INT8 x INT8 on the integer tensor cores (WMMA m16n16k16 s8, NVIDIA only), int32 accumulation:
 # a 32 x 32 output tile per block of four warps, both operands gathered through the family's
@@ -369,13 +429,37 @@ INT8_BODY = """extern "C" __global__ void __launch_bounds__(128) NAME(const sign
 """
 
 
-def int8_source(name, spec, built):
+def int8_core(ctx):
+    """'wgmma' (Hopper: the s8 wgmma core through :func:`emit`) or 'wmma' (the INT8 WMMA
+    kernel, :func:`emit_int8`) for an INT8 x INT8 GEMM on ``ctx``'s device."""
+    return choose_core("INT8", "INT8", ctx.arch, ctx.use_mma, ctx.tf32)
+
+
+def int8_source(name, spec, built, epi=False):
     """(source, grid, block) of the INT8 GEMM of ``spec`` (M, N, K, batch, load_a, load_b) with
-    the output ``built`` as :func:`emit` takes it."""
+    the output ``built`` as :func:`emit` takes it.  ``epi``: the epilogue is ``spec``'s
+    generated store_c (int sum; a fused run: :func:`_epilogue`) instead of the plain store."""
     out, coord, domain = built[0], built[1], built[2]
     st = [v if domain[d] != 1 else 0 for d, v in enumerate(strides(out))]
     M, N, K = spec.M, spec.N, spec.K
     tc = cg.CTYPE[dt(out)]
+    if epi:
+        src = f"""#define HDN_GENERATED 1
+#include <mma.h>
+#include "hdn_compat.h"
+{cg.PRELUDE_MATH}
+#define GM {M}
+#define GN {N}
+#define GK {K}
+#define GBATCH {max(1, spec.batch)}
+#define HDN_EPI_PARAMS {", ".join(spec.epi_params)}
+#define HDN_EPI_ARGS {", ".join(p.split()[-1] for p in spec.epi_params)}
+__device__ __forceinline__ long long a_off(int b, int m, int k) {{ {spec.load_a} }}
+__device__ __forceinline__ long long b_off(int b, int k, int n) {{ {spec.load_b} }}
+__device__ __forceinline__ void store_c(HDN_EPI_PARAMS, int b, int m, int n, int v) {{ {spec.store} }}
+""" + INT8_BODY.replace("NAME", name).replace("TC* __restrict__ C)", "HDN_EPI_PARAMS)").replace(
+            "C[c_off(b, m, n)] = c_val(Cs[i]);", "store_c(HDN_EPI_ARGS, b, m, n, Cs[i]);")
+        return src, ((N + 31) // 32, (M + 31) // 32, max(1, spec.batch)), (128, 1, 1)
     # the prelude (sizes, gathers, output offset and conversion: what host emulation runs under
     # a serial loop), then the WMMA body
     src = f"""#define HDN_GENERATED 1
@@ -394,10 +478,17 @@ __device__ __forceinline__ TC c_val(int v) {{ return {INT8_OUT[dt(out)]}; }}
     return src, ((N + 31) // 32, (M + 31) // 32, max(1, spec.batch)), (128, 1, 1)
 
 
-def emit_int8(ctx, spec, built, tag):
-    """Append the INT8 GEMM of ``spec`` (the family has checked: NVIDIA target, batch <= 65535)."""
+def emit_int8(ctx, spec, built, tag, node=None, fused=None):
+    """Append the INT8 WMMA GEMM of ``spec`` (the family has checked: NVIDIA target, batch <=
+    65535); ``fused``: a pointwise run on the float value of the sum (the generated epilogue)."""
     name = f"hdn_s8_{tag}"
-    src, grid, block = int8_source(name, spec, built)
     a, b = built[5]
+    if fused:
+        spec.ta = spec.tb = "INT8"
+        args = _epilogue(ctx, node, spec, built, fused, None)
+        src, grid, block = int8_source(name, spec, built, epi=True)
+        ctx.prog.steps.append(("launch", src, name, grid, block, [ctx.loc[a.uid], ctx.loc[b.uid]] + args))
+        return
+    src, grid, block = int8_source(name, spec, built)
     ctx.prog.steps.append(("launch", src, name, grid, block,
                            [ctx.loc[a.uid], ctx.loc[b.uid], ctx.loc[built[0].uid]]))

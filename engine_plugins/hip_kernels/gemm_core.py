@@ -17,7 +17,10 @@ module picks the kernel behind the one interface:
 
 fp8 inputs (FP8_E4M3 / FP8_E5M2, both operands the same type) run on the wgmma core with
 ``m64nNk32.e4m3`` / ``.e5m2`` on Hopper (K-major operands: M/N-major ones are transposed into
-the workspace, like TF32), on ``simt`` elsewhere.
+the workspace, like TF32), on ``simt`` elsewhere.  INT8 x INT8 (matmul, convolution forward)
+runs on the wgmma core with ``m64nNk32.s32.s8.s8`` on Hopper (K-major like fp8; int32
+accumulators, int32 split-K partials, the epilogue converts the exact int32 sum), elsewhere on
+the INT8 WMMA kernel of gemm.py (``"wmma"``).
 
 fp32 inputs run on ``simt`` (true FP32 FFMA, what hipDNN's FLOAT compute type means) unless TF32
 is asked for - the engine knob ``TF32_MATH`` = 1 (engine.py) or ``HIPDNN_CABI_HIP_TF32=1`` as the
@@ -92,6 +95,10 @@ def choose_core(dtype_a, dtype_b, arch, use_mma=True, tf32=False):
     hopper_ok = use_mma and want in ("auto", "wgmma") and (arch or "").startswith("sm_9")
     if dtype_a == dtype_b and dtype_a in ("FP8_E4M3", "FP8_E5M2"):
         return "wgmma" if hopper_ok else "simt"       # fp8 tensor cores: Hopper wgmma only
+    if dtype_a == dtype_b == "INT8":
+        # s8 wgmma on Hopper; elsewhere the INT8 WMMA kernel (gemm.int8_source), which the
+        # families pick themselves ("wmma": no core of this module)
+        return "wgmma" if hopper_ok else "wmma"
     if tf32 and dtype_a == dtype_b == "FLOAT" and use_mma and want in ("auto", "wgmma") \
             and (arch or "").startswith("sm_9"):
         return "wgmma"
@@ -375,7 +382,7 @@ def tma_ok(dense, dtype):
     engine: one unit-stride axis, the other strides 16-byte multiples.  sb = 0 with batch > 1 is
     a broadcast operand (one matrix for every batch index): a single-matrix tensor map read at
     batch coordinate 0 (codegen._wgmma_defs)."""
-    es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1}.get(dtype)
+    es = {"HALF": 2, "BFLOAT16": 2, "FLOAT": 4, "FP8_E4M3": 1, "FP8_E5M2": 1, "INT8": 1}.get(dtype)
     if dense is None or knob("TMA", "1") in ("0", "off") or es is None:
         return False
     sm, sk, sb, batch = dense

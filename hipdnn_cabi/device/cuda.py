@@ -354,7 +354,7 @@ class CudaRuntime:
     def _encode_tiled(d, T, dtype, ptr, dims, strides_bytes, box, elem_strides=None):
         dt = {"HALF": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, "BFLOAT16": T.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
               "FLOAT": T.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, "FP8_E4M3": T.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-              "FP8_E5M2": T.CU_TENSOR_MAP_DATA_TYPE_UINT8}[dtype]
+              "FP8_E5M2": T.CU_TENSOR_MAP_DATA_TYPE_UINT8, "INT8": T.CU_TENSOR_MAP_DATA_TYPE_UINT8}[dtype]
         return check(d.cuTensorMapEncodeTiled(
             dt, len(dims), int(ptr), [d.cuuint64_t(int(x)) for x in dims],
             [d.cuuint64_t(int(x)) for x in strides_bytes], [d.cuuint32_t(int(x)) for x in box],

@@ -491,6 +491,17 @@ def _mm_int8(rng):
     return [a, b, c], g, lambda: np.testing.assert_array_equal(c.get(), ref)
 
 
+@case("matmul_INT8_INT8")
+def _mm_int8_out(rng):
+    """INT8 output: the exact sum saturated to [-128, 127]."""
+    a, b, c = Tensor(1, [2, 3, 40], "INT8"), Tensor(2, [2, 40, 5], "INT8"), Tensor(3, [2, 3, 5], "INT8").alloc(0)
+    av, bv = a.set(rng.integers(-4, 4, a.dims)), b.set(rng.integers(-4, 4, b.dims))
+    g = graph_bytes([a, b, c], [node("MatmulAttributes", {"a_tensor_uid": 1, "b_tensor_uid": 2,
+                                                           "c_tensor_uid": 3}, "INT32")])
+    ref = np.clip(np.einsum("bmk,bkn->bmn", av.astype(np.int64), bv.astype(np.int64)), -128, 127)
+    return [a, b, c], g, lambda: np.testing.assert_array_equal(c.get(), ref)
+
+
 # =========================================================================== reduction
 RED = {"ADD": lambda x, ax: x.sum(ax, keepdims=True), "MUL": lambda x, ax: x.prod(ax, keepdims=True),
        "MIN_OP": lambda x, ax: x.min(ax, keepdims=True), "MAX_OP": lambda x, ax: x.max(ax, keepdims=True),

@@ -36,6 +36,8 @@ struct hdn_dim3 { unsigned x, y, z; };
 static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -108,18 +110,20 @@ extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned b
 def run_gemm_prelude(prelude, vals, headers, vec8, batch, M, N, K, split=1):
     """Serial GEMM through the generated a_off/b_off/store_c(8): vals = [A, B, epi args...];
     with ``split`` > 1, vals = [A, B, partials]: the whole sum goes to split 0, zeros to the rest
-    (the split-K finish kernel then runs as it is)."""
+    (the split-K finish kernel then runs as it is).  An s8 prelude (HDN_ACC_INT 1) gets the
+    exact sums as ints (int partials)."""
     call = "".join(f", a[{i}]" for i in range(2, len(vals)))
+    acc_t = "int" if "#define HDN_ACC_INT 1" in prelude else "float"
     code = SHIM + ARG + _inline_header(prelude, headers) + f"""
 extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
   const TA* A = (const TA*)a[0].p; const TB* B = (const TB*)a[1].p;
   for (int b = 0; b < {batch}; ++b) for (int m = 0; m < {M}; ++m)
     for (int n0 = 0; n0 < {N}; n0 += (vec8 ? 8 : 1)) {{
-      float v[8];
+      {acc_t} v[8];
       for (int j = 0; j < (vec8 ? 8 : 1); ++j) {{
         double acc = 0.0;
         for (int k = 0; k < {K}; ++k) acc += (double)load_a(A, b, m, k) * (double)load_b(B, b, k, n0 + j);
-        v[j] = (float)acc;
+        v[j] = ({acc_t})acc;
       }}
 #if WG_STATS
       {{ double* st = (double*)a[{len(vals) - 1}].p;
@@ -135,8 +139,8 @@ extern "C" void hdn_emu_gemm(HdnArg* a, int vec8) {{
 }}
 """
     if split > 1:
-        code = code.replace("{part}", f"""{{ float* P = (float*)a[2].p;
-        for (int s = 0; s < {split}; ++s) P[(((long long)b * {split} + s) * {M} + m) * {N} + n0] = s ? 0.f : v[0];
+        code = code.replace("{part}", f"""{{ {acc_t}* P = ({acc_t}*)a[2].p;
+        for (int s = 0; s < {split}; ++s) P[(((long long)b * {split} + s) * {M} + m) * {N} + n0] = s ? 0 : v[0];
         continue; }}""").replace("{vec}", "").replace("{scal}", "")
     else:
         code = code.replace("{part}", "").replace(
@@ -240,10 +244,11 @@ extern "C" long long hdn_emu_mvec() {{
     return int(lib.hdn_emu_mvec())
 
 
-def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode):
+def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode, width=8):
     """For a GEMM prelude with 16-byte chunk loads (A_MODE / B_MODE 1: 8 consecutive k; 2: 8
     consecutive m of A / n of B): the number of chunks (starting at a multiple of 8, inside the
-    operand) whose 8 offsets are not o, o + 1, ..., o + 7 with o a multiple of 8, or all -1."""
+    operand) whose 8 offsets are not o, o + 1, ..., o + 7 with o a multiple of 8, or all -1.
+    ``width``: elements per chunk (16 for 1-byte types)."""
     def loop(op, mode):
         if mode not in (1, 2):
             return ""
@@ -255,10 +260,10 @@ def chunk_violations(prelude, headers, batch, M, N, K, a_mode, b_mode):
         call = fn.replace(f"{step})", f"{step} + i)").replace(f"{step},", f"{step} + i,")
         return f"""
   for (int b = 0; b < {batch}; ++b) for (int {other} = 0; {other} < {lim[other]}; ++{other})
-    for (int {step} = 0; {step} + 8 <= {lim[step]}; {step} += 8) {{
+    for (int {step} = 0; {step} + {width} <= {lim[step]}; {step} += {width}) {{
       const long long o = {fn};
-      if (o >= 0 && (o % 8) != 0) {{ ++bad; continue; }}
-      for (int i = 1; i < 8; ++i) {{
+      if (o >= 0 && (o % {width}) != 0) {{ ++bad; continue; }}
+      for (int i = 1; i < {width}; ++i) {{
         const long long oi = {call};
         if (o < 0 ? oi >= 0 : oi != o + i) {{ ++bad; break; }}
       }}

@@ -61,6 +61,7 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             continue
         _, src, name, grid, block, args = st[:6]      # (launch options: the device's business)
         names.append(name)
+        args = [a for a in args if a[0] != "tmap"]     # the emulated preludes gather every operand
         vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] if a[0] in base
                 else float(scalars[a[1]]) for a in args]
         if name in bodies:

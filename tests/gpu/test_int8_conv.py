@@ -1,6 +1,7 @@
 """INT8 x INT8 convolution - forward, backward data, backward filter - (INT32 compute; INT8
 saturated / INT32 / FLOAT output) on the HIP engine: an implicit GEMM (the direction's
-gathers) on the INT8 WMMA kernel (gemm.int8_source, shared with INT8 matmul).  CI (no GPU): the
+gathers) on the INT8 WMMA kernel (gemm.int8_source, shared with INT8 matmul; Hopper runs the
+channels-last forward on the s8 wgmma core instead: tests/gpu/test_int8_wgmma.py).  CI (no GPU): the
 kernel's prelude - gathers, output offsets, output conversion - runs under a serial integer
 loop (host_emu.run_int8_gemm) and must match the CPU reference exactly; the plan declines on
 AMD targets and for a FLOAT compute type.  GPU (``-m gpu``): the same cases on the device."""
@@ -81,7 +82,7 @@ def test_int8_conv_host_emulation(run):
     op, c, ot, lay = run
     a, b, o, g = _problem(CASES[c], ot, lay, op=op)
     av, bv = _values(a, b, c)
-    res, names = run_host(g, {a: av, b: bv}, [o], arch="sm_90")
+    res, names = run_host(g, {a: av, b: bv}, [o], arch="sm_80")
     assert names and all(n.startswith("hdn_s8_") for n in names), names
     np.testing.assert_array_equal(res[o.uid], _ref(CASES[c], ot, av, bv, op, o.dims))
 
@@ -95,7 +96,7 @@ def test_int8_conv_saturates_int8_outputs():
     ref = _ref(case, "INT8", xv, wv)
     assert set(np.unique(ref)) == {-128.0, 127.0}
     if host_emu.compiler() is not None:
-        res, _ = run_host(g, {x: xv, w: wv}, [y], arch="sm_90")
+        res, _ = run_host(g, {x: xv, w: wv}, [y], arch="sm_80")
         np.testing.assert_array_equal(res[y.uid], ref)
 
 
@@ -108,7 +109,7 @@ def test_int8_matmul_host_emulation():
     n["compute_data_type"] = FB["DataType"]["INT32"]
     rng = np.random.default_rng(5)
     av, bv = rng.integers(-128, 128, a.dims).astype(np.float64), rng.integers(-128, 128, b.dims).astype(np.float64)
-    res, names = run_host(graph_bytes([a, b, c], [n]), {a: av, b: bv}, [c], arch="sm_90")
+    res, names = run_host(graph_bytes([a, b, c], [n]), {a: av, b: bv}, [c], arch="sm_80")
     assert names == ["hdn_s8_u0"] or all(x.startswith("hdn_s8_") for x in names)
     np.testing.assert_array_equal(res[3], np.einsum("bmk,bkn->bmn", av, bv))
 
@@ -134,8 +135,9 @@ def test_int8_conv_declines():
 @pytest.mark.parametrize("lay", ["nchw", "nhwc"])
 @pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
 def test_int8_conv_one_kernel_in_place(op, lay):
-    """One launch of the INT8 kernel per node, operands read in place (no layout copies, no
-    workspace), on Hopper and on the portable plan alike."""
+    """One launch of the INT8 WMMA kernel per grouped node, operands read in place (no layout
+    copies, no workspace), on Hopper and on the portable plan alike (ungrouped channels-last
+    forward convolutions run on the s8 wgmma core on Hopper: test_int8_wgmma.py)."""
     g = _problem(CASES[2], "INT32", lay, op=op)[3]
     for arch in ("sm_90", None):
         prog = build_program(parse_graph(g), arch=arch)

@@ -33,7 +33,7 @@ class MatmulBuilder(NodeBuilder):
         for t in F8:
             for o in _f8_outs(t):
                 yield SignatureKey(cls.KIND, ((ra, t), (rb, t), (rc, o)), "FLOAT", STRIDED)
-        for o in ("INT32", "FLOAT"):
+        for o in ("INT32", "FLOAT", "INT8"):      # INT8: the exact sum saturated
             for c in ("INT32", "FLOAT"):
                 yield SignatureKey(cls.KIND, ((ra, "INT8"), (rb, "INT8"), (rc, o)), c, STRIDED)
 

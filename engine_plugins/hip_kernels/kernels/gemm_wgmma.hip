@@ -1,7 +1,9 @@
 // gemm_wgmma.hip - the Hopper GEMM core (sm_90a): warp-specialised, persistent, multi-stage.
 // C[b](GM x GN) = epilogue(A[b](GM x GK) * B[b](GK x GN)), 16-bit inputs (half / bfloat16) or
 // fp32 inputs as TF32 (WG_TF32 1) or fp8 e4m3 / e5m2 (WG_FP8 1 / 2) - both operands K-major for
-// those - with fp32 accumulation in registers.  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
+// those - with fp32 accumulation in registers; or s8 x s8 (WG_S8 1: wgmma m64nNk32.s32.s8.s8,
+// K-major operands, int32 accumulators that wrap modulo 2^32; HDN_ACC_INT 1: store_c / store_c8
+// and the split-K partials take int values).  Same generated prelude as gemm_mma.hip (sizes, a_off / b_off
 // operand gathers, store_c / store_c8 with any fused epilogue), plus:
 //   WG_BN      tile N (64, 128 or 256; tile M is 128, tile K 128 bytes of k: 64 16-bit, 32 tf32)
 //   WG_TF32    1: TA = TB = float, wgmma m64nNk8.tf32 (only K-major operands: A_MODE / B_MODE != 2)
@@ -84,10 +86,23 @@ __device__ __forceinline__ void store_c8(HDN_EPI_PARAMS, int b, int m, int n, co
 #ifndef WG_FP8
 #define WG_FP8 0           // 1: e4m3, 2: e5m2 (wgmma m64nNk32, K-major only)
 #endif
+#ifndef WG_S8
+#define WG_S8 0            // 1: s8 x s8 -> s32 (wgmma m64nNk32, K-major only)
+#endif
+#if WG_S8
+typedef int wg_acc_t;      // accumulators, staging and split-K partials
+typedef int4 wg_acc4_t;
+#if !(defined(HDN_ACC_INT) && HDN_ACC_INT)
+#error "WG_S8: the prelude's epilogue takes int values (HDN_ACC_INT 1)"
+#endif
+#else
+typedef float wg_acc_t;
+typedef float4 wg_acc4_t;
+#endif
 #if WG_TF32
 #define WG_ES 4            // element bytes
 typedef unsigned wg_raw_t;
-#elif WG_FP8
+#elif WG_FP8 || WG_S8
 #define WG_ES 1
 typedef unsigned char wg_raw_t;
 #else
@@ -95,8 +110,8 @@ typedef unsigned char wg_raw_t;
 typedef hdn_u16 wg_raw_t;
 #endif
 #define WG_CHUNK (16 / WG_ES)   // elements per 16-byte chunk
-#if (WG_TF32 || WG_FP8) && (A_MODE == 2 || B_MODE == 2)
-#error "tf32 / fp8 wgmma read K-major operands only (the plan builder transposes M/N-major ones)"
+#if (WG_TF32 || WG_FP8 || WG_S8) && (A_MODE == 2 || B_MODE == 2)
+#error "tf32 / fp8 / s8 wgmma read K-major operands only (the plan builder transposes M/N-major ones)"
 #endif
 #ifndef A_TMA
 #define A_TMA 0
@@ -340,8 +355,16 @@ __device__ __forceinline__ void wg_gather_e(char* dst, const void* base, int b, 
     }
 }
 
-__device__ __forceinline__ void wg_mma(float* acc, unsigned long long da, unsigned long long db, int sd) {
-#if WG_TF32
+__device__ __forceinline__ void wg_mma(wg_acc_t* acc, unsigned long long da, unsigned long long db, int sd) {
+#if WG_S8
+#if WG_BN == 256
+    hdn_wgmma_m64n256k32_s8(acc, da, db, sd);
+#elif WG_BN == 128
+    hdn_wgmma_m64n128k32_s8(acc, da, db, sd);
+#else
+    hdn_wgmma_m64n64k32_s8(acc, da, db, sd);
+#endif
+#elif WG_TF32
 #if WG_BN == 256
     hdn_wgmma_m64n256k8_tf32<0, 0>(acc, da, db, sd);
 #elif WG_BN == 128
@@ -491,9 +514,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                , const __grid_constant__ hdn_tmap tmC
 #endif
 #if GSPLIT > 1 && WG_FIXUP
-               , float* __restrict__ HDN_PART, unsigned* __restrict__ HDN_CNT, HDN_EPI_PARAMS)
+               , wg_acc_t* __restrict__ HDN_PART, unsigned* __restrict__ HDN_CNT, HDN_EPI_PARAMS)
 #elif GSPLIT > 1
-               , float* __restrict__ HDN_PART)
+               , wg_acc_t* __restrict__ HDN_PART)
 #else
                , HDN_EPI_PARAMS)
 #endif
@@ -670,8 +693,8 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
         // ------------------------------------------------------------------ consumers
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(WG_CONS_REGS));
         const int wgc = wg - 1, tw = tid - 128 * wg, w4 = tw >> 5, lane = tw & 31;
-        float* stg = epi + (wgc * 4 + w4) * (16 * WG_EPI_LD);
-        float acc[WG_BN / 2];
+        wg_acc_t* stg = reinterpret_cast<wg_acc_t*>(epi) + (wgc * 4 + w4) * (16 * WG_EPI_LD);
+        wg_acc_t acc[WG_BN / 2];
         int it = 0;
         const int nunits = WG_NUNITS;
 #if WG_STATS
@@ -696,7 +719,7 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
             const int nk = (ke - kb + WG_BK - 1) / WG_BK;
             if (nk <= 0) {
 #pragma unroll
-                for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0.f;
+                for (int i = 0; i < WG_BN / 2; ++i) acc[i] = 0;
             }
 #else
             // every unit has >= 1 k tile (GK >= 1; split parts are whole k tiles and the last
@@ -739,7 +762,11 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
             hdn_wgmma_wait<0>();
             wg_bar_arrive(bars + 8 * (WG_STAGES + prev));
 #pragma unroll
+#if WG_S8
+            for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+r"(acc[i]) :: "memory");
+#else
             for (int i = 0; i < WG_BN / 2; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
+#endif
             const int g = lane >> 2, t4 = lane & 3;
 #if WG_PAIR
             // paired epilogue: column c of the tile's first half (tmB) and column c + WG_BN / 2
@@ -825,9 +852,9 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                 for (int h = 0; h < 2; ++h) {
                     const int grp = lane + 32 * h, row = grp >> 2, c8 = (grp & 3) * 8;
                     const int gm = mrow + row, gn = n0e + c32 * 32 + c8;
-                    const float4 q0 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8]);
-                    const float4 q1 = *reinterpret_cast<const float4*>(&stg[row * WG_EPI_LD + c8 + 4]);
-                    const float v[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+                    const wg_acc4_t q0 = *reinterpret_cast<const wg_acc4_t*>(&stg[row * WG_EPI_LD + c8]);
+                    const wg_acc4_t q1 = *reinterpret_cast<const wg_acc4_t*>(&stg[row * WG_EPI_LD + c8 + 4]);
+                    const wg_acc_t v[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #if WG_STATS
 #pragma unroll
                     for (int j = 0; j < 8; ++j) {
@@ -838,10 +865,10 @@ hdn_gemm_wgmma(const TA* __restrict__ A, const TB* __restrict__ B
                     if (gm < GM && gn < WG_ON) {
 #if GSPLIT > 1
                         const int s = u % GSPLIT;
-                        float* p = HDN_PART + (((long long)b * GSPLIT + s) * GM + gm) * GN + gn;
+                        wg_acc_t* p = HDN_PART + (((long long)b * GSPLIT + s) * GM + gm) * GN + gn;
                         if ((GN % 4) == 0 && gn + 8 <= GN) {
-                            *reinterpret_cast<float4*>(p) = q0;
-                            *reinterpret_cast<float4*>(p + 4) = q1;
+                            *reinterpret_cast<wg_acc4_t*>(p) = q0;
+                            *reinterpret_cast<wg_acc4_t*>(p + 4) = q1;
                         } else {
 #pragma unroll
                             for (int j = 0; j < 8; ++j) if (gn + j < GN) p[j] = v[j];

@@ -91,7 +91,7 @@ def emit(ctx, node, r, tag, fused=None):
     if is_double(node, r):
         return _emit_double(ctx, node, r, tag)
     if is_int8(node, r):
-        return _emit_int8(ctx, node, r, tag)
+        return _emit_int8(ctx, node, r, tag, fused)
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
     G = groups(node, r)
@@ -135,8 +135,11 @@ def emit(ctx, node, r, tag, fused=None):
 
 
 def fusable_output(node, r):
-    """Forward: a following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
-    return r["y"].uid if node.kind == FWD and not is_double(node, r) and not is_int8(node, r) else None
+    """Forward: a following pointwise run may become the GEMM's epilogue (INT8: on the float
+    value of a FLOAT y - program.py keeps runs that touch integer tensors unfused)."""
+    if node.kind == FWD and is_int8(node, r):
+        return r["y"].uid if dt(r["y"]) == "FLOAT" else None
+    return r["y"].uid if node.kind == FWD and not is_double(node, r) else None
 
 
 def stats_output(node, r):
@@ -152,17 +155,32 @@ def stats_sure(node, r, arch, use_mma):
         and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
 
 
-def _emit_int8(ctx, node, r, tag):
-    """INT8 data: an implicit GEMM (the direction's generic gathers - :func:`_spec_conv_fwd`,
-    :func:`_spec_conv_bwd_data`, :func:`_spec_conv_bwd_filter` - operands read in place, one
-    GEMM per group) on the integer tensor cores (gemm.int8_source)."""
+def _emit_int8(ctx, node, r, tag, fused=None):
+    """INT8 data: an implicit GEMM on the integer tensor cores.  Ungrouped forward with
+    channels-last x and w (c innermost: both operands K-major, no copies) on Hopper: the GEMM
+    core's s8 wgmma
+    (:func:`_spec_conv_fwd`: precomputed addressing for C % 128 == 0, the 1 x 1 / dense
+    weights on the tensor copy engine; split-K; fused epilogue); everything else - other
+    layouts, groups (the element gathers of both operands would spill in the producer),
+    backward data / filter, other devices - the WMMA kernel (gemm.int8_source) with
+    the direction's generic gathers (:func:`_spec_conv_fwd`, :func:`_spec_conv_bwd_data`,
+    :func:`_spec_conv_bwd_filter`: operands read in place, one GEMM per group)."""
     _need(not (ctx.arch or "").startswith("gfx"),
-          "INT8 convolution: the integer tensor-core kernel (WMMA) is NVIDIA only")
+          "INT8 convolution: the integer tensor-core kernels (wgmma / WMMA) are NVIDIA only")
     spec = GemmSpec()
+    if node.kind == FWD and gemm.int8_core(ctx) == "wgmma" and groups(node, r) == 1 and \
+            _channels_last(r["x"]) and _channels_last(r["w"]):
+        gemm.emit(ctx, node, spec, _spec_conv_fwd(spec, node, r), tag, fused, _c_layout)
+        return
     build = {FWD: _spec_conv_fwd, BWD_DATA: _spec_conv_bwd_data, BWD_FILTER: _spec_conv_bwd_filter}
     built = build[node.kind](spec, node, r)
     _need(spec.batch <= 65535, "INT8 convolution: more than 65535 groups")
-    gemm.emit_int8(ctx, spec, built, tag)
+    gemm.emit_int8(ctx, spec, built, tag, node, fused)
+
+
+def _channels_last(t):
+    """Channel dim (1) innermost: stride 1, or a single channel."""
+    return int(dims(t)[1]) == 1 or int(strides(t)[1]) == 1
 
 
 def is_double(node, r):
@@ -269,6 +287,8 @@ def _spec_conv_fwd(spec, node, r):
     spec.load_b = " ".join(lb)
     spec.a_kcontig = cl
     spec.b_kcontig = True
+    spec.chunk16 = (cl and C % 16 == 0 and aligned([xs[0]] + xs[2:], 16),
+                    cl and ws_[1] == 1 and C % 16 == 0 and aligned([ws_[0]] + ws_[2:], 16))
     if cl and C % 8 == 0 and aligned([xs[0]] + xs[2:]):
         spec.a_mode = 1
         if G == 1:

@@ -1,9 +1,11 @@
 """Matmul nodes: one GEMM (gemm.py) over the batch dims (broadcast), any strides; a following
 pointwise run fuses into the epilogue when c is virtual and only that run reads it.
 
-INT8 x INT8 -> INT32 or FLOAT (exact: INT32 accumulation, as the CPU reference) runs on the
-integer tensor cores (gemm.int8_source: WMMA m16n16k16 s8, NVIDIA only), operands gathered
-through their strides.
+INT8 x INT8 -> INT32, FLOAT or INT8 (exact INT32 accumulation; INT8 saturates) runs on the
+integer tensor cores: on Hopper the GEMM core's s8 wgmma (K-major operands: M/N-major ones are
+copied K-major into the workspace, as fp8; split-K with int32 partials; a fused pointwise run on
+the float value of a FLOAT c), elsewhere the INT8 WMMA kernel (gemm.int8_source: m16n16k16 s8,
+operands gathered through their strides); NVIDIA only.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ _OP = op(KINDS[0])
 ROLES = _OP.inputs + _OP.outputs
 
 
-INT_OUT = ("INT32", "FLOAT")
+INT_OUT = ("INT32", "FLOAT", "INT8")
 INT_COMPUTE = ("INT32", "FLOAT", "UNSET")
 
 
@@ -34,7 +36,7 @@ def check(node, graph, r):
     if is_int8(r):
         _need(all(x in r for x in ROLES), "matmul operands missing")
         _need(dt(r["a"]) == dt(r["b"]) == "INT8", "INT8 matmul: a and b must both be INT8")
-        _need(dt(r["c"]) in INT_OUT, f"INT8 matmul: c is {dt(r['c'])} (INT32 or FLOAT)")
+        _need(dt(r["c"]) in INT_OUT, f"INT8 matmul: c is {dt(r['c'])} (INT32, FLOAT or INT8)")
         cd = cg.dtype_name(node.compute_dtype)
         _need(cd in INT_COMPUTE, f"INT8 matmul: compute type {cd} not supported")
         _need(all(r[q].value is None for q in ROLES), "INT8 matmul: by-value operands")
@@ -54,7 +56,7 @@ def is_double(r):
 
 def emit(ctx, node, r, tag, fused=None):
     if is_int8(r):
-        return _emit_int8(ctx, r, tag)
+        return _emit_int8(ctx, node, r, tag, fused)
     if is_double(r):
         return _emit_double(ctx, node, r, tag)
     spec = GemmSpec()
@@ -67,8 +69,11 @@ def emit(ctx, node, r, tag, fused=None):
 
 
 def fusable_output(node, r):
-    """A following pointwise run may become the GEMM's epilogue (not of the INT8 kernel)."""
-    return None if is_int8(r) or is_double(r) else r["c"].uid
+    """A following pointwise run may become the GEMM's epilogue (INT8: on the float value of a
+    FLOAT c - program.py keeps runs that touch integer tensors unfused)."""
+    if is_int8(r):
+        return r["c"].uid if dt(r["c"]) == "FLOAT" else None
+    return None if is_double(r) else r["c"].uid
 
 
 def stats_output(node, r):
@@ -140,13 +145,17 @@ def _emit_double(ctx, node, r, tag):
                            [ctx.loc[a.uid], ctx.loc[b.uid], ctx.loc[c.uid]]))
 
 
-def _emit_int8(ctx, r, tag):
+def _emit_int8(ctx, node, r, tag, fused=None):
     _need(not (ctx.arch or "").startswith("gfx"),
-          "INT8 matmul: the integer tensor-core kernel (WMMA) is NVIDIA only")
+          "INT8 matmul: the integer tensor-core kernels (wgmma / WMMA) are NVIDIA only")
     spec = GemmSpec()
+    if gemm.int8_core(ctx) == "wgmma":
+        r, _ = gemm.prepare(ctx, node, r, tag, r["a"])      # M/N-major operands -> K-major
+        gemm.emit(ctx, node, spec, _spec_matmul(spec, r), tag, fused, _c_layout)
+        return
     built = _spec_matmul(spec, r)
     _need(spec.batch <= 65535, "INT8 matmul: more than 65535 batches")
-    gemm.emit_int8(ctx, spec, built, tag)
+    gemm.emit_int8(ctx, spec, built, tag, node, fused)
 
 
 def _c_layout(spec, domain, st):
