@@ -21,6 +21,20 @@ def pytest_collection_modifyitems(config, items):
                                    if not (m.name == "skip" and m.kwargs.get("reason") == "no GPU runtime found")]
 
 
+# Kernel paths built and checked on the CPU (compiles, host emulation) that stay opt-in in the
+# engine until they have run on a device: the tests here exercise them (a test that needs a
+# fallback sets its knob itself).
+OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
+          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _opt_in_paths(monkeypatch):
+    for k, v in OPT_IN.items():
+        if k not in os.environ:
+            monkeypatch.setenv(k, v)
+
+
 @pytest.fixture(scope="module")
 def R():
     """One GPU runner per test module (gpu_run.Runner: the HIP engine's plugin object)."""

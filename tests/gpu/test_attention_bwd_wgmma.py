@@ -61,8 +61,12 @@ def _prog(c, arch="sm_90"):
 
 def test_selection(monkeypatch):
     """sm_90 + head sizes padded to 64 / 128: the wgmma main kernel between attention_bwd.hip's
-    pre / dq kernels; D = 256, no sm_90, or HIPDNN_CABI_HIP_ATTN_BWD=mma: the mma.sync kernel."""
+    pre / dq kernels (HIPDNN_CABI_HIP_ATTN_BWD=auto: opt-in); D = 256, no sm_90, the knob unset
+    (the default) or mma: the mma.sync kernel."""
     monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD", raising=False)
+    names = [s[2] for s in _prog(CASES[0]).steps if s[0] == "launch"]
+    assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"], names
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
     for c in CASES:
         prog = _prog(c)
         names = [s[2] for s in prog.steps if s[0] == "launch"]
@@ -89,7 +93,7 @@ def test_pre_and_dq_kernels_shared_with_the_mma_path(monkeypatch):
     c = CASES[2]
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "mma")
     ref = [s for s in _prog(c).steps if s[0] == "launch" and s[2] != "hdn_attn_bwd"]
-    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
     got = [s for s in _prog(c).steps if s[0] == "launch" and s[2] != "hdn_attn_bwd_wg"]
     assert got == ref
 

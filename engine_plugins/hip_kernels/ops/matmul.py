@@ -87,7 +87,7 @@ def stats_sure(node, r, arch, use_mma):
     on the wgmma core."""
     return stats_output(node, r) is not None and dt(r["a"]) in ("HALF", "BFLOAT16") and \
         dt(r["b"]) == dt(r["a"]) and choose_core(dt(r["a"]), dt(r["b"]), arch, use_mma) == "wgmma" \
-        and arch is not None and knob("GENSTATS", "1") not in ("0", "off")
+        and arch is not None and knob("GENSTATS", "0") not in ("0", "off")
 
 
 def pair_fusable(n1, r1, n2, r2, arch, use_mma):
@@ -96,7 +96,7 @@ def pair_fusable(n1, r1, n2, r2, arch, use_mma):
     16-bit operands, the same A tensor, B operands of one layout that the tensor copy engine
     loads (K-major or N-major, 16-byte strides), outputs of one shape and type, one batch."""
     if not (arch or "").startswith("sm_9") or not use_mma or \
-            knob("PAIR_GEMM", "1") in ("0", "off"):
+            knob("PAIR_GEMM", "0") in ("0", "off"):
         return False
     if any(is_int8(r) or is_double(r) for r in (r1, r2)):
         return False

@@ -769,8 +769,8 @@ def bwd_wgmma_ok(node, r, arch):
     mma.sync kernel attention_bwd.hip always)."""
     if node.kind != BWD or not (arch or "").startswith("sm_9"):
         return False
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto") in ("mma", "mma.sync"):
-        return False
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "mma") not in ("auto", "wgmma"):
+        return False        # opt-in until the kernel has run on a device (docs/gpu.md)
     if has_mods(node, r) or paged(r) or ragged_roles(r):
         return False        # the score roles (mask, ALiBi, dbias) and ragged rows: mma.sync kernel
     if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
