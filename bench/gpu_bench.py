@@ -1315,14 +1315,25 @@ def plots(json_path, out_dir):
         plt.close(fig)
 
 
+# Kernel paths the engine keeps opt-in until they have run on a device (docs/gpu.md): the
+# benchmark measures them (each row that has a fallback times it beside); --default-paths: not
+OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
+          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "results", "gpu.json"))
+    ap.add_argument("--default-paths", action="store_true",
+                    help="leave the opt-in kernel paths off (the engine's defaults)")
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
     ap.add_argument("--only", default="gemm,gemm16,gemmodd,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,"
                                      "overhead,frontend,norms,normpw,pool,mxq,moe,swiglu,convstats,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
+    if not a.default_paths:
+        for k, v in OPT_IN.items():
+            os.environ.setdefault(k, v)
     if a.plots:
         plots(a.out, a.plots)
         return
