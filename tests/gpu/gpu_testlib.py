@@ -354,3 +354,27 @@ def fp8_encode(vals, dtype):
 def quantized_normal(rng, dims, dtype, scale=1.0):
     """Standard-normal values times ``scale``, rounded to ``dtype`` (the tests' random inputs)."""
     return quantize(rng.standard_normal(dims) * scale, dtype)
+
+
+def nvrtc_or_skip():
+    """The NVRTC compiler (compile-only, no GPU needed), or skip the test where it is unusable."""
+    import pytest
+    try:
+        from hipdnn_cabi.device import compiler
+        return compiler("cuda")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"NVRTC not usable here: {e}")
+
+
+def sdpa_optional(ts, a, B, H, Sq, stats=True, seq=False, drop=None):
+    """Append an SDPA forward's optional tensors at the test graphs' usual uids: stats (5),
+    seq_len_q / seq_len_kv with the padding mask (6, 7), dropout seed / offset (8, 9)."""
+    if stats:
+        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
+        a.update(stats_tensor_uid=5, generate_stats=True)
+    if seq:
+        ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
+        a.update(seq_len_q_tensor_uid=6, seq_len_kv_tensor_uid=7, padding_mask=True)
+    if drop is not None:
+        ts += [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
+        a.update(seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=drop)

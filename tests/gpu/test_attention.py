@@ -11,7 +11,7 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import T, graph_bytes, node, quantize, relerr
+from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
 
 rng = np.random.default_rng(77)
 
@@ -29,15 +29,7 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, bshd=False, stats=True, seq=False, drop
     o = T(4, [B, H, Sq, Dv], dt, strides=st(B, H, Sq, Dv))
     ts = [q, k, v, o]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4}
-    if stats:
-        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
-        a.update(stats_tensor_uid=5, generate_stats=True)
-    if seq:
-        ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
-        a.update(seq_len_q_tensor_uid=6, seq_len_kv_tensor_uid=7, padding_mask=True)
-    if drop is not None:
-        ts += [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
-        a.update(seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=drop)
+    sdpa_optional(ts, a, B, H, Sq, stats, seq, drop)
     if scale_mode == "runtime":
         ts.append(T(10, [1], "FLOAT", runtime=True))
         a.update(scale_tensor_uid=10)
@@ -95,12 +87,7 @@ def _lens(B, Sq, Skv):
             np.array([Skv, Skv * 7 // 10, 1][:B]))
 
 
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 def _programs():

@@ -23,7 +23,7 @@ from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import NotApplicable, build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import T, graph_bytes, node, quantize, relerr
+from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
 
 rng = np.random.default_rng(808)
 SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
@@ -42,12 +42,7 @@ def f8_graph(fmt="FP8_E4M3", odt="HALF", B=2, H=4, Hkv=2, Sq=200, Skv=300, D=128
           T(4, [B, H, Sq, Dv], odt), *extra]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "attn_scale_value": 1 / math.sqrt(D)}
-    if stats:
-        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
-        a.update(stats_tensor_uid=5, generate_stats=True)
-    if seq:
-        ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
-        a.update(seq_len_q_tensor_uid=6, seq_len_kv_tensor_uid=7, padding_mask=True)
+    sdpa_optional(ts, a, B, H, Sq, stats, seq)
     if scales != "none":
         for r in SCALES:
             if scales == "const":
@@ -63,12 +58,7 @@ def f8_graph(fmt="FP8_E4M3", odt="HALF", B=2, H=4, Hkv=2, Sq=200, Skv=300, D=128
     return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
 
 
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 # ---------------------------------------------------------------------------- CI (no GPU)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import quantize, relerr
+from gpu_testlib import nvrtc_or_skip, quantize, relerr
 from test_attention import _lens, _params, bwd_graph, fwd_graph
 
 rng = np.random.default_rng(2026)
@@ -121,12 +121,7 @@ def test_launch_shapes_of_wide_heads():
     assert ("memset", p.steps[0][1], 2 * 4 * 100 * 192 * 4) == p.steps[0]
 
 
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 def programs(build):

@@ -14,7 +14,7 @@ import pytest
 import gpu_testlib
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import T, graph_bytes, node, quantize, relerr
+from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
 
 gpu_testlib.NP.setdefault("UINT8", np.uint8)
 gpu_testlib.NP.setdefault("UNSET", np.uint8)     # BOOLEAN: one byte, 0 / 1
@@ -36,15 +36,7 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, mask=None, alibi=False, block=None, sin
           T(4, [B, H, Sq, D], dt)]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "attn_scale_value": 1 / math.sqrt(D)}
-    if stats:
-        ts.append(T(5, [B, H, Sq, 1], "FLOAT"))
-        a.update(stats_tensor_uid=5, generate_stats=True)
-    if seq:
-        ts += [T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
-        a.update(seq_len_q_tensor_uid=6, seq_len_kv_tensor_uid=7, padding_mask=True)
-    if drop is not None:
-        ts += [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
-        a.update(seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=drop)
+    sdpa_optional(ts, a, B, H, Sq, stats, seq, drop)
     if mask is not None:
         ts.append(_mask_t(B, H, Sq, Skv, mask))
         a.update(attn_mask_tensor_uid=U["mask"])
@@ -139,12 +131,7 @@ BWD_CONFIGS = [
 ]
 
 
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 def _build(g, **kw):

@@ -26,7 +26,7 @@ from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import (TOL, T, bn_train, conv_fwd, graph_bytes, matmul, pw, quantize,
+from gpu_testlib import (TOL, nvrtc_or_skip, T, bn_train, conv_fwd, graph_bytes, matmul, pw, quantize,
                          quantized_normal, reduction)
 from test_fusion_topologies import dataflow_problems
 
@@ -350,12 +350,7 @@ def test_genstats_reductions_host_emulation(avg, monkeypatch):
 
 
 # ---------------------------------------------------------------- CI: NVRTC sm_90a, no spills
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 def _compile_clean(c, src, name):

@@ -12,15 +12,10 @@ from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import int8_sample_graphs, sample_graphs
+from gpu_testlib import int8_sample_graphs, nvrtc_or_skip, sample_graphs
 
 
-def _compiler():
-    try:
-        from hipdnn_cabi.device import compiler
-        return compiler("cuda")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"NVRTC not usable here: {e}")
+_compiler = nvrtc_or_skip
 
 
 def test_hip_sources_compile_sm90():
