@@ -163,7 +163,8 @@ class EwIn:
     def __init__(self, var, dtype=None, strides=None, const=None, param=None, scalar=False,
                  wide=False):
         self.var, self.dtype, self.strides, self.const, self.param = var, dtype, strides, const, param
-        self.scalar = scalar   # a float kernel argument (runtime pass-by-value scalar)
+        # a by-value kernel argument (runtime pass-by-value scalar): float, double when ``wide``
+        self.scalar = scalar
         self.wide = wide or (dtype in WIDE and not scalar)
 
 
@@ -197,7 +198,7 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
     params = []
     for t in ins:
         if t.scalar:
-            params.append(f"const float {t.param}")
+            params.append(f"const {'double' if t.wide else 'float'} {t.param}")
         elif t.param:
             params.append(f"const {CTYPE[t.dtype]}* __restrict__ {t.param}")
     for t in outs:
@@ -237,7 +238,7 @@ def elementwise_source(name, domain, order, ins, stmts, outs, extra_params=()):
     L += ["      " + s for s in coord_code(domain, order, "i", itype)]
     for t in ins:
         if t.scalar:
-            L.append(f"      const float {t.var} = {t.param};")
+            L.append(f"      const {'double' if t.wide else 'float'} {t.var} = {t.param};")
         elif t.param:
             L.append(f"      const {'double' if t.wide else 'float'} {t.var} = ld_{t.var}[j];")
         elif t.wide:

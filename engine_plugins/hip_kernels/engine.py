@@ -261,6 +261,8 @@ class GpuPlan(PlanBase):
                     raise PluginError(INVALID_VALUE, f"buffer 0x{addr:x} is not 16-byte aligned "
                                                      f"(the tensor copy engine needs 16-byte alignment)")
                 return self.rt.tensor_map(addr, a[2], a[3], a[4], a[5], *a[6:8])
+            if a[0] == "s" and a[2:] == ("double",):   # a runtime scalar the kernel takes as a double
+                return ctypes.c_double(ptrs[a[1]])
             return ptrs[a[1]]
         for st in self.steps:
             if st[0] == "memset":

@@ -48,9 +48,12 @@ static inline double atomicAdd(double* p, double v) { double o = *p; *p += v; re
 """
 
 ARG = r"""
-struct HdnArg { void* p; float f;
+#include <type_traits>
+struct HdnArg { void* p; float f; double d;
   template <class T> operator T*() const { return (T*)p; }
-  operator float() const { return f; } };
+  operator float() const { return f; }
+  template <class T, typename std::enable_if<std::is_same<T, double>::value, int>::type = 0>
+  operator T() const { return d; } };
 """
 
 
@@ -82,10 +85,12 @@ def _inline_header(src, headers):
 
 def _args(vals):
     class A(ctypes.Structure):
-        _fields_ = [("p", ctypes.c_void_p), ("f", ctypes.c_float)]
+        _fields_ = [("p", ctypes.c_void_p), ("f", ctypes.c_float), ("d", ctypes.c_double)]
     arr = (A * max(1, len(vals)))()
     for i, v in enumerate(vals):
-        if isinstance(v, float):
+        if isinstance(v, ctypes.c_double):      # a double by-value argument
+            arr[i].f = arr[i].d = v.value
+        elif isinstance(v, float):
             arr[i].f = v
         else:
             arr[i].p = v

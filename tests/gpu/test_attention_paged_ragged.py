@@ -1,10 +1,10 @@
 """Paged K/V and ragged (packed THD) tensors in the HIP engine's flash attention.  CI (no GPU): the
 programs (the mma.sync kernels on every target, sm_90 included), their sources compile for
-sm_90a with NVRTC without spills, and the declines (AMD, page sizes, mixed paging, ragged
-tensors of other operations, sub-16-byte alignments).  GPU (`pytest -m gpu`): forward (paged:
-decode and prefill, pages out of order, page sizes 16 / 64 / 128, GQA 1 / 4 / 8; ragged: empty
-and length-1 sequences, odd lengths, offset multipliers) and the ragged backward against the
-CPU reference's float64 formulas on the same quantised inputs."""
+sm_90a with NVRTC without spills, and the declines (AMD, page sizes, a pool without its table,
+ragged tensors of other operations, sub-16-byte alignments).  GPU (`pytest -m gpu`): forward
+(paged: decode and prefill, pages out of order, page sizes 16 / 64 / 128, GQA 1 / 4 / 8, only k
+or only v paged; ragged: empty and length-1 sequences, odd lengths, offset multipliers) and the
+ragged backward against the CPU reference's float64 formulas on the same quantised inputs."""
 from __future__ import annotations
 
 import math
@@ -44,16 +44,21 @@ def _flat(uid, n, dt):
 
 
 # ------------------------------------------------------------------------------ paged K / V
-def paged_graph(dt, B, H, Hkv, Sq, D, PS, NP, MP, skv=None, stats=True, **attrs):
+def paged_graph(dt, B, H, Hkv, Sq, D, PS, NP, MP, skv=None, stats=True, only=None, **attrs):
     """q [B, H, Sq, D]; k / v pools [NP, Hkv, PS, D]; page tables [B, 1, MP, 1] INT32 (uids 8, 9);
-    lengths uids 6 / 7; stats uid 5."""
-    ts = [T(1, [B, H, Sq, D], dt), T(2, [NP, Hkv, PS, D], dt), T(3, [NP, Hkv, PS, D], dt),
-          T(4, [B, H, Sq, D], dt), T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32"),
-          T(8, [B, 1, MP, 1], "INT32"), T(9, [B, 1, MP, 1], "INT32")]
+    lengths uids 6 / 7; stats uid 5.  ``only`` ("k" / "v"): only that one paged, the other
+    dense [B, Hkv, skv, D] (no table)."""
+    pool = [NP, Hkv, PS, D]
+    ts = [T(1, [B, H, Sq, D], dt), T(2, pool if only != "v" else [B, Hkv, skv, D], dt),
+          T(3, pool if only != "k" else [B, Hkv, skv, D], dt),
+          T(4, [B, H, Sq, D], dt), T(6, [B, 1, 1, 1], "INT32"), T(7, [B, 1, 1, 1], "INT32")]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "seq_len_q_tensor_uid": 6, "seq_len_kv_tensor_uid": 7, "padding_mask": True,
-         "page_table_k_tensor_uid": 8, "page_table_v_tensor_uid": 9,
          "attn_scale_value": 1 / math.sqrt(D)}
+    for uid, role in ((8, "k"), (9, "v")):
+        if only in (None, role):
+            ts.append(T(uid, [B, 1, MP, 1], "INT32"))
+            a[f"page_table_{role}_tensor_uid"] = uid
     if skv is not None:
         a["max_seq_len_kv"] = skv
     if stats:
@@ -159,6 +164,83 @@ def test_paged_forward_vs_cpu_reference(R, i):
     by = {t.uid: t for t in ts}
     res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
                     by[7]: lkv.reshape(B, 1, 1, 1), by[8]: tab, by[9]: tab}, [by[4], by[5]])
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    tol = 1e-2 if cc["dt"] == "HALF" else 3e-2
+    assert np.all(np.isfinite(res[4])), "NaN in O: a page or row past the length was read"
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    fin = np.isfinite(st)
+    assert np.array_equal(np.isfinite(res[5]), fin)
+    assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
+
+
+# one of k / v paged, the other dense: decode, prefill with a causal mask, the split keys
+ONE_PAGED = [(i, only) for i in (0, 3, 6) for only in ("k", "v")]
+
+
+def _one_paged_inputs(i, only):
+    """(graph tensors, graph, the engine's inputs by uid, the dense q / k / v, case, lengths)."""
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[i])
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, only=only, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    B = cc["B"]
+    ins = {1: q, 2: kp if only == "k" else k, 3: vp if only == "v" else v,
+           6: lq.reshape(B, 1, 1, 1), 7: lkv.reshape(B, 1, 1, 1), 8 if only == "k" else 9: tab}
+    return ts, g, ins, (q, k, v), cc, lq, lkv
+
+
+def test_one_paged_programs_and_compile_sm90a():
+    """Only k or only v paged: the mma.sync forward loads that one through its table and the
+    other as a dense [B, Hkv, Skv, D] tensor; the sources compile for sm_90a without spills."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    c = _compiler()
+    for i, only in ONE_PAGED:
+        _, g, _, _, cc, _, _ = _one_paged_inputs(i, only)
+        other = "v" if only == "k" else "k"
+        for arch in (None, "sm_90"):
+            prog = build_program(parse_graph(g), arch=arch)
+            names = [st[2] for st in prog.steps if st[0] == "launch"]
+            assert names[0] == "hdn_attn_fwd", names
+            src = prog.steps[0][1]
+            lg = int(cc["PS"]).bit_length() - 1
+            assert f"#define {only.upper()}_PAGED {lg}" in src
+            assert f"#define {other.upper()}_PAGED" not in src
+            assert f"__restrict__ {only}pt" in src and f"__restrict__ {other}pt" not in src
+        if c is not None:
+            c.compile(src, f"paged_{only}{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert _no_spills(c.last_log), c.last_log
+
+
+def test_one_paged_inputs_on_the_cpu_reference():
+    """CI self-check of the one-paged device test's construction: the CPU reference engine on
+    those graphs and inputs gives the float64 formulas' result on the dense k / v."""
+    import types
+
+    import cffi
+    from engine_plugins.cpu_reference import create_plugin
+    from engine_plugins.cpu_reference.engine import ENGINE_NAME
+    from gpu_testlib import from_storage, to_storage
+    from hipdnn_cabi.plugin_sdk import DeviceBuffers, engine_id_of, parse_graph
+    c = create_plugin().create_container()
+    cfg = types.SimpleNamespace(engine_id=engine_id_of(ENGINE_NAME), knobs={})
+    for i, only in ONE_PAGED[:2]:
+        ts, g, ins, (q, k, v), cc, lq, lkv = _one_paged_inputs(i, only)
+        by = {t.uid: t for t in ts}
+        host = {u: to_storage(by[u], ins[u]) for u in ins}
+        host.update({u: to_storage(by[u], np.zeros(by[u].dims)) for u in (4, 5)})
+        ctx = c.create_execution_context(cfg, parse_graph(g))
+        c.execute(ctx, 0, DeviceBuffers({u: a.ctypes.data for u, a in host.items()}, ffi=cffi.FFI()))
+        O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+        assert relerr(from_storage(by[4], host[4]), O) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i, only", ONE_PAGED)
+def test_one_paged_forward_vs_cpu_reference(R, i, only):
+    ts, g, ins, (q, k, v), cc, lq, lkv = _one_paged_inputs(i, only)
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[u]: x for u, x in ins.items()}, [by[4], by[5]])
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
     tol = 1e-2 if cc["dt"] == "HALF" else 3e-2
     assert np.all(np.isfinite(res[4])), "NaN in O: a page or row past the length was read"
@@ -501,7 +583,8 @@ def test_paged_and_ragged_declines():
     ts, _ = paged_graph(PS=16, **base)
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "seq_len_q_tensor_uid": 6, "seq_len_kv_tensor_uid": 7, "page_table_k_tensor_uid": 8}
-    assert "both page_table_k and page_table_v" in _why(graph_bytes(ts, [node("SdpaAttributes", a)]))
+    # only k paged: v must then be dense [B, Hkv, Skv, D] (here a pool)
+    assert "the dense v" in _why(graph_bytes(ts, [node("SdpaAttributes", a)]))
     cc = {k: v for k, v in RAGGED[0].items() if k not in ("lq", "lkv")}
     assert _why(ragged_fwd_graph(**cc)[1]) is None
     assert "MFMA" in _why(ragged_fwd_graph(**cc)[1], arch="gfx942")

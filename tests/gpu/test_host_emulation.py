@@ -6,6 +6,7 @@ Barrier kernels (batchnorm statistics and backward sums, transposes) run as nump
 their contract."""
 from __future__ import annotations
 
+import ctypes
 import re
 
 import numpy as np
@@ -63,6 +64,7 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
         names.append(name)
         args = [a for a in args if a[0] != "tmap"]     # the emulated preludes gather every operand
         vals = [ptr[a[1]] if a[0] == "t" else base[a[0]][0] + a[1] if a[0] in base
+                else ctypes.c_double(scalars[a[1]]) if a[2:] == ("double",)
                 else float(scalars[a[1]]) for a in args]
         if name in bodies:
             prelude = src[:src.index(bodies[name])]

@@ -67,20 +67,25 @@ def test_amd_declines_the_score_roles_with_the_role_named(role):
 
 @pytest.mark.parametrize("paged", ["k", "v"])
 def test_paged_kv_outside_the_kernels_is_declined(paged):
-    """Paged K/V runs on the HIP engine (tests/gpu/test_attention_paged_ragged.py) with both
-    tables and pages of a power of two >= 16 rows; one table alone, or 4-row pages, decline
-    with the reason while the CPU reference accepts the graph."""
-    pool = T(2 if paged == "k" else 3, [6, H, 4, D], "HALF")
-    ts = [T(1, [B, H, Sq, D], "HALF"), T(4, [B, H, Sq, D], "HALF"),
-          T(2, [B, H, Skv, D], "HALF") if paged == "v" else pool,
-          T(3, [B, H, Skv, D], "HALF") if paged == "k" else pool,
-          T(9, [B, 1, 4, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32"), T(11, [B, 1, 1, 1], "INT32")]
+    """Paged K/V runs on the HIP engine (tests/gpu/test_attention_paged_ragged.py) with one or
+    both tables and pages of a power of two >= 16 rows; 4-row pages decline with the reason
+    while the CPU reference accepts the graph."""
+    def graph(ps):
+        pool = T(2 if paged == "k" else 3, [6, H, ps, D], "HALF")
+        ts = [T(1, [B, H, Sq, D], "HALF"), T(4, [B, H, Sq, D], "HALF"),
+              T(2, [B, H, Skv, D], "HALF") if paged == "v" else pool,
+              T(3, [B, H, Skv, D], "HALF") if paged == "k" else pool,
+              T(9, [B, 1, 4, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32"), T(11, [B, 1, 1, 1], "INT32")]
+        return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          f"page_table_{paged}_tensor_uid": 9, "seq_len_kv_tensor_uid": 10, "max_seq_len_kv": Skv,
          "seq_len_q_tensor_uid": 11}
-    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]))
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph(16)[1])
+    assert cpu_ok and gpu_ok, (cpu_why, gpu_why)       # one table alone, the other dense
+    ts, g = graph(4)
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(g)
     assert cpu_ok, cpu_why
-    assert not gpu_ok and "needs both page_table_k and page_table_v" in gpu_why, gpu_why
+    assert not gpu_ok and "page size 4" in gpu_why, gpu_why
     ts = ts[:2] + [T(2, [6, H, 4, D], "HALF"), T(3, [6, H, 4, D], "HALF")] + ts[4:]
     a.update(page_table_k_tensor_uid=9, page_table_v_tensor_uid=9)
     (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]))

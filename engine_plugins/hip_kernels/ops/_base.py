@@ -142,7 +142,7 @@ def check_tensors(node, r, runtime_scalars=(), negative=False):
         if t.is_runtime_pass_by_value:
             _need(role in runtime_scalars,
                   f"{role}: runtime pass-by-value tensor in a role that takes no scalar")
-            _need(t.numel == 1 and dt(t) in SCALAR_TYPES, f"{role}: runtime scalar must be 1 float")
+            _need(t.numel == 1 and dt(t) in SCALAR_TYPES, f"{role}: runtime scalar must be 1 floating-point value")
         _need(negative or all(s >= 0 for s in strides(t)), "negative strides are not supported")
         if role in outs:
             _need(non_overlapping(t), f"{role}: output elements share addresses (zero or "
@@ -153,6 +153,16 @@ def no_fp8(r):
     for role, t in r.items():
         _need(dt(t) not in cg.FP8,
               f"{role}: fp8 tensors are supported in matmul, convolution and pointwise nodes only")
+
+
+def scalar_arg(t, loc, wide):
+    """(C type, argument source) of a runtime pass-by-value scalar a kernel takes by value: a
+    DOUBLE scalar read by a kernel that computes in double (``wide``) keeps its precision (a
+    ``double`` argument, source ``("s", uid, "double")``); any other one is a ``float``
+    argument (``("s", uid)``)."""
+    if wide and dt(t) == "DOUBLE":
+        return "double", tuple(loc[t.uid]) + ("double",)
+    return "float", loc[t.uid]
 
 
 def host_scalar(role, t, node) -> bool:

@@ -16,7 +16,8 @@ import math
 
 from .. import codegen as cg
 from ..codegen import EwIn, EwOut
-from ._base import (_need, check_tensors, check_types, dims, dt, kinds, no_fp8, op, strides)
+from ._base import (_need, check_tensors, check_types, dims, dt, kinds, no_fp8, op, scalar_arg,
+                    strides)
 
 KINDS = kinds("batchnorm")
 TRAIN, BWD = "BatchnormAttributes", "BatchnormBackwardAttributes"
@@ -133,8 +134,9 @@ def _emit_bn_inf(prog, graph, r, loc, tag, fused=None):
         if ev is not None:
             ins.append(EwIn("ep", const=ev, wide=wide))
         elif e.is_runtime_pass_by_value:
-            ins.append(EwIn("ep", scalar=True, param="p_ep"))
-            args.append(loc[e.uid])
+            ctype, src = scalar_arg(e, loc, wide)
+            ins.append(EwIn("ep", scalar=True, param="p_ep", wide=ctype == "double"))
+            args.append(src)
         else:
             ins.append(EwIn("ep", dt(e), [0] * len(domain), param="p_ep", wide=wide))
             args.append(loc[e.uid])
@@ -193,15 +195,18 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
         if ro in r:
             fargs.append(loc[r[ro].uid])
     # a scalar without a baked value: a runtime pass-by-value scalar (host, passed by value
-    # as a kernel argument: "ARG") or a 1-element device tensor (pointer)
-    if eps is None:
-        t = r["epsilon"]
-        sptr["epsilon"] = "ARG" if t.is_runtime_pass_by_value else cg.CTYPE[dt(t)]
-        fargs.append(loc[t.uid])
-    if run and mom is None:
-        t = r["momentum"]
-        sptr["momentum"] = "ARG" if t.is_runtime_pass_by_value else cg.CTYPE[dt(t)]
-        fargs.append(loc[t.uid])
+    # as a kernel argument: "ARG", "ARG double" for a DOUBLE one the double kernels read) or a
+    # 1-element device tensor (pointer)
+    for role, v in (("epsilon", eps), ("momentum", mom if run else 0.0)):
+        if v is None:
+            t = r[role]
+            if t.is_runtime_pass_by_value:
+                ctype, src = scalar_arg(t, loc, wide)
+                sptr[role] = "ARG" if ctype == "float" else "ARG double"
+                fargs.append(src)
+            else:
+                sptr[role] = cg.CTYPE[dt(t)]
+                fargs.append(loc[t.uid])
     ptypes = {q: dt(r[q]) for q in ("scale", "bias", "prev_running_mean", "prev_running_variance",
                                      "mean", "inv_variance", "next_running_mean",
                                      "next_running_variance") if q in r}
@@ -349,16 +354,17 @@ def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs, wide=False):
             params.append(f"{T[r]}* __restrict__ o_{r}")
     eps_e = cg.flit(eps) if eps is not None else "hdn_to_float(eps_p[0])"
     mom_e = (cg.flit(mom) if mom is not None else "hdn_to_float(mom_p[0])") if run else "0.f"
-    # "ARG": a runtime pass-by-value scalar, passed by value (read from the host at execute)
+    # "ARG" / "ARG double": a runtime pass-by-value scalar, passed by value as a float / double
+    # (read from the host at execute)
     if eps is None:
-        if scalar_ptrs["epsilon"] == "ARG":
-            params.append("const float eps_p")
+        if scalar_ptrs["epsilon"].startswith("ARG"):
+            params.append(f"const {'double' if scalar_ptrs['epsilon'] == 'ARG double' else 'float'} eps_p")
             eps_e = "eps_p"
         else:
             params.append(f"const {scalar_ptrs['epsilon']}* __restrict__ eps_p")
     if run and mom is None:
-        if scalar_ptrs["momentum"] == "ARG":
-            params.append("const float mom_p")
+        if scalar_ptrs["momentum"].startswith("ARG"):
+            params.append(f"const {'double' if scalar_ptrs['momentum'] == 'ARG double' else 'float'} mom_p")
             mom_e = "mom_p"
         else:
             params.append(f"const {scalar_ptrs['momentum']}* __restrict__ mom_p")

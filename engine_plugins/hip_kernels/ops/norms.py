@@ -19,7 +19,7 @@ from hipdnn_cabi.schemas import catalog
 
 from .. import codegen as cg
 from ..codegen import EwIn, EwOut
-from ._base import check_storage_types, check_tensors, declines, kinds, op
+from ._base import check_storage_types, check_tensors, declines, kinds, op, scalar_arg
 
 KINDS = kinds("norms")
 FUSES = ("LayernormAttributes", "RMSNormAttributes")   # forward: a pointwise run fuses into y
@@ -275,7 +275,9 @@ def _param_vec(name, t, D, VEC, var):
     return None
 
 
-def _eps_code(r, args, params, loc):
+def _eps_code(r, args, params, loc, wide=False):
+    """epsilon as C code (``wide``: the double row kernels, a DOUBLE runtime scalar then a
+    double argument)."""
     eps = r.get("epsilon")
     if eps is None:
         return "0.0f"
@@ -283,8 +285,9 @@ def _eps_code(r, args, params, loc):
         v = eps.value[0] if isinstance(eps.value, (list, tuple)) else eps.value
         return cg.flit(float(v))
     if eps.is_runtime_pass_by_value:      # read on the host at execute, passed by value
-        params.append("const float peps")
-        args.append(loc[eps.uid])
+        ctype, src = scalar_arg(eps, loc, wide)
+        params.append(f"const {ctype} peps")
+        args.append(src)
         return "peps"
     params.append(f"const {cg.CTYPE[cg.dtype_name(eps.dtype)]}* __restrict__ peps")
     args.append(loc[eps.uid])
@@ -644,7 +647,7 @@ def _emit_wide(prog, node, r, loc, tag, g):
     if not bwd:
         params.append(f"{ct('y')}* __restrict__ p_y")
         args.append(loc[r["y"].uid])
-        eps = _eps_code(r, args, params, loc)
+        eps = _eps_code(r, args, params, loc, wide=True)
         ev = r.get("epsilon")
         if ev is not None and ev.value is not None:
             eps = cg.dlit(float(ev.value[0] if isinstance(ev.value, (list, tuple)) else ev.value))

@@ -267,7 +267,11 @@ def run_body(run, domain, seed=None):
                     if cw:
                         dbl.add(f"x{t.uid}")
                 elif t.is_runtime_pass_by_value:
-                    ins[t.uid] = ("scalar",)
+                    # a DOUBLE scalar a double node reads: a double argument (its precision kept)
+                    sw = t.uid in wconst and dt(t) == "DOUBLE"
+                    ins[t.uid] = ("scalar",) + ((True,) if sw else ())
+                    if sw:
+                        dbl.add(f"x{t.uid}")
                 else:
                     s = cg.bcast_strides(dims(t), strides(t), domain)
                     _need(s is not None, f"tensor {t.uid} does not broadcast to {domain}")
@@ -310,9 +314,10 @@ def ew_inputs(ins, loc):
     for u, spec in ins.items():
         if spec[0] == "const":       # (a third field: a double constant)
             ew_ins.append(EwIn(f"x{u}", const=spec[1], wide=len(spec) > 2))
-        elif spec[0] == "scalar":
-            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}"))
-            args.append(loc[u])
+        elif spec[0] == "scalar":    # (a second field: a double argument)
+            wide = len(spec) > 1
+            ew_ins.append(EwIn(f"x{u}", scalar=True, param=f"p{u}", wide=wide))
+            args.append((tuple(loc[u]) + ("double",)) if wide else loc[u])
         else:
             ew_ins.append(EwIn(f"x{u}", spec[2], spec[1], param=f"p{u}"))
             args.append(loc[u])

@@ -18,8 +18,9 @@ roles (``_mods``, kernels/hdn_attention.h): additive HALF/BF16/FLOAT or BOOLEAN 
 broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks, sink tokens, FLOAT
 max / sum_exp outputs, rng_dump (a second kernel writes the keep mask), and in the backward
 the mask / ALiBi with dbias (fp32 atomics into a workspace, then converted; these backward
-graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and page_table_v,
-pools [pages, Hkv, page_size, D], page sizes powers of two >= 16) and ragged (packed) q / k / v
+graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and / or page_table_v,
+pools [pages, Hkv, page_size, D], page sizes powers of two >= 16; a k / v without a table dense
+[B, Hkv, Skv, D]) and ragged (packed) q / k / v
 / o / stats / do / dq / dk / dv (offsets x multiplier), both with seq_len_q and seq_len_kv, on
 the mma.sync kernels and without the score roles.  User dropout masks are not applicable here
 (the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
@@ -95,39 +96,51 @@ def _multiplier(t):
     return 1 if m is None else int(m)
 
 
+def paged_roles(r):
+    """The roles of k / v read through a page table."""
+    return [x for x in ("k", "v") if PAGED[x] in r]
+
+
 def kv_extent(node, r):
     """(Hkv, Skv) of the logical k / v: a paged pool's from its page table and max_seq_len_kv
-    (default: the positions the table addresses), as the CPU reference's kv_dims."""
+    (default: a dense k / v's length, else the fewest positions a table addresses), as the
+    CPU reference's kv_dims."""
     d = _dims(r["k"])
-    if not paged(r):
+    pr = paged_roles(r)
+    if not pr:
         return d[1], d[2]
-    cap = _dims(r["page_table_k"])[2] * d[2]
     skv = node.attrs.get("max_seq_len_kv")
-    return d[1], int(cap if skv is None else skv)
+    if skv is None:
+        dense = [x for x in ("k", "v") if x not in pr]
+        skv = _dims(r[dense[0]])[2] if dense else \
+            min(_dims(r[PAGED[x]])[2] * _dims(r[x])[2] for x in pr)
+    return d[1], int(skv)
 
 
 def _check_paged(node, r, B):
     k = node.kind
-    _need(all(x in r for x in PAGED.values()),
-          f"{k}: paged K/V needs both page_table_k and page_table_v on the HIP engine")
+    pr = paged_roles(r)       # k and v, or one of them (the other dense [B, Hkv, Skv, D])
     ck, cv = _dims(r["k"]), _dims(r["v"])
-    _need(len(ck) == 4 and len(cv) == 4 and ck[:3] == cv[:3],
+    _need(len(ck) == 4 and len(cv) == 4 and ck[1] == cv[1] and (len(pr) == 1 or ck[:3] == cv[:3]),
           f"{k}: the k / v page pools must be [pages, Hkv, page_size, D] alike")
-    ps = ck[2]
+    ps = _dims(r[pr[0]])[2]
     _need(ps >= 16 and ps & (ps - 1) == 0,
           f"{k}: page size {ps}: the HIP engine takes powers of two >= 16")
-    tabs = [_dims(r[x]) for x in PAGED.values()]
-    for x in PAGED.values():
-        t = r[x]
+    tabs = [_dims(r[PAGED[x]]) for x in pr]
+    for x in pr:
+        t = r[PAGED[x]]
         d = _dims(t)
         _need(len(d) == 4 and d[0] == B and d[1] == 1 and d[3] == 1 and d == tabs[0]
               and cg.dtype_name(t.dtype) in ("INT32", "INT64") and t.value is None
-              and not t.virtual, f"{k}: {x} {d} must be INT32/INT64 [B={B}, 1, max_pages, 1] "
+              and not t.virtual, f"{k}: {PAGED[x]} {d} must be INT32/INT64 [B={B}, 1, max_pages, 1] "
               f"(both tables alike)")
-    skv = node.attrs.get("max_seq_len_kv")
-    _need(skv is None or 0 < int(skv) <= tabs[0][2] * ps,
-          f"{k}: max_seq_len_kv {skv} exceeds the {tabs[0][2] * ps} positions the page tables "
+    Hkv, Skv = kv_extent(node, r)
+    _need(0 < Skv <= tabs[0][2] * ps,
+          f"{k}: max_seq_len_kv {Skv} exceeds the {tabs[0][2] * ps} positions the page tables "
           f"address")
+    for x in ("k", "v"):
+        _need(x in pr or _dims(r[x])[:3] == [B, Hkv, Skv],
+              f"{k}: the dense {x} of a graph paging only {pr[0]} must be [B, Hkv, Skv, D]")
     _need("seq_len_q" in r and "seq_len_kv" in r,
           f"{k}: paged K/V needs seq_len_q and seq_len_kv on the HIP engine")
     _need(not ragged_roles({x: r[x] for x in ("k", "v")}), f"{k}: k / v paged and ragged")
@@ -187,8 +200,9 @@ def _check_common(node, r, graph=None):
     Dk = _dims(r["k"])[3]
     Dv = _dims(r["v"])[3]
     vd = _dims(r["v"])[:3]
-    _need((vd == [B, Hkv, Skv] or paged(r)) and Dk == D and _dims(r["k"])[0] == vd[0],
-          f"{k}: k/v shapes")
+    pr = paged_roles(r)
+    _need((vd == [B, Hkv, Skv] or "v" in pr) and Dk == D
+          and (len(pr) == 1 or _dims(r["k"])[0] == vd[0]), f"{k}: k/v shapes")
     for nm, x in (("D", D), ("Dv", Dv)):
         _need(0 < x <= MAX_HEAD and x % 8 == 0,
               f"{k}: head dim {nm} = {x}: the HIP engine takes multiples of 8 up to {MAX_HEAD} "
@@ -468,10 +482,13 @@ def _paged_ragged(r, defines, loc, graph):
     tensors roff0, roff1..., HDN_RAGGED_OK(b): every ragged batch offset is 16-byte aligned);
     nothing for a graph with neither."""
     ps, as_ = [], []
-    if paged(r):
-        lg = int(_dims(r["k"])[2]).bit_length() - 1
-        defines["KV_PAGES"] = f"{_dims(r['k'])[0]}LL"
+    pr = paged_roles(r)
+    if pr:
+        lg = int(_dims(r[pr[0]])[2]).bit_length() - 1
+        defines["KV_PAGES"] = f"{_dims(r[pr[0]])[0]}LL"
         for role, nm in (("k", "kpt"), ("v", "vpt")):
+            if role not in pr:      # dense (<P>_BOFF / <P>_ROWS: hdn_attention.h's defaults)
+                continue
             t = r[PAGED[role]]
             P = PREFIX[role]
             ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
