@@ -378,3 +378,14 @@ def sdpa_optional(ts, a, B, H, Sq, stats=True, seq=False, drop=None):
     if drop is not None:
         ts += [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
         a.update(seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=drop)
+
+
+def assert_sdpa_close(res, O, st, dt):
+    """An SDPA forward's outputs (``res``: uid -> array; o at uid 4, stats at 5 if present)
+    against the float64 reference O / stats: 16-bit tolerances, the same infinite stats."""
+    tol = 1e-2 if dt == "HALF" else 3e-2
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    if 5 in res:
+        fin = np.isfinite(st)
+        assert np.array_equal(np.isfinite(res[5]), fin)
+        assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
