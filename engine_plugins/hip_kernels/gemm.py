@@ -272,7 +272,6 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         prog.steps.append(("launch", src, name, grid, block, ab + args) + ((opts,) if opts else ()))
 
 
-
 def emit_stats_outputs(ctx, y_uid, C, outs, tag):
     """Per-channel reductions of a GEMM output left to its epilogue's sums (genstats): one small
     kernel writes each ``outs`` entry (tensor, which: 0 = sum, 1 = sum of squares, count: 1, or
