@@ -11,6 +11,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cabi_testlib import INCLUDE, LIB, LIBDIR, ROOT, SHARED, run  # noqa: E402,F401
 
 
+def pytest_addoption(parser):
+    parser.addoption("--cpu-stand-in", action="store_true",
+                     help="tests/gpu: run the GPU tests' bodies on the CPU reference engine "
+                          "(tests/gpu/cpu_stand_in.py) - checks the test code where no GPU is present")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_lib: needs the built libhipdnn_backend.so")
 
@@ -24,7 +30,7 @@ def _have_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    if _have_gpu():
+    if _have_gpu() or config.getoption("--cpu-stand-in"):
         return
     skip = pytest.mark.skip(reason="no GPU runtime found")
     for item in items:
