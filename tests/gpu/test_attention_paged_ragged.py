@@ -411,13 +411,9 @@ def _ragged_run(R, ts, g, arrays, outs, lq, lkv, B):
     return res
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(RAGGED)))
-def test_ragged_forward_vs_cpu_reference(R, i):
-    c = dict(RAGGED[i])
-    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
-    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
-    ts, g = ragged_fwd_graph(**c)
+def _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv):
+    """Random q / k / v in ``dt`` with every row past a batch's length zero (the padded
+    equivalent the float64 reference reads)."""
     q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
     k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
     v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
@@ -425,6 +421,17 @@ def test_ragged_forward_vs_cpu_reference(R, i):
         q[b, :, lq[b]:] = 0
         k[b, :, lkv[b]:] = 0
         v[b, :, lkv[b]:] = 0
+    return q, k, v
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(RAGGED)))
+def test_ragged_forward_vs_cpu_reference(R, i):
+    c = dict(RAGGED[i])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_fwd_graph(**c)
+    q, k, v = _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv)
     elem = c.get("elem_offsets")
     oq, ok = _offsets(lq, 3 if elem else 0), _offsets(lkv, 1 if elem else 0)
     if elem:       # INT64 element offsets, 3 / 1 spare rows between batches
@@ -463,15 +470,10 @@ def test_ragged_backward_vs_cpu_reference(R, i):
     lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = ragged_bwd_graph(**c)
-    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
-    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
-    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
+    q, k, v = _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv)
     do = quantize(rng.uniform(-1, 1, (B, H, Sq, D)), dt)
     for b in range(B):
-        for x in (q, do):
-            x[b, :, lq[b]:] = 0
-        for x in (k, v):
-            x[b, :, lkv[b]:] = 0
+        do[b, :, lq[b]:] = 0
     p = _p(D, lq, lkv, c)
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
     O = quantize(O, dt)
@@ -606,13 +608,7 @@ def test_ragged_offset_off_16_bytes_gives_nan_not_a_fault(R):
     lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = ragged_fwd_graph(**c)
-    q = quantize(rng.uniform(-2, 2, (B, H, Sq, D)), dt)
-    k = quantize(rng.uniform(-2, 2, (B, Hkv, Skv, D)), dt)
-    v = quantize(rng.uniform(-1, 1, (B, Hkv, Skv, D)), dt)
-    for b in range(B):
-        q[b, :, lq[b]:] = 0
-        k[b, :, lkv[b]:] = 0
-        v[b, :, lkv[b]:] = 0
+    q, k, v = _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv)
     oq, ok = _offsets(lq, 1), _offsets(lkv)
     eq = oq * H * D
     eq[1] += 4                                 # batch 1: 8 bytes off
