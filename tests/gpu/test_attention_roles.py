@@ -30,8 +30,9 @@ def _mask_t(B, H, Sq, Skv, mask):
 
 
 def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, mask=None, alibi=False, block=None, sink=None,
-              maxsum=False, seq=False, drop=None, rng_dump=None, stats=True, **attrs):
-    """block: block-mask dims [B|1, H|1] ; sink: the sink tensor's type; rng_dump: its type."""
+              maxsum=False, seq=False, drop=None, rng_dump=None, stats=True, rng_dims=None, **attrs):
+    """block: block-mask dims [B|1, H|1] ; sink: the sink tensor's type; maxsum: True (FLOAT)
+    or the max / sum_exp type; rng_dump: its type (rng_dims: its dims, default [B, H, Sq, Skv])."""
     ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, D], dt),
           T(4, [B, H, Sq, D], dt)]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
@@ -49,10 +50,11 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, mask=None, alibi=False, block=None, sin
         ts.append(T(U["sink"], [1, H, 1, 1], sink))
         a.update(sink_token_tensor_uid=U["sink"])
     if maxsum:
-        ts += [T(U["max"], [B, H, Sq, 1], "FLOAT"), T(U["sum_exp"], [B, H, Sq, 1], "FLOAT")]
+        mt = maxsum if isinstance(maxsum, str) else "FLOAT"
+        ts += [T(U["max"], [B, H, Sq, 1], mt), T(U["sum_exp"], [B, H, Sq, 1], mt)]
         a.update(max_tensor_uid=U["max"], sum_exp_tensor_uid=U["sum_exp"])
     if rng_dump is not None:
-        ts.append(T(U["rng"], [B, H, Sq, Skv], rng_dump))
+        ts.append(T(U["rng"], list(rng_dims or [B, H, Sq, Skv]), rng_dump))
         a.update(rng_dump_tensor_uid=U["rng"])
     a.update(attrs)
     return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
@@ -216,7 +218,7 @@ def test_roles_declined_on_amd(arch):
     (dict(mask=("bias", [1, 2, 64, 32], "HALF", None)), "does not broadcast"),
     (dict(mask=("bias", [1, 2, 64, 64], "INT32", None)), "attn_mask type"),
     (dict(block=[1, 1], _bm_dtype="INT32"), "block_mask"),
-    (dict(maxsum=True, _max_dtype="HALF"), "max must be FLOAT"),
+    (dict(maxsum=True, _max_dtype="INT32"), "max must be FLOAT / HALF / BFLOAT16 / DOUBLE"),
     (dict(drop=0.2, rng_dump="INT32"), "rng_dump type"),
     (dict(rng_dump="FLOAT"), "rng_dump without dropout"),
 ])
@@ -447,8 +449,8 @@ def _buf(t, val):
 @pytest.mark.parametrize("i", [0, 2, 3, 5, 6, 11, 12])
 def test_score_modifiers_host_emulation(i):
     """hdn_attn_mod under the generated defines of a configuration (mask strides / types /
-    broadcast, ALiBi slopes, block-mask bits) against the CPU reference's additive terms and
-    keep masks."""
+    broadcast, ALiBi slopes; block-mask bits where the kernel tests them per score) against the
+    CPU reference's additive terms and keep masks."""
     emu, hdr = _host_emu()
     c = FWD_CONFIGS[i]
     B, H, Sq, Skv = c["B"], c["H"], c["Sq"], c["Skv"]
@@ -470,7 +472,9 @@ def test_score_modifiers_host_emulation(i):
         add, keep = ksdpa._bias(p, b, 0, H, Sq, Skv, H, np.float64)
         add = np.zeros((H, Sq, Skv)) if add is None else np.broadcast_to(add, (H, Sq, Skv))
         ok = np.ones((H, Sq, Skv), bool) if keep is None else np.broadcast_to(keep, (H, Sq, Skv))
-        if p.block_mask is not None:
+        if p.block_mask is not None and "#define ATT_BLOCK 1" in src:
+            # (the kernels' tiles inside one block-mask tile: no per-score test, the kernels
+            # skip the dropped tiles whole - test_attention_blockmask.py)
             bk = p.block_mask[b if p.block_mask.shape[0] > 1 else 0][None]
             ok = ok & np.broadcast_to(ksdpa.block_keep(bk, Sq, Skv)[0], (H, Sq, Skv))
         got = out[b].astype(np.float64)

@@ -342,11 +342,13 @@ class SdpaFwdBuilder(_SdpaBase):
                 if r in ts:
                     store(env, ts[r], np.full((1,), P.extra[r]))
             if "rng_dump" in ts:
-                B, H, Sq, _ = o.shape
-                Skv = skv
+                # the keep mask of every (b, h, i, j) the dump addresses: a broadcast (extent 1)
+                # dimension receives index 0 of that dimension
+                _, H, Sq, _ = o.shape
+                db, dh, di, dj = _dims(ts["rng_dump"])
                 _, prob, seed, off = P.dropout
-                z = np.stack([np.stack([kphilox.keep_mask(seed, off, b, h, H, Sq, Skv, prob)
-                                        for h in range(H)]) for b in range(B)])
+                z = np.stack([np.stack([kphilox.keep_mask(seed, off, b, h, H, Sq, skv, prob)[:di, :dj]
+                                        for h in range(dh)]) for b in range(db)])
                 store(env, ts["rng_dump"], z.astype(cdt))
         return NodePlan(node, *self.io_uids(node, graph), fn)
 

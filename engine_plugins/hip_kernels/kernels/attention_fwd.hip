@@ -172,7 +172,14 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const int per = (nbz - nba + KV_SPLIT - 1) / KV_SPLIT;
     const int nb0 = hdn_imin(nbz, nba + (int)blockIdx.x * per), nb1 = hdn_imin(nbz, nb0 + per);
 #else
+#if ATT_BLKSKIP   // the key tiles the block mask keeps for rows [q0, q0 + BM) (hdn_attention.h)
+    const unsigned char* bkrow = HDN_ATTN_BLK(b, h);
+    const int nb1 = kend > kbeg ? (kend + BN - 1) / BN : kbeg / BN;
+    const int nb0 = hdn_attn_blk_next(bkrow, q0, BM, kbeg / BN, nb1, BN);
+    int nbn = nb0;                    // the next live tile (found while its K tile is loaded)
+#else
     const int nb0 = kbeg / BN, nb1 = kend > kbeg ? (kend + BN - 1) / BN : nb0;
+#endif
 #endif
 
     if (nb0 < nb1) HDN_LOAD_K(Ks, nb0 * BN);
@@ -194,6 +201,10 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
     const int r0 = q0 + warp * 16 + (lane >> 2);   // this thread's rows: r0, r0 + 8
 
     for (int nb = nb0; nb < nb1; ++nb) {
+#if ATT_BLKSKIP
+        nb = nbn;
+        if (nb >= nb1) break;
+#endif
         const int kv0 = nb * BN;
         HDN_LOAD_V(Vs, kv0);
         hdn_cp_commit();
@@ -220,7 +231,12 @@ extern "C" __global__ void __launch_bounds__(NT) hdn_attn_fwd(HDN_ATTN_FWD_PARAM
             }
         }
         __syncthreads();
+#if ATT_BLKSKIP
+        nbn = hdn_attn_blk_next(bkrow, q0, BM, nb + 1, nb1, BN);
+        if (nbn < nb1) HDN_LOAD_K(Ks, nbn * BN);
+#else
         if (nb + 1 < nb1) HDN_LOAD_K(Ks, kv0 + BN);
+#endif
         hdn_cp_commit();
         const bool full = kv0 + BN <= L.skv && q0 + BM <= L.sq &&
                           (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0 <= L.rlim) &&
@@ -387,9 +403,16 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_fwd_combine(HDN_ATTN_
 // the dropout keep mask (1 kept, 0 dropped) of every (b, h, i, j), as the forward draws it
 // (portable: outside the mma.sync guard)
 extern "C" __global__ void __launch_bounds__(256) hdn_attn_rng_dump(HDN_ATTN_RNG_PARAMS) {
+#ifdef RD_SQ   // a dump of RD_SQ x RD_SKV per head (broadcast along i or j: index 0 of it)
+    const long long m = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (m >= (long long)RD_SQ * RD_SKV) return;
+    const int h = blockIdx.y, b = blockIdx.z, i = (int)(m / RD_SKV), j = (int)(m % RD_SKV);
+    const long long n = (long long)i * SKV + j;
+#else
     const long long n = (long long)blockIdx.x * 256 + threadIdx.x;
     if (n >= (long long)SQ * SKV) return;
     const int h = blockIdx.y, b = blockIdx.z, i = (int)(n / SKV), j = (int)(n % SKV);
+#endif
     const unsigned long long seed = (unsigned long long)(long long)*seedp;
     const unsigned long long doff = (unsigned long long)(long long)*offp;
     const unsigned w = hdn_philox_word(seed, (unsigned long long)b * HQ + h, doff + (unsigned long long)n);

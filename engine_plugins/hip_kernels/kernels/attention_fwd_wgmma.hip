@@ -123,7 +123,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
     if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
     if (ihi < q0) kend = kbeg;
+#if ATT_BLKSKIP   // the key tiles the block mask keeps for the CTA's rows (hdn_attention.h)
+    const unsigned char* bkrow = HDN_ATTN_BLK(b, h);
+    const int nb1 = kend > kbeg ? (kend + AW_BN - 1) / AW_BN : kbeg / AW_BN;
+    const int nb0 = hdn_attn_blk_next(bkrow, q0, AW_BM, kbeg / AW_BN, nb1, AW_BN);
+#else
     const int nb0 = kbeg / AW_BN, nb1 = kend > kbeg ? (kend + AW_BN - 1) / AW_BN : nb0;
+#endif
 
     if (wg == 0) {
         // ------------------------------------------------------------------ producer
@@ -135,6 +141,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         int it = 0;
 #pragma unroll 1
         for (int n = nb0; n < nb1; ++n, ++it) {
+#if ATT_BLKSKIP   // (the consumers walk the same live tiles)
+            n = hdn_attn_blk_next(bkrow, q0, AW_BM, n, nb1, AW_BN);
+            if (n >= nb1) break;
+#endif
             const int st = it % AW_ST;
             const unsigned ph = (unsigned)(it / AW_ST) & 1u;
             wg_bar_wait(bke + 8 * st, ph ^ 1u);
@@ -288,6 +298,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         int it = 1;
 #pragma unroll 1
         for (int n = nb0 + 1; n < nb1; ++n, ++it) {
+#if ATT_BLKSKIP
+            n = hdn_attn_blk_next(bkrow, q0, AW_BM, n, nb1, AW_BN);
+            if (n >= nb1) break;
+#endif
             const int st = it % AW_ST, pst = (it - 1) % AW_ST;
             const unsigned ph = (unsigned)(it / AW_ST) & 1u, pph = (unsigned)((it - 1) / AW_ST) & 1u;
             wg_bar_wait(bkf + 8 * st, ph);

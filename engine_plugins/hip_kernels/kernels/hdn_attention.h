@@ -254,11 +254,13 @@ __device__ __forceinline__ void hdn_attn_amax(float* p, float v, int lane) {
 //               keeps); element strides AM_SB / AM_SH / AM_SI / AM_SJ (0 along broadcast dims);
 //   ATT_ALIBI:  + slope_h (j - i), the slopes HDN_ALIBI_SLOPES (one per query head);
 //   ATT_BLOCK:  UINT8 block mask, bit (j / 128) % 8 of byte (j / 128) / 8 in row tile i / 128
-//               (strides BMK_SB / BMK_SH / BMK_SR / BMK_SC);
+//               (strides BMK_SB / BMK_SH / BMK_SR / BMK_SC), tested per score (ATT_BLKSKIP below
+//               skips the key tiles it drops whole);
 //   ATT_SINK:   one logit per query head (att_sink: ATT_SINK_T, stride SINK_SH) joins each unpadded
 //               row's softmax as a key without a value: the running max / sum start at (sink, 1);
-//   HAS_MAX / HAS_SUMEXP: the row max (natural scale) and the sum of exp(s - max) as FLOAT
-//               outputs (strides MXSB.. / SESB..); rows without keys: -inf / 0.
+//   HAS_MAX / HAS_SUMEXP: the row max (natural scale) and the sum of exp(s - max) as FLOAT /
+//               HALF / BFLOAT16 / DOUBLE outputs (strides MXSB.. / SESB..); rows without keys:
+//               -inf / 0.
 // Kernel parameters: HDN_ATTN_MOD_PARAMS (att_mask, att_blk, att_sink) / HDN_ATTN_MOD_ARGS.
 #ifndef ATT_MASK
 #define ATT_MASK 0
@@ -340,6 +342,37 @@ __device__ __forceinline__ float hdn_attn_mod(const HdnAttnMod& M, float v, int 
 #define HDN_ATTN_MOD_INIT(b, h)
 #define HDN_ATTN_SCORE(v, i, j) (v)
 #endif
+#ifndef ATT_BLKSKIP
+#define ATT_BLKSKIP 0
+#endif
+#if ATT_BLKSKIP
+// Block-mask tile skipping (forward): a key tile whose 128 x 128 block-mask tiles are all zero for
+// the kernel's query rows is neither loaded nor multiplied - the kernels walk the live key tiles
+// only (hdn_attn_blk_next), which leaves the online softmax as masking every score of the tile
+// would (a row no live tile reaches ends without keys: O 0, stats +inf, or with a sink the
+// sink's).  Where the kernels' tiles lie inside one block-mask tile (the query and key tiles
+// divide 128: both NVIDIA forwards) nothing else is needed; else ATT_BLOCK masks the scores
+// of the live tiles element by element too.
+#define HDN_ATTN_BLK(b, h) (att_blk + (long long)(b) * BMK_SB + (long long)(h) * BMK_SH)
+// key tile [kv0, kv0 + n) of the query rows [q0, q0 + rows) is live: a bit of a block-mask tile
+// it overlaps is set (bk: the block mask at (b, h))
+__device__ __forceinline__ bool hdn_attn_blk_live(const unsigned char* bk, int q0, int rows, int kv0, int n) {
+    const int r1 = hdn_imin(q0 + rows, SQ) - 1, c1 = hdn_imin(kv0 + n, SKV) - 1;
+#pragma unroll 1
+    for (int r = q0 >> 7; r <= (r1 >> 7); ++r)
+#pragma unroll 1
+        for (int c = kv0 >> 7; c <= (c1 >> 7); ++c)
+            if ((bk[(long long)r * BMK_SR + (long long)(c >> 3) * BMK_SC] >> (c & 7)) & 1) return true;
+    return false;
+}
+// the first live key tile t >= t0 (tiles of bn keys) of the query rows [q0, q0 + rows); t1 when
+// none is before t1
+__device__ __forceinline__ int hdn_attn_blk_next(const unsigned char* bk, int q0, int rows, int t0, int t1, int bn) {
+#pragma unroll 1
+    while (t0 < t1 && !hdn_attn_blk_live(bk, q0, rows, t0 * bn, bn)) ++t0;
+    return t0;
+}
+#endif
 #if ATT_SINK
 // the sink logit of query head h on the exp2 scale
 #define HDN_ATTN_SINK_INIT(h, mrow, lrow)                                                        \
@@ -353,14 +386,18 @@ __device__ __forceinline__ float hdn_attn_mod(const HdnAttnMod& M, float v, int 
 #endif
 // a row without keys (or, with a sink, a padded row: i >= sq): O 0, stats +inf
 #define HDN_ATTN_EMPTY(L, i, l) (!((l) > 0.f) || (ATT_SINK && (i) >= (L).sq))
-// the max / sum_exp outputs of row i (m2: the running max on the exp2 scale, l: the sum)
+// the max / sum_exp outputs of row i (m2: the running max on the exp2 scale, l: the sum), each
+// FLOAT, HALF, BFLOAT16 or DOUBLE (the parameters' types; 16-bit: rounded to nearest even)
+template <class T> __device__ __forceinline__ void hdn_attn_put(T* p, float v) { *p = hdn_from_float<T>(v); }
+__device__ __forceinline__ void hdn_attn_put(double* p, float v) { *p = (double)v; }
+template <class MT, class ST>
 __device__ __forceinline__ void hdn_attn_row_out(int b, int h, int i, bool emp, float m2, float l,
-                                                 float* mxo, float* seo) {
+                                                 MT* mxo, ST* seo) {
 #if HAS_MAX
-    mxo[(long long)b * MXSB + (long long)h * MXSH + (long long)i * MXSS] = emp ? -INFINITY : m2 * HDN_LN2;
+    hdn_attn_put(mxo + (long long)b * MXSB + (long long)h * MXSH + (long long)i * MXSS, emp ? -INFINITY : m2 * HDN_LN2);
 #endif
 #if HAS_SUMEXP
-    seo[(long long)b * SESB + (long long)h * SESH + (long long)i * SESS] = emp ? 0.f : l;
+    hdn_attn_put(seo + (long long)b * SESB + (long long)h * SESH + (long long)i * SESS, emp ? 0.f : l);
 #endif
     (void)b; (void)h; (void)i; (void)emp; (void)m2; (void)l; (void)mxo; (void)seo;
 }

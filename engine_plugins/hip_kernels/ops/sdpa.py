@@ -54,6 +54,7 @@ USED = {FWD: {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "
 # the score-modifying roles and extra outputs (_check_mods / _mods); not on the AMD kernels
 MODS = ("attn_mask", "block_mask", "sink_token", "max", "sum_exp", "rng_dump", "dbias")
 FLOAT_T = {"HALF": "hdn_half", "BFLOAT16": "hdn_bf16", "FLOAT": "float"}
+STAT_T = dict(FLOAT_T, DOUBLE="double")     # the max / sum_exp element types (hdn_attn_row_out)
 BLOCK = 128      # the block mask's tile edge
 DATA = {FWD: ("q", "k", "v", "o"), BWD: ("q", "k", "v", "o", "do", "dq", "dk", "dv")}
 MMA = {"HALF": "f16", "BFLOAT16": "bf16"}
@@ -276,7 +277,6 @@ def _check_mods(node, r, B, H, Sq, Skv):
             _need(cg.dtype_name(r[role].dtype) in types,
                   f"{k}: {role} type {cg.dtype_name(r[role].dtype)} (HIP engine: {', '.join(types)})")
     if "rng_dump" in r:
-        _need(_dims(r["rng_dump"]) == full, f"{k}: rng_dump must be {full}")
         _need(node.attrs.get("dropout_probability"), f"{k}: rng_dump without dropout")
     if "block_mask" in r:
         t = r["block_mask"]
@@ -292,8 +292,8 @@ def _check_mods(node, r, B, H, Sq, Skv):
     for role in ("max", "sum_exp"):
         if role in r:
             t = r[role]
-            _need(cg.dtype_name(t.dtype) == "FLOAT" and _dims(t) == [B, H, Sq, 1],
-                  f"{k}: {role} must be FLOAT [B, H, Sq, 1] on the HIP engine")
+            _need(cg.dtype_name(t.dtype) in STAT_T and _dims(t) == [B, H, Sq, 1],
+                  f"{k}: {role} must be FLOAT / HALF / BFLOAT16 / DOUBLE [B, H, Sq, 1]")
 
 
 def alibi_slopes(H):
@@ -329,9 +329,9 @@ def _mods(prog, node, r, defines, extra_p, extra_a, loc):
         defines["ATT_ALIBI"] = 1
         defines["HDN_ALIBI_SLOPES"] = "{" + ", ".join(cg.flit(x) for x in
                                                       alibi_slopes(defines["HQ"])) + "}"
-    if "block_mask" in r:
+    if "block_mask" in r:       # (the forward's: the kernels skip the tiles it drops whole)
         t = r["block_mask"]
-        defines["ATT_BLOCK"] = 1
+        defines["ATT_BLKSKIP"] = 1
         for nm, x in zip(("BMK_SB", "BMK_SH", "BMK_SR", "BMK_SC"), _bstrides(t)):
             defines[nm] = x
         mp.append("const unsigned char* __restrict__ att_blk")
@@ -353,7 +353,7 @@ def _mods(prog, node, r, defines, extra_p, extra_a, loc):
     for role, flag, nm in (("max", "HAS_MAX", "att_max"), ("sum_exp", "HAS_SUMEXP", "att_sumexp")):
         if role in r:
             defines[flag] = 1
-            extra_p.append(f"float* __restrict__ {nm}")
+            extra_p.append(f"{STAT_T[cg.dtype_name(r[role].dtype)]}* __restrict__ {nm}")
             extra_a.append(loc[r[role].uid])
     if node.kind != BWD or "dbias" not in r:
         return None
@@ -372,14 +372,27 @@ def _mods(prog, node, r, defines, extra_p, extra_a, loc):
     return ws
 
 
+def _block_tiles(defines, bm, bn):
+    """A block mask with query tiles of bm rows and key tiles of bn keys: the kernels walk the
+    live key tiles (ATT_BLKSKIP); a tile that does not lie inside one BLOCK x BLOCK block-mask
+    tile (bm or bn not dividing BLOCK) has its scores masked element by element too
+    (ATT_BLOCK)."""
+    if defines.get("ATT_BLKSKIP") and (BLOCK % bm or BLOCK % bn):
+        defines["ATT_BLOCK"] = 1
+
+
 def _rng_dump(prog, r, src_defines, extra_p, extra_a, loc):
-    """rng_dump: a kernel of attention_fwd.hip writes the forward's dropout keep mask."""
+    """rng_dump: a kernel of attention_fwd.hip writes the forward's dropout keep mask, one thread
+    per element of the dump (any strides; a dump broadcast along a dimension - extent 1 where
+    [B, Hq, Sq, Skv] has more - receives index 0 of it, as the CPU reference: RD_SQ / RD_SKV)."""
     t = r["rng_dump"]
     B, H, Sq, Skv = _dims(t)
     src_defines["HAS_RNG_DUMP"] = 1
     src_defines["RD_T"] = FLOAT_T[cg.dtype_name(t.dtype)]
     for nm, x in zip(("RDSB", "RDSH", "RDSS", "RDSJ"), _st(t)):
         src_defines[nm] = x
+    if (Sq, Skv) != (src_defines["SQ"], src_defines["SKV"]):
+        src_defines["RD_SQ"], src_defines["RD_SKV"] = Sq, Skv
     ps, as_ = _finish(extra_p, extra_a, ["void* __restrict__ att_rng"], [loc[t.uid]])
     src_defines["HDN_ATTN_RNG_PARAMS"] = ps
     return ("hdn_attn_rng_dump", ((Sq * Skv + 255) // 256, H, B), (256, 1, 1), as_)
@@ -523,11 +536,41 @@ def _paged_ragged(r, defines, loc, graph):
     return ps, as_
 
 
+# features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
+# the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ")
+
+
+def _drop_off(body, defines):
+    """body without the ``#if[def] FLAG`` blocks of the OPTIONAL flags not in defines (their
+    ``#else`` part kept, the directives dropped)."""
+    out, stack = [], []     # stack: per open #if, None (kept) or [flag, in_else]
+    for line in body.split("\n"):
+        w = line.split()
+        d = w[0] if w else ""
+        if d in ("#if", "#ifdef") and len(w) > 1 and w[1] in OPTIONAL and w[1] not in defines:
+            stack.append([w[1], False])
+            continue
+        if d in ("#if", "#ifdef", "#ifndef"):
+            stack.append(None)
+        elif d in ("#else", "#endif") and stack and stack[-1] is not None:
+            if d == "#else":
+                stack[-1][1] = True
+            else:
+                stack.pop()
+            continue
+        elif d == "#endif":
+            stack.pop()
+        if all(x is None or x[1] for x in stack):
+            out.append(line)
+    return "\n".join(out)
+
+
 def _source(kernel_file, defines):
     lines = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"']
     for k, v in defines.items():
         lines.append(f"#define {k} {v}")
-    body = cg.read_kernel(kernel_file)
+    body = _drop_off(cg.read_kernel(kernel_file), defines)
     # baked seed / offset: the kernel reads *seedp / *offp; give them constant storage
     for nm in ("seedp", "offp"):
         key = f"HDN_{nm.upper()}_VALUE"
@@ -643,6 +686,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             _need(smem <= SMEM_MAX, f"{node.kind}: {st} K/V stages need {smem} bytes of shared memory")
             defines["AW_ST"] = st
             defines["AW_BN"] = bn
+            _block_tiles(defines, WG_BM, bn)
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
                       "float* __restrict__ LSE"]
@@ -665,6 +709,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
         ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + [a for _, a in lens])
         defines["HDN_ATTN_FWD_PARAMS"] = ps     # (no stats: the LSE parameter is dropped)
         BM = 16 * FWD_NW
+        _block_tiles(defines, BM, 64)
         grid = ((Sq + BM - 1) // BM, H, B)
         nsplit = 1
         if not has_mods(node, r) and gqa_pack(node, H, Hkv, Sq):
