@@ -15,8 +15,9 @@ alignment, padding masks (INT32/INT64 seq_len tensors), attention scale (attribu
 constant, runtime pass-by-value scalar read at execute, or a 1-element FLOAT device tensor),
 float32 stats, Philox dropout (seed/offset INT32/INT64 device tensors or constants); the score
 roles (``_mods``, kernels/hdn_attention.h): additive HALF/BF16/FLOAT or BOOLEAN attn_mask
-broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks, sink tokens, FLOAT
-max / sum_exp outputs, rng_dump (a second kernel writes the keep mask), and in the backward
+broadcast to [B, Hq, Sq, Skv] with any strides, ALiBi, UINT8 block masks (the kernels walk
+the live key tiles only), sink tokens, FLOAT / HALF / BFLOAT16 / DOUBLE max / sum_exp outputs,
+rng_dump of any broadcast shape and strides (a second kernel writes the keep mask), and in the backward
 the mask / ALiBi with dbias (fp32 atomics into a workspace, then converted; these backward
 graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and / or page_table_v,
 pools [pages, Hkv, page_size, D], page sizes powers of two >= 16; a k / v without a table dense
