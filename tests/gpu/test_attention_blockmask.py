@@ -223,6 +223,28 @@ def _rng_want(dims, seed, off, H=3, Sq=13, Skv=21, pr=0.3):
                                for h in range(dims[1])]) for b in range(dims[0])]).astype(np.float64)
 
 
+@pytest.mark.parametrize("dims,ok", [(d, True) for d, _ in RNG_DIMS] +
+                         [([2, 3, 13, 5], False), ([3, 3, 13, 21], False), ([2, 3, 13], False)])
+@pytest.mark.parametrize("mt", ["HALF", "BFLOAT16", "DOUBLE", "INT32"])
+def test_gpu_accepts_what_the_cpu_reference_accepts(dims, ok, mt):
+    """The rng_dump shapes and the max / sum_exp types the CPU reference takes build on the
+    HIP engine (mma.sync and sm_90); the others both decline."""
+    from engine_plugins.cpu_reference import engine as cpu_engine
+    from engine_plugins.hip_kernels.program import NotApplicable, build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    _, g = fwd_graph("HALF", 2, 3, 3, 13, 21, 64, drop=0.3, rng_dump="FLOAT", rng_dims=dims, maxsum=mt)
+    cpu_engine._cache.clear()
+    cpu = cpu_engine._analyse(parse_graph(g))
+    assert cpu.ok == (ok and mt != "INT32"), cpu.reason
+    for arch in (None, "sm_90"):
+        try:
+            build_program(parse_graph(g), arch=arch)
+            gpu = True
+        except NotApplicable:
+            gpu = False
+        assert gpu == cpu.ok, (arch, dims, mt)
+
+
 @pytest.mark.parametrize("dims,strides", RNG_DIMS)
 def test_rng_dump_shapes_host_emulation(dims, strides):
     """hdn_attn_rng_dump for a broadcast / strided dump writes what the CPU reference engine
