@@ -41,6 +41,17 @@ def sources():
     for D in (64, 128):
         progs.append(build(ta.fwd_graph("HALF", 2, 3, 3, 77, D, D, drop=0.35, stats=False)[1]))
     progs += [p for _, p in tah.programs(build)]
+    import test_attention_blockmask as tab     # block masks, max / sum_exp types, rng_dump shapes
+    prev = os.environ.get("HIPDNN_CABI_HIP_ATTN")
+    for knob in ("auto", "mma"):
+        os.environ["HIPDNN_CABI_HIP_ATTN"] = knob
+        progs += [build(tab.fwd_graph(**c)[1]) for c in tab.BLOCK_CONFIGS]
+        progs += [build(tab.fwd_graph("HALF", 3, 2, 2, 77, 131, 64, maxsum=mt, seq=True,
+                                      causal_mask=True)[1]) for mt in ("HALF", "BFLOAT16", "DOUBLE")]
+    os.environ.pop("HIPDNN_CABI_HIP_ATTN")
+    if prev is not None:
+        os.environ["HIPDNN_CABI_HIP_ATTN"] = prev
+    progs += [build(tab._rng_graph(d, s)[1]) for d, s in tab.RNG_DIMS]
     return sorted({(st[1], (st[6] if len(st) > 6 and isinstance(st[6], dict) else {}).get("arch"))
                    for p in progs for st in p.steps if st[0] == "launch"}, key=str)
 
