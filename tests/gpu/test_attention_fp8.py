@@ -31,18 +31,34 @@ SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_
 VALUES = dict(descale_q=0.5, descale_k=0.75, descale_v=1.25, descale_s=1 / 256.0, scale_s=256.0,
               scale_o=4.0)
 UID = {r: 20 + i for i, r in enumerate(SCALES + ("amax_s", "amax_o"))}
+MOD = dict(mask=30, block=31, sink=32)      # the score roles' uids
 
 
 def f8_graph(fmt="FP8_E4M3", odt="HALF", B=2, H=4, Hkv=2, Sq=200, Skv=300, D=128, Dv=None,
-             stats=True, seq=False, scales="tensor", amax=True, extra=(), **attrs):
+             stats=True, seq=False, scales="tensor", amax=True, extra=(), mask=None, alibi=False,
+             block=None, sink=None, drop=None, **attrs):
     """scales: "tensor" (1-element device tensors), "const" (by-value constants in the graph),
-    "runtime" (runtime pass-by-value scalars) or "none" (all 1)."""
+    "runtime" (runtime pass-by-value scalars) or "none" (all 1).  The score roles: mask (its
+    dims, dtype - UNSET: boolean), alibi, block (the block mask's [B|1, H|1]), sink (the sink
+    logits' dtype), drop (the dropout probability; seed / offset device tensors)."""
     Dv = D if Dv is None else Dv
     ts = [T(1, [B, H, Sq, D], fmt), T(2, [B, Hkv, Skv, D], fmt), T(3, [B, Hkv, Skv, Dv], fmt),
           T(4, [B, H, Sq, Dv], odt), *extra]
     a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
          "attn_scale_value": 1 / math.sqrt(D)}
-    sdpa_optional(ts, a, B, H, Sq, stats, seq)
+    sdpa_optional(ts, a, B, H, Sq, stats, seq, drop)
+    if mask is not None:
+        ts.append(T(MOD["mask"], mask[0], mask[1]))
+        a.update(attn_mask_tensor_uid=MOD["mask"])
+    if alibi:
+        a.update(alibi_mask=True)
+    if block is not None:
+        ts.append(T(MOD["block"], list(block) + [-(-Sq // 128), -(-(-(-Skv // 128)) // 8)],
+                    "UINT8"))
+        a.update(block_mask_tensor_uid=MOD["block"])
+    if sink is not None:
+        ts.append(T(MOD["sink"], [1, H, 1, 1], sink))
+        a.update(sink_token_tensor_uid=MOD["sink"])
     if scales != "none":
         for r in SCALES:
             if scales == "const":
