@@ -352,22 +352,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
         }
     };
 #if DROPOUT
-    // the keep bits of the thread's F8_SUB / 2 entries of the sub-tile of keys kv0.. (bit i:
-    // s[i]); a rolled loop (one Philox body), drawn before the sub-tile's scores are live
+    // the keep bits of the sub-tile of keys kv0.. (hdn_attention.h), drawn before its scores
+    // are live; seed / offset read here, not held in registers across the sweep
     auto keep_bits = [&](int kv0) {
-        // (seed / offset read here, not held in registers across the sweep)
         const unsigned long long seed = (unsigned long long)(long long)*seedp;
         const unsigned long long doff = (unsigned long long)(long long)*offp;
-        const unsigned long long dsub = (unsigned long long)b * HQ + h;
-        unsigned long long kb = 0;
-#pragma unroll 1
-        for (int i = 0; i < F8_SUB / 2; i += 2) {
-            unsigned w0, w1;
-            hdn_philox_word2(seed, dsub, doff + (unsigned long long)(r0 + 8 * ((i >> 1) & 1)) * SKV +
-                                             (unsigned long long)(kv0 + 8 * (i >> 2) + 2 * t4), w0, w1);
-            kb |= (unsigned long long)((w0 >= DTHR ? 1u : 0u) | (w1 >= DTHR ? 2u : 0u)) << i;
-        }
-        return kb;
+        return hdn_attn_wg_keep_bits<F8_SUB>(seed, (unsigned long long)b * HQ + h, doff, r0, kv0, t4,
+                                             DTHR, SKV);
     };
 #else
     auto keep_bits = [&](int) { return 0ull; };

@@ -315,7 +315,6 @@ __device__ __forceinline__ float hdn_attn_mod(const HdnAttnMod& M, float v, int 
 #define HDN_ATTN_MOD_DECL
 #define HDN_ATTN_MOD_REF
 #endif
-#if HDN_CUDA
 // One thread's part of a wgmma m64nBN fp32 accumulator tile of scores (s[4 j + e]: row
 // r0 + 8 (e >> 1), key kv0 + 8 j + 2 t4 + (e & 1); the warpgroup's rows q0w..q0w + 63):
 // s <- the modified score s * sl2 (+ mask, ALiBi: HDN_ATTN_SCORE) where the masks keep it, -inf
@@ -346,7 +345,26 @@ __device__ __forceinline__ void hdn_attn_wg_mask(float* s, const HdnAttnLim& L, 
         mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
     }
 }
-#endif
+// The dropout keep bits of the same thread's part of an m64nBN tile (bit i: s[i] above, element
+// (r0 + 8 ((i >> 1) & 1), kv0 + 8 (i >> 2) + 2 t4 + (i & 1)) of head (b, h): stream output
+// doff + row * skv + key, subsequence dsub = b * Hq + h; kept when the word >= thr).  A rolled
+// loop: one Philox body, no score registers live (the callers draw before the scores).
+template <int BN>
+__device__ __forceinline__ unsigned long long hdn_attn_wg_keep_bits(unsigned long long seed,
+                                                                    unsigned long long dsub,
+                                                                    unsigned long long doff, int r0,
+                                                                    int kv0, int t4, unsigned thr, int skv) {
+    static_assert(BN <= 128, "64 bits per thread");
+    unsigned long long kb = 0;
+#pragma unroll 1
+    for (int i = 0; i < BN / 2; i += 2) {
+        unsigned w0, w1;
+        hdn_philox_word2(seed, dsub, doff + (unsigned long long)(r0 + 8 * ((i >> 1) & 1)) * skv +
+                                         (unsigned long long)(kv0 + 8 * (i >> 2) + 2 * t4), w0, w1);
+        kb |= (unsigned long long)((w0 >= thr ? 1u : 0u) | (w1 >= thr ? 2u : 0u)) << i;
+    }
+    return kb;
+}
 #if ATT_SINK
 // the sink logit of query head h on the exp2 scale
 #define HDN_ATTN_SINK_INIT(h, mrow, lrow)                                                        \

@@ -449,7 +449,7 @@ def _prelude(node, r, defines, params, args, loc, graph=None):
             ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
             if t.value is not None:
                 v = t.value[0] if isinstance(t.value, (list, tuple)) else t.value
-                defines[f"HDN_{nm.upper()}_VALUE"] = int(v)
+                defines[f"HDN_{nm.upper()}_VALUE"] = f"{int(v)}LL"
                 extra_p.append(f"const {ct}* __restrict__ {nm}_unused")
                 extra_a.append(None)
             else:
@@ -532,7 +532,7 @@ def _source(kernel_file, defines):
     for nm in ("seedp", "offp"):
         key = f"HDN_{nm.upper()}_VALUE"
         if key in defines:
-            body = body.replace(f"*{nm};", f"(long long){key}LL;")
+            body = body.replace(f"*{nm};", f"(long long)({key});")
     return "\n".join(lines) + "\n" + body
 
 
