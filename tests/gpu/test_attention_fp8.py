@@ -1,13 +1,18 @@
 """FP8 attention forward on the HIP engine (attention_fwd_fp8_wgmma.hip).
 
 CI (no GPU): the programs an sm_90 device gets (amax zeroed, V transposed into the workspace,
-the wgmma kernel) and the declines elsewhere (no sm_90, AMD, the backward, dropout, wide
-heads...); the sources compile for sm_90a with NVRTC without spills; the key order of the
-transposed V (hdn_attn_f8_key, compiled on the host) is the order the P register fragment
-holds.  GPU (``-m gpu``): against the CPU reference's fp8 path (the oracle) on the same fp8
-inputs - O, the statistics, amax_s / amax_o - over full / causal / padded / banded attention,
-D 64 / 128, GQA, e4m3 / e5m2 and fp8 / fp16 / bf16 / fp32 outputs, the scales as device
-tensors, constants and runtime scalars."""
+the wgmma kernel; the score roles' and dropout's defines and parameters, the K / Vt ring depth
+of wide heads) and the declines elsewhere (no sm_90, AMD, the backward, max / sum_exp,
+rng_dump, paged K/V, heads past 256...); the sources compile for sm_90a with NVRTC without
+spills; host emulation of the key order of the transposed V (hdn_attn_f8_key: the order the P
+register fragment holds), of the V transpose pre-pass, and of one thread's fragment of scores
+(hdn_attn_wg_mask with the score modifiers, hdn_attn_wg_keep_bits) under a generated prelude
+against the CPU reference's scores and Philox keep mask.  GPU (``-m gpu``): against the CPU
+reference's fp8 path (the oracle) on the same fp8 inputs - O, the statistics, amax_s / amax_o -
+over full / causal / padded / banded attention, D 64..256 with Dv != D, GQA, e4m3 / e5m2 and
+fp8 / fp16 / bf16 / fp32 outputs, the scales as device tensors, constants and runtime scalars,
+and the score roles (additive / boolean attn_mask, ALiBi, block mask, sink token, dropout)
+alone and combined, in both the exact two-sweep and the one-sweep mode."""
 from __future__ import annotations
 
 import math
@@ -20,11 +25,16 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
 from engine_plugins.hip_kernels import codegen
+from engine_plugins.hip_kernels.ops.sdpa import fp8_smem_bytes
 from engine_plugins.hip_kernels.program import NotApplicable, build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
+import gpu_testlib
+from engine_plugins.cpu_reference.kernels import philox as kphilox
 from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
 
+gpu_testlib.NP.setdefault("UINT8", np.uint8)
+gpu_testlib.NP.setdefault("UNSET", np.uint8)     # BOOLEAN: one byte, 0 / 1
 rng = np.random.default_rng(808)
 SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 # the scale values the tests use (descale_s = 1 / scale_s, as a calibrated pipeline has it)
@@ -111,13 +121,25 @@ def test_one_sweep_knob(monkeypatch):
     assert any("one sweep" in n for n in prog.notes)
 
 
+MAXSUM = [T(40, [2, 4, 200, 1], "FLOAT"), T(41, [2, 4, 200, 1], "FLOAT")]
+RNG_DUMP = [T(42, [2, 4, 200, 300], "FLOAT")]
+
+
 @pytest.mark.parametrize("case, why", [
     (dict(), "sm_90"),
     (dict(arch="gfx942"), "sm_90"),
-    (dict(D=256, arch="sm_90"), "multiples of 16 up to 128"),
-    (dict(D=72, arch="sm_90"), "multiples of 16 up to 128"),
+    (dict(D=272, arch="sm_90"), "up to 256"),
+    (dict(D=72, arch="sm_90"), "multiples of 16 up to 256"),
+    (dict(Dv=264, arch="sm_90"), "up to 256"),
     (dict(odt="FP8_E5M2", arch="sm_90"), "must be FP8_E4M3, HALF"),
-    (dict(alibi_mask=True, arch="sm_90"), "ALiBi"),
+    (dict(extra=MAXSUM[:1], max_tensor_uid=40, arch="sm_90"),
+     "max is not supported by the HIP engine with FP8 data \\(the CPU reference declines"),
+    (dict(extra=MAXSUM[1:], sum_exp_tensor_uid=41, arch="sm_90"), "sum_exp is not supported"),
+    (dict(extra=RNG_DUMP, rng_dump_tensor_uid=42, drop=0.1, arch="sm_90"),
+     "rng_dump is not supported by the HIP engine with FP8 data"),
+    (dict(mask=([2, 4, 200, 300], "INT32"), arch="sm_90"), "attn_mask type INT32"),
+    (dict(mask=([2, 4, 200, 299], "HALF"), arch="sm_90"), "does not broadcast"),
+    (dict(sink="FLOAT", arch="gfx942"), "sm_90"),
 ])
 def test_declines(case, why):
     case = dict(case)
@@ -127,11 +149,60 @@ def test_declines(case, why):
         build_program(parse_graph(g), arch=arch)
 
 
-def test_dropout_and_backward_decline():
-    rng_t = [T(8, [1, 1, 1, 1], "INT64"), T(9, [1, 1, 1, 1], "INT64")]
-    _, g = f8_graph(extra=rng_t, seed_tensor_uid=8, offset_tensor_uid=9, dropout_probability=0.1)
-    with pytest.raises(NotApplicable, match="dropout|seed"):
-        build_program(parse_graph(g), arch="sm_90")
+def test_cpu_reference_declines_max_sum_exp_with_fp8():
+    """The GPU engine's max / sum_exp decline follows the oracle's: it declines them too."""
+    from engine_plugins.cpu_reference import engine as cpu_engine
+    _, g = f8_graph(extra=MAXSUM, max_tensor_uid=40, sum_exp_tensor_uid=41)
+    cpu_engine._cache.clear()
+    a = cpu_engine._analyse(parse_graph(g))
+    assert not a.ok and "max / sum_exp with FP8 data" in a.reason, a.reason
+
+
+def _main_src(prog):
+    st = prog.steps[-1]
+    assert st[0] == "launch" and st[2] == "hdn_attn_fwd_f8"
+    return st
+
+
+def test_role_programs_on_sm90():
+    """The score roles and dropout put their defines (hdn_attention.h, hdn_philox.h) in the fp8
+    kernel's prelude and their tensors in its arguments, as on the 16-bit kernels."""
+    B, H, Sq, Skv = 2, 4, 200, 300
+    _, g = f8_graph(mask=([B, 1, Sq, Skv], "BFLOAT16"), alibi=True, block=[1, H], sink="HALF",
+                    drop=0.25)
+    st = _main_src(build_program(parse_graph(g), arch="sm_90"))
+    src = st[1]
+    for d in ("ATT_MASK 1", "ATT_MASK_T hdn_bf16", "AM_SH 0", "ATT_ALIBI 1", "ATT_BLOCK 1",
+              "BMK_SB 0", "ATT_SINK 1", "ATT_SINK_T hdn_half", "DROPOUT 1", "F8_ST 4"):
+        assert f"#define {d}\n" in src, d
+    assert "HDN_ALIBI_SLOPES {0.25f, 0.0625f" in src
+    for uid in (MOD["mask"], MOD["block"], MOD["sink"], 8, 9):
+        assert ("t", uid) in st[5], uid
+    # the boolean mask, and graphs without roles keep their arguments
+    _, g = f8_graph(mask=([1, 1, Sq, Skv], "UNSET"))
+    src = _main_src(build_program(parse_graph(g), arch="sm_90"))[1]
+    assert "#define ATT_MASK 2\n" in src and "#define ATT_MASK_T unsigned char\n" in src
+    _, g = f8_graph()
+    src = _main_src(build_program(parse_graph(g), arch="sm_90"))[1]
+    assert "#define DROPOUT 0\n" in src and "ATT_MASK" not in src.split("// attention_fwd_fp8")[0]
+
+
+@pytest.mark.parametrize("D, Dv, st", [(256, 256, 3), (256, 128, 4), (64, 256, 4), (192, 192, 3),
+                                       (256, 192, 3)])
+def test_wide_heads_fit_shared_memory(D, Dv, st):
+    """D, Dv up to 256: Q / K rows of two 128-byte atoms, the K / Vt ring as deep as fits (the
+    16-bit kernel's rule); the tensor maps' boxes stay 128 columns, Vt's HDVP rows."""
+    _, g = f8_graph(D=D, Dv=Dv)
+    prog = build_program(parse_graph(g), arch="sm_90")
+    main = _main_src(prog)
+    assert f"#define F8_ST {st}\n" in main[1]
+    assert main[6]["shmem"] <= 227 * 1024
+    assert main[6]["shmem"] == fp8_smem_bytes(Dv, st, D)
+    assert main[5][0][5] == (128, 128, 1, 1) and main[5][2][5] == (128, (Dv + 63) // 64 * 64, 1, 1)
+    assert any(f"{st} K/Vt stages" in n for n in prog.notes)
+
+
+def test_backward_declines():
     B, H, S, D = 1, 2, 64, 64
     f8 = "FP8_E4M3"
     ts = [T(1, [B, H, S, D], f8), T(2, [B, H, S, D], f8), T(3, [B, H, S, D], f8),
@@ -161,6 +232,37 @@ def test_sources_compile_sm90a_without_spills(tmp_path):
         if exe is not None:
             sass = _sass(exe, env, tmp_path, f"f8attn{i}", img)
             assert "QGMMA" in sass and "UTMALDG" in sass, i
+
+
+def _compile_no_spills(c, src, name, hdr):
+    c.compile(src, name, ("--ptxas-options=-v",), "sm_90a", hdr)
+    assert c.last_log.count(" 0 bytes spill stores") == 2, (name, c.last_log)
+
+
+@pytest.mark.parametrize("mode", ["exact", "flash"])
+def test_role_sources_compile_sm90a_without_spills(mode, monkeypatch):
+    """The heaviest role variants (every role with dropout, D = 256 / Dv = 192; ALiBi, the
+    additive mask and a sink at D = Dv = 256; dropout at D = 128) compile for sm_90a within the
+    register budget in both modes; the full set: the slow test below."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", mode)
+    c = _compiler()
+    hdr = codegen.headers()
+    for i, kw in enumerate([ROLE_CONFIGS[12], dict(ROLE_CONFIGS[11], D=256, Dv=256), ROLE_CONFIGS[7]]):
+        _, g = f8_graph(**kw)
+        _compile_no_spills(c, _main_src(build_program(parse_graph(g), arch="sm_90"))[1],
+                           f"f8role{mode}{i}.hip", hdr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["exact", "flash"])
+def test_all_role_sources_compile_sm90a_without_spills(mode, monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", mode)
+    c = _compiler()
+    hdr = codegen.headers()
+    for i, kw in enumerate(ROLE_CONFIGS):
+        _, g = f8_graph(**kw)
+        _compile_no_spills(c, _main_src(build_program(parse_graph(g), arch="sm_90"))[1],
+                           f"f8roles{mode}{i}.hip", hdr)
 
 
 def test_transposed_v_key_order_matches_the_p_fragment(tmp_path):
@@ -216,7 +318,8 @@ def _lens(B, Sq, Skv):
             np.array([Skv, Skv * 7 // 10, 1][:B]))
 
 
-def _oracle(c, q, k, v, lq, lkv):
+def _params(c, lq, lkv):
+    """The CPU reference's parameters of config c (masks, lengths, the fp8 scales)."""
     D = c.get("D", 128)
     p = ksdpa.SdpaParams(scale=float(np.float32(1 / math.sqrt(D))))
     p.causal = bool(c.get("causal_mask"))
@@ -228,12 +331,50 @@ def _oracle(c, q, k, v, lq, lkv):
     vals = {r: 1.0 for r in SCALES} if c.get("scales") == "none" else \
         {r: float(np.float32(x)) for r, x in VALUES.items()}
     p.fp8 = ksdpa.Fp8Scales(p_format=c.get("fmt", "FP8_E4M3"), **vals)
-    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float32)
-    return O.astype(np.float64), st, p.extra["amax_s"], p.extra["amax_o"]
+    return p
+
+
+SEED, OFFSET = 20240607, 1001      # the dropout tests' Philox seed / offset (device tensors)
+
+
+def _role_inputs(c, by, p):
+    """Random inputs for the score-role tensors of config c, set on the reference params p too;
+    returns {T: logical values}."""
+    ins = {}
+    B, H, Sq, Skv = c["B"], c["H"], c["Sq"], c["Skv"]
+    m = c.get("mask")
+    if m is not None:
+        t = by[MOD["mask"]]
+        if m[1] == "UNSET":
+            val = (rng.uniform(0, 1, t.dims) < 0.7).astype(np.uint8)
+            val.reshape(-1)[: t.dims[3]] = 0          # a row (or more) with every key masked
+            p.attn_mask, p.mask_is_bool = val.astype(bool), True
+        else:
+            val = quantize(rng.uniform(-3, 3, t.dims), m[1])
+            p.attn_mask, p.mask_is_bool = val, False
+        ins[t] = val
+    p.alibi = bool(c.get("alibi"))
+    if c.get("block") is not None:
+        t = by[MOD["block"]]
+        val = rng.integers(0, 256, t.dims).astype(np.uint8)
+        val.reshape(-1)[0] = 0                       # a row tile with its first byte of tiles dropped
+        p.block_mask = val
+        ins[t] = val
+    if c.get("sink") is not None:
+        t = by[MOD["sink"]]
+        val = quantize(rng.uniform(-1, 4, [H]), c["sink"])
+        p.sink = val
+        ins[t] = val.reshape(t.dims)
+    if c.get("drop"):
+        p.dropout = ("philox", float(c["drop"]), SEED, OFFSET)
+        ins[by[8]] = np.array([SEED]).reshape(1, 1, 1, 1)
+        ins[by[9]] = np.array([OFFSET]).reshape(1, 1, 1, 1)
+    return ins
 
 
 def _run(R, c):
-    arch = getattr(R.rt, "arch", "")
+    rt = getattr(R, "rt", None)         # (None: the CPU stand-in, tests/gpu/cpu_stand_in.py)
+    arch = getattr(rt, "arch", "") if rt is not None else "sm_90"
     if not arch.startswith("sm_9"):
         pytest.skip(f"fp8 attention runs on Hopper (sm_90) only; this device is {arch}")
     fmt, odt = c.get("fmt", "FP8_E4M3"), c.get("odt", "HALF")
@@ -246,6 +387,8 @@ def _run(R, c):
         lq, lkv = _lens(c["B"], c["Sq"], c["Skv"])
         ins[by[6]] = lq.reshape(-1, 1, 1, 1)
         ins[by[7]] = lkv.reshape(-1, 1, 1, 1)
+    p = _params(c, lq, lkv)
+    ins.update(_role_inputs(c, by, p))
     scalars = None
     mode = c.get("scales", "tensor")
     if mode == "tensor":
@@ -255,14 +398,17 @@ def _run(R, c):
         scalars = {UID[r]: VALUES[r] for r in SCALES}
     outs = [ts[3]] + [by[u] for u in (5, UID["amax_s"], UID["amax_o"]) if u in by]
     res = R.run(g, ins, outs, scalars=scalars)
-    O, st, am_s, am_o = _oracle(c, q, k, v, lq, lkv)
-    return res, O, st, am_s, am_o, odt
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float32)
+    return res, O.astype(np.float64), st, p.extra["amax_s"], p.extra["amax_o"], odt
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(CONFIGS)))
 def test_forward_vs_cpu_reference(R, i):
-    c = CONFIGS[i]
+    _check_exact(R, CONFIGS[i])
+
+
+def _check_exact(R, c):
     res, O, st, am_s, am_o, odt = _run(R, c)
     # the reference's P quantisation: O differs by float rounding, by the P codes of scores
     # that sit at a rounding boundary of fp8 (the fp8 wgmma's accumulation is not exact fp32:
@@ -295,6 +441,58 @@ def test_one_sweep_vs_cpu_reference(R, i, monkeypatch):
     if UID["amax_s"] in res:
         assert abs(float(res[UID["amax_s"]].ravel()[0]) - am_s) <= 3e-3 * am_s
         assert abs(float(res[UID["amax_o"]].ravel()[0]) - am_o) <= 0.2 * am_o
+
+
+# the score roles alone, two combinations, wide heads (D 256, Dv != D), causal, GQA
+ROLE_CONFIGS = [
+    dict(B=2, H=4, Hkv=2, Sq=150, Skv=200, D=64, mask=([2, 4, 150, 200], "HALF")),
+    dict(B=2, H=4, Hkv=1, Sq=150, Skv=200, D=128, odt="BFLOAT16", causal_mask=True,
+         mask=([1, 4, 150, 200], "BFLOAT16")),
+    dict(fmt="FP8_E5M2", odt="FLOAT", B=3, H=2, Hkv=2, Sq=130, Skv=257, D=64, seq=True,
+         mask=([3, 1, 1, 257], "FLOAT")),
+    dict(B=2, H=2, Hkv=2, Sq=77, Skv=131, D=128, mask=([2, 1, 77, 131], "UNSET")),
+    dict(odt="FP8_E4M3", B=1, H=6, Hkv=2, Sq=140, Skv=300, D=64, alibi=True,
+         causal_mask_bottom_right=True),
+    dict(B=2, H=4, Hkv=2, Sq=200, Skv=300, D=64, block=[1, 4]),
+    dict(B=3, H=4, Hkv=2, Sq=150, Skv=200, D=128, sink="FLOAT", seq=True, causal_mask=True),
+    dict(B=2, H=4, Hkv=2, Sq=150, Skv=260, D=64, drop=0.2),
+    dict(odt="BFLOAT16", B=1, H=4, Hkv=2, Sq=200, Skv=300, D=256, causal_mask=True),
+    dict(fmt="FP8_E5M2", B=2, H=4, Hkv=1, Sq=130, Skv=200, D=64, Dv=192),
+    dict(B=2, H=4, Hkv=2, Sq=150, Skv=300, D=256, Dv=128, scales="runtime", left_bound=90,
+         right_bound=20),
+    # combinations: additive mask + ALiBi + sink, GQA, causal; dropout + boolean mask + block
+    # mask + sink on wide heads with padding
+    dict(B=2, H=4, Hkv=2, Sq=150, Skv=200, D=128, mask=([2, 4, 150, 200], "HALF"), alibi=True,
+         sink="BFLOAT16", causal_mask=True),
+    dict(odt="FLOAT", B=2, H=4, Hkv=2, Sq=150, Skv=300, D=256, Dv=192, seq=True,
+         mask=([2, 1, 150, 300], "UNSET"), block=[2, 1], sink="HALF", drop=0.1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(len(ROLE_CONFIGS)))
+def test_roles_vs_cpu_reference(R, i):
+    """The score roles, dropout and wide heads: O, the statistics and amax_s / amax_o as the
+    exact-mode configurations (the P quantisation the reference does)."""
+    _check_exact(R, ROLE_CONFIGS[i])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", [0, 3, 6, 7, 8, 11, 12])
+def test_roles_one_sweep_vs_cpu_reference(R, i, monkeypatch):
+    """The roles in the one-sweep mode: O up to the fp8 rounding of P relative to the running
+    max, the statistics and amax_s as the reference's."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", "flash")
+    c = ROLE_CONFIGS[i]
+    res, O, st, am_s, am_o, odt = _run(R, c)
+    tol = 0.15 if c.get("fmt") == "FP8_E5M2" else 0.1
+    assert np.isfinite(res[4]).all()
+    assert relerr(res[4], O) < tol, relerr(res[4], O)
+    fin = np.isfinite(st)
+    assert np.array_equal(np.isfinite(res[5]), fin)
+    assert np.max(np.abs(res[5][fin] - st[fin])) < 5e-3
+    assert abs(float(res[UID["amax_s"]].ravel()[0]) - am_s) <= 3e-3 * am_s
+    assert abs(float(res[UID["amax_o"]].ravel()[0]) - am_o) <= 0.2 * am_o
 
 
 def test_v_transpose_pre_pass_on_the_host():
