@@ -549,3 +549,115 @@ def test_v_transpose_pre_pass_on_the_host():
         ok = key < lkv[b]
         want[b][:, :, ok] = np.swapaxes(V[b][:, key[ok]], 1, 2)
     assert np.array_equal(got, want)
+
+
+# the fragment probe: one thread of a consumer warpgroup holds its part of an m64nSUB tile of raw
+# q.k (the wgmma accumulator layout), runs the kernel's score path and draws its keep bits
+F8_PROBE = r"""
+#define __constant__
+#include "hdn_attention.h"
+extern "C" __global__ void hdn_probe_f8(const float* qk, const void* att_mask,
+                                        const unsigned char* att_blk, const long long* seedp,
+                                        const long long* offp, float* out, float* keep HDN_ATTN_LEN_PARAMS) {
+    const int kv0 = blockIdx.x * F8P_SUB, q0w = blockIdx.y * 64, b = blockIdx.z / HQ, h = blockIdx.z % HQ;
+    const int t = threadIdx.x, lane = t & 31, t4 = lane & 3, r0 = q0w + 16 * (t >> 5) + (lane >> 2);
+    (void)att_mask; (void)att_blk; (void)seedp; (void)offp;
+    float s[F8P_SUB / 2], mx[2];
+    for (int i = 0; i < F8P_SUB / 2; ++i) {
+        const int row = r0 + 8 * ((i >> 1) & 1), col = kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+        s[i] = row < SQ && col < SKV ? qk[(((long long)b * HQ + h) * SQ + row) * SKV + col] : 0.f;
+    }
+    const HdnAttnLim L = hdn_attn_limits(b HDN_ATTN_LEN_ARGS);
+    HDN_ATTN_MOD_INIT(b, h);
+    const float sl2 = SCALE_VALUE * (F8_DESCALE_Q) * (F8_DESCALE_K) * HDN_LOG2E;
+    hdn_attn_wg_mask<F8P_SUB>(s, L, kv0, q0w, r0, t4, sl2, mx HDN_ATTN_MOD_REF);
+#if DROPOUT
+    const unsigned long long kb = hdn_attn_wg_keep_bits<F8P_SUB>(
+        (unsigned long long)*seedp, (unsigned long long)b * HQ + h, (unsigned long long)*offp, r0, kv0,
+        t4, DTHR, SKV);
+#else
+    const unsigned long long kb = ~0ull;
+#endif
+    for (int i = 0; i < F8P_SUB / 2; ++i) {
+        const int row = r0 + 8 * ((i >> 1) & 1), col = kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+        if (row >= SQ || col >= SKV) continue;
+        const long long n = (((long long)b * HQ + h) * SQ + row) * SKV + col;
+        out[n] = s[i] * HDN_LN2;
+        keep[n] = (float)((kb >> i) & 1);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("sub", [128, 64])
+@pytest.mark.parametrize("i", [0, 3, 4, 5, 12])
+def test_score_fragment_host_emulation(i, sub):
+    """hdn_attn_wg_mask (the score modifiers of the generated fp8 prelude) and
+    hdn_attn_wg_keep_bits on every thread's part of m64n``sub`` tiles, run on the host: the
+    scores (natural scale) are the CPU reference's _scores - q.k times scale and the q / k
+    descales, + mask + ALiBi, -inf where the masks drop them - and the keep bits its Philox keep
+    mask, element by element."""
+    from test_attention_roles import _emu_src, _host_emu
+    emu, hdr = _host_emu()
+    c = dict(ROLE_CONFIGS[i], scales="const")
+    if i == 0:
+        c.update(drop=0.3, seq=True, left_bound=70, right_bound=5)
+    B, H, Hkv, Sq, Skv = c["B"], c["H"], c["Hkv"], c["Sq"], c["Skv"]
+    fmt = c.get("fmt", "FP8_E4M3")
+    ts, g = f8_graph(**c)
+    by = {t.uid: t for t in ts}
+    src = _main_src(build_program(parse_graph(g), arch="sm_90"))[1]
+    src = _emu_src(src[:src.index("// attention_fwd_fp8_wgmma.hip")] + f"#define F8P_SUB {sub}\n"
+                   + F8_PROBE)
+    q, k = (quantize(rng.standard_normal(t.dims), fmt) for t in ts[:2])
+    lq = lkv = None
+    if c.get("seq"):
+        lq, lkv = _lens(B, Sq, Skv)
+    p = _params(c, lq, lkv)
+    ins = _role_inputs(c, by, p)
+    bufs = {t.uid: gpu_testlib.to_storage(t, v) for t, v in ins.items()}
+    G = H // Hkv
+    qk = np.einsum("bhqd,bhkd->bhqk", q, np.repeat(k, G, axis=1)).astype(np.float32)
+    out = np.full((B, H, Sq, Skv), np.nan, np.float32)
+    keep = np.full((B, H, Sq, Skv), np.nan, np.float32)
+    dummy = np.zeros(1, np.int64)
+    ptr = [qk.ctypes.data] + [bufs.get(u, dummy).ctypes.data for u in (MOD["mask"], MOD["block"], 8, 9)] \
+        + [out.ctypes.data, keep.ctypes.data]
+    if lq is not None:
+        lens = [lq.astype(np.int32), lkv.astype(np.int32)]
+        ptr += [x.ctypes.data for x in lens]
+    emu.run_kernel(src, "hdn_probe_f8", (-(-Skv // sub), -(-Sq // 64), B * H), (128, 1, 1), ptr, hdr)
+    for b in range(B):
+        for hk in range(Hkv):
+            ref, _ = ksdpa._scores(q, k[b, hk], p, b, hk * G, G, H, np.float64)
+            got = out[b, hk * G:(hk + 1) * G].astype(np.float64)
+            dropped = ref == -np.inf
+            assert np.array_equal(got == -np.inf, dropped), (b, hk, int(np.sum((got == -np.inf) != dropped)))
+            err = np.max(np.abs(got[~dropped] - ref[~dropped]) / np.maximum(1.0, np.abs(ref[~dropped])))
+            assert err < 1e-5, (b, hk, err)
+    if c.get("drop"):
+        want = np.stack([np.stack([kphilox.keep_mask(SEED, OFFSET, b, h, H, Sq, Skv, c["drop"])
+                                   for h in range(H)]) for b in range(B)])
+        assert np.array_equal(keep, want.astype(np.float32))
+    else:
+        assert np.all(keep == 1)
+
+
+def test_philox_pair_host_emulation():
+    """hdn_philox_word2 (outputs n, n + 1: one Philox call, two when n & 3 = 3) is the stream
+    of the CPU reference at every residue of n mod 4, 64-bit counters and subsequences."""
+    from test_attention_roles import UMULHI, _host_emu
+    emu, hdr = _host_emu()
+    code = '#include "hdn_compat.h"\n' + UMULHI + '#include "hdn_philox.h"\n' + r"""
+extern "C" __global__ void hdn_probe_pair(const unsigned long long* a, unsigned* out) {
+    const int t = threadIdx.x;
+    hdn_philox_word2(a[0], a[1], a[2] + t, out[2 * t], out[2 * t + 1]);
+}
+"""
+    for seed, sub, n0 in ((987654321, 5, 0), (2 ** 40 + 3, 2 ** 33 + 7, 2 ** 34 - 2)):
+        a = np.array([seed, sub, n0], np.uint64)
+        out = np.zeros(16, np.uint32)
+        emu.run_kernel(code, "hdn_probe_pair", (1, 1, 1), (8, 1, 1), [a.ctypes.data, out.ctypes.data], hdr)
+        want = kphilox.stream(seed, sub, n0, 9)
+        assert np.array_equal(out.reshape(8, 2), np.stack([want[:8], want[1:]], axis=1))
+
