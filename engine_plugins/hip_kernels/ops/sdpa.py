@@ -28,9 +28,10 @@ only, none of the score roles, no paged or ragged tensors.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
 :func:`emit_fp8`): q / k / v FP8_E4M3 or FP8_E5M2, o that type or HALF / BFLOAT16 / FLOAT, the
-fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout, no score
-roles, no paged or ragged tensors.  The backward with fp8 data is declined (hipDNN's backward
-has no fp8 roles).
+fp8 scale roles and amax_s / amax_o, head sizes D, Dv multiples of 16 up to 256, the score roles
+of the 16-bit kernels (attn_mask, ALiBi, block_mask, sink_token) and Philox dropout; not max /
+sum_exp (the CPU reference declines them with fp8 data), rng_dump, paged or ragged tensors.
+The backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
 """
 from __future__ import annotations
 
