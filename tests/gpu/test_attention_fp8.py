@@ -187,6 +187,17 @@ def test_role_programs_on_sm90():
     assert "#define DROPOUT 0\n" in src and "ATT_MASK" not in src.split("// attention_fwd_fp8")[0]
 
 
+@pytest.mark.parametrize("mode", ["exact", "flash"])
+def test_every_role_config_builds(mode, monkeypatch):
+    """Each GPU configuration is a program of the fp8 kernel on sm_90, in both modes."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", mode)
+    for c in CONFIGS + ROLE_CONFIGS:
+        _, g = f8_graph(**c)
+        src = _main_src(build_program(parse_graph(g), arch="sm_90"))[1]
+        assert f"#define F8_TWO_PASS {int(mode == 'exact')}\n" in src
+        assert ("#define DROPOUT 1\n" in src) == bool(c.get("drop"))
+
+
 @pytest.mark.parametrize("D, Dv, st", [(256, 256, 3), (256, 128, 4), (64, 256, 4), (192, 192, 3),
                                        (256, 192, 3)])
 def test_wide_heads_fit_shared_memory(D, Dv, st):

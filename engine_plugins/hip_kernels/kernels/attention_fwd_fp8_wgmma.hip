@@ -27,6 +27,8 @@
 // with a sink or dropout the largest P' entry tracked per row).  Q / K tiles are F8_NK
 // 128-byte column atoms (D <= 256) wide, the columns past D read as zeros; Vt tiles HDVP rows
 // (the rows past Dv read as zeros), P V for HDVP > 128 as an n128 and an n64 / n128 product.
+// Dv > 128: each 128-key tile is scored in two 64-key sub-tiles (F8_SUB; m64n64k32, half the
+// score registers next to O's HDVP / 2), each sub-tile's P V on its half of the Vt tile.
 // Dropout: the keep mask is drawn in the sweep that quantises P (the statistics are those of
 // the undropped softmax, as the reference's).
 #ifndef HDN_GENERATED
