@@ -63,9 +63,11 @@ def _attention_graphs():
     for i, c in enumerate(BWD_CONFIGS):
         cb = {k: v for k, v in c.items() if k not in ("bshd", "seq", "drop", "stats", "scale_mode")}
         out.append((f"sdpa_bwd{i}", bwd_graph(**cb)[1]))
-    from test_attention_fp8 import CONFIGS as F8_CONFIGS, f8_graph
+    from test_attention_fp8 import CONFIGS as F8_CONFIGS, ROLE_CONFIGS as F8_ROLE_CONFIGS, f8_graph
     for i, c in enumerate(F8_CONFIGS):
         out.append((f"sdpa_fp8_fwd{i}", f8_graph(**c)[1]))
+    for i, c in enumerate(F8_ROLE_CONFIGS):
+        out.append((f"sdpa_fp8_roles{i}", f8_graph(**c)[1]))
     return out
 
 

@@ -1,7 +1,8 @@
 """CI (no GPU): the SDPA roles the HIP engine's NVIDIA kernels run (block masks, sink tokens,
 score_max / score_sum_exp, rng_dump, paged K/V, ragged tensors) build there and decline on AMD
 with the role named; what no kernel takes (fp8 scales off Hopper, paged K/V outside what the
-kernels take: one table, small pages) declines with a reason naming it, while the CPU reference
+kernels take: one table, small pages; fp8 data with rng_dump, max / sum_exp or paged K/V) declines
+with a reason naming it, while the CPU reference
 (the oracle) accepts the same graph; ragged graphs reach the HIP engine (plugin API 1.3.0)."""
 from __future__ import annotations
 
@@ -107,6 +108,47 @@ def test_fp8_attention_needs_hopper():
     assert not gpu_ok and "FP8 attention runs on the Hopper wgmma kernel only" in gpu_why, gpu_why
     gp.build_program(parse_graph(sdpa_graph("FP8_E4M3", extra=scales + amax, **attrs)),
                      arch="sm_90")
+
+
+FP8_RUN = {      # score roles and dropout the fp8 kernel runs (tests/gpu/test_attention_fp8.py)
+    "attn_mask": dict(extra=[T(9, [B, H, Sq, Skv], "HALF")], attn_mask_tensor_uid=9),
+    "alibi": dict(alibi_mask=True),
+    "block_mask": CASES["block_mask"],
+    "sink_token": CASES["sink_token"],
+    "dropout": dict(extra=[T(10, [1, 1, 1, 1], "INT64"), T(11, [1, 1, 1, 1], "INT64")],
+                    seed_tensor_uid=10, offset_tensor_uid=11, dropout_probability=0.25),
+}
+
+
+@pytest.mark.parametrize("role", sorted(FP8_RUN))
+def test_fp8_runs_the_score_roles_on_hopper(role):
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph("FP8_E4M3", **FP8_RUN[role]),
+                                                    arch="sm_90")
+    assert cpu_ok, cpu_why
+    assert gpu_ok, gpu_why
+
+
+@pytest.mark.parametrize("role, cpu_runs", [("rng_dump", True), ("max", False), ("sum_exp", False)])
+def test_fp8_declines_what_its_kernel_does_not_run(role, cpu_runs):
+    """rng_dump with fp8 data declines on the HIP engine (the CPU reference runs it); max /
+    sum_exp with fp8 data decline on both engines - the reason names the role."""
+    (cpu_ok, cpu_why), (gpu_ok, gpu_why) = analyses(sdpa_graph("FP8_E4M3", **CASES[role]),
+                                                    arch="sm_90")
+    assert cpu_ok == cpu_runs, cpu_why
+    assert not gpu_ok and f"{role} is not supported by the HIP engine with FP8 data" in gpu_why, \
+        gpu_why
+
+
+def test_fp8_paged_kv_declines():
+    ts = [T(1, [B, H, Sq, D], "FP8_E4M3"), T(2, [6, H, 16, D], "FP8_E4M3"),
+          T(3, [B, H, Skv, D], "FP8_E4M3"), T(4, [B, H, Sq, D], "FP8_E4M3"),
+          T(9, [B, 1, 1, 1], "INT32"), T(10, [B, 1, 1, 1], "INT32"), T(11, [B, 1, 1, 1], "INT32")]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "page_table_k_tensor_uid": 9, "seq_len_kv_tensor_uid": 10, "seq_len_q_tensor_uid": 11,
+         "max_seq_len_kv": Skv}
+    (_, _), (gpu_ok, gpu_why) = analyses(graph_bytes(ts, [node("SdpaAttributes", a)]), arch="sm_90")
+    assert not gpu_ok and "page_table_k is not supported by the HIP engine with FP8 data (paged K/V)" \
+        in gpu_why, gpu_why
 
 
 def test_ragged_graphs_reach_the_hip_engine():

@@ -1,8 +1,11 @@
 // attention_fwd_fp8_wgmma.hip - FP8 (e4m3 / e5m2) flash-attention forward on Hopper (sm_90a),
 // semantics as the CPU reference (engine_plugins/cpu_reference/kernels/sdpa.py, its fp8 path):
-//   s   = (q k^T) * scale * descale_q * descale_k, masked; P = softmax(s) by rows;
-//   P8  = fp8(P * scale_s) (round to nearest even, saturating: hdn_minifloat.h), P's format = q's;
-//   O   = (P8 v) * descale_s * descale_v;  amax_s = max |P|, amax_o = max |O|;  o = O * scale_o.
+//   s   = (q k^T) * scale * descale_q * descale_k (+ attn_mask, + ALiBi: the score modifiers of
+//         hdn_attention.h, on the natural scale after the descales), masked (padding, causal,
+//         bands, boolean / block masks); P = softmax(s) by rows, a sink logit joining each row;
+//   P'  = P times the dropout keep factor (Philox, hdn_philox.h: the stream of the 16-bit kernels);
+//   P8  = fp8(P' * scale_s) (round to nearest even, saturating: hdn_minifloat.h), P's format = q's;
+//   O   = (P8 v) * descale_s * descale_v;  amax_s = max |P'|, amax_o = max |O|;  o = O * scale_o.
 // Two kernels:
 //   hdn_attn_f8_vt   the pre-pass: V [B, Hkv, Skv, Dv] -> Vt [B, Hkv, Dv, F8_SKVP] in the
 //                    workspace (keys contiguous: P V's B operand must be K-major for fp8 wgmma),
@@ -20,8 +23,14 @@
 //   relative to the running max (the usual flash-attention form) - O differs from the
 //   reference by fp8 rounding of P only.
 // amax_s / amax_o: block max per warp, atomicMax on the float bits (non-negative values) of
-// the outputs, which the program zeroes first.  Q / K tiles are 128 bytes (D <= 128) wide,
-// the columns past D read as zeros; Vt tiles HDVP rows, the rows past Dv read as zeros.
+// the outputs, which the program zeroes first (amax_s: the row's 1 / l, its largest P entry;
+// with a sink or dropout the largest P' entry tracked per row).  Q / K tiles are F8_NK
+// 128-byte column atoms (D <= 256) wide, the columns past D read as zeros; Vt tiles HDVP rows
+// (the rows past Dv read as zeros), P V for HDVP > 128 as an n128 and an n64 / n128 product.
+// Dv > 128: each 128-key tile is scored in two 64-key sub-tiles (F8_SUB; m64n64k32, half the
+// score registers next to O's HDVP / 2), each sub-tile's P V on its half of the Vt tile.
+// Dropout: the keep mask is drawn in the sweep that quantises P (the statistics are those of
+// the undropped softmax, as the reference's).
 #ifndef HDN_GENERATED
 #include "hdn_compat.h"
 #define HD 128
@@ -80,10 +89,16 @@
 
 #define F8_BM 128                        // query rows per CTA
 #define F8_BN 128                        // keys per tile
-#define F8_QTILE (F8_BM * 128)           // bytes: 128 rows x 128 one-byte columns
-#define F8_KTILE (F8_BN * 128)
+#define F8_NK ((HD + 127) / 128)         // 128-byte column atoms per Q / K row
+#define F8_QATOM (F8_BM * 128)           // bytes of one atom of the Q tile: 128 rows x 128 columns
+#define F8_KATOM (F8_BN * 128)           // of one atom of a K tile
+#define F8_QTILE (F8_NK * F8_QATOM)
+#define F8_KTILE (F8_NK * F8_KATOM)
 #define F8_VTILE (HDVP * 128)            // HDVP rows (Dv) x 128 keys
 #define F8_KS ((HD + 31) / 32)           // 32-column steps of Q K^T that hold data
+#define F8_PMAX (ATT_SINK || DROPOUT)    // amax_s from the P' entries (else the rows' 1 / l)
+#define F8_SUB (HDVP > 128 ? 64 : 128)   // keys per S sub-tile (registers: O is HDVP / 2 floats)
+#define F8_NSUB (F8_BN / F8_SUB)
 #ifndef F8_ST
 #define F8_ST 4                          // K / Vt ring depth
 #endif
@@ -135,11 +150,16 @@ extern "C" __global__ void __launch_bounds__(256) hdn_attn_f8_vt(HDN_ATTN_F8_VT_
 // ------------------------------------------------------------------------ forward
 #if HDN_CUDA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #if F8_FMT == 1
-#define F8_SS hdn_wgmma_m64n128k32_e4m3<0, 0>
+#define F8_SS_(n) hdn_wgmma_m64n##n##k32_e4m3<0, 0>
 #define F8_RS_(n) hdn_wgmma_rs_m64n##n##k32_e4m3
 #else
-#define F8_SS hdn_wgmma_m64n128k32_e5m2<0, 0>
+#define F8_SS_(n) hdn_wgmma_m64n##n##k32_e5m2<0, 0>
 #define F8_RS_(n) hdn_wgmma_rs_m64n##n##k32_e5m2
+#endif
+#if HDVP > 128
+#define F8_SS F8_SS_(64)
+#else
+#define F8_SS F8_SS_(128)
 #endif
 #define F8_RS(n) F8_RS_(n)
 
@@ -200,7 +220,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (tid != 0 || nb1 <= nb0) return;
         wg_bar_expect_tx(bq, F8_QTILE);
-        wg_tma4(sQ, &tmQ, 0, q0, h, b, bq);
+#pragma unroll
+        for (int a = 0; a < F8_NK; ++a) wg_tma4(sQ + a * F8_QATOM, &tmQ, 128 * a, q0, h, b, bq);
         int kit = 0, vit = 0;
 #pragma unroll 1
         for (int pass = F8_TWO_PASS ? 0 : 1; pass < 2; ++pass) {
@@ -209,7 +230,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
                 const int st = kit % F8_ST;
                 wg_bar_wait(bke + 8 * st, ((unsigned)(kit / F8_ST) & 1u) ^ 1u);
                 wg_bar_expect_tx(bkf + 8 * st, F8_KTILE);
-                wg_tma4(sK + st * F8_KTILE, &tmK, 0, n * F8_BN, hk, b, bkf + 8 * st);
+#pragma unroll
+                for (int a = 0; a < F8_NK; ++a)
+                    wg_tma4(sK + st * F8_KTILE + a * F8_KATOM, &tmK, 128 * a, n * F8_BN, hk, b, bkf + 8 * st);
                 if (pass == 1) {
                     const int sv = vit % F8_ST;
                     wg_bar_wait(bve + 8 * sv, ((unsigned)(vit / F8_ST) & 1u) ^ 1u);
@@ -232,48 +255,80 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 #endif
     const float sl2 = scale * (F8_DESCALE_Q) * (F8_DESCALE_K) * HDN_LOG2E;
     const float scale_s = F8_SCALE_S;
+    HDN_ATTN_MOD_INIT(b, h);
     const int wgc = wg - 1, tw = tid - 128 * wg, w4 = tw >> 5, lane = tw & 31;
     const int t4 = lane & 3;
     const int q0w = q0 + 64 * wgc;
     const int r0 = q0w + 16 * w4 + (lane >> 2);      // this thread's rows: r0, r0 + 8
     float o[HDVP / 2];
-    float s[F8_BN / 2];
-    unsigned pa[F8_BN / 32][4];
+    float s[F8_SUB / 2];
+    unsigned pa[F8_SUB / 32][4];
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    HDN_ATTN_SINK_INIT(h, mrow, lrow);
+#if F8_PMAX
+    float pmx[2] = {0.f, 0.f};      // the rows' largest P' entry relative to the current base
+#endif
 #pragma unroll
     for (int i = 0; i < HDVP / 2; ++i) o[i] = 0.f;
     const unsigned qa = sQ + wgc * 64 * 128;
 
-    auto issue_s = [&](int st) {
-        const unsigned kb = sK + st * F8_KTILE;
+    // S = Q K^T of sub-tile u (keys u F8_SUB.. of the tile) of K stage st
+    auto issue_s = [&](int st, int u) {
+        const unsigned kb = sK + st * F8_KTILE + u * (F8_SUB * 128);
         hdn_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < F8_KS; ++kk)
-            F8_SS(s, wg_desc(qa + kk * 32, 16, 1024), wg_desc(kb + kk * 32, 16, 1024), kk != 0);
+            F8_SS(s, wg_desc(qa + (kk >> 2) * F8_QATOM + (kk & 3) * 32, 16, 1024),
+                  wg_desc(kb + (kk >> 2) * F8_KATOM + (kk & 3) * 32, 16, 1024), kk != 0);
         hdn_wgmma_commit();
     };
-    auto issue_pv = [&](int st) {
-        const unsigned vb = sV + st * F8_VTILE;
+    // O += P8 Vt over the keys of sub-tile u of V stage st
+    auto issue_pv = [&](int st, int u) {
+        const unsigned vb = sV + st * F8_VTILE + u * F8_SUB;
         hdn_wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < F8_BN / 32; ++ks)
+        for (int ks = 0; ks < F8_SUB / 32; ++ks) {
+#if HDVP <= 128
             F8_RS(HDVP)(o, pa[ks], wg_desc(vb + ks * 32, 16, 1024), 1);
+#else
+            F8_RS(128)(o, pa[ks], wg_desc(vb + ks * 32, 16, 1024), 1);
+#if HDVP == 192
+            F8_RS(64)(o + 64, pa[ks], wg_desc(vb + 128 * 128 + ks * 32, 16, 1024), 1);
+#else
+            F8_RS(128)(o + 64, pa[ks], wg_desc(vb + 128 * 128 + ks * 32, 16, 1024), 1);
+#endif
+#endif
+        }
         hdn_wgmma_commit();
     };
-    // S of K ring item kit into s (waits for the tile, frees the stage)
-    auto scores = [&](int kit) {
+    // S of sub-tile u of K ring item kit into s (the first waits for the tile, the last frees
+    // the stage)
+    auto scores = [&](int kit, int u) {
         const int st = kit % F8_ST;
-        wg_bar_wait(bkf + 8 * st, (unsigned)(kit / F8_ST) & 1u);
-        issue_s(st);
+        if (u == 0) wg_bar_wait(bkf + 8 * st, (unsigned)(kit / F8_ST) & 1u);
+        issue_s(st, u);
         hdn_wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < F8_BN / 2; ++i) asm volatile("" : "+f"(s[i]) :: "memory");
-        wg_bar_arrive(bke + 8 * st);
+        for (int i = 0; i < F8_SUB / 2; ++i) asm volatile("" : "+f"(s[i]) :: "memory");
+        if (u == F8_NSUB - 1) wg_bar_arrive(bke + 8 * st);
     };
-    // the online row statistics over the tile in s (keys kv0..): s <- exp2(s - max) (fp32)
+    // P V of sub-tile u of V ring item vit (the first waits for the tile, the last frees it)
+    auto pv = [&](int vit, int u) {
+        const int sv = vit % F8_ST;
+        if (u == 0) wg_bar_wait(bvf + 8 * sv, (unsigned)(vit / F8_ST) & 1u);
+        issue_pv(sv, u);
+        hdn_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < HDVP / 2; ++i) asm volatile("" : "+f"(o[i]) :: "memory");
+#pragma unroll
+        for (int i = 0; i < F8_SUB / 32; ++i)
+            asm volatile("" : "+r"(pa[i][0]), "+r"(pa[i][1]), "+r"(pa[i][2]), "+r"(pa[i][3]) :: "memory");
+        if (u == F8_NSUB - 1) wg_bar_arrive(bve + 8 * sv);
+    };
+    // the online row statistics over the sub-tile in s (keys kv0..): s <- exp2(s - max) (fp32)
     auto online = [&](int kv0, float* alpha) {
         float mx[2];
-        hdn_attn_wg_mask<F8_BN>(s, L, kv0, q0w, r0, t4, sl2, mx);
+        hdn_attn_wg_mask<F8_SUB>(s, L, kv0, q0w, r0, t4, sl2, mx HDN_ATTN_MOD_REF);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -286,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
         }
         float sum[2] = {0.f, 0.f};
 #pragma unroll
-        for (int i = 0; i < F8_BN / 2; ++i) {
+        for (int i = 0; i < F8_SUB / 2; ++i) {
             const float p = hdn_exp2(s[i] - mx[(i >> 1) & 1]);
             sum[(i >> 1) & 1] += p;
             s[i] = p;
@@ -298,11 +353,37 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
             lrow[r] = lrow[r] * alpha[r] + sum[r];
         }
     };
+#if DROPOUT
+    // the keep bits of the sub-tile of keys kv0.. (hdn_attention.h), drawn before its scores
+    // are live; seed / offset read here, not held in registers across the sweep
+    auto keep_bits = [&](int kv0) {
+        const unsigned long long seed = (unsigned long long)(long long)*seedp;
+        const unsigned long long doff = (unsigned long long)(long long)*offp;
+        return hdn_attn_wg_keep_bits<F8_SUB>(seed, (unsigned long long)b * HQ + h, doff, r0, kv0, t4,
+                                             DTHR, SKV);
+    };
+#else
+    auto keep_bits = [&](int) { return 0ull; };
+#endif
+#if F8_PMAX
+    // the sub-tile in s (exp2(score - base)) times the dropout keep factor (keep bits kb); pmx:
+    // the rows' largest entry
+    auto keep = [&](unsigned long long kb) {
+        (void)kb;
+#pragma unroll
+        for (int i = 0; i < F8_SUB / 2; ++i) {
+#if DROPOUT
+            s[i] = (kb >> i) & 1 ? s[i] * DSCALE : 0.f;
+#endif
+            pmx[(i >> 1) & 1] = fmaxf(pmx[(i >> 1) & 1], s[i]);
+        }
+    };
+#endif
     // P (s times the row factors ps) -> the fp8 A fragments: register 0 / 2 of a 32-key step
     // hold row r0, 1 / 3 row r0 + 8; keys in the order hdn_attn_f8_key gives Vt
     auto pack_p = [&](const float* ps) {
 #pragma unroll
-        for (int ks = 0; ks < F8_BN / 32; ++ks) {
+        for (int ks = 0; ks < F8_SUB / 32; ++ks) {
             const float* x = s + 16 * ks;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
@@ -320,9 +401,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 #if F8_TWO_PASS
 #pragma unroll 1
         for (int n = nb0; n < nb1; ++n, ++kit) {
-            scores(kit);
-            float alpha[2];
-            online(n * F8_BN, alpha);
+#pragma unroll 1
+            for (int u = 0; u < F8_NSUB; ++u) {
+                scores(kit, u);
+                float alpha[2];
+                online(n * F8_BN + u * F8_SUB, alpha);
+            }
         }
         float base[2];
 #pragma unroll
@@ -333,44 +417,55 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 #endif
 #pragma unroll 1
         for (int n = nb0; n < nb1; ++n, ++kit, ++vit) {
-            scores(kit);
+#pragma unroll 1
+            for (int u = 0; u < F8_NSUB; ++u) {
+                const int kv0 = n * F8_BN + u * F8_SUB;
+                const unsigned long long kb = keep_bits(kv0);
+                (void)kb;
+                scores(kit, u);
 #if F8_TWO_PASS
-            float mx[2];
-            hdn_attn_wg_mask<F8_BN>(s, L, n * F8_BN, q0w, r0, t4, sl2, mx);
+                float mx[2];
+                hdn_attn_wg_mask<F8_SUB>(s, L, kv0, q0w, r0, t4, sl2, mx HDN_ATTN_MOD_REF);
 #pragma unroll
-            for (int i = 0; i < F8_BN / 2; ++i) s[i] = hdn_exp2(s[i] - base[(i >> 1) & 1]);
-#else
-            float alpha[2];
-            online(n * F8_BN, alpha);
-#pragma unroll
-            for (int j = 0; j < HDVP / 8; ++j) {
-                o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
-                o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
-            }
+                for (int i = 0; i < F8_SUB / 2; ++i) s[i] = hdn_exp2(s[i] - base[(i >> 1) & 1]);
+#if F8_PMAX
+                keep(kb);
 #endif
-            pack_p(ps);
-            const int sv = vit % F8_ST;
-            wg_bar_wait(bvf + 8 * sv, (unsigned)(vit / F8_ST) & 1u);
-            issue_pv(sv);
-            hdn_wgmma_wait<0>();
+#else
+                float alpha[2];
+                online(kv0, alpha);
 #pragma unroll
-            for (int i = 0; i < HDVP / 2; ++i) asm volatile("" : "+f"(o[i]) :: "memory");
-#pragma unroll
-            for (int i = 0; i < F8_BN / 32; ++i)
-                asm volatile("" : "+r"(pa[i][0]), "+r"(pa[i][1]), "+r"(pa[i][2]), "+r"(pa[i][3]) :: "memory");
-            wg_bar_arrive(bve + 8 * sv);
+                for (int j = 0; j < HDVP / 8; ++j) {
+                    o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+                    o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+                }
+#if F8_PMAX
+                pmx[0] *= alpha[0];
+                pmx[1] *= alpha[1];
+                keep(kb);
+#endif
+#endif
+                pack_p(ps);
+                pv(vit, u);
+            }
         }
     }
     // epilogue: O = acc * descale_s * descale_v (one sweep: / l), o = O * scale_o; rows
-    // without keys: 0; stats = ln(sum exp(s)) (+inf for those rows); amax_s = max 1/l (P's
-    // largest entry in a row is exp(0) / l), amax_o = max |O|
+    // without keys (with a sink: padded rows): 0; stats = ln(sum exp(s)) (+inf for those rows);
+    // amax_s = max 1/l (P's largest entry in a row is exp(0) / l; with a sink or dropout the
+    // tracked largest P' entry / l), amax_o = max |O|
     const float dsv = (F8_DESCALE_S) * (F8_DESCALE_V), so = F8_SCALE_O;
     float am_s = 0.f, am_o = 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int i = r0 + 8 * r;
-        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        const bool emp = HDN_ATTN_EMPTY(L, i, lrow[r]);
+        const float inv = emp ? 0.f : 1.f / lrow[r];
+#if F8_PMAX
+        am_s = fmaxf(am_s, pmx[r] * inv);
+#else
         am_s = fmaxf(am_s, inv);
+#endif
 #if F8_TWO_PASS
         const float osc = dsv;
 #else
@@ -387,7 +482,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 #if HAS_STATS
         if (t4 == 0)
             LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
-                lrow[r] > 0.f ? mrow[r] * HDN_LN2 + logf(lrow[r]) : INFINITY;
+                emp ? INFINITY : mrow[r] * HDN_LN2 + logf(lrow[r]);
 #endif
     }
 #if F8_HAS_AMAX_S

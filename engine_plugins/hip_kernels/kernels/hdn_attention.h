@@ -202,35 +202,6 @@ __device__ __forceinline__ HdnAttnSpan hdn_attn_block_keys(const HdnAttnLim& L, 
     if (ihi < q0) k.hi = k.lo;
     return k;
 }
-// One thread's part of a wgmma m64nBN fp32 accumulator tile of scores (s[4 j + e]: row
-// r0 + 8 (e >> 1), key kv0 + 8 j + 2 t4 + (e & 1); the warpgroup's rows q0w..q0w + 63):
-// s <- s * sl2 where the masks keep the score, -inf elsewhere (the boundary test only on tiles
-// that cross a mask boundary); mx[r]: the thread's max of row r0 + 8 r (not yet reduced over
-// the row's four threads)
-template <int BN>
-__device__ __forceinline__ void hdn_attn_wg_mask(float* s, const HdnAttnLim& L, int kv0, int q0w, int r0,
-                                                 int t4, float sl2, float* mx) {
-    const bool full = kv0 + BN <= L.skv && q0w + 64 <= L.sq &&
-                      (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0w <= L.rlim) &&
-                      (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
-    mx[0] = mx[1] = -INFINITY;
-    if (full) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-            s[i] *= sl2;
-            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
-        }
-        return;
-    }
-    const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-        const int jj = kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
-        const HdnAttnSpan& sp = ((i >> 1) & 1) ? sp1 : sp0;
-        s[i] = (jj >= sp.lo && jj < sp.hi) ? s[i] * sl2 : -INFINITY;
-        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
-    }
-}
 // The key an fp8 P fragment position holds: in a 32-key step, byte i (0..3) of the A register
 // of the thread with t4 = t sits at k = 16 h + 4 t + i (h = 0: registers 0 / 1, h = 1: 2 / 3)
 // and carries the accumulator column 16 h + 8 (i >> 1) + 2 t + (i & 1) of its row
@@ -338,9 +309,13 @@ __device__ __forceinline__ float hdn_attn_mod(const HdnAttnMod& M, float v, int 
 }
 #define HDN_ATTN_MOD_INIT(b, h) const HdnAttnMod hdn_mod_ = hdn_attn_mod_at(b, h HDN_ATTN_MOD_ARGS)
 #define HDN_ATTN_SCORE(v, i, j) hdn_attn_mod(hdn_mod_, v, i, j)
+#define HDN_ATTN_MOD_DECL , const HdnAttnMod& hdn_mod_
+#define HDN_ATTN_MOD_REF , hdn_mod_
 #else
 #define HDN_ATTN_MOD_INIT(b, h)
 #define HDN_ATTN_SCORE(v, i, j) (v)
+#define HDN_ATTN_MOD_DECL
+#define HDN_ATTN_MOD_REF
 #endif
 #ifndef ATT_BLKSKIP
 #define ATT_BLKSKIP 0
@@ -373,6 +348,56 @@ __device__ __forceinline__ int hdn_attn_blk_next(const unsigned char* bk, int q0
     return t0;
 }
 #endif
+// One thread's part of a wgmma m64nBN fp32 accumulator tile of scores (s[4 j + e]: row
+// r0 + 8 (e >> 1), key kv0 + 8 j + 2 t4 + (e & 1); the warpgroup's rows q0w..q0w + 63):
+// s <- the modified score s * sl2 (+ mask, ALiBi: HDN_ATTN_SCORE) where the masks keep it, -inf
+// elsewhere (the boundary test only on tiles that cross a mask boundary); mx[r]: the thread's
+// max of row r0 + 8 r (not yet reduced over the row's four threads).  HDN_ATTN_MOD_DECL: the
+// modifier state of HDN_ATTN_MOD_INIT (hdn_mod_) when the score modifiers are on.
+template <int BN>
+__device__ __forceinline__ void hdn_attn_wg_mask(float* s, const HdnAttnLim& L, int kv0, int q0w, int r0,
+                                                 int t4, float sl2, float* mx HDN_ATTN_MOD_DECL) {
+    const bool full = kv0 + BN <= L.skv && q0w + 64 <= L.sq &&
+                      (L.rlim >= HDN_BIG || kv0 + BN - 1 - q0w <= L.rlim) &&
+                      (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
+    mx[0] = mx[1] = -INFINITY;
+    if (full) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            s[i] = HDN_ATTN_SCORE(s[i] * sl2, r0 + 8 * ((i >> 1) & 1), kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1));
+            mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+        }
+        return;
+    }
+    const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+        const int jj = kv0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+        const HdnAttnSpan& sp = ((i >> 1) & 1) ? sp1 : sp0;
+        s[i] = (jj >= sp.lo && jj < sp.hi) ? HDN_ATTN_SCORE(s[i] * sl2, r0 + 8 * ((i >> 1) & 1), jj) : -INFINITY;
+        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    }
+}
+// The dropout keep bits of the same thread's part of an m64nBN tile (bit i: s[i] above, element
+// (r0 + 8 ((i >> 1) & 1), kv0 + 8 (i >> 2) + 2 t4 + (i & 1)) of head (b, h): stream output
+// doff + row * skv + key, subsequence dsub = b * Hq + h; kept when the word >= thr).  A rolled
+// loop: one Philox body, no score registers live (the callers draw before the scores).
+template <int BN>
+__device__ __forceinline__ unsigned long long hdn_attn_wg_keep_bits(unsigned long long seed,
+                                                                    unsigned long long dsub,
+                                                                    unsigned long long doff, int r0,
+                                                                    int kv0, int t4, unsigned thr, int skv) {
+    static_assert(BN <= 128, "64 bits per thread");
+    unsigned long long kb = 0;
+#pragma unroll 1
+    for (int i = 0; i < BN / 2; i += 2) {
+        unsigned w0, w1;
+        hdn_philox_word2(seed, dsub, doff + (unsigned long long)(r0 + 8 * ((i >> 1) & 1)) * skv +
+                                         (unsigned long long)(kv0 + 8 * (i >> 2) + 2 * t4), w0, w1);
+        kb |= (unsigned long long)((w0 >= thr ? 1u : 0u) | (w1 >= thr ? 2u : 0u)) << i;
+    }
+    return kb;
+}
 #if ATT_SINK
 // the sink logit of query head h on the exp2 scale
 #define HDN_ATTN_SINK_INIT(h, mrow, lrow)                                                        \

@@ -25,3 +25,13 @@ __device__ __forceinline__ unsigned hdn_philox_word(unsigned long long seed,
     unsigned k = (unsigned)(n & 3);
     return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
 }
+// outputs n and n + 1 of the stream (one Philox call when they share a counter, n & 3 < 3)
+__device__ __forceinline__ void hdn_philox_word2(unsigned long long seed, unsigned long long sub,
+                                                 unsigned long long n, unsigned& w0, unsigned& w1) {
+    const unsigned long long q = n >> 2;
+    const uint4 w = hdn_philox(make_uint4((unsigned)q, (unsigned)(q >> 32), (unsigned)sub,
+                                          (unsigned)(sub >> 32)), (unsigned)seed, (unsigned)(seed >> 32));
+    const unsigned k = (unsigned)(n & 3);
+    w0 = k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
+    w1 = k == 0 ? w.y : k == 1 ? w.z : k == 2 ? w.w : hdn_philox_word(seed, sub, n + 1);
+}

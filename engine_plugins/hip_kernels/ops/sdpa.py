@@ -29,9 +29,10 @@ only, none of the score roles, no paged or ragged tensors.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
 :func:`emit_fp8`): q / k / v FP8_E4M3 or FP8_E5M2, o that type or HALF / BFLOAT16 / FLOAT, the
-fp8 scale roles and amax_s / amax_o, head sizes multiples of 16 up to 128; no dropout, no score
-roles, no paged or ragged tensors.  The backward with fp8 data is declined (hipDNN's backward
-has no fp8 roles).
+fp8 scale roles and amax_s / amax_o, head sizes D, Dv multiples of 16 up to 256, the score roles
+of the 16-bit kernels (attn_mask, ALiBi, block_mask, sink_token) and Philox dropout; not max /
+sum_exp (the CPU reference declines them with fp8 data), rng_dump, paged or ragged tensors.
+The backward with fp8 data is declined (hipDNN's backward has no fp8 roles).
 """
 from __future__ import annotations
 
@@ -463,7 +464,7 @@ def _prelude(node, r, defines, params, args, loc, graph=None):
             ct = "long long" if cg.dtype_name(t.dtype) == "INT64" else "int"
             if t.value is not None:
                 v = t.value[0] if isinstance(t.value, (list, tuple)) else t.value
-                defines[f"HDN_{nm.upper()}_VALUE"] = int(v)
+                defines[f"HDN_{nm.upper()}_VALUE"] = f"{int(v)}LL"
                 extra_p.append(f"const {ct}* __restrict__ {nm}_unused")
                 extra_a.append(None)
             else:
@@ -576,7 +577,7 @@ def _source(kernel_file, defines):
     for nm in ("seedp", "offp"):
         key = f"HDN_{nm.upper()}_VALUE"
         if key in defines:
-            body = body.replace(f"*{nm};", f"(long long){key}LL;")
+            body = body.replace(f"*{nm};", f"(long long)({key});")
     return "\n".join(lines) + "\n" + body
 
 
@@ -954,10 +955,15 @@ def _emit_mfma(prog, node, r, loc, defines, extra_p, extra_a):
 # ------------------------------------------------------------------------- FP8 forward (Hopper)
 FP8_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 FP8_AMAX = ("amax_s", "amax_o")
-FP8_USED = {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv"} | set(FP8_SCALES) \
-    | set(FP8_AMAX)
+FP8_USED = {"q", "k", "v", "o", "stats", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
+            "attn_mask", "block_mask", "sink_token"} | set(FP8_SCALES) | set(FP8_AMAX)
+# roles the fp8 forward declines with the reason
+FP8_DECLINED = {"max": "the CPU reference declines max / sum_exp with FP8 data",
+                "sum_exp": "the CPU reference declines max / sum_exp with FP8 data",
+                "rng_dump": "the fp8 kernel does not write the dropout keep mask",
+                "page_table_k": "paged K/V", "page_table_v": "paged K/V"}
 FP8_OUT = {"HALF": 1, "BFLOAT16": 2, "FLOAT": 3}      # attention_fwd_fp8_wgmma.hip F8_OUT (0: q's fp8)
-FP8_MAX_HEAD = 128
+FP8_MAX_HEAD = 256
 FP8_BM, FP8_BN, FP8_STAGES = 128, 128, 4
 
 
@@ -968,14 +974,17 @@ def is_fp8(node, r):
 
 def check_fp8(node, r):
     """The fp8 forward (attention_fwd_fp8_wgmma.hip): q / k / v one fp8 type, o that type or
-    HALF / BFLOAT16 / FLOAT, head sizes multiples of 16 up to 128, the fp8 scales 1-element
-    FLOAT (constant, runtime scalar or device tensor), amax 1-element FLOAT device tensors; no
-    dropout.  The backward has no fp8 roles in hipDNN: declined."""
+    HALF / BFLOAT16 / FLOAT, head sizes D, Dv multiples of 16 up to 256, the fp8 scales 1-element
+    FLOAT (constant, runtime scalar or device tensor), amax 1-element FLOAT device tensors, the
+    score roles of the 16-bit kernels (attn_mask, ALiBi, block_mask, sink_token: _check_mods)
+    and Philox dropout; not max / sum_exp (the CPU reference declines them with fp8 data),
+    rng_dump, paged or ragged tensors.  The backward has no fp8 roles in hipDNN: declined."""
     k = node.kind
     _need(k == FWD, f"{k}: FP8 data (hipDNN's SdpaBackwardAttributes has no fp8 descale / "
                     f"scale / amax roles)")
     for role in r:
-        _need(role in FP8_USED, f"{k}: {role} is not supported by the HIP engine with FP8 data")
+        _need(role in FP8_USED, f"{k}: {role} is not supported by the HIP engine with FP8 data"
+              + (f" ({FP8_DECLINED[role]})" if role in FP8_DECLINED else ""))
     fmt = cg.dtype_name(r["q"].dtype)
     for role in DATA[k]:
         _need(role in r, f"{k}: {role} missing")
@@ -986,10 +995,6 @@ def check_fp8(node, r):
         _need(cg.dtype_name(r[role].dtype) == fmt, f"{k}: q / k / v must share one FP8 type")
     odt = cg.dtype_name(r["o"].dtype)
     _need(odt == fmt or odt in FP8_OUT, f"{k}: o ({odt}) must be {fmt}, HALF, BFLOAT16 or FLOAT")
-    _need(not node.attrs.get("dropout_probability"), f"{k}: dropout with FP8 data is not "
-                                                     f"supported by the HIP engine")
-    _need(not node.attrs.get("alibi_mask"), f"{k}: ALiBi with FP8 data is not supported by the "
-                                            f"HIP engine")
     _need(not ragged_roles(r), f"{k}: ragged tensors with FP8 data are not supported by the HIP "
                                f"engine")
     _check_common(node, r)
@@ -997,6 +1002,8 @@ def check_fp8(node, r):
     for nm, x in (("D", D), ("Dv", Dv)):
         _need(x <= FP8_MAX_HEAD and x % 16 == 0, f"{k}: FP8 head dim {nm} = {x}: the HIP engine "
               f"takes multiples of 16 up to {FP8_MAX_HEAD}")
+    _need(fp8_config(D, Dv)[0] <= SMEM_MAX, f"{k}: FP8 head dims D = {D}, Dv = {Dv}: "
+          f"{fp8_config(D, Dv)[0]} bytes of shared memory")
     for role in ("q", "k", "v"):
         dd, ss = _dims(r[role]), _st(r[role])
         _need(all(x % 16 == 0 and (x > 0 or dd[i] == 1) for i, x in enumerate(ss[:3])),
@@ -1052,9 +1059,22 @@ def _tmap8(t, loc, rows):
             (128, rows, 1, 1))
 
 
-def fp8_smem_bytes(Dv, stages=FP8_STAGES):
-    """Dynamic shared memory of hdn_attn_fwd_f8 (F8_SMEM_BYTES): Q, the K / Vt ring, barriers."""
-    return FP8_BM * 128 + stages * (FP8_BN * 128 + pad64(Dv) * 128) + 8 * (1 + 4 * stages) + 1024
+def fp8_smem_bytes(Dv, stages=FP8_STAGES, D=128):
+    """Dynamic shared memory of hdn_attn_fwd_f8 (F8_SMEM_BYTES): Q, the K / Vt ring, barriers
+    (Q / K rows: F8_NK 128-byte column atoms)."""
+    nk = (int(D) + 127) // 128
+    return nk * FP8_BM * 128 + stages * (nk * FP8_BN * 128 + pad64(Dv) * 128) + \
+        8 * (1 + 4 * stages) + 1024
+
+
+def fp8_config(D, Dv):
+    """(dynamic shared memory bytes, K / Vt ring depth) of the fp8 forward: the deepest ring of
+    FP8_STAGES..2 stages that fits (D, Dv <= 128: FP8_STAGES; 256 / 256: 3)."""
+    for st in range(FP8_STAGES, 1, -1):
+        smem = fp8_smem_bytes(Dv, st, D)
+        if smem <= SMEM_MAX:
+            return smem, st
+    return fp8_smem_bytes(Dv, 2, D), 2
 
 
 def emit_fp8(prog, node, r, loc, arch):
@@ -1072,13 +1092,17 @@ def emit_fp8(prog, node, r, loc, arch):
     skvp = (Skv + FP8_BN - 1) // FP8_BN * FP8_BN
     defines = {}
     extra_p, extra_a = _prelude(node, r, defines, None, None, loc)
+    _mods(prog, node, r, defines, extra_p, extra_a, loc)
+    if defines.pop("ATT_BLKSKIP", 0):       # (this kernel masks block-mask scores one by one)
+        defines["ATT_BLOCK"] = 1
+    smem, st = fp8_config(D, Dv)
     has_stats = "stats" in r
     if not has_stats:
         defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
     flash = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8", "exact") == "flash"
     defines.update(HAS_STATS=int(has_stats), F8_FMT=1 if fmt == "FP8_E4M3" else 2,
                    F8_OUT=FP8_OUT.get(odt, 0), F8_HKV=Hkv, F8_SKVP=skvp, F8_TWO_PASS=int(not flash),
-                   F8_ST=FP8_STAGES, F8_HAS_AMAX_S=int("amax_s" in r),
+                   F8_ST=st, F8_HAS_AMAX_S=int("amax_s" in r),
                    F8_HAS_AMAX_O=int("amax_o" in r))
     sp, sa = fp8_scalars(r, loc, defines)
     vt = ("ws", prog.ws_alloc(B * Hkv * Dv * skvp))
@@ -1097,7 +1121,6 @@ def emit_fp8(prog, node, r, loc, arch):
     ps, as_ = _finish(extra_p + sp, extra_a + sa, base_p + lens_p, base_a + lens)
     defines["HDN_ATTN_FWD_F8_PARAMS"] = ps
     src = _source("attention_fwd_fp8_wgmma.hip", defines)
-    smem = fp8_smem_bytes(Dv)
     _need(smem <= SMEM_MAX, f"{node.kind}: {smem} bytes of shared memory")
     for x in FP8_AMAX:
         if x in r:
@@ -1107,5 +1130,6 @@ def emit_fp8(prog, node, r, loc, arch):
     prog.steps.append(("launch", src, "hdn_attn_fwd_f8", ((Sq + FP8_BM - 1) // FP8_BM, H, B),
                        (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
     prog.notes.append(f"{node.kind}: fp8 wgmma flash attention ({fmt} -> {odt}), "
-                      f"{FP8_BM}x{FP8_BN} tiles, {'one sweep' if flash else 'two sweeps'}, "
+                      f"{FP8_BM}x{FP8_BN} tiles, {st} K/Vt stages, "
+                      f"{'one sweep' if flash else 'two sweeps'}, "
                       f"V transposed into the workspace")
