@@ -152,28 +152,32 @@ def test_padded_im2col_choice():
 
 
 # ---------------------------------------------------------------- NVRTC
-def test_padded_sources_compile_sm90a_without_spills():
+def test_padded_sources_compile_sm90a_without_spills(monkeypatch):
+    """The pack, GEMM (chunk gathers, im2col map, backward filter on M/N-major chunks) and
+    copy-back sources of padded convolutions compile for sm_90a; the GEMMs spill nothing."""
     from test_kernel_sources import _compile_v
     c = nvrtc_or_skip()
     hdr = codegen.headers()
-    cases = [("fwd", 32, 3, 224, 64, 7, 3, 2, "nhwc"), ("fwd", 8, 5, 32, 20, 3, 1, 1, "nchw"),
-             ("bwd_data", 8, 3, 32, 20, 3, 1, 1, "nhwc"), ("bwd_filter", 8, 3, 32, 20, 3, 1, 1, "nhwc")]
-    import os
-    os.environ["HIPDNN_CABI_HIP_PAD"] = "1"
-    try:
-        for op, N, C, H, K, R, pad, st, lay in cases:
-            prog = plan(conv_graph(op, N, C, H, K, R, pad, st, lay=lay)[0])
-            assert pads(prog), op
-            for s in prog.steps:
-                if s[0] != "launch":
-                    continue
-                arch = s[6]["arch"] if len(s) > 6 and s[6] else "sm_90a"
-                if s[2] == "hdn_gemm_wgmma":
-                    _compile_v(c, s[1], s[2], arch, hdr)
-                else:
-                    c.compile(s[1], f"{s[2]}.hip", (), "sm_90a", hdr)
-    finally:
-        del os.environ["HIPDNN_CABI_HIP_PAD"]
+    cases = [("fwd", 32, 3, 224, 64, 7, 3, 2, "nhwc", {}), ("fwd", 8, 5, 32, 20, 3, 1, 1, "nchw", {}),
+             ("fwd", 8, 3, 32, 24, 3, 1, 1, "nhwc", {"CONV_IM2COL": "1"}),
+             ("bwd_data", 8, 3, 32, 20, 3, 1, 1, "nhwc", {}), ("bwd_filter", 8, 3, 32, 20, 3, 1, 1, "nhwc", {})]
+    monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
+    for op, N, C, H, K, R, pad, st, lay, knobs in cases:
+        for k, v in knobs.items():
+            monkeypatch.setenv("HIPDNN_CABI_HIP_" + k, v)
+        prog = plan(conv_graph(op, N, C, H, K, R, pad, st, lay=lay)[0])
+        assert pads(prog), op
+        if knobs:
+            assert any("im2col" in n for n in prog.notes), prog.notes
+        for s in prog.steps:
+            if s[0] != "launch":
+                continue
+            if s[2] == "hdn_gemm_wgmma":
+                _compile_v(c, s[1], s[2], s[6]["arch"], hdr)
+            else:
+                c.compile(s[1], f"{s[2]}.hip", (), "sm_90a", hdr)
+        for k in knobs:
+            monkeypatch.delenv("HIPDNN_CABI_HIP_" + k)
 
 
 # ---------------------------------------------------------------- host emulation
