@@ -211,6 +211,7 @@ def emit_unpad(prog, v, loc, tag):
         name, dims, list(order), [EwIn("xv", dt, list(v.strides), param="px")], [],
         [EwOut("xv", dt, out_st, "py")])
     prog.steps.append(("launch", src, name, grid, block, [loc[v.uid], loc[t.uid]]))
+    prog.layout_transforms = getattr(prog, "layout_transforms", 0) + 1
     prog.notes.append(f"pad pre-pass: tensor {t.uid} written padded {tuple(v.dims)} in the "
                       f"workspace, copied back")
 
