@@ -196,7 +196,9 @@ HOST = [  # op, N, C, H, K, R, pad, stride, dil, mode, layout, dtype
 
 def _gemm_host_steps(the, monkeypatch):
     """build_program for run_host: a split-K GEMM summed in the kernel (WG_FIXUP, GPU-only
-    code) runs as one part (the tensor-map arguments are dropped by run_host)."""
+    code) runs as one part (the tensor-map arguments are dropped by run_host); no im2col
+    tensor map (its producer has no gathers to emulate: tests/gpu/test_conv_pad.py runs it)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_IM2COL", "0")
     real = the.build_program
 
     def steps(*args, **kw):
@@ -236,3 +238,68 @@ def test_padded_conv_on_host(case, monkeypatch):
     assert np.all(np.isfinite(out))
     e = relerr(out, quantize(ref, dt))
     assert e < TOL[dt], (HOST[case], e)
+
+
+ND = [  # op, x dims, w dims, pad, stride, dil, layout
+    ("fwd", [2, 3, 11], [5, 3, 3], [1], [2], [1], "nhwc"),                      # 1-D
+    ("bwd_filter", [2, 5, 10], [7, 5, 3], [2], [1], [2], "nchw"),
+    ("fwd", [1, 3, 4, 5, 5], [5, 3, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], "nhwc"),   # 3-D
+    ("bwd_data", [1, 5, 4, 5, 5], [3, 5, 3, 3, 3], [1, 1, 1], [1, 2, 1], [1, 1, 1], "nchw"),
+    ("bwd_filter", [1, 3, 4, 5, 5], [5, 3, 3, 1, 3], [1, 0, 1], [1, 1, 1], [1, 1, 1], "nhwc"),
+]
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("case", range(len(ND)))
+def test_padded_conv_1d_3d_on_host(case, monkeypatch):
+    import test_host_emulation as the
+    _gemm_host_steps(the, monkeypatch)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
+    op, xd, wd, pad, st, dil, lay = ND[case]
+    dt = "HALF"
+    yd = [xd[0], wd[0]] + [(xd[2 + j] + 2 * pad[j] - dil[j] * (wd[2 + j] - 1) - 1) // st[j] + 1
+                           for j in range(len(xd) - 2)]
+    x, w, y = T(1, xd, dt, lay), T(2, wd, dt, lay), T(3, yd, dt, lay)
+    xv, wv, yv = (quantize(rng.standard_normal(t.dims), dt) for t in (x, w, y))
+    progs = []
+    if op == "fwd":
+        g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, pad, st, dil)])
+        out = the.run_host(g, {x: xv, w: wv}, [y], arch="sm_90", prog_out=progs)[0][3]
+        ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, compute_dtype=np.float64)
+    elif op == "bwd_data":
+        g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil)])
+        out = the.run_host(g, {y: yv, w: wv}, [x], arch="sm_90", prog_out=progs)[0][1]
+        ref = kconv.conv_bwd_data(yv, wv, x.dims, pad, pad, st, dil, compute_dtype=np.float64)
+    else:
+        g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil)])
+        out = the.run_host(g, {x: xv, y: yv}, [w], arch="sm_90", prog_out=progs)[0][2]
+        ref = kconv.conv_bwd_filter(xv, yv, w.dims, pad, pad, st, dil, compute_dtype=np.float64)
+    assert pads(progs[0]) and any("wgmma core" in n for n in progs[0].notes), progs[0].notes
+    assert np.all(np.isfinite(out))
+    e = relerr(out, quantize(ref, dt))
+    assert e < TOL[dt], (ND[case], e)
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("lay", ["nchw", "nhwc"])
+def test_padded_conv_fused_bias_relu_on_host(lay, monkeypatch):
+    """conv (C = 3, K = 5) -> + bias -> relu: the padded GEMM's fused epilogue stores K = 5
+    columns element by element."""
+    import test_host_emulation as the
+    from gpu_testlib import pw
+    _gemm_host_steps(the, monkeypatch)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
+    dt = "BFLOAT16"
+    x, w = T(1, [2, 3, 8, 8], dt, lay), T(2, [5, 3, 3, 3], dt, lay)
+    cv = T(3, [2, 5, 8, 8], "FLOAT", lay, virtual=True)
+    b = T(4, [1, 5, 1, 1], dt, lay)
+    bv = T(5, [2, 5, 8, 8], "FLOAT", lay, virtual=True)
+    y = T(6, [2, 5, 8, 8], dt, lay)
+    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    xv, wv, bvv = (quantize(rng.standard_normal(t.dims), dt) for t in (x, w, b))
+    progs = []
+    out = the.run_host(g, {x: xv, w: wv, b: bvv}, [y], arch="sm_90", prog_out=progs)[0][6]
+    assert len(pads(progs[0])) == 2 and any("fused" in n for n in progs[0].notes), progs[0].notes
+    ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)
+    assert np.all(np.isfinite(out)) and relerr(out, quantize(ref, dt)) < TOL[dt]
