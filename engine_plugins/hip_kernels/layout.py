@@ -15,6 +15,9 @@ copied into the workspace in the layout the core wants:
 * matmul on the wgmma core, any type: an operand with no 16-byte chunk path (rows not 16-byte
   aligned - N or K not a multiple of 8, odd strides) -> a zero-padded copy with 16-byte aligned
   rows (:func:`pad_matmul`, ``kernels/pack.hip``) when the cost model says so.
+* 16-bit convolutions on the wgmma core whose channel counts are not multiples of 8: x / dy /
+  w -> channel-innermost copies zero-padded to a multiple of 8 channels, backward filter into
+  a padded dw copied back (:func:`pad_conv`) when the cost model says so.
 
 * the SIMT (FFMA) core, fp32 NCHW convolution forward: x -> NHWC, w -> KRSC when the cost model
   says so (:func:`prepare_simt`, knob ``HIPDNN_CABI_HIP_SIMT_NHWC``).
@@ -244,9 +247,11 @@ def pad_conv(prog, node, r, loc, tag, sms):
     if any(q not in r for q in (rx, rw, ry)):
         return r, set()
     x, w, y = r[rx], r[rw], r[ry]
-    dts = {cg.dtype_name(t.dtype) for t in (x, w, y)}
-    ins = (x, w) if kind == "ConvolutionFwdAttributes" else (y, w) if kind == "ConvolutionBwdAttributes"         else (x, y)
-    if {cg.dtype_name(t.dtype) for t in ins} not in ({"HALF"}, {"BFLOAT16"}) or not dts <= {"HALF", "BFLOAT16", "FLOAT"}:
+    # the inputs one 16-bit type (the wgmma core's operands), the output 16-bit or FLOAT
+    ins = {"ConvolutionFwdAttributes": (x, w), "ConvolutionBwdAttributes": (y, w),
+           "ConvolutionWrwAttributes": (x, y)}[kind]
+    if {cg.dtype_name(t.dtype) for t in ins} not in ({"HALF"}, {"BFLOAT16"}) or \
+            not {cg.dtype_name(t.dtype) for t in (x, w, y)} <= {"HALF", "BFLOAT16", "FLOAT"}:
         return r, set()
     xd, wd, yd = [int(d) for d in x.dims], [int(d) for d in w.dims], [int(d) for d in y.dims]
     nd = len(xd)
@@ -367,7 +372,7 @@ def prepare(prog, node, r, loc, tag, core, tf32, sms=0):
     """The operand roles ``r`` with the transformed operands replaced by views (copies emitted
     into ``prog``), for a GEMM about to run on ``core``.  Only the wgmma core is fed this way
     (the other cores gather any layout).  ``sms``: the pad pre-pass's cost model
-    (:func:`pad_matmul`)."""
+    (:func:`pad_matmul`, :func:`pad_conv`)."""
     mnk = _matmul_mnk(r) if node.kind == "MatmulAttributes" else None
     if core != "wgmma":
         return r
