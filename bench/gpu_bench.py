@@ -282,6 +282,108 @@ def bench_gemm_odd(torch, E, res):
     res["gemm_odd"] = {"cases": out, "target": "0.8 (odd N / K), 0.95 (M <= 64)"}
 
 
+ODD_CONV = [  # name, N, C, K, H, R, stride, pad, layout, directions
+    ("first_7x7s2", 32, 3, 64, 224, 7, 2, 3, "nhwc", ("fwd",)),     # ResNet-50 conv1, C = 3
+    ("first_7x7s2_nchw", 32, 3, 64, 224, 7, 2, 3, "nchw", ("fwd",)),
+    ("odd_3x3", 32, 20, 20, 56, 3, 1, 1, "nhwc", ("fwd", "data", "filter")),
+]
+
+
+def _knobbed(knobs, fn):
+    """``fn()`` with the HIPDNN_CABI_HIP_* ``knobs`` set, the environment restored after."""
+    saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
+    os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
+    try:
+        return fn()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
+            else:
+                os.environ["HIPDNN_CABI_HIP_" + k] = v
+
+
+def bench_conv_odd(torch, E, res):
+    """16-bit convolutions whose channel counts are not multiples of 8 vs cuDNN (same process):
+    the ResNet-50 first layer (32 x 3 x 224 x 224 -> 64, 7 x 7 / 2; NHWC and NCHW) and an
+    odd-channel 3 x 3 (32 x 20 x 56 x 56 -> 20; forward, backward data, backward filter).
+    ``ours_ms``: the default plan (the pad pre-pass where the cost model takes it: layout.pad_conv),
+    ``nopad_ms``: HIPDNN_CABI_HIP_PAD=0 (element gathers), each with its error against an fp32
+    reference and the plan notes."""
+    from engine_plugins.hip_kernels.engine import analyse
+    from gpu_testlib import T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    tdt = torch.float16
+    out = {}
+    for name, N, C, K, H, R, st, pad, lay, dirs in ODD_CONV:
+        fmt = torch.channels_last if lay == "nhwc" else torch.contiguous_format
+        P = (H + 2 * pad - R) // st + 1
+        x = torch.randn(N, C, H, H, device="cuda", dtype=tdt).to(memory_format=fmt)
+        w = (torch.randn(K, C, R, R, device="cuda", dtype=tdt) / (C * R * R) ** 0.5).to(memory_format=fmt)
+        dy = torch.randn(N, K, P, P, device="cuda", dtype=tdt).to(memory_format=fmt)
+        tx = T(1, [N, C, H, H], "HALF", strides=tstrides(x))
+        tw = T(2, [K, C, R, R], "HALF", strides=tstrides(w))
+        ty = T(3, [N, K, P, P], "HALF", strides=tstrides(dy))
+        cv = ([pad, pad], [st, st], [1, 1])
+        fl = 2 * N * K * P * P * C * R * R
+        for d in dirs:
+            if d == "fwd":
+                g = graph_bytes([tx, tw, ty], [conv_fwd(1, 2, 3, *cv)])
+                o = torch.empty_like(dy)
+                bufs = {1: x, 2: w, 3: o}
+                ref = torch.nn.functional.conv2d(x.float(), w.float(), stride=st, padding=pad)
+
+                def theirs_fn():
+                    return torch.nn.functional.conv2d(x, w, stride=st, padding=pad)
+            else:
+                mask = [d == "data", d == "filter", False]
+                if d == "data":
+                    g = graph_bytes([ty, tw, tx], [conv_bwd_data(3, 2, 1, *cv)])
+                    o = torch.empty_like(x)
+                    bufs = {3: dy, 2: w, 1: o}
+                else:
+                    g = graph_bytes([tx, ty, tw], [conv_bwd_filter(1, 3, 2, *cv)])
+                    o = torch.empty_like(w)
+                    bufs = {1: x, 3: dy, 2: o}
+
+                def theirs_fn(mask=mask):
+                    return torch.ops.aten.convolution_backward(dy, x, w, None, [st, st], [pad, pad], [1, 1],
+                                                               False, [0, 0], 1, mask)
+                ref = torch.ops.aten.convolution_backward(dy.float(), x.float(), w.float(), None, [st, st],
+                                                          [pad, pad], [1, 1], False, [0, 0], 1,
+                                                          mask)[0 if d == "data" else 1]
+            theirs = median_ms(torch, theirs_fn)
+
+            def one():
+                notes = list(analyse(parse_graph(g)).program.notes)
+                run, _ = E.prepare(g, bufs)
+                o.fill_(float("nan"))
+                run()
+                torch.cuda.synchronize()
+                return median_ms(torch, run)[0], float((o.float() - ref).norm() / ref.norm()), notes
+            key = f"half_{name}_{d}"
+            row = {"torch_ms": theirs[0], "torch_tflops": fl / theirs[0] / 1e9}
+            for var, knobs in (("ours", {}), ("nopad", {"PAD": "0"})):
+                try:
+                    t, e, notes = _knobbed(knobs, one)
+                    row.update({f"{var}_ms": t, f"{var}_ratio": theirs[0] / t, f"{var}_rel_err": e,
+                                f"{var}_plan": notes})
+                    print(f"convodd {key} {var}: {t:.3f} ms ({fl / t / 1e9:.1f} TF/s) cuDNN {theirs[0]:.3f} ms"
+                          f" -> {theirs[0] / t:.2f}x err {e:.1e} | {'; '.join(notes)}", flush=True)
+                except Exception as ex:  # noqa: BLE001 - recorded in the row
+                    row[f"{var}_error"] = f"{type(ex).__name__}: {ex}"
+                    print(f"convodd {key} {var}: {type(ex).__name__}: {ex}", flush=True)
+            if "ours_ms" in row:
+                row["ratio"] = row["ours_ratio"]
+            out[key] = row
+            del o, ref
+        del x, w, dy
+        torch.cuda.empty_cache()
+    res["conv2d_odd_channels_fp16_b32"] = {"cases": out, "target": "informational (pad pre-pass vs element gathers)"}
+
+
 def bench_conv_nchw32(torch, E, res):
     """NCHW conv forward (the layout most C callers use) vs cuDNN: fp32 (TF32 off: FFMA), fp32
     with the TF32_MATH knob (vs cuDNN allow_tf32) and fp16 - the last two through the layout
@@ -1389,7 +1491,7 @@ def main():
     ap.add_argument("--default-paths", action="store_true",
                     help="leave the opt-in kernel paths off (the engine's defaults)")
     ap.add_argument("--plots", metavar="DIR", help="only draw PNGs from --out")
-    ap.add_argument("--only", default="gemm,gemm16,gemmodd,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,"
+    ap.add_argument("--only", default="gemm,gemm16,gemmodd,convodd,conv,convnchw,convbwd,bn,pointwise,sdpa,sdpafp8,"
                                      "overhead,frontend,norms,normpw,pool,mxq,moe,swiglu,convstats,cudnnpeer,models")
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
@@ -1410,7 +1512,8 @@ def main():
         only.append("cudnnpeer")
     if "models" in only:            # whole networks (bench/models_bench.py): both of them
         only += ["models_llama", "models_resnet"]
-    steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("gemmodd", bench_gemm_odd), ("conv", bench_conv),
+    steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("gemmodd", bench_gemm_odd),
+             ("convodd", bench_conv_odd), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
              ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("sdpafp8", bench_sdpa_fp8),
              ("convsweep", bench_conv_sweep),

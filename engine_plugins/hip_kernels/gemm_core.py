@@ -48,7 +48,9 @@ Knobs (environment; the tile table below is the default):
   convolutions (a dense [N*H*W, C] matrix) instead of loading them with the copy engine.
 * ``HIPDNN_CABI_HIP_PAD``: ``auto`` | ``0`` | ``1`` - matmul operands with rows that are not
   16-byte aligned copied into zero-padded workspace rows first (:func:`pad_choice`,
-  layout.pad_matmul), so the wgmma core loads them with the copy engine;
+  layout.pad_matmul), so the wgmma core loads them with the copy engine; 16-bit convolutions
+  with channel counts that are not multiples of 8 run on channels zero-padded to one
+  (layout.pad_conv: x / dy / w copies, backward filter into a padded dw copied back);
 * ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` | ``0`` | ``1`` - small-M matmuls as C^T = B^T A^T
   (:func:`swap_ab_choice`, gemm.swap_ab);
 * ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``0`` - matmul split-K on the wgmma core through the finish
@@ -218,12 +220,15 @@ def best_tile(M, N, K, batch, sms, es, gather, split_on=True, rows=False):
     return best
 
 
-def pad_choice(M, N, K, batch, sms, es, gather, padded, nbytes):
+def pad_choice(M, N, K, batch, sms, es, gather, padded, nbytes, padded_mnk=None, copies=1):
     """True: copy a matrix operand that the producer could only gather element by element into
-    a zero-padded 16-byte-aligned workspace buffer first (layout.pad_matmul: the pack
-    pre-pass, ``nbytes`` read and written once) - when the GEMM with ``padded`` producer costs
-    plus the copy beats the GEMM with ``gather``.  Knob ``HIPDNN_CABI_HIP_PAD``: ``auto``
-    (default) | ``0`` (never: element gathers) | ``1`` (always)."""
+    a zero-padded 16-byte-aligned workspace buffer first (layout.pad_matmul, layout.pad_conv:
+    the pack pre-pass, ``nbytes`` read and written once over ``copies`` launches) - when the
+    GEMM with ``padded`` producer costs plus the copies beats the GEMM with ``gather``.
+    ``padded_mnk``: the padded GEMM's (M, N, K) where padding grows them (convolution channels
+    padded to a multiple of 8 are zero rows / columns the tensor cores still compute).  Knob
+    ``HIPDNN_CABI_HIP_PAD``: ``auto`` (default) | ``0`` (never: element gathers) | ``1``
+    (always)."""
     want = knob("PAD", "auto")
     if want in ("0", "off"):
         return False
@@ -231,9 +236,26 @@ def pad_choice(M, N, K, batch, sms, es, gather, padded, nbytes):
         return True
     sms = sms if sms > 0 else 132
     split_on = knob("SPLITK", "1") not in ("0", "off")
+    Mp, Np, Kp = padded_mnk if padded_mnk is not None else (M, N, K)
     t_gather = best_tile(M, N, K, batch, sms, es, gather, split_on)[0]
-    t_pad = best_tile(M, N, K, batch, sms, es, padded, split_on)[0]
-    return t_pad + 2 * nbytes / TR_BPU + TR_LAUNCH < t_gather
+    t_pad = best_tile(Mp, Np, Kp, batch, sms, es, padded, split_on)[0]
+    return t_pad + 2 * nbytes / TR_BPU + TR_LAUNCH * copies < t_gather
+
+
+def padded_im2col_choice(M, N, k_chunk, k_im2col, sms, es):
+    """True: a convolution forward whose channels were padded to a multiple of 8
+    (layout.pad_conv) loads its activations on the im2col tensor map (``k_im2col`` = taps x
+    64-channel blocks: a few padded channels fill a 64-channel box with zeros the tensor cores
+    still compute) rather than as 16-byte chunk gathers over the padded reduction
+    (``k_chunk`` = taps x padded channels) - whichever :func:`best_tile` models faster.  Knob
+    ``HIPDNN_CABI_HIP_CONV_IM2COL`` = 1 forces the map, 0 (im2col_wanted) turns it off."""
+    if knob("CONV_IM2COL", "auto") in ("1", "on"):
+        return True
+    sms = sms if sms > 0 else 132
+    split_on = knob("SPLITK", "1") not in ("0", "off")
+    t_map = best_tile(M, N, k_im2col, 1, sms, es, (0.0, 0.0), split_on)[0]
+    t_chunk = best_tile(M, N, k_chunk, 1, sms, es, (GATHER_CHUNK, 0.0), split_on)[0]
+    return t_map <= t_chunk
 
 
 def swap_ab_choice(M, N, K, batch, sms, es):

@@ -15,6 +15,9 @@ copied into the workspace in the layout the core wants:
 * matmul on the wgmma core, any type: an operand with no 16-byte chunk path (rows not 16-byte
   aligned - N or K not a multiple of 8, odd strides) -> a zero-padded copy with 16-byte aligned
   rows (:func:`pad_matmul`, ``kernels/pack.hip``) when the cost model says so.
+* 16-bit convolutions on the wgmma core whose channel counts are not multiples of 8: x / dy /
+  w -> channel-innermost copies zero-padded to a multiple of 8 channels, backward filter into
+  a padded dw copied back (:func:`pad_conv`) when the cost model says so.
 
 * the SIMT (FFMA) core, fp32 NCHW convolution forward: x -> NHWC, w -> KRSC when the cost model
   says so (:func:`prepare_simt`, knob ``HIPDNN_CABI_HIP_SIMT_NHWC``).
@@ -174,6 +177,146 @@ def emit_pad(prog, t, inner, loc, tag):
     return v
 
 
+def pad_channels(prog, t, dim, loc, tag):
+    """:func:`emit_pad` with dim ``dim`` (a channel dim) innermost, the view's extent of it the
+    padded one: a convolution over the extra channels, which hold zeros, adds nothing.
+    ``chan_pad`` on the view: the logical extent."""
+    v = emit_pad(prog, t, dim, loc, tag)
+    q = pad_quantum(t.dtype)
+    v.dims[dim] = -(-int(t.dims[dim]) // q) * q
+    v.chan_pad = int(t.dims[dim])
+    return v
+
+
+def pad_output(prog, t, dims_p, order, loc, tag):
+    """A workspace buffer of the padded extents ``dims_p`` (packed in ``order``, outermost
+    first) that a GEMM writes in place of output ``t``; :func:`emit_unpad` copies its leading
+    ``t.dims`` block into ``t`` afterwards."""
+    es = cg.ELEM_SIZE[cg.dtype_name(t.dtype)]
+    v = View(t, packed_strides(dims_p, order), tag)
+    v.dims = [int(d) for d in dims_p]
+    v.uid = tag             # the epilogue names its output parameter after the uid: an identifier
+    loc[v.uid] = ("ws", prog.ws_alloc(math.prod(v.dims) * es))
+    v.unpad = t
+    return v
+
+
+def emit_unpad(prog, v, loc, tag):
+    """Copy the leading ``v.unpad.dims`` block of the padded output view ``v``
+    (:func:`pad_output`) into the output tensor itself (one elementwise kernel)."""
+    t = v.unpad
+    dims = [int(d) for d in t.dims]
+    dt = cg.dtype_name(t.dtype)
+    out_st = [int(x) for x in t.strides]
+    order = cg.dense_order(dims, out_st) if cg.is_dense(dims, out_st) else list(range(len(dims)))
+    name = f"hdn_unpad_{tag}"
+    src, grid, block = cg.elementwise_source(
+        name, dims, list(order), [EwIn("xv", dt, list(v.strides), param="px")], [],
+        [EwOut("xv", dt, out_st, "py")])
+    prog.steps.append(("launch", src, name, grid, block, [loc[v.uid], loc[t.uid]]))
+    prog.layout_transforms = getattr(prog, "layout_transforms", 0) + 1
+    prog.notes.append(f"pad pre-pass: tensor {t.uid} written padded {tuple(v.dims)} in the "
+                      f"workspace, copied back")
+
+
+def _bytes(t, dims=None):
+    return math.prod(int(d) for d in (dims or t.dims)) * cg.ELEM_SIZE[cg.dtype_name(t.dtype)]
+
+
+def pad_conv(prog, node, r, loc, tag, sms):
+    """Ungrouped 16-bit convolutions whose channel counts are not multiples of 8 (C = 3
+    first layers, odd channel counts): the operands whose channel rows the wgmma producer
+    could only gather element by element are copied into workspace buffers with the channels
+    innermost and zero-padded to a multiple of 8 (:func:`pad_channels`, ``kernels/pack.hip``)
+    when :func:`gemm_core.pad_choice` says the GEMM on them plus the copies is faster; the
+    convolution then runs over the padded channel counts (the zero channels add nothing) on
+    the 16-byte chunk / tensor-map paths.
+
+    * forward, C % 8: x -> NHWC, w -> KRSC, both C padded (y as is: the epilogue stores any
+      K);
+    * backward data, K % 8 or C % 8: dy -> NHWC with K padded (when K % 8), w -> CRSK with K
+      padded (k innermost: a K-major B whatever C is; dx as is);
+    * backward filter, K % 8 or C % 8: dy -> NHWC (K padded), x -> NHWC (C padded), the GEMM
+      writes a padded KRSC dw in the workspace, copied back into dw (:func:`emit_unpad`).
+
+    Returns (roles, the roles replaced)."""
+    kind = node.kind
+    rx, rw, ry = {"ConvolutionFwdAttributes": ("x", "w", "y"),
+                  "ConvolutionBwdAttributes": ("dx", "w", "dy"),
+                  "ConvolutionWrwAttributes": ("x", "dw", "dy")}[kind]
+    if any(q not in r for q in (rx, rw, ry)):
+        return r, set()
+    x, w, y = r[rx], r[rw], r[ry]
+    # the inputs one 16-bit type (the wgmma core's operands), the output 16-bit or FLOAT
+    ins = {"ConvolutionFwdAttributes": (x, w), "ConvolutionBwdAttributes": (y, w),
+           "ConvolutionWrwAttributes": (x, y)}[kind]
+    if {cg.dtype_name(t.dtype) for t in ins} not in ({"HALF"}, {"BFLOAT16"}) or \
+            not {cg.dtype_name(t.dtype) for t in (x, w, y)} <= {"HALF", "BFLOAT16", "FLOAT"}:
+        return r, set()
+    xd, wd, yd = [int(d) for d in x.dims], [int(d) for d in w.dims], [int(d) for d in y.dims]
+    nd = len(xd)
+    if nd < 3 or xd[1] != wd[1] or wd[0] != yd[1]:
+        return r, set()                        # grouped: one GEMM per group, left as is
+    N_, C, K = xd[0], xd[1], wd[0]
+    q = pad_quantum(x.dtype)
+    Cp, Kp = -(-C // q) * q, -(-K // q) * q
+    taps = math.prod(wd[2:])
+    es = cg.ELEM_SIZE[cg.dtype_name(x.dtype)]
+    nhwc = _nhwc_order(nd)
+    ge, gch = gc.GATHER_ELEM, gc.GATHER_CHUNK
+
+    def extra(*ops):
+        """(bytes, launches) of the pad copies of ``ops`` ((tensor, padded dims)) beyond the
+        layout copies (:func:`prepare`) the operands get anyway."""
+        more = [_bytes(t, d) for t, d in ops if not _needs(t, nhwc)]
+        return sum(more), len(more)
+    if kind == "ConvolutionFwdAttributes":
+        if C % q == 0:
+            return r, set()
+        M = N_ * math.prod(yd[2:])
+        nbytes, copies = extra((x, [N_, Cp] + xd[2:]), (w, [K, Cp] + wd[2:]))
+        if not gc.pad_choice(M, K, C * taps, 1, sms, es, (ge, ge), (gch, 0.0), nbytes,
+                             (M, K, Cp * taps), copies):
+            return r, set()
+        r = dict(r)
+        r[rx] = pad_channels(prog, x, 1, loc, f"{tag}_px")
+        r[rw] = pad_channels(prog, w, 1, loc, f"{tag}_pw")
+        return r, {rx, rw}
+    if C % q == 0 and K % q == 0:
+        return r, set()
+    if kind == "ConvolutionBwdAttributes":
+        M = N_ * math.prod(xd[2:])
+        nbytes, copies = extra(*([(y, [N_, Kp] + yd[2:])] if K % q else []) + [(w, [Kp, C] + wd[2:])])
+        if not gc.pad_choice(M, C, K * taps, 1, sms, es, (ge if K % q else gch, ge if C % q else gch),
+                             (gch, gch), nbytes, (M, C, Kp * taps), copies):
+            return r, set()
+        r = dict(r)
+        done = {rw}
+        if K % q:
+            r[ry] = pad_channels(prog, y, 1, loc, f"{tag}_pdy")
+            done.add(ry)
+        r[rw] = pad_channels(prog, w, 0, loc, f"{tag}_pw")
+        return r, done
+    red = N_ * math.prod(yd[2:])
+    nbytes, copies = extra(*([(y, [N_, Kp] + yd[2:])] if K % q else []) +
+                           ([(x, [N_, Cp] + xd[2:])] if C % q else []))
+    # + the padded dw written and copied back
+    if not gc.pad_choice(K, C * taps, red, 1, sms, es, (ge if K % q else gch, ge if C % q else gch),
+                         (gch, gch), nbytes + 2 * _bytes(w, [Kp, Cp] + wd[2:]), (Kp, Cp * taps, red),
+                         copies + 1):
+        return r, set()
+    r = dict(r)
+    done = {rw}
+    if K % q:
+        r[ry] = pad_channels(prog, y, 1, loc, f"{tag}_pdy")
+        done.add(ry)
+    if C % q:
+        r[rx] = pad_channels(prog, x, 1, loc, f"{tag}_px")
+        done.add(rx)
+    r[rw] = pad_output(prog, w, [Kp, Cp] + wd[2:], nhwc, loc, f"{tag}_pdw")
+    return r, done
+
+
 def _matmul_mnk(r):
     a, b, c = r["a"], r["b"], r["c"]
     return (int(a.dims[-2]), int(b.dims[-1]), int(a.dims[-1]),
@@ -229,14 +372,18 @@ def prepare(prog, node, r, loc, tag, core, tf32, sms=0):
     """The operand roles ``r`` with the transformed operands replaced by views (copies emitted
     into ``prog``), for a GEMM about to run on ``core``.  Only the wgmma core is fed this way
     (the other cores gather any layout).  ``sms``: the pad pre-pass's cost model
-    (:func:`pad_matmul`)."""
+    (:func:`pad_matmul`, :func:`pad_conv`)."""
     mnk = _matmul_mnk(r) if node.kind == "MatmulAttributes" else None
     if core != "wgmma":
         return r
     r = dict(r)
     kind = node.kind
 
+    padded = set()          # roles already on padded channel-innermost copies (pad_conv)
+
     def xf(role, order, k):
+        if role in padded:
+            return
         t = r[role]
         if _needs(t, order):
             r[role] = emit_copy(prog, t, order, loc, f"{tag}_{k}")
@@ -267,6 +414,8 @@ def prepare(prog, node, r, loc, tag, core, tf32, sms=0):
         return r
     nd = len(r[("x", "dx")[kind == "ConvolutionBwdAttributes"]].dims)
     nhwc = _nhwc_order(nd)
+    if not tf32:
+        r, padded = pad_conv(prog, node, r, loc, tag, sms)
     if kind == "ConvolutionFwdAttributes":
         xf("x", nhwc, "x")
         xf("w", nhwc, "w")                     # KRSC

@@ -9,7 +9,9 @@ limit outside the corpus.
 
 GPU (``-m gpu``): a deterministic subset of the graphs both engines accept runs on both (same
 inputs; runtime pass-by-value scalars bound as host pointers) and the outputs agree within the
-data type's tolerance.  HIPDNN_CABI_PARITY_GPU_CASES sets the subset size (default 110).
+data type's tolerance.  HIPDNN_CABI_PARITY_GPU_CASES sets the subset size (default
+GPU_CASES = 300; ``all``: every accepted graph).  Under ``--cpu-stand-in`` the same test runs
+with the CPU reference on both sides (host memory), which checks the harness, not the kernels.
 """
 from __future__ import annotations
 
@@ -153,7 +155,12 @@ REQUIRED = [
     "norms/ln_fwd/row/DOUBLE/data/bv32",
     "matmul/2d/DOUBLE>DOUBLE/nn/FLOAT",           # direct FP64 / FP32 kernels
     "conv/fwd/3x3/DOUBLE>DOUBLE/DOUBLE/nchw",
+    "conv/fwd/c3/HALF>HALF/FLOAT/nchw",           # channel counts not multiples of 8: the
+    "conv/bwd_data/c12/BFLOAT16>BFLOAT16/FLOAT/nchw",   # pad pre-pass on Hopper
+    "conv/bwd_filter/c3/HALF>HALF/FLOAT/nchw",
+    "conv/fwd/c12/BFLOAT16>BFLOAT16/UNSET/nhwc",
 ]
+GPU_CASES = 300
 
 
 @pytest.mark.parametrize("pattern", REQUIRED)
@@ -168,8 +175,9 @@ def test_required_graphs_accepted_by_both(pattern):
 
 def test_gpu_subset_is_deterministic_and_covers_every_family(outcomes):
     acc = [c for c, cok, gok, _ in outcomes if cok and gok]
-    a, b = gpu_subset(acc, 110, REQUIRED), gpu_subset(acc, 110, REQUIRED)
+    a, b = gpu_subset(acc, GPU_CASES, REQUIRED), gpu_subset(acc, GPU_CASES, REQUIRED)
     assert [c.name for c in a] == [c.name for c in b]
+    assert GPU_CASES - 40 <= len(a) <= GPU_CASES + 40, len(a)
     assert {c.family for c in a} == set(FAMILY_BUILDERS)
     assert set(REQUIRED) <= {c.name for c in a}
 
@@ -414,23 +422,41 @@ def test_device_harness_on_the_cpu_reference(outcomes):
     positive statistics), runtime scalars and comparison, with the CPU reference on both sides
     (host memory): every graph runs and agrees with itself."""
     acc = [c for c, cok, gok, _ in outcomes if cok and gok]
-    sub = gpu_subset(acc, 110, REQUIRED)
+    sub = gpu_subset(acc, GPU_CASES, REQUIRED)
     bad, _ = _run_subset(_Both(device=False), sub)
     assert not bad, "\n".join(bad[:40])
 
 
+def gpu_cases(acc):
+    """The device test's graphs: HIPDNN_CABI_PARITY_GPU_CASES = N (default GPU_CASES) -> the
+    deterministic subset of about N, ``all`` -> every graph of ``acc``."""
+    want = os.environ.get("HIPDNN_CABI_PARITY_GPU_CASES", str(GPU_CASES)).strip().lower()
+    return list(acc) if want == "all" else gpu_subset(acc, int(want), REQUIRED)
+
+
+def test_gpu_cases_env(monkeypatch, outcomes):
+    acc = [c for c, cok, gok, _ in outcomes if cok and gok]
+    monkeypatch.setenv("HIPDNN_CABI_PARITY_GPU_CASES", "all")
+    assert len(gpu_cases(acc)) == len(acc)
+    monkeypatch.setenv("HIPDNN_CABI_PARITY_GPU_CASES", "40")
+    assert set(REQUIRED) <= {c.name for c in gpu_cases(acc)}
+    monkeypatch.delenv("HIPDNN_CABI_PARITY_GPU_CASES")
+    assert [c.name for c in gpu_cases(acc)] == [c.name for c in gpu_subset(acc, GPU_CASES, REQUIRED)]
+
+
 @pytest.mark.gpu
-def test_accepted_graphs_match_on_the_device():
+def test_accepted_graphs_match_on_the_device(request):
     """A deterministic subset of the graphs both engines accept (every family) runs on both
-    engines with the same inputs; outputs agree."""
+    engines with the same inputs; outputs agree.  ``--cpu-stand-in``: the CPU reference on both
+    sides (host memory)."""
     from hipdnn_cabi import device
-    if not device.available():
+    stand_in = request.config.getoption("--cpu-stand-in", default=False)
+    if not stand_in and not device.available():
         pytest.skip("no GPU runtime found")
-    n = int(os.environ.get("HIPDNN_CABI_PARITY_GPU_CASES", "110"))
     acc = [c for c, cok, gok, _ in _outcomes() if cok and gok]
-    sub = gpu_subset(acc, n, REQUIRED)
+    sub = gpu_cases(acc)
     t0 = time.time()
-    bad, times = _run_subset(_Both(), sub)
+    bad, times = _run_subset(_Both(device=not stand_in), sub)
     summary = (f"{len(sub)} graphs in {time.time() - t0:.1f} s; slowest "
                f"{sorted(times, reverse=True)[:3]}")
     if os.environ.get("OUT"):

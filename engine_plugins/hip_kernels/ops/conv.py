@@ -15,7 +15,7 @@ from .. import codegen as cg
 from .. import direct, gemm, implicit, layout
 from ..codegen import GemmSpec
 from ..gemm import aligned
-from ..gemm_core import choose_core, knob
+from ..gemm_core import choose_core, knob, padded_im2col_choice
 from ._base import (COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds,
                     non_overlapping, span_elems, strides)
 
@@ -112,6 +112,10 @@ def emit(ctx, node, r, tag, fused=None):
     stats = False
     if node.kind == FWD:
         built = _spec_conv_fwd(spec, node, r)
+        if spec.im2col is not None and getattr(r["x"], "chan_pad", None) is not None and \
+                not padded_im2col_choice(spec.M, spec.N, spec.K, spec.im2col["k"], ctx.sms,
+                                         cg.ELEM_SIZE[spec.ta]):
+            spec.im2col = None      # a few padded channels: chunk gathers beat 64-channel boxes
         c_layout = _c_layout if G == 1 else None
         # a batchnorm over y may take its statistics from the epilogue (n = output channel)
         stats = G == 1 and not direct and r["y"].uid in ctx.stats_wanted
@@ -132,6 +136,8 @@ def emit(ctx, node, r, tag, fused=None):
     else:
         built = _spec_conv_bwd_filter(spec, node, r)
     gemm.emit(ctx, node, spec, built, tag, fused, c_layout, stats)
+    if getattr(built[0], "unpad", None) is not None:
+        layout.emit_unpad(prog, built[0], ctx.loc, tag)     # padded dw -> dw
 
 
 def fusable_output(node, r):
