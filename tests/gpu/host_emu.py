@@ -67,13 +67,17 @@ def _build(src: str, tag: str):
     h = hashlib.sha256(src.encode()).hexdigest()[:20]
     so = os.path.join(d, f"{tag}_{h}.so")
     if not os.path.exists(so):
-        cpp = so[:-3] + ".cpp"
-        with open(cpp, "w") as f:
+        # each process compiles under its own names and renames the result into place, so
+        # parallel test workers never load a half-written library
+        tmp = f"{so[:-3]}.{os.getpid()}"
+        with open(tmp + ".cpp", "w") as f:
             f.write(src)
         r = subprocess.run([compiler(), "-std=c++17", "-O1", "-w", "-fPIC", "-shared",
-                            "-I", os.path.dirname(cpp), cpp, "-o", so], capture_output=True, text=True)
+                            "-I", d, tmp + ".cpp", "-o", tmp + ".so"], capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(r.stderr[-4000:])
+        os.replace(tmp + ".so", so)
+        os.unlink(tmp + ".cpp")
     return ctypes.CDLL(so)
 
 

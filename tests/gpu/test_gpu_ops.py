@@ -196,9 +196,11 @@ def test_host_pointer_rejected_naming_uid(R):
 
 
 def test_not_applicable_falls_back(R):
+    """A graph of the decline list (a matmul operand with a negative stride) finds no engine
+    here, so a plan falls back to another engine."""
     from hipdnn_cabi.plugin_sdk import parse_graph
-    x, y = T(1, [4, 4]), T(2, [4, 4])
-    g = graph_bytes([x, y], [pw("CMP_GT", 1, 2, 1)])
+    a, b, c = T(1, [1, 8, 8], strides=[64, -8, 1]), T(2, [1, 8, 8]), T(3, [1, 8, 8])
+    g = graph_bytes([a, b, c], [matmul(1, 2, 3)])
     assert R.container.get_applicable_engine_ids(parse_graph(g)) == []
 
 
