@@ -552,23 +552,89 @@ WG_BM, WG_BN = 128, 128
 
 def wgmma_ok(node, r, arch):
     """The forward runs on the Hopper kernel (attention_fwd_wgmma.hip): an sm_90 device, no
-    dropout, no paged K / V or ragged tensor (their rows follow a page table / per-batch offsets
-    the tensor maps cannot: the mma.sync kernel loads them), and Q / K / V views the tensor copy
-    engine can describe (positive 16-byte strides along S / H / B where those extents exceed
-    1).  ``HIPDNN_CABI_HIP_ATTN=mma`` forces the mma.sync kernel."""
+    dropout, paged K / V or ragged tensors only where :func:`varlen_wgmma_ok`, and Q / K / V
+    views the tensor copy engine can describe (positive 16-byte strides along S / H / B where
+    those extents exceed 1; a ragged tensor's batch stride is unused).
+    ``HIPDNN_CABI_HIP_ATTN=mma`` forces the mma.sync kernel."""
     if node.kind != FWD or not (arch or "").startswith("sm_9"):
         return False
-    if paged(r) or ragged_roles(r):
+    if (paged(r) or ragged_roles(r)) and not varlen_wgmma_ok(node, r):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN", "auto") in ("mma", "mma.sync"):
         return False
     if node.attrs.get("dropout_probability"):
         return False
+    rr = ragged_roles(r)
     for role in ("q", "k", "v"):
         dd, ss = _dims(r[role]), _st(r[role])
-        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+        lo = 1 if role in rr else 0
+        if any(ss[i] <= 0 for i in range(lo, 3) if dd[i] > 1) or max(dd) >= 2 ** 31:
             return False
     return True
+
+
+VARLEN_MIN_PAGE = 64      # smaller pages: too many small boxes per key tile (the mma.sync loader)
+
+
+def varlen_knob():
+    """``HIPDNN_CABI_HIP_ATTN_VARLEN``: ``mma`` (default: ragged / paged graphs on the mma.sync
+    kernel) or ``auto`` / ``wgmma`` (the Hopper kernel where :func:`varlen_wgmma_ok`); opt-in
+    until the path has run on a device (docs/gpu.md)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma") in ("auto", "wgmma")
+
+
+def varlen_wgmma_ok(node, r):
+    """A graph with ragged tensors or paged K / V on the wgmma forward: opted in
+    (:func:`varlen_knob`), pages of at least VARLEN_MIN_PAGE rows, and not a decode shape
+    the mma.sync kernel packs (:func:`gqa_pack`: the query heads of a kv head in one block,
+    the keys split over blocks)."""
+    if not varlen_knob():
+        return False
+    pr = paged_roles(r)
+    if pr and _dims(r[pr[0]])[2] < VARLEN_MIN_PAGE:
+        return False
+    B, H, Sq, _ = _dims(r["q"])
+    Hkv, _ = kv_extent(node, r)
+    return not gqa_pack(node, H, Hkv, Sq)
+
+
+def _role_modes(r):
+    """{q, k, v: 0 dense / 1 ragged / 2 paged} (hdn_attn_wg_maps.h AW_DENSE / AW_RAGGED / AW_PAGED)."""
+    rr, pr = ragged_roles(r), paged_roles(r)
+    return {x: 2 if x in pr else 1 if x in rr else 0 for x in ("q", "k", "v")}
+
+
+def _tmap_one_batch(t, loc, rows):
+    """The template map of a ragged tensor: (D, S, H, 1) from its base (the prep kernel moves the
+    address to a batch's rows and sets the row extent to its length)."""
+    B, H, S, D = _dims(t)
+    ss, sh = _st(t)[2], _st(t)[1]
+    strides = [ss * 2 if S > 1 else D * 2, sh * 2 if H > 1 else D * 2 * S, D * 2 * S * H]
+    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), (D, S, H, 1), tuple(strides), (64, rows, 1, 1))
+
+
+def _varlen_maps(prog, node, r, loc, defines, bn):
+    """Defines of the ragged / paged tile loads (hdn_attn_wg_maps.h) and their template maps;
+    returns (template maps of q / k / v, the maps' workspace location)."""
+    B = _dims(r["q"])[0]
+    Skv = kv_extent(node, r)[1]
+    modes = _role_modes(r)
+    pr = paged_roles(r)
+    ps = _dims(r[pr[0]])[2] if pr else 128
+    npg = -(-Skv // ps) if pr else 1
+    for x in ("q", "k", "v"):
+        defines[f"AW_{x.upper()}MODE"] = modes[x]
+    defines["AW_PS"] = ps
+    defines["AW_NPG"] = npg
+    rows = {"q": WG_BM, "k": bn, "v": bn}
+    maps = []
+    for x in ("q", "k", "v"):
+        if modes[x] == 1:
+            maps.append(_tmap_one_batch(r[x], loc, rows[x]))
+        else:
+            maps.append(_tmap(r[x], loc, min(ps, bn) if modes[x] == 2 else rows[x]))
+    nmaps = (3 * B if 1 in modes.values() else 0) + (2 * B * npg if pr else 0)
+    return maps, ("ws", prog.ws_alloc(nmaps * 128 + 4 * B))
 
 
 def gqa_pack(node, H, Hkv, Sq):
@@ -646,17 +712,31 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
                       "float* __restrict__ LSE"]
-            base_a = [_tmap(r["q"], loc, WG_BM), _tmap(r["k"], loc, bn), _tmap(r["v"], loc, bn)] + \
-                [loc[r["o"].uid]] + \
-                [loc[r["stats"].uid] if has_stats else None]
+            varlen = paged(r) or bool(ragged_roles(r))
+            if varlen:
+                maps, ws_maps = _varlen_maps(prog, node, r, loc, defines, bn)
+            else:
+                maps = [_tmap(r["q"], loc, WG_BM), _tmap(r["k"], loc, bn), _tmap(r["v"], loc, bn)]
+            base_a = maps + [loc[r["o"].uid]] + [loc[r["stats"].uid] if has_stats else None]
             lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
-            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + lens)
+            vp, va = (["const hdn_tmap* __restrict__ aw_maps"], [ws_maps]) if varlen else ([], [])
+            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines) + vp, base_a + lens + va)
             defines["HDN_ATTN_FWD_WG_PARAMS"] = ps
+            if varlen:
+                mp, ma = _finish(extra_p, extra_a, base_p[:3] + [
+                    f"{u16} Qp", f"{u16} Kp", f"{u16} Vp", "hdn_tmap* __restrict__ aw_maps"]
+                    + _len_params(defines), maps + _ptr_args(("q", "k", "v"), r, loc) + [ws_maps] + lens)
+                defines["HDN_ATTN_WG_MAPS_PARAMS"] = mp
             src = _source("attention_fwd_wgmma.hip", defines)
+            if varlen:
+                prog.steps.append(("launch", src, "hdn_attn_wg_maps", (B, 1, 1), (128, 1, 1), ma,
+                                   {"arch": "sm_90a"}))
             prog.steps.append(("launch", src, "hdn_attn_fwd_wg", ((Sq + WG_BM - 1) // WG_BM, H, B),
                                (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
             prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{bn} tiles, "
-                              f"{st} K/V stages, TMA QKV")
+                              f"{st} K/V stages, TMA QKV"
+                              + (f"; ragged / paged rows through per-batch / per-page tensor maps "
+                                 f"(hdn_attn_wg_maps)" if varlen else ""))
             return
         base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
                   "float* __restrict__ LSE"]
