@@ -126,7 +126,7 @@ __device__ __forceinline__ void aw_write_map(hdn_tmap* dst, const hdn_tmap* tmpl
 // (jobs 0..2: ragged Q / K / V; 3 + 2 p + kv: page p of K / V).  Parameters
 // HDN_ATTN_WG_MAPS_PARAMS: the template maps tmQ / tmK / tmV, the data pointers Qp / Kp / Vp, the
 // maps aw_maps, the lengths, then the offsets / page tables.
-extern "C" __global__ void __launch_bounds__(128) hdn_attn_wg_maps(HDN_ATTN_WG_MAPS_PARAMS) {
+extern "C" __global__ void hdn_attn_wg_maps(HDN_ATTN_WG_MAPS_PARAMS) {
     __shared__ __align__(128) hdn_tmap sm[4];
     const int b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     if (reinterpret_cast<unsigned long long>(aw_maps) & 127ull) return;   // (every batch NaN)
@@ -151,27 +151,33 @@ extern "C" __global__ void __launch_bounds__(128) hdn_attn_wg_maps(HDN_ATTN_WG_M
 #pragma unroll 1
     for (int j = warp; j < 3 + 2 * np; j += 4) {
         if (j < 3) {
-            const int mode = j == 0 ? AW_QMODE : j == 1 ? AW_KMODE : AW_VMODE;
-            if (mode != AW_RAGGED) continue;
-            const hdn_tmap* t = j == 0 ? &tmQ : j == 1 ? &tmK : &tmV;
-            const hdn_u16* base = j == 0 ? Qp + Q_BOFF(b) : j == 1 ? Kp + K_BOFF(b) : Vp + V_BOFF(b);
-            const int rows = j == 0 ? L.sq : L.skv;
-            aw_write_map(aw_maps + 3 * b + j, t, &sm[warp], reinterpret_cast<unsigned long long>(base),
-                         hdn_imax(rows, 1), lane);
+#if AW_QMODE == AW_RAGGED
+            if (j == 0)
+                aw_write_map(aw_maps + 3 * b, &tmQ, &sm[warp], reinterpret_cast<unsigned long long>(Qp + Q_BOFF(b)),
+                             hdn_imax(L.sq, 1), lane);
+#endif
+#if AW_KMODE == AW_RAGGED
+            if (j == 1)
+                aw_write_map(aw_maps + 3 * b + 1, &tmK, &sm[warp], reinterpret_cast<unsigned long long>(Kp + K_BOFF(b)),
+                             hdn_imax(L.skv, 1), lane);
+#endif
+#if AW_VMODE == AW_RAGGED
+            if (j == 2)
+                aw_write_map(aw_maps + 3 * b + 2, &tmV, &sm[warp], reinterpret_cast<unsigned long long>(Vp + V_BOFF(b)),
+                             hdn_imax(L.skv, 1), lane);
+#endif
         } else {
-            const int p = (j - 3) >> 1, kv = (j - 3) & 1;
-            if ((kv ? AW_VMODE : AW_KMODE) != AW_PAGED) continue;
-            long long pg = 0, psb = 0;
-            const hdn_u16* base = Kp;
+            const int p = (j - 3) >> 1, rows = hdn_imin(AW_PS, L.skv - p * AW_PS);
 #if AW_KMODE == AW_PAGED
-            if (!kv) { pg = (long long)kpt[(long long)b * KPT_SB + (long long)p * KPT_SS]; psb = KSB; }
+            if (!((j - 3) & 1))
+                aw_write_map(aw_maps + AW_PSLOT(b, p, 0), &tmK, &sm[warp], reinterpret_cast<unsigned long long>(
+                    Kp + (long long)kpt[(long long)b * KPT_SB + (long long)p * KPT_SS] * KSB), rows, lane);
 #endif
 #if AW_VMODE == AW_PAGED
-            if (kv) { pg = (long long)vpt[(long long)b * VPT_SB + (long long)p * VPT_SS]; psb = VSB; base = Vp; }
+            if ((j - 3) & 1)
+                aw_write_map(aw_maps + AW_PSLOT(b, p, 1), &tmV, &sm[warp], reinterpret_cast<unsigned long long>(
+                    Vp + (long long)vpt[(long long)b * VPT_SB + (long long)p * VPT_SS] * VSB), rows, lane);
 #endif
-            aw_write_map(aw_maps + AW_PSLOT(b, p, kv), kv ? &tmV : &tmK, &sm[warp],
-                         reinterpret_cast<unsigned long long>(base + pg * psb),
-                         hdn_imin(AW_PS, L.skv - p * AW_PS), lane);
         }
     }
 }
