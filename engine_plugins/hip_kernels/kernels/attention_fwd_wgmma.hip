@@ -15,7 +15,10 @@
 // those rows).  Same configuration prelude as attention_fwd.hip (attention.py), plus the
 // parameter list HDN_ATTN_FWD_WG_PARAMS (tensor maps tmQ / tmK / tmV: 4-d (D, S, H, B) views
 // with a 64 x 128 x 1 x 1 box for Q, 64 x AW_BN x 1 x 1 for K / V).  No dropout here
-// (attention_fwd.hip runs those graphs).
+// (attention_fwd.hip runs those graphs).  Ragged (packed) Q / K / V / O / stats and paged K / V
+// pools: the tile loads (AW_TILE_Q / _K / _V) go through the per-batch / per-page tensor maps
+// hdn_attn_wg_maps.h's prep kernel writes (rows past a batch's length read as zeros); O and
+// stats rows are stored at O_BOFF / L_BOFF, only rows below O_ROWS / L_ROWS (hdn_attention.h).
 // Head sizes (hdn_attention.h): the tiles are HDP (Q / K) and HDVP (V) columns wide, 64-column
 // atoms; the tensor maps' innermost extents are HD / HDV, so the copy engine fills the columns
 // past them with zeros (Q Kᵀ unchanged; the P V columns past HDV are not stored).  AW_BN = 64
@@ -334,9 +337,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         }
 #endif
 #pragma unroll
-        for (int j = 0; j < HDV / 8 && i < O_ROWS; ++j) {
+        for (int j = 0; j < HDV / 8; ++j) {
             const unsigned v = hdn_pack2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-            *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
+            if (i < O_ROWS) *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
         }
 #if HAS_STATS
         if (t4 == 0 && i < L_ROWS)
