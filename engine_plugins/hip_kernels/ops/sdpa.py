@@ -22,7 +22,9 @@ graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and /
 pools [pages, Hkv, page_size, D], page sizes powers of two >= 16; a k / v without a table dense
 [B, Hkv, Skv, D]) and ragged (packed) q / k / v
 / o / stats / do / dq / dk / dv (offsets x multiplier), both with seq_len_q and seq_len_kv, on
-the mma.sync kernels and without the score roles.  User dropout masks are not applicable here
+the mma.sync kernels and without the score roles; opted in (HIPDNN_CABI_HIP_ATTN_VARLEN), the
+forward of prefill shapes with pages of >= 64 rows on the wgmma kernel through per-batch /
+per-page tensor maps a prep kernel writes (kernels/hdn_attn_wg_maps.h, :func:`varlen_wgmma_ok`).  User dropout masks are not applicable here
 (the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
 only, none of the score roles, no paged or ragged tensors.
 
