@@ -40,6 +40,9 @@
 #ifndef AW_NPG
 #define AW_NPG 1            // map slots per batch and pool: pages of the longest batch
 #endif
+#ifndef NB
+#define NB 1                // batches (generated)
+#endif
 #define AW_RAGGED_ANY (AW_QMODE == AW_RAGGED || AW_KMODE == AW_RAGGED || AW_VMODE == AW_RAGGED)
 #define AW_PAGED_ANY (AW_KMODE == AW_PAGED || AW_VMODE == AW_PAGED)
 #define AW_PSLOT0 (AW_RAGGED_ANY ? 3 * NB : 0)
