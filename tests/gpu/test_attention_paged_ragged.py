@@ -10,7 +10,9 @@ On sm_90 the forward of the prefill-shaped graphs (ragged tensors, paged pools o
 pages) runs on the wgmma kernel through per-batch / per-page tensor maps (opt-in
 HIPDNN_CABI_HIP_ATTN_VARLEN, which tests/gpu turns on; PAGED_WG / RAGGED_WG add such cases); the
 CI tests here check those programs, their sm_90a compiles and a host model of their tile loads
-(the maps, coordinates and out-of-range rows), the mma.sync programs with the knob off."""
+(the maps, coordinates and out-of-range rows), the mma.sync programs with the knob off.  The
+ragged backward's main kernel is the wgmma one where HIPDNN_CABI_HIP_ATTN_BWD is opted in too
+(tests/gpu: both)."""
 from __future__ import annotations
 
 import math
@@ -650,7 +652,7 @@ def test_varlen_wgmma_programs_and_compile_sm90a(monkeypatch):
         ws = [a for a in main[5] if isinstance(a, tuple) and a[0] == "ws"]
         assert len(ws) == 1 and ws[0] in prep[5]
         npg = int(src.split("#define AW_NPG ")[1].split()[0])
-        nmaps = (3 * B if 1 in modes.values() else 0) + (2 * B * npg if 2 in modes.values() else 0)
+        nmaps = (4 * B if 1 in modes.values() else 0) + (2 * B * npg if 2 in modes.values() else 0)
         assert prog.ws_size >= nmaps * 128 + 4 * B
         # a ragged role's template map: one batch (the prep kernel moves it to each batch's rows)
         tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
@@ -671,6 +673,39 @@ def test_varlen_wgmma_programs_and_compile_sm90a(monkeypatch):
             for tag, g, wg in _varlen_graphs()[:1] + [x for x in _varlen_graphs() if x[2]][:3]:
                 names = [st[2] for st in build_program(parse_graph(g), arch="sm_90").steps]
                 assert names[0] == "hdn_attn_fwd", (knob, tag, names)
+
+
+def test_ragged_wgmma_backward_programs_and_compile_sm90a(monkeypatch):
+    """Opted in (HIPDNN_CABI_HIP_ATTN_BWD and HIPDNN_CABI_HIP_ATTN_VARLEN), on sm_90 the ragged
+    backward's main kernel is the wgmma one after the prep kernel of its Q / K / V / dO maps,
+    between the (ragged-aware) Dsum and dQ kernels; both compile for sm_90a without spills.
+    Either knob at mma: the mma.sync main kernel."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto")
+    c = _compiler()
+    for i, case in enumerate(RAGGED_BWD):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        g = parse_graph(ragged_bwd_graph(**cc)[1])
+        prog = build_program(g, arch="sm_90")
+        names = [st[2] for st in prog.steps if st[0] == "launch"]
+        assert names == ["hdn_attn_bwd_pre", "hdn_attn_wg_maps", "hdn_attn_bwd_wg", "hdn_attn_bwd_dq"], names
+        prep, main = [st for st in prog.steps if st[0] == "launch"][1:3]
+        assert prep[1] == main[1] and prep[3] == (cc["B"], 1, 1)
+        for x in "QKVG":
+            assert f"#define AW_{x}MODE 1" in main[1]
+        tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
+        assert len(tm) == 4 and all(t[3][3] == 1 for t in tm)      # one-batch templates
+        if c is not None:
+            c.compile(main[1], f"ragged_bwd{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert _no_spills(c.last_log), c.last_log
+        for knob in ("HIPDNN_CABI_HIP_ATTN_BWD", "HIPDNN_CABI_HIP_ATTN_VARLEN"):
+            with monkeypatch.context() as m:
+                m.setenv(knob, "mma")
+                names = [st[2] for st in build_program(g, arch="sm_90").steps if st[0] == "launch"]
+                assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"], (knob, names)
 
 
 def _tma_box(arr, start, box):

@@ -1,12 +1,13 @@
 // hdn_attn_wg_maps.h - the tile loads of the Hopper flash-attention forward
-// (attention_fwd_wgmma.hip) for ragged (packed) Q / K / V and paged K / V pools.
+// (attention_fwd_wgmma.hip) for ragged (packed) Q / K / V and paged K / V pools, and of the
+// Hopper backward's main kernel (attention_bwd_wgmma.hip) for ragged Q / K / V / dO.
 //
 // A tensor map cannot follow per-batch offsets or a page table, so a prep kernel
 // (hdn_attn_wg_maps, below) writes, before the main kernel, copies of the host-encoded template
 // maps into the workspace (aw_maps) with the global address and the row extent replaced
 // (tensormap.replace):
-//   ragged role (AW_<P>MODE == AW_RAGGED): one map per batch b (slot 3 b + 0 / 1 / 2 for Q / K /
-//     V), address = base + <P>_BOFF(b), rows = the batch's length (seq_len_q / seq_len_kv), the
+//   ragged role (AW_<P>MODE == AW_RAGGED): one map per batch b (slot 4 b + 0 / 1 / 2 / 3 for Q /
+//     K / V / dO), address = base + <P>_BOFF(b), rows = the batch's length (seq_len_q / seq_len_kv), the
 //     batch extent 1 - rows past the length read as zeros (never the next batch's tokens, never
 //     past the buffer);
 //   paged pool (AW_<P>MODE == AW_PAGED): one map per (b, logical page p) with p AW_PS < the
@@ -33,7 +34,10 @@
 #ifndef AW_VMODE
 #define AW_VMODE AW_DENSE
 #endif
-#define AW_MAPS (AW_QMODE != AW_DENSE || AW_KMODE != AW_DENSE || AW_VMODE != AW_DENSE)
+#ifndef AW_GMODE
+#define AW_GMODE AW_DENSE   // dO (the backward)
+#endif
+#define AW_MAPS (AW_QMODE != AW_DENSE || AW_KMODE != AW_DENSE || AW_VMODE != AW_DENSE || AW_GMODE != AW_DENSE)
 #ifndef AW_PS
 #define AW_PS 128           // page size (rows of a pool page)
 #endif
@@ -43,9 +47,10 @@
 #ifndef NB
 #define NB 1                // batches (generated)
 #endif
-#define AW_RAGGED_ANY (AW_QMODE == AW_RAGGED || AW_KMODE == AW_RAGGED || AW_VMODE == AW_RAGGED)
+#define AW_RAGGED_ANY (AW_QMODE == AW_RAGGED || AW_KMODE == AW_RAGGED || AW_VMODE == AW_RAGGED || \
+                       AW_GMODE == AW_RAGGED)
 #define AW_PAGED_ANY (AW_KMODE == AW_PAGED || AW_VMODE == AW_PAGED)
-#define AW_PSLOT0 (AW_RAGGED_ANY ? 3 * NB : 0)
+#define AW_PSLOT0 (AW_RAGGED_ANY ? 4 * NB : 0)
 #define AW_PSLOT(b, p, kv) (AW_PSLOT0 + ((long long)(b) * AW_NPG + (p)) * 2 + (kv))
 #define AW_NMAPS (AW_PSLOT0 + (AW_PAGED_ANY ? 2LL * NB * AW_NPG : 0))
 
@@ -68,7 +73,7 @@ __device__ __forceinline__ bool aw_batch_bad(const hdn_tmap* maps, int b) {
 __device__ __forceinline__ void aw_map_acquire(const hdn_tmap*) {}
 #endif
 // ROWS rows from r0 of head h, batch b into NA 64-column atoms of ATOM bytes from dst; the box
-// height of tm is ROWS, or PB (<= ROWS) for a paged pool; slot: 0 / 1 / 2 for Q / K / V;
+// height of tm is ROWS, or PB (<= ROWS) for a paged pool; slot: 0 / 1 / 2 / 3 for Q / K / V / dO;
 // nrows: the batch's rows (paged: its keys)
 template <int MODE, int ROWS, int NA, int ATOM, int PB>
 __device__ __forceinline__ void aw_tile(unsigned dst, const hdn_tmap* tm, const hdn_tmap* maps, int slot,
@@ -77,7 +82,7 @@ __device__ __forceinline__ void aw_tile(unsigned dst, const hdn_tmap* tm, const 
 #pragma unroll
         for (int a = 0; a < NA; ++a) wg_tma4(dst + a * ATOM, tm, 64 * a, r0, h, b, bar);
     } else if (MODE == AW_RAGGED) {
-        const hdn_tmap* m = maps + 3 * b + slot;
+        const hdn_tmap* m = maps + 4 * b + slot;
         aw_map_acquire(m);
 #pragma unroll
         for (int a = 0; a < NA; ++a) wg_tma4(dst + a * ATOM, m, 64 * a, r0, h, 0, bar);
@@ -98,6 +103,7 @@ __device__ __forceinline__ void aw_tile(unsigned dst, const hdn_tmap* tm, const 
     }
 }
 #define AW_PB (AW_PS < AW_BN ? AW_PS : AW_BN)
+// the forward's tiles (attention_fwd_wgmma.hip names in scope: tmQ / tmK / tmV, h, hk, b, L)
 #define AW_TILE_Q(dst, r0, bar) \
     aw_tile<AW_QMODE, AW_BM, AW_NK, AW_QATOM, AW_BM>(dst, &tmQ, AW_MAPS_ARG, 0, r0, h, b, L.sq, bar)
 #define AW_TILE_K(dst, r0, bar) \
@@ -126,9 +132,9 @@ __device__ __forceinline__ void aw_write_map(hdn_tmap* dst, const hdn_tmap* tmpl
 }
 // The maps of batch b = blockIdx.x (grid (B), 128 threads): the flag first (every page of the
 // batch's keys in the pool, the ragged offsets 16-byte aligned), then one map per warp at a time
-// (jobs 0..2: ragged Q / K / V; 3 + 2 p + kv: page p of K / V).  Parameters
-// HDN_ATTN_WG_MAPS_PARAMS: the template maps tmQ / tmK / tmV, the data pointers Qp / Kp / Vp, the
-// maps aw_maps, the lengths, then the offsets / page tables.
+// (jobs 0..3: ragged Q / K / V / dO; 4 + 2 p + kv: page p of K / V).  Parameters
+// HDN_ATTN_WG_MAPS_PARAMS: the template maps tmQ / tmK / tmV (tmG: the backward's dO), the data
+// pointers Qp / Kp / Vp (Gp), the maps aw_maps, the lengths, then the offsets / page tables.
 extern "C" __global__ void hdn_attn_wg_maps(HDN_ATTN_WG_MAPS_PARAMS) {
     __shared__ __align__(128) hdn_tmap sm[4];
     const int b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -152,32 +158,37 @@ extern "C" __global__ void hdn_attn_wg_maps(HDN_ATTN_WG_MAPS_PARAMS) {
     if (bad) return;
     const int np = (L.skv + AW_PS - 1) / AW_PS;
 #pragma unroll 1
-    for (int j = warp; j < 3 + 2 * np; j += 4) {
-        if (j < 3) {
+    for (int j = warp; j < 4 + 2 * np; j += 4) {
+        if (j < 4) {
 #if AW_QMODE == AW_RAGGED
             if (j == 0)
-                aw_write_map(aw_maps + 3 * b, &tmQ, &sm[warp], reinterpret_cast<unsigned long long>(Qp + Q_BOFF(b)),
+                aw_write_map(aw_maps + 4 * b, &tmQ, &sm[warp], reinterpret_cast<unsigned long long>(Qp + Q_BOFF(b)),
                              hdn_imax(L.sq, 1), lane);
 #endif
 #if AW_KMODE == AW_RAGGED
             if (j == 1)
-                aw_write_map(aw_maps + 3 * b + 1, &tmK, &sm[warp], reinterpret_cast<unsigned long long>(Kp + K_BOFF(b)),
+                aw_write_map(aw_maps + 4 * b + 1, &tmK, &sm[warp], reinterpret_cast<unsigned long long>(Kp + K_BOFF(b)),
                              hdn_imax(L.skv, 1), lane);
 #endif
 #if AW_VMODE == AW_RAGGED
             if (j == 2)
-                aw_write_map(aw_maps + 3 * b + 2, &tmV, &sm[warp], reinterpret_cast<unsigned long long>(Vp + V_BOFF(b)),
+                aw_write_map(aw_maps + 4 * b + 2, &tmV, &sm[warp], reinterpret_cast<unsigned long long>(Vp + V_BOFF(b)),
                              hdn_imax(L.skv, 1), lane);
 #endif
+#if AW_GMODE == AW_RAGGED
+            if (j == 3)
+                aw_write_map(aw_maps + 4 * b + 3, &tmG, &sm[warp], reinterpret_cast<unsigned long long>(Gp + G_BOFF(b)),
+                             hdn_imax(L.sq, 1), lane);
+#endif
         } else {
-            const int p = (j - 3) >> 1, rows = hdn_imin(AW_PS, L.skv - p * AW_PS);
+            const int p = (j - 4) >> 1, rows = hdn_imin(AW_PS, L.skv - p * AW_PS);
 #if AW_KMODE == AW_PAGED
-            if (!((j - 3) & 1))
+            if (!((j - 4) & 1))
                 aw_write_map(aw_maps + AW_PSLOT(b, p, 0), &tmK, &sm[warp], reinterpret_cast<unsigned long long>(
                     Kp + (long long)kpt[(long long)b * KPT_SB + (long long)p * KPT_SS] * KSB), rows, lane);
 #endif
 #if AW_VMODE == AW_PAGED
-            if ((j - 3) & 1)
+            if ((j - 4) & 1)
                 aw_write_map(aw_maps + AW_PSLOT(b, p, 1), &tmV, &sm[warp], reinterpret_cast<unsigned long long>(
                     Vp + (long long)vpt[(long long)b * VPT_SB + (long long)p * VPT_SS] * VSB), rows, lane);
 #endif

@@ -635,7 +635,7 @@ def _varlen_maps(prog, node, r, loc, defines, bn):
             maps.append(_tmap_one_batch(r[x], loc, rows[x]))
         else:
             maps.append(_tmap(r[x], loc, min(ps, bn) if modes[x] == 2 else rows[x]))
-    nmaps = (3 * B if 1 in modes.values() else 0) + (2 * B * npg if pr else 0)
+    nmaps = (4 * B if 1 in modes.values() else 0) + (2 * B * npg if pr else 0)
     return maps, ("ws", prog.ws_alloc(nmaps * 128 + 4 * B))
 
 
@@ -827,7 +827,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
     prog.steps.append(("memset", ws_q, n_rows * dp * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    prog.steps.append(main)
+    prog.steps.extend(main if isinstance(main, list) else [main])
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
     if ws_db is not None:
@@ -863,20 +863,24 @@ WG_BWD_BN, WG_BWD_BM = 128, 64       # attention_bwd_wgmma.hip BW_BN (keys per C
 
 def bwd_wgmma_ok(node, r, arch):
     """The backward's main kernel runs on attention_bwd_wgmma.hip: an sm_90 device, head sizes
-    D, Dv padded to 64 or 128, Q / K / V / dO views the tensor copy engine can describe.
+    D, Dv padded to 64 or 128, Q / K / V / dO views the tensor copy engine can describe (a
+    ragged tensor's batch stride unused); ragged tensors only with :func:`varlen_knob` (their
+    Q / K / V / dO tiles through per-batch tensor maps, as the forward's).
     ``HIPDNN_CABI_HIP_ATTN_BWD`` = auto / wgmma (that kernel where applicable) or mma (the
     mma.sync kernel attention_bwd.hip always)."""
     if node.kind != BWD or not (arch or "").startswith("sm_9"):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "mma") not in ("auto", "wgmma"):
         return False        # opt-in until the kernel has run on a device (docs/gpu.md)
-    if has_mods(node, r) or paged(r) or ragged_roles(r):
-        return False        # the score roles (mask, ALiBi, dbias) and ragged rows: mma.sync kernel
+    rr = ragged_roles(r)
+    if has_mods(node, r) or paged(r) or (rr and not varlen_knob()):
+        return False        # the score roles (mask, ALiBi, dbias): mma.sync kernel
     if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
         return False
     for role in ("q", "k", "v", "do"):
         dd, ss = _dims(r[role]), _st(r[role])
-        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+        lo = 1 if role in rr else 0
+        if any(ss[i] <= 0 for i in range(lo, 3) if dd[i] > 1) or max(dd) >= 2 ** 31:
             return False
     return True
 
@@ -895,7 +899,8 @@ def bwd_wg_config(D, Dv):
 
 def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens):
     """The launch step of the Hopper backward's main kernel (the Dsum / dQ-accumulator
-    workspace of attention_bwd.hip's pre / dq kernels)."""
+    workspace of attention_bwd.hip's pre / dq kernels); with ragged tensors a list: the prep
+    kernel writing their per-batch tensor maps (hdn_attn_wg_maps.h), then the main kernel."""
     B, Hkv, Skv = _dims(r["k"])[:3]
     smem, st = bwd_wg_config(_dims(r["q"])[3], _dims(r["v"])[3])
     defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
@@ -905,16 +910,35 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", f"{tm} tmG", "const float* __restrict__ LSE",
               "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV", "const float* __restrict__ Dsum",
               "float* __restrict__ dQacc"] + _len_params(defines)
-    base_a = ([_tmap(r["q"], loc, WG_BWD_BM), _tmap(r["k"], loc, WG_BWD_BN), _tmap(r["v"], loc, WG_BWD_BN),
-               _tmap(r["do"], loc, WG_BWD_BM)] + _ptr_args(("stats", "dk", "dv"), r, loc)
-              + [("ws", ws_d), ("ws", ws_q)] + lens)
+    rr = ragged_roles(r)
+    rows = {"q": WG_BWD_BM, "k": WG_BWD_BN, "v": WG_BWD_BN, "do": WG_BWD_BM}
+    maps = [(_tmap_one_batch if x in rr else _tmap)(r[x], loc, rows[x]) for x in ("q", "k", "v", "do")]
+    base_a = (maps + _ptr_args(("stats", "dk", "dv"), r, loc) + [("ws", ws_d), ("ws", ws_q)] + lens)
+    prep = None
+    if rr:
+        for x, m in (("q", "Q"), ("k", "K"), ("v", "V"), ("do", "G")):
+            defines[f"AW_{m}MODE"] = int(x in rr)
+        ws_maps = ("ws", prog.ws_alloc(4 * B * 128 + 4 * B))
+        base_p = base_p + ["const hdn_tmap* __restrict__ aw_maps"]
+        base_a = base_a + [ws_maps]
+        u16 = "const hdn_u16* __restrict__"
+        mp, ma = _finish(extra_p, extra_a, base_p[:4] + [f"{u16} Qp", f"{u16} Kp", f"{u16} Vp", f"{u16} Gp",
+                                                          "hdn_tmap* __restrict__ aw_maps"] + _len_params(defines),
+                         maps + _ptr_args(("q", "k", "v", "do"), r, loc) + [ws_maps] + lens)
+        defines["HDN_ATTN_WG_MAPS_PARAMS"] = mp
+        prep = (B, ma)
     ps, as_ = _finish(extra_p, extra_a, base_p, base_a)
     defines["HDN_ATTN_BWD_WG_PARAMS"] = ps
     prog.notes.append(f"{node.kind}: wgmma flash attention backward, {WG_BWD_BN} keys x "
-                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO")
-    return ("launch", _source("attention_bwd_wgmma.hip", defines), "hdn_attn_bwd_wg",
-            ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1), as_,
-            {"shmem": smem, "arch": "sm_90a"})
+                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO"
+                      + ("; ragged rows through per-batch tensor maps (hdn_attn_wg_maps)" if rr else ""))
+    src = _source("attention_bwd_wgmma.hip", defines)
+    main = ("launch", src, "hdn_attn_bwd_wg", ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1),
+            as_, {"shmem": smem, "arch": "sm_90a"})
+    if prep is None:
+        return main
+    return [("launch", src, "hdn_attn_wg_maps", (prep[0], 1, 1), (128, 1, 1), prep[1], {"arch": "sm_90a"}),
+            main]
 
 
 # ------------------------------------------------------------------------- AMD CDNA (MFMA)
