@@ -24,8 +24,9 @@ pools [pages, Hkv, page_size, D], page sizes powers of two >= 16; a k / v withou
 / o / stats / do / dq / dk / dv (offsets x multiplier), both with seq_len_q and seq_len_kv, on
 the mma.sync kernels and without the score roles; opted in (HIPDNN_CABI_HIP_ATTN_VARLEN), the
 forward of prefill shapes with pages of >= 64 rows on the wgmma kernel through per-batch /
-per-page tensor maps a prep kernel writes (kernels/hdn_attn_wg_maps.h, :func:`varlen_wgmma_ok`).  User dropout masks are not applicable here
-(the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
+per-page tensor maps a prep kernel writes (kernels/hdn_attn_wg_maps.h, :func:`varlen_wgmma_ok`),
+and the ragged backward's wgmma main kernel likewise.  User dropout masks are not applicable
+here (the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
 only, none of the score roles, no paged or ragged tensors.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
@@ -922,8 +923,8 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
         base_p = base_p + ["const hdn_tmap* __restrict__ aw_maps"]
         base_a = base_a + [ws_maps]
         u16 = "const hdn_u16* __restrict__"
-        mp, ma = _finish(extra_p, extra_a, base_p[:4] + [f"{u16} Qp", f"{u16} Kp", f"{u16} Vp", f"{u16} Gp",
-                                                          "hdn_tmap* __restrict__ aw_maps"] + _len_params(defines),
+        mp = base_p[:4] + [f"{u16} {x}p" for x in "QKVG"] + ["hdn_tmap* __restrict__ aw_maps"]
+        mp, ma = _finish(extra_p, extra_a, mp + _len_params(defines),
                          maps + _ptr_args(("q", "k", "v", "do"), r, loc) + [ws_maps] + lens)
         defines["HDN_ATTN_WG_MAPS_PARAMS"] = mp
         prep = (B, ma)
@@ -937,8 +938,8 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
             as_, {"shmem": smem, "arch": "sm_90a"})
     if prep is None:
         return main
-    return [("launch", src, "hdn_attn_wg_maps", (prep[0], 1, 1), (128, 1, 1), prep[1], {"arch": "sm_90a"}),
-            main]
+    return [("launch", src, "hdn_attn_wg_maps", (prep[0], 1, 1), (128, 1, 1), prep[1],
+             {"arch": "sm_90a"}), main]
 
 
 # ------------------------------------------------------------------------- AMD CDNA (MFMA)
