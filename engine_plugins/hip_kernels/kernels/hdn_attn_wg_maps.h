@@ -14,8 +14,8 @@
 //     batch's keys (slot AW_PSLOT(b, p, 0 / 1) for K / V), address = the page named by the
 //     table, rows = the keys of the batch in that page (the rows past the length in the last
 //     page read as zeros).  A tile of AW_BN keys is AW_BN / AW_PB boxes of AW_PB = min(page
-//     size, AW_BN) rows, one per page slice; a slice past the batch's keys reads the template
-//     map out of range (zeros).
+//     size, AW_BN) rows, one per page slice; a slice past the batch's keys reloads the last
+//     page's first rows (finite, masked; no box lies wholly outside its map).
 // After the maps, one int per batch: 1 where the batch cannot run (a ragged offset off 16 bytes,
 // a table entry naming no page of the pool): the main kernel then writes NaN rows (the mma.sync
 // kernel's convention: loud, not a fault).  A workspace not 128-byte aligned: every batch NaN.
@@ -89,16 +89,13 @@ __device__ __forceinline__ void aw_tile(unsigned dst, const hdn_tmap* tm, const 
     } else {
 #pragma unroll 1
         for (int i = 0; i < ROWS / PB; ++i) {
-            const int kr = r0 + i * PB;
-            const hdn_tmap* m = tm;
-            int row = AW_PS;                    // past the keys: out of the template's range
-            if (kr < nrows) {
-                m = maps + AW_PSLOT(b, kr / AW_PS, slot - 1);
-                row = kr % AW_PS;
-                aw_map_acquire(m);
-            }
+            // a slice past the keys (the last tile, pages smaller than the tile) loads the last
+            // page's first rows again: this batch's keys or zeros, finite, their scores masked
+            const int kr = r0 + i * PB < nrows ? r0 + i * PB : (nrows - 1) / AW_PS * AW_PS;
+            const hdn_tmap* m = maps + AW_PSLOT(b, kr / AW_PS, slot - 1);
+            aw_map_acquire(m);
 #pragma unroll
-            for (int a = 0; a < NA; ++a) wg_tma4(dst + a * ATOM + i * PB * 128, m, 64 * a, row, h, 0, bar);
+            for (int a = 0; a < NA; ++a) wg_tma4(dst + a * ATOM + i * PB * 128, m, 64 * a, kr % AW_PS, h, 0, bar);
         }
     }
 }
