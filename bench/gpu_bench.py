@@ -1135,6 +1135,9 @@ def bench_sdpa_paged_ragged(torch, E, res):
     _, g = ragged_fwd_graph("HALF", B, H, Hkv, S, S, D, causal_mask_bottom_right=True)
     run, bs = E.prepare(g, {1: qf, 2: kf, 3: vf, 4: of, 10: stf, 6: ls, 7: ls, 20: offd, 21: offd})
     ours = median_ms(torch, run, reps=10, warm=2)
+    with _knob("ATTN_VARLEN", "mma"):      # the mma.sync kernel on the same graph
+        run_m, _ = E.prepare(g, {1: qf, 2: kf, 3: vf, 4: of, 10: stf, 6: ls, 7: ls, 20: offd, 21: offd})
+        ours_m = median_ms(torch, run_m, reps=10, warm=2)
     # the padded equivalent [B, H, S, D] (zeros past each length)
     qp, kp, vp = (torch.zeros(B, H, S, D, device="cuda", dtype=tdt) for _ in range(3))
     for b, n in enumerate(lens):
@@ -1156,6 +1159,7 @@ def bench_sdpa_paged_ragged(torch, E, res):
     theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(qp, kp, vp, **kw)))
     fl = sum(2 * H * n * n * D for n in lens)    # causal: half of 4 H n² D
     row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "ours_padded_ms": ours_p[0],
+           "ours_mma_sync_ms": ours_m[0], "kernel": os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma"),
            "max_abs_err_vs_f64": err, "plan_build_s": bs,
            "shape": f"B{B} H{H} D{D} causal, {T} tokens, lengths 128-4096 (max {S}); torch and "
                     f"ours_padded on [B, H, {S}, D]"}
@@ -1167,6 +1171,80 @@ def bench_sdpa_paged_ragged(torch, E, res):
           f"[{row.get('torch_backend')}] -> {row.get('ratio', float('nan')):.2f}x  err {err:.1e}",
           flush=True)
     del qf, kf, vf, of, qp, kp, vp, op
+    torch.cuda.empty_cache()
+    bench_sdpa_paged_prefill(torch, E, res)
+
+
+class _knob:
+    """HIPDNN_CABI_HIP_<name> = value inside the block (restored after)."""
+
+    def __init__(self, name, value):
+        self.k, self.v = "HIPDNN_CABI_HIP_" + name, value
+
+    def __enter__(self):
+        self.old = os.environ.get(self.k)
+        os.environ[self.k] = self.v
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop(self.k, None)
+        else:
+            os.environ[self.k] = self.old
+
+
+def bench_sdpa_paged_prefill(torch, E, res):
+    """Paged K/V causal prefill (B4, Hq 32, Hkv 8, 4096 queries over 4096 keys, D 128, 128-token
+    pages in shuffled order) on the HIP engine (the wgmma kernel where opted in, and the mma.sync
+    kernel beside), against PyTorch's fastest SDPA backend on the dense K/V."""
+    import math
+    from test_attention_paged_ragged import paged_graph
+    F = torch.nn.functional
+    gen = torch.Generator(device="cpu").manual_seed(6)
+    B, H, Hkv, D, PS, L = 4, 32, 8, 128, 128, 4096
+    MP = L // PS
+    NP = B * MP
+    tdt = torch.float16
+    scale = 1 / math.sqrt(D)
+    q = torch.randn(B, H, L, D, device="cuda", dtype=tdt)
+    k = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
+    v = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
+    perm = torch.randperm(NP, generator=gen).cuda()
+    tab = perm.reshape(B, 1, MP, 1).to(torch.int32).contiguous()
+    kp = torch.empty(NP, Hkv, PS, D, device="cuda", dtype=tdt)
+    vp = torch.empty_like(kp)
+    kp[perm] = k.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    vp[perm] = v.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    ls = torch.full((B, 1, 1, 1), L, device="cuda", dtype=torch.int32)
+    o = torch.empty(B, H, L, D, device="cuda", dtype=tdt)
+    st = torch.empty(B, H, L, 1, device="cuda", dtype=torch.float32)
+    _, g = paged_graph("HALF", B, H, Hkv, L, D, PS, NP, MP, skv=L, causal_mask_bottom_right=True)
+    bufs = {1: q, 2: kp, 3: vp, 4: o, 5: st, 6: ls, 7: ls, 8: tab, 9: tab}
+    run, bs = E.prepare(g, bufs)
+    ours = median_ms(torch, run, reps=10, warm=2)
+    with _knob("ATTN_VARLEN", "mma"):
+        run_m, _ = E.prepare(g, bufs)
+        ours_m = median_ms(torch, run_m, reps=10, warm=2)
+    run()
+    torch.cuda.synchronize()
+    err = 0.0
+    for b in range(B):
+        ref = _f64_attention(torch, q[b, :, -256:], k[b], v[b], True, scale)   # the last 256 rows
+        err = max(err, float((o[b, :, -256:].double() - ref).abs().max()))
+    kw = dict(scale=scale, is_causal=True, enable_gqa=True)
+    theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
+    fl = 2 * B * H * L * L * D
+    row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "ours_mma_sync_ms": ours_m[0],
+           "kernel": os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma"),
+           "max_abs_err_vs_f64_last256": err, "plan_build_s": bs,
+           "shape": f"B{B} Hq{H} Hkv{Hkv} S{L} D{D} causal, page {PS}; torch on dense K/V"}
+    if theirs:
+        row.update(torch_ms=theirs[0][0], torch_backend=theirs[1], ratio=theirs[0][0] / ours[0])
+    res["sdpa_fwd_paged_prefill_b4_hq32_hkv8_4k_p128"] = row
+    print(f"SDPA paged prefill: ours {ours[0]:.3f} ms ({fl / ours[0] / 1e9:.0f} TFLOP/s), mma.sync "
+          f"{ours_m[0]:.3f} ms, torch dense {row.get('torch_ms', float('nan')):.3f} ms "
+          f"[{row.get('torch_backend')}] -> {row.get('ratio', float('nan')):.2f}x  err {err:.1e}",
+          flush=True)
+    del q, k, v, kp, vp, o, st
     torch.cuda.empty_cache()
 
 
@@ -1482,7 +1560,8 @@ def plots(json_path, out_dir):
 # Kernel paths the engine keeps opt-in until they have run on a device (docs/gpu.md): the
 # benchmark measures them (each row that has a fallback times it beside); --default-paths: not
 OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
-          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1"}
+          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1",
+          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto"}
 
 
 def main():

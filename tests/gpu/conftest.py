@@ -34,7 +34,8 @@ def pytest_collection_modifyitems(config, items):
 # engine until they have run on a device: the tests here exercise them (a test that needs a
 # fallback sets its knob itself).
 OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
-          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1"}
+          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1",
+          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto"}
 
 
 @pytest.fixture(autouse=True)

@@ -88,7 +88,8 @@ _compiler = nvrtc_or_skip
 
 
 # ---------------------------------------------------------------------------- CI (no GPU)
-def test_program_on_sm90():
+def test_program_on_sm90(monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", "exact")
     B, Hkv, Skv, Dv = 2, 2, 300, 64
     _, g = f8_graph(D=128, Dv=Dv)
     prog = build_program(parse_graph(g), arch="sm_90")
@@ -114,7 +115,7 @@ def test_program_on_sm90():
 
 
 def test_one_sweep_knob(monkeypatch):
-    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", "flash")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_FP8", raising=False)      # (the default)
     _, g = f8_graph()
     prog = build_program(parse_graph(g), arch="sm_90")
     assert "#define F8_TWO_PASS 0" in prog.steps[-1][1]
@@ -416,7 +417,8 @@ def _run(R, c):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(CONFIGS)))
-def test_forward_vs_cpu_reference(R, i):
+def test_forward_vs_cpu_reference(R, i, monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", "exact")
     _check_exact(R, CONFIGS[i])
 
 
@@ -483,9 +485,10 @@ ROLE_CONFIGS = [
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(ROLE_CONFIGS)))
-def test_roles_vs_cpu_reference(R, i):
+def test_roles_vs_cpu_reference(R, i, monkeypatch):
     """The score roles, dropout and wide heads: O, the statistics and amax_s / amax_o as the
     exact-mode configurations (the P quantisation the reference does)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_FP8", "exact")
     _check_exact(R, ROLE_CONFIGS[i])
 
 

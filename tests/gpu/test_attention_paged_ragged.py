@@ -4,7 +4,15 @@ sm_90a with NVRTC without spills, and the declines (AMD, page sizes, a pool with
 ragged tensors of other operations, sub-16-byte alignments).  GPU (`pytest -m gpu`): forward
 (paged: decode and prefill, pages out of order, page sizes 16 / 64 / 128, GQA 1 / 4 / 8, only k
 or only v paged; ragged: empty and length-1 sequences, odd lengths, offset multipliers) and the
-ragged backward against the CPU reference's float64 formulas on the same quantised inputs."""
+ragged backward against the CPU reference's float64 formulas on the same quantised inputs.
+
+On sm_90 the forward of the prefill-shaped graphs (ragged tensors, paged pools of >= 64-row
+pages) runs on the wgmma kernel through per-batch / per-page tensor maps (opt-in
+HIPDNN_CABI_HIP_ATTN_VARLEN, which tests/gpu turns on; PAGED_WG / RAGGED_WG add such cases); the
+CI tests here check those programs, their sm_90a compiles and a host model of their tile loads
+(the maps, coordinates and out-of-range rows), the mma.sync programs with the knob off.  The
+ragged backward's main kernel is the wgmma one where HIPDNN_CABI_HIP_ATTN_BWD is opted in too
+(tests/gpu: both)."""
 from __future__ import annotations
 
 import math
@@ -84,6 +92,19 @@ PAGED = [   # decode (Sq 1 / 4) and prefill; page sizes 16 / 64 / 128; GQA 4 / 8
          causal_mask_bottom_right=True),
 ]
 
+# prefill shapes with pages of >= 64 rows: the wgmma forward on sm_90 (PS 64 < the 128-key tile:
+# two page slices per tile; 128; 256 > the tile); GQA 4 / 1 / 8, D 128 / 64
+PAGED_WG = [
+    dict(dt="HALF", B=3, H=8, Hkv=2, Sq=200, D=128, PS=64, lq=[200, 1, 77], lkv=[300, 64, 129],
+         causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=2, H=4, Hkv=4, Sq=130, D=64, PS=128, lq=[130, 0], lkv=[130, 200]),
+    dict(dt="HALF", B=2, H=8, Hkv=1, Sq=96, D=64, PS=256, lq=[96, 50], lkv=[700, 3],
+         causal_mask=True),
+    dict(dt="BFLOAT16", B=2, H=8, Hkv=8, Sq=150, D=128, PS=64, lq=[150, 33], lkv=[150, 257],
+         causal_mask=True),
+]
+PAGED_ALL = PAGED + PAGED_WG
+
 
 def _paged_case(c):
     c = {k: v for k, v in c.items() if k != "Dv"}
@@ -131,9 +152,10 @@ def _p(D, lq, lkv, c):
     return p
 
 
-def test_paged_programs_use_the_mma_kernel_and_compile_sm90a():
-    """Every paged case builds the mma.sync forward (sm_90 too: the tensor maps cannot follow a
-    page table) with the page-table loads; the sources compile for sm_90a without spills."""
+def test_paged_programs_use_the_mma_kernel_and_compile_sm90a(monkeypatch):
+    """With HIPDNN_CABI_HIP_ATTN_VARLEN=mma every paged case builds the mma.sync forward (sm_90
+    too) with the page-table loads; the sources compile for sm_90a without spills."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma")
     from engine_plugins.hip_kernels import codegen
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
@@ -155,9 +177,9 @@ def test_paged_programs_use_the_mma_kernel_and_compile_sm90a():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(PAGED)))
+@pytest.mark.parametrize("i", range(len(PAGED_ALL)))
 def test_paged_forward_vs_cpu_reference(R, i):
-    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[i])
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED_ALL[i])
     ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
     q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
     B = cc["B"]
@@ -173,13 +195,14 @@ def test_paged_forward_vs_cpu_reference(R, i):
     assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
 
 
-# one of k / v paged, the other dense: decode, prefill with a causal mask, the split keys
-ONE_PAGED = [(i, only) for i in (0, 3, 6) for only in ("k", "v")]
+# one of k / v paged, the other dense: decode, prefill with a causal mask (mma.sync; wgmma with
+# 64-row pages), the split keys
+ONE_PAGED = [(i, only) for i in (0, 3, 6, len(PAGED)) for only in ("k", "v")]
 
 
 def _one_paged_inputs(i, only):
     """(graph tensors, graph, the engine's inputs by uid, the dense q / k / v, case, lengths)."""
-    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[i])
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED_ALL[i])
     ts, g = paged_graph(NP=NP, MP=MP, skv=skv, only=only, **cc)
     q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
     B = cc["B"]
@@ -188,9 +211,11 @@ def _one_paged_inputs(i, only):
     return ts, g, ins, (q, k, v), cc, lq, lkv
 
 
-def test_one_paged_programs_and_compile_sm90a():
-    """Only k or only v paged: the mma.sync forward loads that one through its table and the
-    other as a dense [B, Hkv, Skv, D] tensor; the sources compile for sm_90a without spills."""
+def test_one_paged_programs_and_compile_sm90a(monkeypatch):
+    """Only k or only v paged: the mma.sync forward (HIPDNN_CABI_HIP_ATTN_VARLEN=mma) loads that
+    one through its table and the other as a dense [B, Hkv, Skv, D] tensor; the sources compile
+    for sm_90a without spills."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma")
     from engine_plugins.hip_kernels import codegen
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
@@ -353,6 +378,19 @@ RAGGED = [   # empty and length-1 sequences, odd lengths, GQA 1 / 4 / 8
     dict(dt="HALF", B=3, H=4, Hkv=1, Sq=3, Skv=700, D=64, lq=[3, 1, 2], lkv=[700, 0, 301],
          causal_mask_bottom_right=True),     # GQA_PACK with the keys split (KV_SPLIT)
 ]
+# prefill shapes on the wgmma forward (sm_90): empty / length-1 / odd lengths, keys shorter and
+# longer than the queries, several 128-row tiles, GQA 8 / 1 / 4, D 128 / 64, causal both ways
+RAGGED_WG = [
+    dict(dt="HALF", B=5, H=8, Hkv=1, Sq=300, Skv=300, D=128, lq=[0, 1, 129, 300, 77],
+         lkv=[3, 1, 129, 300, 0], causal_mask=True),
+    dict(dt="BFLOAT16", B=4, H=4, Hkv=4, Sq=260, Skv=256, D=64, lq=[200, 1, 0, 260],
+         lkv=[5, 256, 3, 255]),
+    dict(dt="HALF", B=3, H=8, Hkv=2, Sq=257, Skv=257, D=64, lq=[130, 5, 257], lkv=[250, 133, 257],
+         causal_mask_bottom_right=True),
+    dict(dt="BFLOAT16", B=3, H=4, Hkv=1, Sq=140, Skv=140, D=128, lq=[140, 64, 65],
+         lkv=[140, 127, 1], elem_offsets=True, causal_mask=True),
+]
+RAGGED_ALL = RAGGED + RAGGED_WG
 RAGGED_BWD = [
     dict(dt="HALF", B=3, H=4, Hkv=2, Sq=70, Skv=70, D=64, lq=[70, 1, 0], lkv=[64, 1, 33],
          causal_mask=True),
@@ -370,7 +408,9 @@ def _compiler():
         return None
 
 
-def test_ragged_programs_build_and_compile_sm90a():
+def test_ragged_programs_build_and_compile_sm90a(monkeypatch):
+    """The mma.sync programs of the ragged graphs (HIPDNN_CABI_HIP_ATTN_VARLEN=mma)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma")
     from engine_plugins.hip_kernels import codegen
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
@@ -425,9 +465,9 @@ def _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(RAGGED)))
+@pytest.mark.parametrize("i", range(len(RAGGED_ALL)))
 def test_ragged_forward_vs_cpu_reference(R, i):
-    c = dict(RAGGED[i])
+    c = dict(RAGGED_ALL[i])
     lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = ragged_fwd_graph(**c)
@@ -557,6 +597,247 @@ def test_dense_decode_gqa_pack_vs_cpu_reference(R, i, monkeypatch):
         p.seq_len_q, p.seq_len_kv = lq, lkv
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
     assert_sdpa_close(res, O, st, dt)
+
+
+# ------------------------------------------------------------- the wgmma forward (sm_90)
+def _varlen_graphs():
+    """(tag, graph, wgmma expected) of every forward case here: the prefill shapes with pages of
+    >= 64 rows or ragged tensors on the wgmma kernel, decode shapes (GQA_PACK) and smaller pages
+    on the mma.sync one."""
+    out = []
+    def wg(c):
+        return c["PS"] >= 64 and c["H"] // c["Hkv"] * c["Sq"] > 64
+    for i, case in enumerate(PAGED_ALL):
+        cc, lq, lkv, pages, MP, NP, skv = _paged_case(case)
+        out.append((f"paged{i}", paged_graph(NP=NP, MP=MP, skv=skv, **cc)[1], wg(case)))
+    for i, only in ONE_PAGED:
+        _, g, _, _, cc, _, _ = _one_paged_inputs(i, only)
+        out.append((f"paged_{only}{i}", g, wg(PAGED_ALL[i])))
+    for i, case in enumerate(RAGGED_ALL):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        wg = case["H"] // case["Hkv"] * case["Sq"] > 64
+        out.append((f"ragged{i}", ragged_fwd_graph(**cc)[1], wg))
+    return out
+
+
+def test_varlen_wgmma_programs_and_compile_sm90a(monkeypatch):
+    """Opted in, on sm_90: the prep kernel (hdn_attn_wg_maps, grid (B), its per-batch / per-page
+    maps in the workspace) before the wgmma kernel for the prefill shapes; the mma.sync kernel for
+    the rest, for every case with HIPDNN_CABI_HIP_ATTN_VARLEN=mma or HIPDNN_CABI_HIP_ATTN=mma, and
+    off sm_90.  Both kernels compile for sm_90a without spills."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto")
+    c = _compiler()
+    seen = set()
+    n_wg = 0
+    for tag, g, wg in _varlen_graphs():
+        G = parse_graph(g)
+        prog = build_program(G, arch="sm_90")
+        names = [st[2] for st in prog.steps if st[0] == "launch"]
+        assert (names == ["hdn_attn_wg_maps", "hdn_attn_fwd_wg"]) == wg, (tag, names)
+        assert "hdn_attn_fwd_wg" not in [st[2] for st in build_program(G).steps]
+        if not wg:
+            continue
+        n_wg += 1
+        prep, main = prog.steps
+        B = main[3][2]
+        assert prep[3] == (B, 1, 1) and prep[4] == (128, 1, 1) and main[4] == (384, 1, 1)
+        src = main[1]
+        assert prep[1] == src
+        modes = {x: int(src.split(f"#define AW_{x}MODE ")[1].split()[0]) for x in "QKV"}
+        assert modes["Q"] in (0, 1) and (2 in modes.values()) == tag.startswith("paged")
+        # the maps' workspace: 128 bytes a map, one flag a batch; the same location in both
+        ws = [a for a in main[5] if isinstance(a, tuple) and a[0] == "ws"]
+        assert len(ws) == 1 and ws[0] in prep[5]
+        npg = int(src.split("#define AW_NPG ")[1].split()[0])
+        nmaps = (4 * B if 1 in modes.values() else 0) + (2 * B * npg if 2 in modes.values() else 0)
+        assert prog.ws_size >= nmaps * 128 + 4 * B
+        # a ragged role's template map: one batch (the prep kernel moves it to each batch's rows)
+        tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
+        for x, t in zip("QKV", tm):
+            assert (t[3][3] == 1) == (modes[x] == 1) or t[3][3] == 1, (tag, x, t)
+            if modes[x] == 2:
+                ps = int(src.split("#define AW_PS ")[1].split()[0])
+                assert t[3][1] == ps and t[5][1] == min(ps, 128)
+        if c is not None and src not in seen:       # (both kernels: one source)
+            seen.add(src)
+            c.compile(src, f"{tag}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert _no_spills(c.last_log) and c.last_log.count("0 bytes stack frame") == 2, c.last_log
+    assert n_wg >= 12
+    for knob in ("HIPDNN_CABI_HIP_ATTN_VARLEN", "HIPDNN_CABI_HIP_ATTN"):
+        with monkeypatch.context() as m:
+            m.setenv(knob, "mma")
+            for tag, g, wg in _varlen_graphs()[:1] + [x for x in _varlen_graphs() if x[2]][:3]:
+                names = [st[2] for st in build_program(parse_graph(g), arch="sm_90").steps]
+                assert names[0] == "hdn_attn_fwd", (knob, tag, names)
+
+
+def test_ragged_wgmma_backward_programs_and_compile_sm90a(monkeypatch):
+    """Opted in (HIPDNN_CABI_HIP_ATTN_BWD and HIPDNN_CABI_HIP_ATTN_VARLEN), on sm_90 the ragged
+    backward's main kernel is the wgmma one after the prep kernel of its Q / K / V / dO maps,
+    between the (ragged-aware) Dsum and dQ kernels; both compile for sm_90a without spills.
+    Either knob at mma: the mma.sync main kernel."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto")
+    c = _compiler()
+    for i, case in enumerate(RAGGED_BWD):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        g = parse_graph(ragged_bwd_graph(**cc)[1])
+        prog = build_program(g, arch="sm_90")
+        names = [st[2] for st in prog.steps if st[0] == "launch"]
+        assert names == ["hdn_attn_bwd_pre", "hdn_attn_wg_maps", "hdn_attn_bwd_wg", "hdn_attn_bwd_dq"], names
+        prep, main = [st for st in prog.steps if st[0] == "launch"][1:3]
+        assert prep[1] == main[1] and prep[3] == (cc["B"], 1, 1)
+        for x in "QKVG":
+            assert f"#define AW_{x}MODE 1" in main[1]
+        tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
+        assert len(tm) == 4 and all(t[3][3] == 1 for t in tm)      # one-batch templates
+        if c is not None:
+            c.compile(main[1], f"ragged_bwd{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert _no_spills(c.last_log), c.last_log
+        for knob in ("HIPDNN_CABI_HIP_ATTN_BWD", "HIPDNN_CABI_HIP_ATTN_VARLEN"):
+            with monkeypatch.context() as m:
+                m.setenv(knob, "mma")
+                names = [st[2] for st in build_program(g, arch="sm_90").steps if st[0] == "launch"]
+                assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"], (knob, names)
+
+
+def _tma_box(arr, start, box):
+    """The tensor copy engine's tiled load of ``box`` rows from row ``start`` of ``arr`` [rows,
+    ...]: rows outside [0, len(arr)) read zeros."""
+    out = np.zeros((box,) + arr.shape[1:])
+    for r in range(box):
+        if 0 <= start + r < len(arr):
+            out[r] = arr[start + r]
+    return out
+
+
+def _model_maps(kind, x, lens, off, tab, PS, NPG):
+    """hdn_attn_wg_maps.h's prep kernel as a model: ragged - batch b's map is the rows
+    [off[b], off[b] + lens[b]) of the packed ``x`` [T, ...]; paged - map (b, p) is the first
+    min(PS, lens[b] - p PS) rows of pool page tab[b, p] (``x`` [pages, PS, ...]), for p PS <
+    lens[b] (NPG slots a batch)."""
+    maps = {}
+    for b in range(len(lens)):
+        if kind == "ragged":
+            maps[b] = x[off[b]:off[b] + max(int(lens[b]), 1)] if lens[b] else x[off[b]:off[b]]
+        else:
+            for p in range(NPG):
+                if p * PS < lens[b]:
+                    maps[b, p] = x[tab[b][p]][:min(PS, int(lens[b]) - p * PS)]
+    return maps
+
+
+def _model_tile(kind, maps, b, r0, rows, nrows, PS):
+    """hdn_attn_wg_maps.h aw_tile as a model: the ``rows`` rows of batch b from r0 (paged: a
+    slice past the keys reloads the last page's first rows)."""
+    if kind == "ragged":
+        return _tma_box(maps[b], r0, rows)
+    pb = min(PS, rows)
+    parts = []
+    for i in range(rows // pb):
+        kr = r0 + i * pb if r0 + i * pb < nrows else (nrows - 1) // PS * PS
+        parts.append(_tma_box(maps[b, kr // PS], kr % PS, pb))
+    return np.concatenate(parts)
+
+
+def test_varlen_tile_loads_host_model():
+    """The maps and tile coordinates of the ragged / paged wgmma loads, modelled with the copy
+    engine's out-of-range zeros: every tile the producer loads (keys [n BN, n BN + BN) up to the
+    batch's length, the 128-row Q tiles) holds the padded dense tensor's rows below the length
+    and finite values past it (zeros, or - paged, a slice past the keys - this batch's keys
+    again; their scores are masked, and P = 0 times a finite V row adds nothing) - never another
+    batch's rows, a gap's or a page's stale rows (NaN here)."""
+    r = np.random.default_rng(7)
+    for BN in (128, 64):
+        lens = np.array([0, 1, 63, 64, 65, 127, 128, 129, 300, 513])
+        S = int(lens.max())
+        dense = r.uniform(-1, 1, (len(lens), S, 3))
+        for b, n in enumerate(lens):
+            dense[b, n:] = 0
+        # ragged: packed with NaN gaps between the batches and after the last
+        off = np.concatenate([[0], np.cumsum(lens + 2)])
+        packed = np.full((int(off[-1]), 3), np.nan)
+        for b, n in enumerate(lens):
+            packed[off[b]:off[b] + n] = dense[b, :n]
+        maps = _model_maps("ragged", packed, lens, off, None, 0, 0)
+        for b, n in enumerate(lens):
+            for rows in (BN, 128):
+                for r0 in range(0, -(-int(n) // rows) * rows, rows):
+                    got = _model_tile("ragged", maps, b, r0, rows, n, 0)
+                    want = np.zeros((rows, 3))
+                    m = min(rows, n - r0)
+                    want[:m] = dense[b, r0:r0 + m]
+                    assert np.array_equal(got, want), (b, r0)
+        # paged: pages in shuffled order, NaN past each batch's keys and in unreferenced pages
+        for PS in (64, 128, 256):
+            npg = -(-S // PS)
+            pages = [-(-int(n) // PS) for n in lens]
+            NP = sum(pages) + 1
+            pool = np.full((NP, PS, 3), np.nan)
+            order = r.permutation(NP)
+            tab = np.full((len(lens), npg), order[-1])
+            k = 0
+            for b, n in enumerate(lens):
+                for p in range(pages[b]):
+                    tab[b, p] = order[k]
+                    m = min(PS, int(n) - p * PS)
+                    pool[order[k], :m] = dense[b, p * PS:p * PS + m]
+                    k += 1
+            maps = _model_maps("paged", pool, lens, None, tab, PS, npg)
+            assert all(bb < len(lens) and p < npg for bb, p in maps)
+            for b, n in enumerate(lens):
+                for r0 in range(0, -(-int(n) // BN) * BN, BN):
+                    got = _model_tile("paged", maps, b, r0, BN, n, PS)
+                    m = min(BN, n - r0)
+                    assert np.array_equal(got[:m], dense[b, r0:r0 + m]), (PS, BN, b, r0)
+                    assert np.all(np.isfinite(got[m:])), (PS, BN, b, r0)
+
+
+@pytest.mark.gpu
+def test_varlen_wgmma_matches_mma_sync(R, monkeypatch):
+    """The same ragged and paged graphs on both forward kernels agree (O and stats)."""
+    c = dict(RAGGED_WG[2])
+    lq, lkv = np.array(c.pop("lq")), np.array(c.pop("lkv"))
+    dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
+    ts, g = ragged_fwd_graph(**c)
+    q, k, v = _ragged_qkv(dt, B, H, Hkv, Sq, Skv, D, lq, lkv)
+    oq, ok = _offsets(lq), _offsets(lkv)
+    outs = {}
+    for knob in ("mma", "auto"):
+        monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", knob)
+        arr = {20: oq.reshape(-1, 1, 1, 1).astype(np.int32), 21: ok.reshape(-1, 1, 1, 1).astype(np.int32),
+               1: pack(q, lq, oq), 2: pack(k, lkv, ok), 3: pack(v, lkv, ok)}
+        res = _ragged_run(R, ts, g, arr, {4: (int(oq[-1]) + 1) * H * D, 10: (int(oq[-1]) + 1) * H},
+                          lq, lkv, B)
+        outs[knob] = (unpack(res[4], lq, oq, (B, H, Sq, D)), unpack(res[10], lq, oq, (B, H, Sq, 1)))
+    assert relerr(outs["auto"][0], outs["mma"][0]) < 1e-2
+    assert np.max(np.abs(outs["auto"][1] - outs["mma"][1])) < 1e-2
+
+
+@pytest.mark.gpu
+def test_paged_wgmma_page_outside_the_pool_gives_nan_not_a_fault(R):
+    """The wgmma forward: a table entry naming no page of the pool makes that batch's rows NaN
+    (O and stats); the other batches match the reference."""
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED_WG[0])
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    bad = tab.copy()
+    bad[0, 0, 3, 0] = NP + 1000
+    bad[2, 0, 0, 0] = -3
+    B = cc["B"]
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
+                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: tab}, [by[4], by[5]])
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    for b in (0, 2):
+        assert np.all(np.isnan(res[4][b])) and np.all(np.isnan(res[5][b]))
+    assert relerr(res[4][1], O[1]) < 1e-2
 
 
 # -------------------------------------------------------------------------------- declines

@@ -68,6 +68,7 @@
 #include "hdn_tma.h"
 #include "hdn_wgmma.h"
 #include "hdn_attention.h"
+#include "hdn_attn_wg_maps.h"
 
 #define BW_BM 64                        // query rows per tile
 #define BW_BN 128                       // keys per CTA (2 consumer warpgroups x 64)
@@ -144,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
     int ibeg = 0, iend = L.sq;
     if (L.rlim < HDN_BIG) ibeg = hdn_imax(0, kv0 - L.rlim);
     if (L.llim > -HDN_BIG) iend = hdn_imin(iend, kv0 + BW_BN - 1 - L.llim + 1);
-    if (kv0 >= L.skv) iend = ibeg;
+    if (kv0 >= L.skv || AW_BAD(b)) iend = ibeg;
     const int qb0 = ibeg / BW_BM, qb1 = iend > ibeg ? (iend + BW_BM - 1) / BW_BM : qb0;
     // the (query head, query tile) pairs this CTA visits, in order
     const int nqb = qb1 - qb0, nit = GRP * nqb;
@@ -159,17 +160,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
         if (tid == 0) {
             const unsigned qs = sQ0 + st * BW_STAGE, gs = qs + BW_QTILE;
             wg_bar_expect_tx(bqf + 8 * st, BW_STAGE);
-#pragma unroll
-            for (int a = 0; a < BW_NK; ++a) wg_tma4(qs + a * BW_QATOM, &tmQ, 64 * a, q0, h, b, bqf + 8 * st);
-#pragma unroll
-            for (int a = 0; a < BW_NV; ++a) wg_tma4(gs + a * BW_QATOM, &tmG, 64 * a, q0, h, b, bqf + 8 * st);
+            aw_tile<AW_QMODE, BW_BM, BW_NK, BW_QATOM, BW_BM>(qs, &tmQ, AW_MAPS_ARG, 0, q0, h, b, L.sq, bqf + 8 * st);
+            aw_tile<AW_GMODE, BW_BM, BW_NV, BW_QATOM, BW_BM>(gs, &tmG, AW_MAPS_ARG, 3, q0, h, b, L.sq, bqf + 8 * st);
         }
         float* ld = lsm + st * 128;
 #pragma unroll
         for (int r = tid; r < BW_BM; r += 32) {
             const int i = q0 + r;
-            const bool in = i < SQ;
-            hdn_cp4(ld + r, LSE + (long long)b * LSB + (long long)h * LSH + (long long)(in ? i : 0) * LSS, in);
+            const bool in = i < SQ && i < L_ROWS;
+            hdn_cp4(ld + r, LSE + L_BOFF(b) + (long long)h * LSH + (long long)(in ? i : 0) * LSS, in);
             hdn_cp4(ld + BW_BM + r, Dsum + ((long long)b * HQ + h) * SQ + (in ? i : 0), in);
         }
         wg_cp_async_arrive(bqf + 8 * st);
@@ -177,10 +176,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
     if (nit > 0 && tid < 32) {
         if (tid == 0) {
             wg_bar_expect_tx(bkv, BW_KTILE + BW_VTILE);
-#pragma unroll
-            for (int a = 0; a < BW_NK; ++a) wg_tma4(sK + a * BW_KATOM, &tmK, 64 * a, kv0, hk, b, bkv);
-#pragma unroll
-            for (int a = 0; a < BW_NV; ++a) wg_tma4(sV + a * BW_KATOM, &tmV, 64 * a, kv0, hk, b, bkv);
+            aw_tile<AW_KMODE, BW_BN, BW_NK, BW_KATOM, BW_BN>(sK, &tmK, AW_MAPS_ARG, 1, kv0, hk, b, L.skv, bkv);
+            aw_tile<AW_VMODE, BW_BN, BW_NV, BW_KATOM, BW_BN>(sV, &tmV, AW_MAPS_ARG, 2, kv0, hk, b, L.skv, bkv);
         }
 #pragma unroll 1
         for (int n = 0; n < BW_ST - 1 && n < nit; ++n) load(n);
@@ -396,21 +393,44 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
         }
         if (w4 == 0) wg_bulk_wait0();
     }
+#if AW_MAPS
+    if (AW_BAD(b)) {
+        // a batch that cannot run (hdn_attn_wg_maps.h): NaN dK / dV rows (2-byte stores) and, from
+        // its first key tile, NaN in its dQ accumulator rows (dQ NaN after the conversion)
+#pragma unroll 1
+        for (int r = 0; r < 2; ++r) {
+            const int j = j0 + 8 * r;
+            hdn_u16* dkr = dK + DK_BOFF(b) + (long long)hk * DKSH + (long long)j * DKSS;
+            hdn_u16* dvr = dV + DV_BOFF(b) + (long long)hk * DVSH + (long long)j * DVSS;
+#pragma unroll 1
+            for (int c = 2 * t4; c < HD && j < SKV && j < DK_ROWS; c += 8) dkr[c] = dkr[c + 1] = HDN_NAN16;
+#pragma unroll 1
+            for (int c = 2 * t4; c < HDV && j < SKV && j < DV_ROWS; c += 8) dvr[c] = dvr[c + 1] = HDN_NAN16;
+        }
+        if (blockIdx.x == 0) {
+            float* dQb = dQacc + (long long)b * HQ * SQ * HDP;
+#pragma unroll 1
+            for (long long e = tid; e < (long long)GRP * SQ * HDP; e += 256)
+                dQb[(long long)hk * GRP * SQ * HDP + e] = __int_as_float(0x7fffffff);
+        }
+        return;
+    }
+#endif
     // dK = scale dSᵀ Q, dV = Pᵀ dO: element 4 t + 2 r + c is key rk + 8 r, column 8 t + 2 t4 + c
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int j = j0 + 8 * r;
         if (j >= SKV) continue;
-        hdn_u16* dkr = dK + (long long)b * DKSB + (long long)hk * DKSH + (long long)j * DKSS;
-        hdn_u16* dvr = dV + (long long)b * DVSB + (long long)hk * DVSH + (long long)j * DVSS;
+        hdn_u16* dkr = dK + DK_BOFF(b) + (long long)hk * DKSH + (long long)j * DKSS;
+        hdn_u16* dvr = dV + DV_BOFF(b) + (long long)hk * DVSH + (long long)j * DVSS;
 #pragma unroll
         for (int t = 0; t < HDP / 8; ++t)
-            if (8 * t < HD)
+            if (8 * t < HD && j < DK_ROWS)
                 *reinterpret_cast<unsigned*>(dkr + 8 * t + 2 * t4) =
                     hdn_pack2(dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
 #pragma unroll
         for (int t = 0; t < HDVP / 8; ++t)
-            if (8 * t < HDV)
+            if (8 * t < HDV && j < DV_ROWS)
                 *reinterpret_cast<unsigned*>(dvr + 8 * t + 2 * t4) = hdn_pack2(dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
     }
 }

@@ -15,7 +15,10 @@
 // those rows).  Same configuration prelude as attention_fwd.hip (attention.py), plus the
 // parameter list HDN_ATTN_FWD_WG_PARAMS (tensor maps tmQ / tmK / tmV: 4-d (D, S, H, B) views
 // with a 64 x 128 x 1 x 1 box for Q, 64 x AW_BN x 1 x 1 for K / V).  No dropout here
-// (attention_fwd.hip runs those graphs).
+// (attention_fwd.hip runs those graphs).  Ragged (packed) Q / K / V / O / stats and paged K / V
+// pools: the tile loads (AW_TILE_Q / _K / _V) go through the per-batch / per-page tensor maps
+// hdn_attn_wg_maps.h's prep kernel writes (rows past a batch's length read as zeros); O and
+// stats rows are stored at O_BOFF / L_BOFF, only rows below O_ROWS / L_ROWS (hdn_attention.h).
 // Head sizes (hdn_attention.h): the tiles are HDP (Q / K) and HDVP (V) columns wide, 64-column
 // atoms; the tensor maps' innermost extents are HD / HDV, so the copy engine fills the columns
 // past them with zeros (Q Kᵀ unchanged; the P V columns past HDV are not stored).  AW_BN = 64
@@ -58,6 +61,7 @@
 #include "hdn_tma.h"
 #include "hdn_wgmma.h"
 #include "hdn_attention.h"
+#include "hdn_attn_wg_maps.h"
 
 #define AW_BM 128                      // query rows per CTA (2 consumer warpgroups x 64)
 #ifndef AW_BN
@@ -122,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     int kbeg = 0, kend = L.skv;
     if (L.llim > -HDN_BIG) kbeg = hdn_imax(0, q0 + L.llim);
     if (L.rlim < HDN_BIG) kend = hdn_imin(kend, ihi + L.rlim + 1);
-    if (ihi < q0) kend = kbeg;
+    if (ihi < q0 || AW_BAD(b)) kend = kbeg;
 #if ATT_BLKSKIP   // the key tiles the block mask keeps for the CTA's rows (hdn_attention.h)
     const unsigned char* bkrow = HDN_ATTN_BLK(b, h);
     const int nb1 = kend > kbeg ? (kend + AW_BN - 1) / AW_BN : kbeg / AW_BN;
@@ -136,8 +140,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (tid != 0 || nb1 <= nb0) return;
         wg_bar_expect_tx(bq, AW_QTILE);
-#pragma unroll
-        for (int a = 0; a < AW_NK; ++a) wg_tma4(sQ + a * AW_QATOM, &tmQ, 64 * a, q0, h, b, bq);
+        AW_TILE_Q(sQ, q0, bq);
         int it = 0;
 #pragma unroll 1
         for (int n = nb0; n < nb1; ++n, ++it) {
@@ -149,14 +152,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             const unsigned ph = (unsigned)(it / AW_ST) & 1u;
             wg_bar_wait(bke + 8 * st, ph ^ 1u);
             wg_bar_expect_tx(bkf + 8 * st, AW_KTILE);
-#pragma unroll
-            for (int a = 0; a < AW_NK; ++a)
-                wg_tma4(sK + st * AW_KTILE + a * AW_ATOM, &tmK, 64 * a, n * AW_BN, hk, b, bkf + 8 * st);
+            AW_TILE_K(sK + st * AW_KTILE, n * AW_BN, bkf + 8 * st);
             wg_bar_wait(bve + 8 * st, ph ^ 1u);
             wg_bar_expect_tx(bvf + 8 * st, AW_VTILE);
-#pragma unroll
-            for (int a = 0; a < AW_NV; ++a)
-                wg_tma4(sV + st * AW_VTILE + a * AW_ATOM, &tmV, 64 * a, n * AW_BN, hk, b, bvf + 8 * st);
+            AW_TILE_V(sV + st * AW_VTILE, n * AW_BN, bvf + 8 * st);
         }
         return;
     }
@@ -339,15 +338,26 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         if (i >= SQ) continue;
         const bool emp = HDN_ATTN_EMPTY(L, i, lrow[r]);
         const float inv = emp ? 0.f : 1.f / lrow[r];
-        hdn_u16* Ob = O + (long long)b * OSB + (long long)h * OSH + (long long)i * OSS;
+        hdn_u16* Ob = O + O_BOFF(b) + (long long)h * OSH + (long long)i * OSS;
+#if AW_MAPS
+        if (AW_BAD(b)) {        // NaN rows (2-byte stores: the batch's offset may be unaligned)
+#pragma unroll 1
+            for (int j = 0; j < HDV / 8 && i < O_ROWS; ++j) Ob[8 * j + 2 * t4] = Ob[8 * j + 2 * t4 + 1] = HDN_NAN16;
+#if HAS_STATS
+            if (t4 == 0 && i < L_ROWS)
+                LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] = __int_as_float(0x7fffffff);
+#endif
+            continue;
+        }
+#endif
 #pragma unroll
         for (int j = 0; j < HDV / 8; ++j) {
             const unsigned v = hdn_pack2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-            *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
+            if (i < O_ROWS) *reinterpret_cast<unsigned*>(Ob + 8 * j + 2 * t4) = v;
         }
 #if HAS_STATS
-        if (t4 == 0)
-            LSE[(long long)b * LSB + (long long)h * LSH + (long long)i * LSS] =
+        if (t4 == 0 && i < L_ROWS)
+            LSE[L_BOFF(b) + (long long)h * LSH + (long long)i * LSS] =
                 emp ? INFINITY : mrow[r] * HDN_LN2 + logf(lrow[r]);
 #endif
         if (t4 == 0) hdn_attn_row_out(b, h, i, emp, mrow[r], lrow[r], HDN_ATTN_MXO, HDN_ATTN_SEO);

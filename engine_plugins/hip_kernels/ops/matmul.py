@@ -96,7 +96,7 @@ def pair_fusable(n1, r1, n2, r2, arch, use_mma):
     16-bit operands, the same A tensor, B operands of one layout that the tensor copy engine
     loads (K-major or N-major, 16-byte strides), outputs of one shape and type, one batch."""
     if not (arch or "").startswith("sm_9") or not use_mma or \
-            knob("PAIR_GEMM", "0") in ("0", "off"):
+            knob("PAIR_GEMM", "1") in ("0", "off"):
         return False
     if any(is_int8(r) or is_double(r) for r in (r1, r2)):
         return False

@@ -23,8 +23,11 @@ graphs stay on the mma.sync main kernel); paged K/V (forward: page_table_k and /
 pools [pages, Hkv, page_size, D], page sizes powers of two >= 16; a k / v without a table dense
 [B, Hkv, Skv, D]) and ragged (packed) q / k / v
 / o / stats / do / dq / dk / dv (offsets x multiplier), both with seq_len_q and seq_len_kv, on
-the mma.sync kernels and without the score roles.  User dropout masks are not applicable here
-(the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
+the mma.sync kernels and without the score roles; opted in (HIPDNN_CABI_HIP_ATTN_VARLEN), the
+forward of prefill shapes with pages of >= 64 rows on the wgmma kernel through per-batch /
+per-page tensor maps a prep kernel writes (kernels/hdn_attn_wg_maps.h, :func:`varlen_wgmma_ok`),
+and the ragged backward's wgmma main kernel likewise.  User dropout masks are not applicable
+here (the CPU reference engine implements them).  On AMD (the MFMA kernels) D = Dv in {64, 128}
 only, none of the score roles, no paged or ragged tensors.
 
 FP8 forward (sm_90 only: kernels/attention_fwd_fp8_wgmma.hip, :func:`check_fp8` /
@@ -597,23 +600,89 @@ WG_BM, WG_BN = 128, 128
 
 def wgmma_ok(node, r, arch):
     """The forward runs on the Hopper kernel (attention_fwd_wgmma.hip): an sm_90 device, no
-    dropout, no paged K / V or ragged tensor (their rows follow a page table / per-batch offsets
-    the tensor maps cannot: the mma.sync kernel loads them), and Q / K / V views the tensor copy
-    engine can describe (positive 16-byte strides along S / H / B where those extents exceed
-    1).  ``HIPDNN_CABI_HIP_ATTN=mma`` forces the mma.sync kernel."""
+    dropout, paged K / V or ragged tensors only where :func:`varlen_wgmma_ok`, and Q / K / V
+    views the tensor copy engine can describe (positive 16-byte strides along S / H / B where
+    those extents exceed 1; a ragged tensor's batch stride is unused).
+    ``HIPDNN_CABI_HIP_ATTN=mma`` forces the mma.sync kernel."""
     if node.kind != FWD or not (arch or "").startswith("sm_9"):
         return False
-    if paged(r) or ragged_roles(r):
+    if (paged(r) or ragged_roles(r)) and not varlen_wgmma_ok(node, r):
         return False
     if os.environ.get("HIPDNN_CABI_HIP_ATTN", "auto") in ("mma", "mma.sync"):
         return False
     if node.attrs.get("dropout_probability"):
         return False
+    rr = ragged_roles(r)
     for role in ("q", "k", "v"):
         dd, ss = _dims(r[role]), _st(r[role])
-        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+        lo = 1 if role in rr else 0
+        if any(ss[i] <= 0 for i in range(lo, 3) if dd[i] > 1) or max(dd) >= 2 ** 31:
             return False
     return True
+
+
+VARLEN_MIN_PAGE = 64      # smaller pages: too many small boxes per key tile (the mma.sync loader)
+
+
+def varlen_knob():
+    """``HIPDNN_CABI_HIP_ATTN_VARLEN``: ``mma`` (default: ragged / paged graphs on the mma.sync
+    kernel) or ``auto`` / ``wgmma`` (the Hopper kernel where :func:`varlen_wgmma_ok`); opt-in
+    until the path has run on a device (docs/gpu.md)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma") in ("auto", "wgmma")
+
+
+def varlen_wgmma_ok(node, r):
+    """A graph with ragged tensors or paged K / V on the wgmma forward: opted in
+    (:func:`varlen_knob`), pages of at least VARLEN_MIN_PAGE rows, and not a decode shape
+    the mma.sync kernel packs (:func:`gqa_pack`: the query heads of a kv head in one block,
+    the keys split over blocks)."""
+    if not varlen_knob():
+        return False
+    pr = paged_roles(r)
+    if pr and _dims(r[pr[0]])[2] < VARLEN_MIN_PAGE:
+        return False
+    B, H, Sq, _ = _dims(r["q"])
+    Hkv, _ = kv_extent(node, r)
+    return not gqa_pack(node, H, Hkv, Sq)
+
+
+def _role_modes(r):
+    """{q, k, v: 0 dense / 1 ragged / 2 paged} (hdn_attn_wg_maps.h AW_DENSE / AW_RAGGED / AW_PAGED)."""
+    rr, pr = ragged_roles(r), paged_roles(r)
+    return {x: 2 if x in pr else 1 if x in rr else 0 for x in ("q", "k", "v")}
+
+
+def _tmap_one_batch(t, loc, rows):
+    """The template map of a ragged tensor: (D, S, H, 1) from its base (the prep kernel moves the
+    address to a batch's rows and sets the row extent to its length)."""
+    B, H, S, D = _dims(t)
+    ss, sh = _st(t)[2], _st(t)[1]
+    strides = [ss * 2 if S > 1 else D * 2, sh * 2 if H > 1 else D * 2 * S, D * 2 * S * H]
+    return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), (D, S, H, 1), tuple(strides), (64, rows, 1, 1))
+
+
+def _varlen_maps(prog, node, r, loc, defines, bn):
+    """Defines of the ragged / paged tile loads (hdn_attn_wg_maps.h) and their template maps;
+    returns (template maps of q / k / v, the maps' workspace location)."""
+    B = _dims(r["q"])[0]
+    Skv = kv_extent(node, r)[1]
+    modes = _role_modes(r)
+    pr = paged_roles(r)
+    ps = _dims(r[pr[0]])[2] if pr else 128
+    npg = -(-Skv // ps) if pr else 1
+    for x in ("q", "k", "v"):
+        defines[f"AW_{x.upper()}MODE"] = modes[x]
+    defines["AW_PS"] = ps
+    defines["AW_NPG"] = npg
+    rows = {"q": WG_BM, "k": bn, "v": bn}
+    maps = []
+    for x in ("q", "k", "v"):
+        if modes[x] == 1:
+            maps.append(_tmap_one_batch(r[x], loc, rows[x]))
+        else:
+            maps.append(_tmap(r[x], loc, min(ps, bn) if modes[x] == 2 else rows[x]))
+    nmaps = (4 * B if 1 in modes.values() else 0) + (2 * B * npg if pr else 0)
+    return maps, ("ws", prog.ws_alloc(nmaps * 128 + 4 * B))
 
 
 def gqa_pack(node, H, Hkv, Sq):
@@ -692,17 +761,31 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
                       "float* __restrict__ LSE"]
-            base_a = [_tmap(r["q"], loc, WG_BM), _tmap(r["k"], loc, bn), _tmap(r["v"], loc, bn)] + \
-                [loc[r["o"].uid]] + \
-                [loc[r["stats"].uid] if has_stats else None]
+            varlen = paged(r) or bool(ragged_roles(r))
+            if varlen:
+                maps, ws_maps = _varlen_maps(prog, node, r, loc, defines, bn)
+            else:
+                maps = [_tmap(r["q"], loc, WG_BM), _tmap(r["k"], loc, bn), _tmap(r["v"], loc, bn)]
+            base_a = maps + [loc[r["o"].uid]] + [loc[r["stats"].uid] if has_stats else None]
             lens = [loc[r[x].uid] for x in ("seq_len_q", "seq_len_kv")] if defines["PADDING"] else []
-            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines), base_a + lens)
+            vp, va = (["const hdn_tmap* __restrict__ aw_maps"], [ws_maps]) if varlen else ([], [])
+            ps, as_ = _finish(extra_p, extra_a, base_p + _len_params(defines) + vp, base_a + lens + va)
             defines["HDN_ATTN_FWD_WG_PARAMS"] = ps
+            if varlen:
+                mp, ma = _finish(extra_p, extra_a, base_p[:3] + [
+                    f"{u16} Qp", f"{u16} Kp", f"{u16} Vp", "hdn_tmap* __restrict__ aw_maps"]
+                    + _len_params(defines), maps + _ptr_args(("q", "k", "v"), r, loc) + [ws_maps] + lens)
+                defines["HDN_ATTN_WG_MAPS_PARAMS"] = mp
             src = _source("attention_fwd_wgmma.hip", defines)
+            if varlen:
+                prog.steps.append(("launch", src, "hdn_attn_wg_maps", (B, 1, 1), (128, 1, 1), ma,
+                                   {"arch": "sm_90a"}))
             prog.steps.append(("launch", src, "hdn_attn_fwd_wg", ((Sq + WG_BM - 1) // WG_BM, H, B),
                                (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
             prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{bn} tiles, "
-                              f"{st} K/V stages, TMA QKV")
+                              f"{st} K/V stages, TMA QKV"
+                              + (f"; ragged / paged rows through per-batch / per-page tensor maps "
+                                 f"(hdn_attn_wg_maps)" if varlen else ""))
             return
         base_p = [f"{u16} Q", f"{u16} K", f"{u16} V", "hdn_u16* __restrict__ O",
                   "float* __restrict__ LSE"]
@@ -792,7 +875,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
     prog.steps.append(("memset", ws_q, n_rows * dp * 4))
     prog.steps.append(("launch", src, "hdn_attn_bwd_pre", ((n_rows + 7) // 8, 1, 1), (256, 1, 1),
                        pre_a))
-    prog.steps.append(main)
+    prog.steps.extend(main if isinstance(main, list) else [main])
     prog.steps.append(("launch", src, "hdn_attn_bwd_dq", ((n_rows * D + 255) // 256, 1, 1),
                        (256, 1, 1), dq_a))
     if ws_db is not None:
@@ -828,20 +911,24 @@ WG_BWD_BN, WG_BWD_BM = 128, 64       # attention_bwd_wgmma.hip BW_BN (keys per C
 
 def bwd_wgmma_ok(node, r, arch):
     """The backward's main kernel runs on attention_bwd_wgmma.hip: an sm_90 device, head sizes
-    D, Dv padded to 64 or 128, Q / K / V / dO views the tensor copy engine can describe.
+    D, Dv padded to 64 or 128, Q / K / V / dO views the tensor copy engine can describe (a
+    ragged tensor's batch stride unused); ragged tensors only with :func:`varlen_knob` (their
+    Q / K / V / dO tiles through per-batch tensor maps, as the forward's).
     ``HIPDNN_CABI_HIP_ATTN_BWD`` = auto / wgmma (that kernel where applicable) or mma (the
     mma.sync kernel attention_bwd.hip always)."""
     if node.kind != BWD or not (arch or "").startswith("sm_9"):
         return False
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "mma") not in ("auto", "wgmma"):
-        return False        # opt-in until the kernel has run on a device (docs/gpu.md)
-    if has_mods(node, r) or paged(r) or ragged_roles(r):
-        return False        # the score roles (mask, ALiBi, dbias) and ragged rows: mma.sync kernel
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD", "auto") not in ("auto", "wgmma"):
+        return False
+    rr = ragged_roles(r)
+    if has_mods(node, r) or paged(r) or (rr and not varlen_knob()):
+        return False        # the score roles (mask, ALiBi, dbias): mma.sync kernel
     if pad64(_dims(r["q"])[3]) not in (64, 128) or pad64(_dims(r["v"])[3]) not in (64, 128):
         return False
     for role in ("q", "k", "v", "do"):
         dd, ss = _dims(r[role]), _st(r[role])
-        if any(ss[i] <= 0 for i in range(3) if dd[i] > 1) or max(dd) >= 2 ** 31:
+        lo = 1 if role in rr else 0
+        if any(ss[i] <= 0 for i in range(lo, 3) if dd[i] > 1) or max(dd) >= 2 ** 31:
             return False
     return True
 
@@ -860,7 +947,8 @@ def bwd_wg_config(D, Dv):
 
 def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens):
     """The launch step of the Hopper backward's main kernel (the Dsum / dQ-accumulator
-    workspace of attention_bwd.hip's pre / dq kernels)."""
+    workspace of attention_bwd.hip's pre / dq kernels); with ragged tensors a list: the prep
+    kernel writing their per-batch tensor maps (hdn_attn_wg_maps.h), then the main kernel."""
     B, Hkv, Skv = _dims(r["k"])[:3]
     smem, st = bwd_wg_config(_dims(r["q"])[3], _dims(r["v"])[3])
     defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
@@ -870,16 +958,35 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", f"{tm} tmG", "const float* __restrict__ LSE",
               "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV", "const float* __restrict__ Dsum",
               "float* __restrict__ dQacc"] + _len_params(defines)
-    base_a = ([_tmap(r["q"], loc, WG_BWD_BM), _tmap(r["k"], loc, WG_BWD_BN), _tmap(r["v"], loc, WG_BWD_BN),
-               _tmap(r["do"], loc, WG_BWD_BM)] + _ptr_args(("stats", "dk", "dv"), r, loc)
-              + [("ws", ws_d), ("ws", ws_q)] + lens)
+    rr = ragged_roles(r)
+    rows = {"q": WG_BWD_BM, "k": WG_BWD_BN, "v": WG_BWD_BN, "do": WG_BWD_BM}
+    maps = [(_tmap_one_batch if x in rr else _tmap)(r[x], loc, rows[x]) for x in ("q", "k", "v", "do")]
+    base_a = (maps + _ptr_args(("stats", "dk", "dv"), r, loc) + [("ws", ws_d), ("ws", ws_q)] + lens)
+    prep = None
+    if rr:
+        for x, m in (("q", "Q"), ("k", "K"), ("v", "V"), ("do", "G")):
+            defines[f"AW_{m}MODE"] = int(x in rr)
+        ws_maps = ("ws", prog.ws_alloc(4 * B * 128 + 4 * B))
+        base_p = base_p + ["const hdn_tmap* __restrict__ aw_maps"]
+        base_a = base_a + [ws_maps]
+        u16 = "const hdn_u16* __restrict__"
+        mp = base_p[:4] + [f"{u16} {x}p" for x in "QKVG"] + ["hdn_tmap* __restrict__ aw_maps"]
+        mp, ma = _finish(extra_p, extra_a, mp + _len_params(defines),
+                         maps + _ptr_args(("q", "k", "v", "do"), r, loc) + [ws_maps] + lens)
+        defines["HDN_ATTN_WG_MAPS_PARAMS"] = mp
+        prep = (B, ma)
     ps, as_ = _finish(extra_p, extra_a, base_p, base_a)
     defines["HDN_ATTN_BWD_WG_PARAMS"] = ps
     prog.notes.append(f"{node.kind}: wgmma flash attention backward, {WG_BWD_BN} keys x "
-                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO")
-    return ("launch", _source("attention_bwd_wgmma.hip", defines), "hdn_attn_bwd_wg",
-            ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1), as_,
-            {"shmem": smem, "arch": "sm_90a"})
+                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO"
+                      + ("; ragged rows through per-batch tensor maps (hdn_attn_wg_maps)" if rr else ""))
+    src = _source("attention_bwd_wgmma.hip", defines)
+    main = ("launch", src, "hdn_attn_bwd_wg", ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1),
+            as_, {"shmem": smem, "arch": "sm_90a"})
+    if prep is None:
+        return main
+    return [("launch", src, "hdn_attn_wg_maps", (prep[0], 1, 1), (128, 1, 1), prep[1],
+             {"arch": "sm_90a"}), main]
 
 
 # ------------------------------------------------------------------------- AMD CDNA (MFMA)
@@ -1079,8 +1186,9 @@ def fp8_config(D, Dv):
 
 def emit_fp8(prog, node, r, loc, arch):
     """Launch steps of the fp8 forward: zero the amax outputs, V -> Vt (workspace [B, Hkv, Dv,
-    Skv rounded up to 128]), the wgmma kernel.  ``HIPDNN_CABI_HIP_ATTN_FP8=flash``: one sweep
-    over the keys (P quantised relative to the running max) instead of the exact two."""
+    Skv rounded up to 128]), the wgmma kernel: one sweep over the keys, P quantised relative to
+    the running row max, as cuDNN's fp8 attention (``HIPDNN_CABI_HIP_ATTN_FP8=exact``: two sweeps,
+    P quantised relative to the final row max exactly as the CPU reference does)."""
     _need((arch or "").startswith("sm_9"),
           f"{node.kind}: FP8 attention runs on the Hopper wgmma kernel only (sm_90); the device "
           f"target is {arch or 'not sm_90'}")
@@ -1099,7 +1207,7 @@ def emit_fp8(prog, node, r, loc, arch):
     has_stats = "stats" in r
     if not has_stats:
         defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
-    flash = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8", "exact") == "flash"
+    flash = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8", "flash") != "exact"
     defines.update(HAS_STATS=int(has_stats), F8_FMT=1 if fmt == "FP8_E4M3" else 2,
                    F8_OUT=FP8_OUT.get(odt, 0), F8_HKV=Hkv, F8_SKVP=skvp, F8_TWO_PASS=int(not flash),
                    F8_ST=st, F8_HAS_AMAX_S=int("amax_s" in r),
