@@ -185,9 +185,10 @@ def test_scratch_starts_zeroed():
 
 
 def test_swap_ab_model_and_knob(monkeypatch):
-    # big M never swaps; M = 64 x N = 4096 stays (the model: no clear win)
+    # big M never swaps, nor M = 128 (a full tile either way); M = 64 x N = 4096 swaps (measured)
     assert not gc.swap_ab_choice(4096, 4096, 4096, 1, 132, 2)
-    assert not gc.swap_ab_choice(64, 4096, 4096, 1, 132, 2)
+    assert not gc.swap_ab_choice(128, 4096, 4096, 1, 132, 2)
+    assert gc.swap_ab_choice(64, 4096, 4096, 1, 132, 2)
     assert gc.swap_ab_choice(16, 4096, 4096, 1, 132, 2)
     monkeypatch.setenv("HIPDNN_CABI_HIP_SWAP_AB", "0")
     prog = plan(mm_graph(16, 4096, 4096)[0])
