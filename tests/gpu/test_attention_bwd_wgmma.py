@@ -61,11 +61,11 @@ def _prog(c, arch="sm_90"):
 
 def test_selection(monkeypatch):
     """sm_90 + head sizes padded to 64 / 128: the wgmma main kernel between attention_bwd.hip's
-    pre / dq kernels (HIPDNN_CABI_HIP_ATTN_BWD=auto: opt-in); D = 256, no sm_90, the knob unset
-    (the default) or mma: the mma.sync kernel."""
+    pre / dq kernels (HIPDNN_CABI_HIP_ATTN_BWD unset or auto: the default); D = 256, no sm_90
+    or the knob mma: the mma.sync kernel."""
     monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD", raising=False)
     names = [s[2] for s in _prog(CASES[0]).steps if s[0] == "launch"]
-    assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"], names
+    assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd_wg", "hdn_attn_bwd_dq"], names
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
     for c in CASES:
         prog = _prog(c)
