@@ -1,6 +1,7 @@
 """The Hopper flash-attention forward's scheduling variants (attention_fwd_wgmma.hip): ping-pong
 consumer warpgroups (AW_PP, ``HIPDNN_CABI_HIP_ATTN_PINGPONG``) and the attention scale folded
-into the exp2 FFMA (AW_FOLD, ``HIPDNN_CABI_HIP_ATTN_EXPFOLD``).  CI (no GPU): which graphs get
+into the exp2 FFMA, O's rescale skipped where no row max grew (AW_FOLD,
+``HIPDNN_CABI_HIP_ATTN_EXPFOLD``).  CI (no GPU): which graphs get
 them, the sources with both off are the ones without them, the named-barrier hand-over of the
 two consumer warpgroups emulated on the host (every phase completes, none overflows, none left
 open), the folded softmax's arithmetic in float32 against float64, and the sm_90a compiles of
@@ -70,6 +71,7 @@ def test_knobs_off_drop_the_blocks(monkeypatch):
         _, g = ta.fwd_graph(**c)
         st, notes = _wg_step(g)
         assert "AW_PP" not in st[1] and "AW_FOLD" not in st[1] and "bar.arrive" not in st[1]
+        assert "__any_sync" not in st[1]
         assert "s[4 * j + e] * sl2" in st[1]
         assert not any("ping-pong" in n or "folded" in n for n in notes)
     _set(monkeypatch, "pp")

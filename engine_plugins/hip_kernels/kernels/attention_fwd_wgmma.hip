@@ -372,11 +372,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             AW_FENCE_O();
             AW_FENCE_P();
             wg_bar_arrive(bve + 8 * pst);
+#if AW_FOLD
+            // no row max of the warp grew (alpha = exp2(0) = 1 exactly): O needs no rescale
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#endif
 #pragma unroll
             for (int j = 0; j < HDVP / 8; ++j) {
                 o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
                 o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
             }
+#if AW_FOLD
+            }
+#endif
             pack_p();
         }
         const int pst = (it - 1) % AW_ST;

@@ -720,8 +720,9 @@ def wg_pingpong():
 
 
 def wg_fold(node, r, defines):
-    """The wgmma forward's exp2 takes the scale in one FFMA per score (attention_fwd_wgmma.hip
-    AW_FOLD: the row max of the raw scores): no score roles, a baked scale in [1e-30, 1e30];
+    """The wgmma forward's exp2 takes the scale in one FFMA per score and O is rescaled only
+    where a row max grew (attention_fwd_wgmma.hip AW_FOLD: the row max of the raw scores): no
+    score roles, a baked scale in [1e-30, 1e30];
     ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=0`` turns it off."""
     if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "1") in ("0", "off"):
         return False
