@@ -989,7 +989,7 @@ def bench_sdpa(torch, E, res):
 
 # the wgmma forward's scheduling variants (ops/sdpa.py knobs HIPDNN_CABI_HIP_ATTN_PINGPONG /
 # _EXPFOLD / _STAGES): name -> environment
-SDPA_FWD_VARIANTS = {"default": {}, "off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0"},
+SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0"},
                      "pingpong": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "0"},
                      "expfold": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "1"},
                      "both": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1"},
