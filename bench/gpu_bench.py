@@ -1044,7 +1044,7 @@ def bench_sdpa_fwd_variants(torch, E, res):
             print(f"SDPA fwd {name} [{var}]: ours {t[0]:.3f} ms ({fl / t[0] / 1e9:.0f} TFLOP/s) torch "
                   f"{row.get('torch_ms', float('nan')):.3f} ms -> {row[var].get('ratio', float('nan')):.2f}x"
                   f"  max err {err:.2e}", flush=True)
-        res[f"sdpa_fwd_variants_{name}"] = row
+        res[f"sdpa_fwdvar_{name}"] = row
         del q, k, v, o, st, ref
         torch.cuda.empty_cache()
 
