@@ -987,6 +987,68 @@ def bench_sdpa(torch, E, res):
     bench_sdpa_block_sparse(torch, E, res)
 
 
+# the wgmma forward's scheduling variants (ops/sdpa.py knobs HIPDNN_CABI_HIP_ATTN_PINGPONG /
+# _EXPFOLD / _STAGES): name -> environment
+SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0"},
+                     "pingpong": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "0"},
+                     "expfold": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "1"},
+                     "both": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1"},
+                     "both_3stages": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_STAGES": "3"}}
+
+
+def bench_sdpa_fwd_variants(torch, E, res):
+    """The SDPA forward of SDPA_CASES under each wgmma scheduling variant (ping-pong consumer
+    warpgroups, the scale folded into exp2, a third K/V stage at D = 128; "off" = the kernel
+    without them), in one process next to PyTorch's best backend: picks the default."""
+    import math
+    from test_attention import fwd_graph
+    F = torch.nn.functional
+    for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
+        tdt = torch.float16 if dt == "HALF" else torch.bfloat16
+        q = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
+        k = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+        v = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+        o = torch.empty_like(q)
+        st = torch.empty(B, H, S, 1, device="cuda", dtype=torch.float32)
+        attrs = {"causal_mask": True} if causal else {}
+        _, g = fwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
+        kw = dict(is_causal=causal, scale=1 / math.sqrt(D), **({"enable_gqa": True} if Hkv != H else {}))
+        ref = F.scaled_dot_product_attention(q, k, v, **kw)
+        theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
+        fl = 4 * B * H * S * S * D / (2 if causal else 1)
+        row = {}
+        if theirs:
+            row.update(torch_ms=theirs[0][0], torch_backend=theirs[1], torch_tflops=fl / theirs[0][0] / 1e9)
+        for var, env in SDPA_FWD_VARIANTS.items():
+            if "ATTN_STAGES" in env and D != 128:
+                continue
+            saved = {x: os.environ.get("HIPDNN_CABI_HIP_" + x) for x in env}
+            os.environ.update({"HIPDNN_CABI_HIP_" + x: y for x, y in env.items()})
+            try:
+                o.zero_()
+                run, _ = E.prepare(g, {1: q, 2: k, 3: v, 4: o, 5: st})
+                t = median_ms(torch, run, reps=10, warm=2)
+            except Exception as e:  # noqa: BLE001 - record and go on
+                row[var] = {"error": f"{type(e).__name__}: {e}"}
+                continue
+            finally:
+                for x, y in saved.items():
+                    if y is None:
+                        os.environ.pop("HIPDNN_CABI_HIP_" + x, None)
+                    else:
+                        os.environ["HIPDNN_CABI_HIP_" + x] = y
+            err = float((o.float() - ref.float()).abs().max())
+            row[var] = {"ours_ms": t[0], "ours_tflops": fl / t[0] / 1e9, "max_abs_err_vs_torch": err}
+            if theirs:
+                row[var]["ratio"] = theirs[0][0] / t[0]
+            print(f"SDPA fwd {name} [{var}]: ours {t[0]:.3f} ms ({fl / t[0] / 1e9:.0f} TFLOP/s) torch "
+                  f"{row.get('torch_ms', float('nan')):.3f} ms -> {row[var].get('ratio', float('nan')):.2f}x"
+                  f"  max err {err:.2e}", flush=True)
+        res[f"sdpa_fwdvar_{name}"] = row
+        del q, k, v, o, st, ref
+        torch.cuda.empty_cache()
+
+
 def bench_sdpa_block_sparse(torch, E, res):
     """A 90%-sparse block mask (128 x 128 tiles, the diagonal tile kept) on the HIP engine's
     forward (the kernels walk the live key tiles only) against the same forward without a mask,
@@ -1594,7 +1656,8 @@ def main():
     steps = [("gemm", bench_gemm), ("gemm16", bench_gemm16), ("gemmodd", bench_gemm_odd),
              ("convodd", bench_conv_odd), ("conv", bench_conv),
              ("convnchw", bench_conv_nchw32), ("convbwd", bench_conv_bwd), ("bn", bench_bn),
-             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("sdpafp8", bench_sdpa_fp8),
+             ("pointwise", bench_pointwise), ("sdpa", bench_sdpa), ("sdpafwdvar", bench_sdpa_fwd_variants),
+             ("sdpafp8", bench_sdpa_fp8),
              ("convsweep", bench_conv_sweep),
              ("convfwd16", bench_conv_fwd16)]
     # "overhead" and "frontend" run last (below), after the loop

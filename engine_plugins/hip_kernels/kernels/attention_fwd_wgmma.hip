@@ -214,6 +214,31 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
                           (L.rlim >= HDN_BIG || kv0 + AW_BN - 1 - q0w <= L.rlim) &&
                           (L.llim <= -HDN_BIG || kv0 - (q0w + 63) >= L.llim);
         float mx[2] = {-INFINITY, -INFINITY};
+#if AW_FOLD
+        // AW_FOLD (no score roles, a positive baked scale): the row max of the raw scores, put
+        // on the exp2 scale once per row; p = exp2(s sl2 - base) below is one FFMA per score
+        // (max(s) sl2 = max(s sl2): rounding is monotone and sl2 > 0).
+        if (full) {
+#pragma unroll
+            for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+            }
+        } else {
+            const HdnAttnSpan sp0 = hdn_attn_row(L, r0), sp1 = hdn_attn_row(L, r0 + 8);
+#pragma unroll
+            for (int j = 0; j < AW_BN / 8; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int jj = kv0 + 8 * j + 2 * t4 + (e & 1);
+                    const HdnAttnSpan& sp = (e >> 1) ? sp1 : sp0;
+                    const float v = (jj >= sp.lo && jj < sp.hi) ? s[4 * j + e] : -INFINITY;
+                    s[4 * j + e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
+            }
+        }
+#else
         if (full) {
 #pragma unroll
             for (int j = 0; j < AW_BN / 8; ++j) {
@@ -240,11 +265,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
                 }
             }
         }
+#endif
         float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+#if AW_FOLD
+            mx[r] *= sl2;
+#endif
             const float mn = fmaxf(mrow[r], mx[r]);
             base[r] = mn == -INFINITY ? 0.f : mn;
             alpha[r] = hdn_exp2(mrow[r] - base[r]);
@@ -255,7 +284,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         for (int j = 0; j < AW_BN / 8; ++j) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
+#if AW_FOLD
+                const float p = hdn_exp2(fmaf(s[4 * j + e], sl2, -base[e >> 1]));
+#else
                 const float p = hdn_exp2(s[4 * j + e] - base[e >> 1]);
+#endif
                 sum[e >> 1] += p;
                 s[4 * j + e] = p;
             }
@@ -281,11 +314,28 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
 #define AW_FENCE_P() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
     asm volatile("" : "+r"(pa[i_][0]), "+r"(pa[i_][1]), "+r"(pa[i_][2]), "+r"(pa[i_][3]) :: "memory")
 
+#if AW_PP
+    // AW_PP: ping-pong between the two consumer warpgroups (named barrier 1 + wgc over 256
+    // threads: the warpgroup's turn to issue its GEMMs).  A warpgroup waits for its turn, issues
+    // S(n) and O += P(n-1) V(n-1), then hands the turn to the other one, so one warpgroup's
+    // softmax runs while the other's GEMMs keep the tensor cores busy.  Both walk the same
+    // tiles: K turns each; warpgroup 0's first turn is its own arrival, warpgroup 1 does not
+    // hand its last turn back, so every barrier phase completes and none is left open.
+#define AW_PP_SYNC() asm volatile("bar.sync %0, 256;" :: "r"(1 + wgc) : "memory")
+#define AW_PP_PASS() asm volatile("bar.arrive %0, 256;" :: "r"(2 - wgc) : "memory")
+#endif
     if (nb1 > nb0) {
         wg_bar_wait(bq, 0);
         // tile nb0: S, softmax, P
         wg_bar_wait(bkf, 0);
+#if AW_PP
+        if (wgc == 0) asm volatile("bar.arrive 1, 256;" ::: "memory");
+        AW_PP_SYNC();
+#endif
         issue_s(0);
+#if AW_PP
+        AW_PP_PASS();
+#endif
         hdn_wgmma_wait<0>();
         AW_FENCE_S();
         wg_bar_arrive(bke);
@@ -304,9 +354,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             const int st = it % AW_ST, pst = (it - 1) % AW_ST;
             const unsigned ph = (unsigned)(it / AW_ST) & 1u, pph = (unsigned)((it - 1) / AW_ST) & 1u;
             wg_bar_wait(bkf + 8 * st, ph);
+#if AW_PP
+            AW_PP_SYNC();
+#endif
             issue_s(st);
             wg_bar_wait(bvf + 8 * pst, pph);
             issue_pv(pst);
+#if AW_PP
+            AW_PP_PASS();
+#endif
             hdn_wgmma_wait<1>();
             AW_FENCE_S();
             wg_bar_arrive(bke + 8 * st);
@@ -316,16 +372,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             AW_FENCE_O();
             AW_FENCE_P();
             wg_bar_arrive(bve + 8 * pst);
+#if AW_FOLD
+            // no row max of the warp grew (alpha = exp2(0) = 1 exactly): O needs no rescale
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#endif
 #pragma unroll
             for (int j = 0; j < HDVP / 8; ++j) {
                 o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
                 o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
             }
+#if AW_FOLD
+            }
+#endif
             pack_p();
         }
         const int pst = (it - 1) % AW_ST;
         wg_bar_wait(bvf + 8 * pst, (unsigned)((it - 1) / AW_ST) & 1u);
+#if AW_PP
+        AW_PP_SYNC();
+#endif
         issue_pv(pst);
+#if AW_PP
+        if (wgc == 0) AW_PP_PASS();
+#endif
         hdn_wgmma_wait<0>();
         AW_FENCE_O();
         AW_FENCE_P();

@@ -543,7 +543,7 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD")
 
 
 def _drop_off(body, defines):
@@ -713,6 +713,29 @@ def _tmap(t, loc, rows):
     return ("tmap", loc[t.uid], cg.dtype_name(t.dtype), dims, tuple(strides), (64, rows, 1, 1))
 
 
+def wg_pingpong():
+    """``HIPDNN_CABI_HIP_ATTN_PINGPONG`` = 1 (default) / 0: the wgmma forward's consumer
+    warpgroups issue their GEMMs in turns (attention_fwd_wgmma.hip AW_PP, named barriers)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_PINGPONG", "1") not in ("0", "off")
+
+
+def wg_fold(node, r, defines):
+    """The wgmma forward's exp2 takes the scale in one FFMA per score and O is rescaled only
+    where a row max grew (attention_fwd_wgmma.hip AW_FOLD: the row max of the raw scores): no
+    score roles, a baked scale in [1e-30, 1e30];
+    ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=0`` turns it off."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "1") in ("0", "off"):
+        return False
+    sv = str(defines.get("SCALE_VALUE", ""))
+    if has_mods(node, r) or defines.get("SCALE_MODE") != 0 or not sv.endswith("f"):
+        return False
+    try:
+        v = float(sv[:-1])
+    except ValueError:
+        return False
+    return 1e-30 <= v <= 1e30
+
+
 def wg_config(D, Dv, stages=None):
     """(dynamic shared memory bytes, K / V ring depth, keys per tile) of the wgmma forward
     (attention_fwd_wgmma.hip AW_SMEM_BYTES, AW_ST, AW_BN) for head sizes D, Dv."""
@@ -757,6 +780,11 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             _need(smem <= SMEM_MAX, f"{node.kind}: {st} K/V stages need {smem} bytes of shared memory")
             defines["AW_ST"] = st
             defines["AW_BN"] = bn
+            pp, fold = wg_pingpong(), wg_fold(node, r, defines)
+            if pp:
+                defines["AW_PP"] = 1
+            if fold:
+                defines["AW_FOLD"] = 1
             _block_tiles(defines, WG_BM, bn)
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
@@ -784,6 +812,8 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
                                (384, 1, 1), as_, {"shmem": smem, "arch": "sm_90a"}))
             prog.notes.append(f"{node.kind}: wgmma flash attention, {WG_BM}x{bn} tiles, "
                               f"{st} K/V stages, TMA QKV"
+                              + (", ping-pong consumers" if pp else "")
+                              + (", scale folded into exp2" if fold else "")
                               + (f"; ragged / paged rows through per-batch / per-page tensor maps "
                                  f"(hdn_attn_wg_maps)" if varlen else ""))
             return
