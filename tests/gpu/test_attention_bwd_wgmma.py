@@ -328,3 +328,106 @@ def test_emulated_visit():
         dV = np.concatenate(dv_acc)[:, :HDV]
         dK = np.concatenate(dk_acc)[:, :HD]
         assert np.allclose(dV, P_ref @ dO) and np.allclose(dK, dS_ref @ Q), (HD, HDV)
+
+
+@pytest.mark.parametrize("BM,HD,HDV", [(64, 128, 128), (64, 64, 64), (64, 96, 128), (128, 64, 64), (128, 40, 64)])
+def test_emulated_visit_halves(BM, HD, HDV):
+    """One visit of attention_bwd_wgmma.hip as it runs now, on the host model: Sᵀ over the whole
+    BW_BM-query tile (m64n<BW_BM>k16), then per 64-query half hq the dPᵀ product (dO rows 64 hq..),
+    dSᵀ / Pᵀ into the register A operands ks = 4 hq .., dV / dK, and the dSᵀ stores into atom hq
+    of the buffer; dQ per warpgroup (128-query tiles: its own 64 queries from atom wgc; 64:
+    HDP 128 column halves or HDP 64 turns).  dV, dK, dQ against the matrix formulas, for the
+    default 64-query tiles and the 128-query tiles of HIPDNN_CABI_HIP_ATTN_BWD_BM=128."""
+    import wgmma_emu as E
+    r = np.random.default_rng(5)
+    HDP, HDVP = -(-HD // 64) * 64, -(-HDV // 64) * 64
+    NK, NV, NH = HDP // 64, HDVP // 64, BM // 64
+    Q, K = r.standard_normal((BM, HD)), r.standard_normal((128, HD))
+    V, dO = r.standard_normal((128, HDV)), r.standard_normal((BM, HDV))
+    lse, dsum = r.standard_normal(BM) + 3, r.standard_normal(BM)
+    KATOM, QATOM, DATOM = 16384, BM * 128, 16384
+    DST = DATOM * NH
+    sK = 0
+    sV = sK + NK * KATOM
+    sQ = sV + NV * KATOM
+    sG = sQ + NK * QATOM
+    sDS = sG + NV * QATOM
+    sm = E.Smem(sDS + 2 * DST)
+    for a in range(NK):
+        sm.tma_load(sK + a * KATOM, K, 0, 64 * a, 128)
+        sm.tma_load(sQ + a * QATOM, Q, 0, 64 * a, BM)
+    for a in range(NV):
+        sm.tma_load(sV + a * KATOM, V, 0, 64 * a, 128)
+        sm.tma_load(sG + a * QATOM, dO, 0, 64 * a, BM)
+    L2E = 1.4426950408889634
+    sl2 = 0.1 * L2E
+    t = np.arange(128)
+    w4, g, t4 = t // 32, (t % 32) // 4, t % 4
+    for it in range(2):                                  # it: the dSᵀ buffer / dQ turn
+        dsb = sDS + (it & 1) * DST
+        P_all, dS_all = np.zeros((128, BM)), np.zeros((128, BM))
+        dvs, dks = [], []
+        for wgc in range(2):
+            ka, va = sK + wgc * 8192, sV + wgc * 8192
+            S = np.zeros((64, BM))
+            for kk in range((HD + 15) // 16):
+                off = (kk & 3) * 32
+                S = E.wgmma(S, sm.operand(E.desc(ka + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                            sm.operand(E.desc(sQ + (kk >> 2) * QATOM + off, 16, 1024), BM, False), kk != 0)
+            s = E.to_acc(S)
+            _, col = E.acc_coords(BM)
+            s = np.exp2(s * sl2 - lse[col] * L2E)
+            dv, dk = np.zeros((64, HDVP)), np.zeros((64, HDP))
+            rk = 64 * wgc + 16 * w4 + g
+            for hq in range(NH):
+                dP = np.zeros((64, 64))
+                for kk in range((HDV + 15) // 16):
+                    off = (kk & 3) * 32
+                    dP = E.wgmma(dP, sm.operand(E.desc(va + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                 sm.operand(E.desc(sG + hq * 8192 + (kk >> 2) * QATOM + off, 16, 1024), 64,
+                                            False), kk != 0)
+                dp = E.to_acc(dP)
+                for jl in range(8):
+                    j = 8 * hq + jl
+                    for e in range(4):
+                        dp[:, 4 * jl + e] = s[:, 4 * j + e] * (dp[:, 4 * jl + e] - dsum[8 * j + 2 * t4 + (e & 1)])
+                for kl in range(4):
+                    ks = 4 * hq + kl
+                    dv = E.wgmma(dv, E.pack_a(s, ks), sm.operand(E.desc(sG + ks * 2048, QATOM, 1024), HDVP, True))
+                    dk = E.wgmma(dk, E.pack_a(dp, kl), sm.operand(E.desc(sQ + ks * 2048, QATOM, 1024), HDP, True))
+                for kl in range(4):
+                    for hh in range(2):
+                        for rr in range(2):
+                            q = 2 * hh + rr
+                            for tt in range(128):
+                                sm.st32(dsb + hq * DATOM + (rk[tt] + 8 * rr) * 128
+                                        + (((2 * kl + hh) ^ g[tt]) << 4) + 4 * t4[tt],
+                                        dp[tt, 8 * kl + 2 * q], dp[tt, 8 * kl + 2 * q + 1])
+                dS_all[64 * wgc:64 * wgc + 64, 64 * hq:64 * hq + 64] = E.from_acc(dp, 64)
+            P_all[64 * wgc:64 * wgc + 64] = E.from_acc(s, BM)
+            dvs.append(dv)
+            dks.append(dk)
+        dq = np.full((BM, HDP), np.nan)
+        for wgc in range(2):
+            if HDP == 128:
+                kc, dqc, dqr = sK + wgc * KATOM, 64 * wgc, 0
+            elif BM == 128:
+                kc, dqc, dqr = sK, 0, 64 * wgc
+            elif (it & 1) == wgc:
+                kc, dqc, dqr = sK, 0, 0
+            else:
+                continue
+            dsa = dsb + (wgc if BM == 128 else 0) * DATOM
+            acc = np.zeros((64, 64))
+            for ks in range(8):
+                acc = E.wgmma(acc, sm.operand(E.desc(dsa + ks * 2048, DATOM, 1024), 64, True),
+                              sm.operand(E.desc(kc + ks * 2048, KATOM, 1024), 64, True), ks != 0)
+            dq[dqr:dqr + 64, dqc:dqc + 64] = acc
+        S_ref = K @ Q.T
+        P_ref = np.exp2(S_ref * sl2 - lse[None, :] * L2E)
+        dS_ref = P_ref * ((V @ dO.T) - dsum[None, :])
+        assert np.allclose(P_all, P_ref) and np.allclose(dS_all, dS_ref), (BM, HD, HDV)
+        assert np.allclose(np.concatenate(dvs)[:, :HDV], P_ref @ dO), (BM, HD, HDV)
+        assert np.allclose(np.concatenate(dks)[:, :HD], dS_ref @ Q), (BM, HD, HDV)
+        Kp = np.pad(K, ((0, 0), (0, HDP - HD)))
+        assert np.allclose(dq, dS_ref.T @ Kp), (BM, HD, HDV, it)
