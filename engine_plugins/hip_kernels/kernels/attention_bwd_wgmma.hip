@@ -360,8 +360,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 for (int kl = 0; kl < 4; ++kl)
                     BW_XRS(HDVP)(dv, pa[4 * hq + kl], wg_desc(gs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
 #pragma unroll
-                for (int kl = 0; kl < 4; ++kl)
-                    BW_XRS(HDP)(dk, sa[4 * hq + kl], wg_desc(qs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
+                for (int kl = 0; kl < 4; ++kl)     // (the last half's dK: behind dQ)
+                    if (hq + 1 < BW_BM / 64)
+                        BW_XRS(HDP)(dk, sa[4 * hq + kl], wg_desc(qs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
                 hdn_wgmma_commit();
                 // sa[ks][2 hh + rr] is key rk + 8 rr, queries 16 ks + 8 hh + 2 t4, + 1
 #pragma unroll
@@ -394,12 +395,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                               ks != 0);
                 hdn_wgmma_commit();
             }
-            hdn_wgmma_wait<0>();
-            BW_FENCE_F(dk, HDP / 2);
-            BW_FENCE_F(dv, HDVP / 2);
-            BW_FENCE_U(pa);
-            BW_FENCE_U(sa);
-            wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
+            // the last half's dK += dSᵀ Q, in flight while dQ goes out
+            hdn_wgmma_fence();
+#pragma unroll
+            for (int kl = 0; kl < 4; ++kl)
+                BW_XRS(HDP)(dk, sa[BW_BM / 16 - 4 + kl], wg_desc(qs + (BW_BM / 16 - 4 + kl) * 2048, BW_QATOM, 1024), 1);
+            hdn_wgmma_commit();
+            hdn_wgmma_wait<1>();             // all but that dK: dQ done
             if (mine) {
                 BW_FENCE_F(dq, 32);
                 float* dqg = reinterpret_cast<float*>(gbase + BW_OFF_DQ + wgc * BW_DQBUF);
@@ -424,6 +426,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     wg_bulk_commit();
                 }
             }
+            hdn_wgmma_wait<0>();
+            BW_FENCE_F(dk, HDP / 2);
+            BW_FENCE_F(dv, HDVP / 2);
+            BW_FENCE_U(pa);
+            BW_FENCE_U(sa);
+            wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
         }
         if (w4 == 0) wg_bulk_wait0();
     }
