@@ -61,11 +61,11 @@ def _prog(c, arch="sm_90"):
 
 def test_selection(monkeypatch):
     """sm_90 + head sizes padded to 64 / 128: the wgmma main kernel between attention_bwd.hip's
-    pre / dq kernels (HIPDNN_CABI_HIP_ATTN_BWD=auto: opt-in); D = 256, no sm_90, the knob unset
-    (the default) or mma: the mma.sync kernel."""
+    pre / dq kernels (HIPDNN_CABI_HIP_ATTN_BWD unset or auto: the default); D = 256, no sm_90
+    or the knob at mma: the mma.sync kernel."""
     monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD", raising=False)
     names = [s[2] for s in _prog(CASES[0]).steps if s[0] == "launch"]
-    assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd", "hdn_attn_bwd_dq"], names
+    assert names == ["hdn_attn_bwd_pre", "hdn_attn_bwd_wg", "hdn_attn_bwd_dq"], names
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
     for c in CASES:
         prog = _prog(c)
@@ -102,6 +102,36 @@ def test_smem_config():
     for D, Dv, st in ((64, 64, 4), (128, 128, 2), (96, 128, 2), (64, 128, 4), (128, 64, 4)):
         smem, s = hsdpa.bwd_wg_config(D, Dv)
         assert s == st and smem <= hsdpa.SMEM_MAX, (D, Dv, smem, s)
+    smem, s = hsdpa.bwd_wg_config(64, 64, 128)
+    assert s == 2 and smem <= hsdpa.SMEM_MAX, smem
+
+
+def test_query_tile_knob(monkeypatch):
+    """HIPDNN_CABI_HIP_ATTN_BWD_BM=128: 128-query tiles where D and Dv pad to 64 (tensor-map
+    boxes of 128 Q / dO rows, BW_BM in the source, two ring stages); wider heads and the default
+    keep 64-query tiles; the knob is part of the plan cache key."""
+    from engine_plugins.hip_kernels.engine import gemm_knobs
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", raising=False)
+    assert hsdpa.bwd_wg_bm(64, 64) == 64
+    base = {i: _prog(CASES[i]) for i in (0, 1)}
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    assert "128" in gemm_knobs()
+    assert (hsdpa.bwd_wg_bm(64, 64), hsdpa.bwd_wg_bm(40, 64), hsdpa.bwd_wg_bm(64, 128),
+            hsdpa.bwd_wg_bm(128, 128)) == (128, 128, 64, 64)
+    for i in range(len(CASES)):
+        c = CASES[i]
+        prog = _prog(c)
+        st = next(s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        big = -(-c["D"] // 64) == -(-c.get("Dv", c["D"]) // 64) == 1
+        assert any(f"{128 if big else 64}-query tiles" in n for n in prog.notes), (c, prog.notes)
+        assert ("#define BW_BM 128" in st[1]) == big
+        if big:
+            assert "#define BW_ST 2" in st[1] and st[6]["shmem"] == hsdpa.bwd_wg_config(64, 64, 128)[0]
+            maps = [a for a in st[5] if isinstance(a, tuple) and a[0] == "tmap"]
+            assert [m[5][1] for m in maps] == [128, 128, 128, 128], maps     # Q, K, V, dO boxes
+    # heads wider than 64: the very program of the default
+    assert _prog(CASES[1]).steps == base[1].steps
 
 
 def test_staging_index_maps():
@@ -153,8 +183,13 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
     c = _compiler()
     hdr = codegen.headers()
     exe, env = _cuobjdump()
-    for i in (1, 3, 8, 10):
-        st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+    for i, bm in ((1, "64"), (3, "64"), (8, "64"), (10, "64"), (3, "128"), (5, "128"), (8, "128")):
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_BM"] = bm
+        try:
+            st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        finally:
+            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_BM")
+        assert ("#define BW_BM 128" in st[1]) == (bm == "128")
         img = c.compile(st[1], f"bwdwg{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
         assert " 0 bytes spill stores" in c.last_log, c.last_log
         if exe is None:
@@ -167,16 +202,27 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_backward_wgmma_vs_cpu_reference(R, i, monkeypatch):
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", [i for i, c in enumerate(CASES) if c["D"] <= 64 and c.get("Dv", 64) <= 64])
+def test_backward_wgmma_128_query_tiles_vs_cpu_reference(R, i, monkeypatch):
+    """The D 64 cases on 128-query tiles (HIPDNN_CABI_HIP_ATTN_BWD_BM=128)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch, "128-query tiles")
+
+
+def _check_vs_cpu_reference(R, c, monkeypatch, note=NOTE):
     from engine_plugins.hip_kernels.engine import analyse, device_arch
     from hipdnn_cabi.plugin_sdk import parse_graph
     if not (device_arch() or "").startswith("sm_9"):
         pytest.skip("the wgmma backward needs an sm_90 device")
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "wgmma")
-    c = CASES[i]
     dt, B, H, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Sq", "Skv", "D"))
     ts, g = graph(c)
     a = analyse(parse_graph(g))
-    assert a.ok and any(NOTE in n for n in a.program.notes), (a.reason, a.program and a.program.notes)
+    assert a.ok and any(note in n for n in a.program.notes), (a.reason, a.program and a.program.notes)
     byuid = {t.uid: t for t in ts}
     q, k, v, do = (quantize(rng.uniform(-1, 1, byuid[u].dims) * s, dt)
                    for u, s in ((1, 2), (2, 2), (3, 1), (5, 1)))
