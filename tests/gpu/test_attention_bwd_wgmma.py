@@ -134,6 +134,20 @@ def test_query_tile_knob(monkeypatch):
     assert _prog(CASES[1]).steps == base[1].steps
 
 
+def test_dk_late_knob(monkeypatch):
+    """HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE=0 defines BW_DK_LATE 0 (the last half's dK issued with
+    its dV, before dQ); unset: the default source (BW_DK_LATE 1 from the kernel); cache key."""
+    from engine_plugins.hip_kernels.engine import gemm_knobs
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", raising=False)
+    src = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert "#define BW_DK_LATE 0" not in src and "#define BW_DK_LATE 1" in src
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", "0")
+    assert "0" in gemm_knobs()
+    src0 = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert src0.replace("#define BW_DK_LATE 0\n", "", 1) == src
+
+
 def test_staging_index_maps():
     """The register -> shared-memory maps of the kernel, replayed on the host: the dSᵀ stores
     (sa[ks][2 hh + rr] of thread (warpgroup, warp w4, lane g / t4)) fill every (key, query) of
@@ -183,12 +197,15 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
     c = _compiler()
     hdr = codegen.headers()
     exe, env = _cuobjdump()
-    for i, bm in ((1, "64"), (3, "64"), (8, "64"), (10, "64"), (3, "128"), (5, "128"), (8, "128")):
+    for i, bm, late in ((1, "64", "1"), (3, "64", "1"), (8, "64", "1"), (10, "64", "1"), (3, "128", "1"),
+                        (5, "128", "1"), (8, "128", "1"), (9, "64", "0"), (3, "128", "0")):
         os.environ["HIPDNN_CABI_HIP_ATTN_BWD_BM"] = bm
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE"] = late
         try:
             st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
         finally:
             os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_BM")
+            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE")
         assert ("#define BW_BM 128" in st[1]) == (bm == "128")
         img = c.compile(st[1], f"bwdwg{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
         assert " 0 bytes spill stores" in c.last_log, c.last_log
@@ -211,6 +228,14 @@ def test_backward_wgmma_128_query_tiles_vs_cpu_reference(R, i, monkeypatch):
     """The D 64 cases on 128-query tiles (HIPDNN_CABI_HIP_ATTN_BWD_BM=128)."""
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
     _check_vs_cpu_reference(R, CASES[i], monkeypatch, "128-query tiles")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", [1, 2, 9, 11])
+def test_backward_wgmma_dk_with_dv_vs_cpu_reference(R, i, monkeypatch):
+    """A sample on the earlier issue order (HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE=0)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", "0")
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch)
 
 
 def _check_vs_cpu_reference(R, c, monkeypatch, note=NOTE):

@@ -93,6 +93,9 @@
 #ifndef BW_ST
 #define BW_ST 2                         // Q / dO ring depth
 #endif
+#ifndef BW_DK_LATE
+#define BW_DK_LATE 1                    // the last half's dK behind dQ (0: with its dV)
+#endif
 #define BW_DATOM (BW_BN * 128)          // one 64-query atom of a dSᵀ buffer (128 keys x 64 queries)
 #define BW_DST (BW_DATOM * (BW_BM / 64))  // one dSᵀ buffer: 128 keys x BW_BM queries
 #define BW_NJ (BW_BM / 8)               // 8-query column groups of a Sᵀ / dPᵀ accumulator
@@ -360,8 +363,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 for (int kl = 0; kl < 4; ++kl)
                     BW_XRS(HDVP)(dv, pa[4 * hq + kl], wg_desc(gs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
 #pragma unroll
-                for (int kl = 0; kl < 4; ++kl)     // (the last half's dK: behind dQ)
-                    if (hq + 1 < BW_BM / 64)
+                for (int kl = 0; kl < 4; ++kl)     // (BW_DK_LATE: the last half's dK behind dQ)
+                    if (hq + 1 < BW_BM / 64 || !BW_DK_LATE)
                         BW_XRS(HDP)(dk, sa[4 * hq + kl], wg_desc(qs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
                 hdn_wgmma_commit();
                 // sa[ks][2 hh + rr] is key rk + 8 rr, queries 16 ks + 8 hh + 2 t4, + 1
@@ -395,6 +398,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                               ks != 0);
                 hdn_wgmma_commit();
             }
+#if BW_DK_LATE
             // the last half's dK += dSᵀ Q, in flight while dQ goes out
             hdn_wgmma_fence();
 #pragma unroll
@@ -402,6 +406,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 BW_XRS(HDP)(dk, sa[BW_BM / 16 - 4 + kl], wg_desc(qs + (BW_BM / 16 - 4 + kl) * 2048, BW_QATOM, 1024), 1);
             hdn_wgmma_commit();
             hdn_wgmma_wait<1>();             // all but that dK: dQ done
+#else
+            hdn_wgmma_wait<0>();
+#endif
             if (mine) {
                 BW_FENCE_F(dq, 32);
                 float* dqg = reinterpret_cast<float*>(gbase + BW_OFF_DQ + wgc * BW_DQBUF);
