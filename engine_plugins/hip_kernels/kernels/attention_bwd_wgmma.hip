@@ -3,26 +3,26 @@
 // dQ conversion (dq = scale * dQacc) are attention_bwd.hip's hdn_attn_bwd_pre / hdn_attn_bwd_dq;
 // this file is the main kernel.  One CTA = 128 keys of one (b, kv head), 2 warpgroups (256
 // threads, up to 255 registers each: no producer warpgroup, so no setmaxnreg):
-//   loads       the first warp: thread 0 loads the K / V tiles once and the 64-query Q / dO tiles
+//   loads       the first warp: thread 0 loads the K / V tiles once and the BW_BM-query Q / dO tiles
 //               of every (query head of the group, query tile) pair the masks reach into a
 //               BW_ST-stage shared-memory ring (cp.async.bulk.tensor, 128-byte swizzle; one
 //               mbarrier "full" and one "empty" per stage), BW_ST - 1 visits ahead; its 32 lanes
-//               copy the visit's 64 log-sum-exp and Dsum values by cp.async (arriving on "full"
+//               copy the visit's BW_BM log-sum-exp and Dsum values by cp.async (arriving on "full"
 //               when they land);
-//   warpgroups 0, 1  64 keys each (wgmma M = 64):
-//                Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (m64n64k16, all operands K-major in shared memory),
-//                Pᵀ = exp2(Sᵀ scale log2 e - lse log2 e), dropout, dSᵀ = Pᵀ o (dPᵀ - Dsum) in
-//                registers; dV += Pᵀ dO and dK += dSᵀ Q with Pᵀ / dSᵀ as the register A operand
-//                (dO / Q the transposed - N-major - B operand), accumulated in registers over
-//                the whole loop (GQA's sum over the group's query heads included); dSᵀ also
-//                goes to shared memory ([key][query], 128-byte swizzled, double-buffered) and
-//                dQ (64 queries x 64 columns) = dS K is one more wgmma with both operands
-//                M/N-major (HDP 128: each warpgroup one 64-column half; HDP 64: the
-//                warpgroups take turns), staged in shared memory as fp32 and added into the
-//                fp32 accumulator dQacc [B][H][SQ][HDP] by the copy engine's bulk reduce-add.
-// Query tiles of BW_BM = 64 rows, or 128 at HDP = HDVP = 64 (ops/sdpa.py bwd_wg_bm): then Sᵀ / dPᵀ
-// are m64n128k16 products, dV / dK take 8 register A steps, dSᵀ is two 64-query atoms and each
-// warpgroup computes the dQ of its own 64 queries (atom wgc of dSᵀ) over the 128 keys.
+//   warpgroups 0, 1  64 keys each (wgmma M = 64), per visit:
+//                Sᵀ = K Qᵀ over the query tile (m64nBW_BMk16, K-major operands in shared memory),
+//                Pᵀ = exp2(Sᵀ scale log2 e - lse log2 e); then per 64-query half: dPᵀ = V dOᵀ
+//                (m64n64k16), dropout, dSᵀ = Pᵀ o (dPᵀ - Dsum) in registers, Pᵀ / dSᵀ rounded
+//                into register A operands; dV += Pᵀ dO and dK += dSᵀ Q (dO / Q the transposed -
+//                N-major - B operand) queued at once (with the next half's dPᵀ), accumulated in
+//                registers over the whole loop (GQA's sum over the group's query heads
+//                included); dSᵀ also goes to shared memory ([key][query], 128-byte swizzled,
+//                double-buffered) and dQ (64 queries x 64 columns) = dS K is one more wgmma with
+//                both operands M/N-major (HDP 128: each warpgroup one 64-column half; HDP 64:
+//                the warpgroups take turns, or each its own 64 queries of a 128-query tile),
+//                issued before the last half's dK (BW_DK_LATE) so that its staging in shared
+//                memory as fp32 and the copy engine's bulk reduce-add into the fp32 accumulator
+//                dQacc [B][H][SQ][HDP] overlap that dK.
 // Masks (padding, causal, bottom-right, bands) are evaluated only on tiles that cross a boundary
 // (rows without keys have lse = +inf: P = 0).  dK = scale * dSᵀ Q, dV = Pᵀ dO written from the
 // registers.  Head sizes: HDP, HDVP in {64, 128} (ops/sdpa.py picks this kernel only there);
