@@ -216,6 +216,31 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
         assert "HMMA" not in sass.replace("HGMMA", ""), i
 
 
+def test_ragged_128_query_tiles_compile_sm90a(monkeypatch):
+    """Ragged D 64 backward graphs on 128-query tiles (both varlen knobs on): 128-row Q / dO
+    templates for the per-batch maps, NVRTC sm_90a without spills."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_attention_paged_ragged import RAGGED_BWD, ragged_bwd_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    c = _compiler()
+    cases = [x for x in RAGGED_BWD if x["D"] == 64]
+    assert cases
+    for i, case in enumerate(cases):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        prog = build_program(parse_graph(ragged_bwd_graph(**cc)[1]), arch="sm_90")
+        main = next(st for st in prog.steps if st[0] == "launch" and st[2] == "hdn_attn_bwd_wg")
+        assert "#define BW_BM 128" in main[1]
+        tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
+        assert [t[5][1] for t in tm] == [128, 128, 128, 128], tm
+        if c is not None:
+            c.compile(main[1], f"ragged_bwd128_{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert " 0 bytes spill stores" in c.last_log, c.last_log
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_backward_wgmma_vs_cpu_reference(R, i, monkeypatch):
