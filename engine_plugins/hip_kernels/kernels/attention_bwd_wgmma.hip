@@ -6,9 +6,9 @@
 //   loads       the first warp: thread 0 loads the K / V tiles once and the BW_BM-query Q / dO tiles
 //               of every (query head of the group, query tile) pair the masks reach into a
 //               BW_ST-stage shared-memory ring (cp.async.bulk.tensor, 128-byte swizzle; one
-//               mbarrier "full" and one "empty" per stage), BW_ST - 1 visits ahead; its 32 lanes
-//               copy the visit's BW_BM log-sum-exp and Dsum values by cp.async (arriving on "full"
-//               when they land);
+//               mbarrier "full" and one "empty" per stage), BW_ST - 1 visits ahead (issued once
+//               the visit's first products are queued); its 32 lanes copy the visit's BW_BM
+//               log-sum-exp and Dsum values by cp.async (arriving on "full" when they land);
 //   warpgroups 0, 1  64 keys each (wgmma M = 64), per visit:
 //                Sᵀ = K Qᵀ over the query tile (m64nBW_BMk16, K-major operands in shared memory),
 //                Pᵀ = exp2(Sᵀ scale log2 e - lse log2 e); then per 64-query half: dPᵀ = V dOᵀ
@@ -242,8 +242,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             const float* lse_s = lsm + st * (2 * BW_BM);
             const float* dsum_s = lse_s + BW_BM;
             float s[BW_BM / 2], dp[32];
-            if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
-            __syncwarp();
             // the loop-invariant K / V addresses re-derived each visit: the compiler would
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
             unsigned ka = ka0, va = va0, kc = kc0;
@@ -290,6 +288,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 hdn_wgmma_commit();
             };
             issue_dp(0);
+            // the ring runs ahead: the first warp's loads (which may wait for the other
+            // warpgroup to release a stage) after this visit's first products are queued
+            if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);
+            __syncwarp();
             const bool full = kw0 + 64 <= L.skv && q0 + BW_BM <= L.sq &&
                               (L.rlim >= HDN_BIG || kw0 + 63 - q0 <= L.rlim) &&
                               (L.llim <= -HDN_BIG || kw0 - (q0 + BW_BM - 1) >= L.llim);
