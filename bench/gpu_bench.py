@@ -982,8 +982,8 @@ def bench_sdpa(torch, E, res):
         print(f"SDPA bwd {name} [mma.sync]: ours {oursm[0]:.3f} ms -> {rowm.get('ratio', float('nan')):.2f}x"
               f"  rel err {errm:.2e}", flush=True)
         # the wgmma backward's variants (same graph, same process): 128-query tiles at D 64
-        # (HIPDNN_CABI_HIP_ATTN_BWD_BM=128) and the earlier issue order (..._DK_LATE=0)
-        variants = [("dk_with_dv", {"HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE": "0"})]
+        # (HIPDNN_CABI_HIP_ATTN_BWD_BM=128) and the earlier issue order (..._SCHED=0)
+        variants = [("sched0", {"HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "0"})]
         if D <= 64:
             variants.append(("bm128", {"HIPDNN_CABI_HIP_ATTN_BWD_BM": "128"}))
         for tag, knobs in variants:

@@ -134,18 +134,22 @@ def test_query_tile_knob(monkeypatch):
     assert _prog(CASES[1]).steps == base[1].steps
 
 
-def test_dk_late_knob(monkeypatch):
-    """HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE=0 defines BW_DK_LATE 0 (the last half's dK issued with
-    its dV, before dQ); unset: the default source (BW_DK_LATE 1 from the kernel); cache key."""
+def test_sched_knob(monkeypatch):
+    """HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0 defines BW_SCHED 0 (the earlier issue order); unset: the
+    default source (BW_SCHED 1 from the kernel); part of the cache key."""
     from engine_plugins.hip_kernels.engine import gemm_knobs
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
-    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", raising=False)
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", raising=False)
     src = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
-    assert "#define BW_DK_LATE 0" not in src and "#define BW_DK_LATE 1" in src
-    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", "0")
+    assert "#define BW_SCHED 0" not in src and "#define BW_SCHED 1" in src
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0")
     assert "0" in gemm_knobs()
     src0 = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
-    assert src0.replace("#define BW_DK_LATE 0\n", "", 1) == src
+    assert src0.replace("#define BW_SCHED 0\n", "", 1) == src
+    # 128-query tiles: always the new order (the earlier one spills there with dropout)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    src1 = next(s for s in _prog(CASES[8]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert "#define BW_BM 128" in src1 and "#define BW_SCHED 0" not in src1
 
 
 def test_staging_index_maps():
@@ -198,14 +202,14 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
     hdr = codegen.headers()
     exe, env = _cuobjdump()
     for i, bm, late in ((1, "64", "1"), (3, "64", "1"), (8, "64", "1"), (10, "64", "1"), (3, "128", "1"),
-                        (5, "128", "1"), (8, "128", "1"), (9, "64", "0"), (3, "128", "0")):
+                        (5, "128", "1"), (8, "128", "1"), (9, "64", "0"), (5, "64", "0")):
         os.environ["HIPDNN_CABI_HIP_ATTN_BWD_BM"] = bm
-        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE"] = late
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_SCHED"] = late
         try:
             st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
         finally:
             os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_BM")
-            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE")
+            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_SCHED")
         assert ("#define BW_BM 128" in st[1]) == (bm == "128")
         img = c.compile(st[1], f"bwdwg{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
         assert " 0 bytes spill stores" in c.last_log, c.last_log
@@ -257,9 +261,9 @@ def test_backward_wgmma_128_query_tiles_vs_cpu_reference(R, i, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", [1, 2, 9, 11])
-def test_backward_wgmma_dk_with_dv_vs_cpu_reference(R, i, monkeypatch):
-    """A sample on the earlier issue order (HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE=0)."""
-    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", "0")
+def test_backward_wgmma_sched0_vs_cpu_reference(R, i, monkeypatch):
+    """A sample on the earlier issue order (HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0")
     _check_vs_cpu_reference(R, CASES[i], monkeypatch)
 
 

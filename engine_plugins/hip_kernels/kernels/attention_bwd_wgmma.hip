@@ -20,7 +20,7 @@
 //                double-buffered) and dQ (64 queries x 64 columns) = dS K is one more wgmma with
 //                both operands M/N-major (HDP 128: each warpgroup one 64-column half; HDP 64:
 //                the warpgroups take turns, or each its own 64 queries of a 128-query tile),
-//                issued before the last half's dK (BW_DK_LATE) so that its staging in shared
+//                issued before the last half's dK (BW_SCHED) so that its staging in shared
 //                memory as fp32 and the copy engine's bulk reduce-add into the fp32 accumulator
 //                dQacc [B][H][SQ][HDP] overlap that dK.
 // Masks (padding, causal, bottom-right, bands) are evaluated only on tiles that cross a boundary
@@ -93,8 +93,12 @@
 #ifndef BW_ST
 #define BW_ST 2                         // Q / dO ring depth
 #endif
-#ifndef BW_DK_LATE
-#define BW_DK_LATE 1                    // the last half's dK behind dQ (0: with its dV)
+#ifndef BW_SCHED
+// 1: the ring loads once the visit's first products are queued, dV / dK queued before the dSᵀ
+// stores, the last half's dK behind dQ (the dQ staging / reduce overlapping it), the stage
+// released after; 0: the earlier order (loads first, dSᵀ stored before dV / dK, dK with its
+// dV, the stage released before the dQ staging)
+#define BW_SCHED 1
 #endif
 #define BW_DATOM (BW_BN * 128)          // one 64-query atom of a dSᵀ buffer (128 keys x 64 queries)
 #define BW_DST (BW_DATOM * (BW_BM / 64))  // one dSᵀ buffer: 128 keys x BW_BM queries
@@ -242,6 +246,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             const float* lse_s = lsm + st * (2 * BW_BM);
             const float* dsum_s = lse_s + BW_BM;
             float s[BW_BM / 2], dp[32];
+#if !BW_SCHED
+            if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
+            __syncwarp();
+#endif
             // the loop-invariant K / V addresses re-derived each visit: the compiler would
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
             unsigned ka = ka0, va = va0, kc = kc0;
@@ -288,10 +296,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 hdn_wgmma_commit();
             };
             issue_dp(0);
+#if BW_SCHED
             // the ring runs ahead: the first warp's loads (which may wait for the other
             // warpgroup to release a stage) after this visit's first products are queued
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);
             __syncwarp();
+#endif
             const bool full = kw0 + 64 <= L.skv && q0 + BW_BM <= L.sq &&
                               (L.rlim >= HDN_BIG || kw0 + 63 - q0 <= L.rlim) &&
                               (L.llim <= -HDN_BIG || kw0 - (q0 + BW_BM - 1) >= L.llim);
@@ -329,6 +339,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             // the copy engine swizzles; queries 64 a.. in atom a)
             unsigned pa[BW_BM / 16][4], sa[BW_BM / 16][4];
             const unsigned dsb = sDS + (unsigned)(it & 1) * BW_DST;
+            // sa[ks][2 hh + rr] is key rk + 8 rr, queries 16 ks + 8 hh + 2 t4, + 1
+            auto store_ds = [&](int hq) {
+#pragma unroll
+                for (int kl = 0; kl < 4; ++kl)
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr)
+                            wg_st_shared32(dsb + hq * BW_DATOM + (rk + 8 * rr) * 128 +
+                                           (((2 * kl + hh) ^ g) << 4) + 4 * t4, sa[4 * hq + kl][2 * hh + rr]);
+            };
 #pragma unroll
             for (int hq = 0; hq < BW_BM / 64; ++hq) {
                 // the groups in flight: (this half's dPᵀ, the previous half's dV / dK)
@@ -360,24 +381,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     }
                 }
                 if (hq + 1 < BW_BM / 64) issue_dp(hq + 1);
+#if !BW_SCHED
+                store_ds(hq);
+#endif
                 hdn_wgmma_fence();
 #pragma unroll
                 for (int kl = 0; kl < 4; ++kl)
                     BW_XRS(HDVP)(dv, pa[4 * hq + kl], wg_desc(gs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
 #pragma unroll
-                for (int kl = 0; kl < 4; ++kl)     // (BW_DK_LATE: the last half's dK behind dQ)
-                    if (hq + 1 < BW_BM / 64 || !BW_DK_LATE)
+                for (int kl = 0; kl < 4; ++kl)     // (BW_SCHED: the last half's dK behind dQ)
+                    if (hq + 1 < BW_BM / 64 || !BW_SCHED)
                         BW_XRS(HDP)(dk, sa[4 * hq + kl], wg_desc(qs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
                 hdn_wgmma_commit();
-                // sa[ks][2 hh + rr] is key rk + 8 rr, queries 16 ks + 8 hh + 2 t4, + 1
-#pragma unroll
-                for (int kl = 0; kl < 4; ++kl)
-#pragma unroll
-                    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-                        for (int rr = 0; rr < 2; ++rr)
-                            wg_st_shared32(dsb + hq * BW_DATOM + (rk + 8 * rr) * 128 +
-                                           (((2 * kl + hh) ^ g) << 4) + 4 * t4, sa[4 * hq + kl][2 * hh + rr]);
+#if BW_SCHED
+                store_ds(hq);
+#endif
             }
             wg_fence_async();
             // the previous dQ reduce of this warpgroup has read its staging
@@ -400,7 +418,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                               ks != 0);
                 hdn_wgmma_commit();
             }
-#if BW_DK_LATE
+#if BW_SCHED
             // the last half's dK += dSᵀ Q, in flight while dQ goes out
             hdn_wgmma_fence();
 #pragma unroll
@@ -410,6 +428,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             hdn_wgmma_wait<1>();             // all but that dK: dQ done
 #else
             hdn_wgmma_wait<0>();
+            BW_FENCE_F(dk, HDP / 2);
+            BW_FENCE_F(dv, HDVP / 2);
+            BW_FENCE_U(pa);
+            BW_FENCE_U(sa);
+            wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
 #endif
             if (mine) {
                 BW_FENCE_F(dq, 32);
@@ -435,12 +458,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     wg_bulk_commit();
                 }
             }
+#if BW_SCHED
             hdn_wgmma_wait<0>();
             BW_FENCE_F(dk, HDP / 2);
             BW_FENCE_F(dv, HDVP / 2);
             BW_FENCE_U(pa);
             BW_FENCE_U(sa);
             wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
+#endif
         }
         if (w4 == 0) wg_bulk_wait0();
     }

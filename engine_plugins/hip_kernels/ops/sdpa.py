@@ -964,8 +964,8 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
     if bm != WG_BWD_BM:
         defines["BW_BM"] = bm
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_DK_LATE", "1") == "0":
-        defines["BW_DK_LATE"] = 0       # dK with its dV, before dQ (the earlier order)
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "1") == "0" and bm == WG_BWD_BM:
+        defines["BW_SCHED"] = 0         # the earlier issue order (attention_bwd_wgmma.hip)
     defines["BW_ST"] = st
     defines["BW_SMEM_HOST"] = smem
     tm = "const __grid_constant__ hdn_tmap"
