@@ -531,3 +531,25 @@ def test_emulated_visit_halves(BM, HD, HDV):
         assert np.allclose(np.concatenate(dks)[:, :HD], dS_ref @ Q), (BM, HD, HDV)
         Kp = np.pad(K, ((0, 0), (0, HDP - HD)))
         assert np.allclose(dq, dS_ref.T @ Kp), (BM, HD, HDV, it)
+
+
+def test_mask_span_compare():
+    """The masked tiles' test (unsigned)(q0 + 2 t4 - lo + 8 j + (e & 1)) < max(hi - lo, 0) in
+    32-bit arithmetic equals lo <= i < hi for the spans hdn_attn_col yields (bounds up to
+    HDN_BIG = 2^30 either side, empty spans included)."""
+    big = 1 << 30
+    r = np.random.default_rng(11)
+    for _ in range(2000):
+        j = int(r.integers(0, 5000))
+        rlim = int(r.choice([big, -big, int(r.integers(-300, 300))]))
+        llim = int(r.choice([-big, big, int(r.integers(-300, 300))]))
+        sq, skv = int(r.integers(1, 5000)), int(r.integers(1, 5000))
+        lo = j - rlim
+        hi = min(sq, j - llim + 1) if j < skv else lo
+        q0 = 128 * int(r.integers(0, 40))
+        i = q0 + np.arange(128)
+        m = np.int64(q0 - lo)
+        n = np.uint32(max(hi - lo, 0))
+        got = ((m + np.arange(128)) & 0xFFFFFFFF).astype(np.uint32) < n
+        assert -2 ** 31 <= m and m + 127 < 2 ** 31
+        assert np.array_equal(got, (i >= lo) & (i < hi)), (j, rlim, llim, sq, skv, q0)
