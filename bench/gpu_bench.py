@@ -981,6 +981,34 @@ def bench_sdpa(torch, E, res):
         res[f"sdpa_bwd_mma_{name}"] = rowm
         print(f"SDPA bwd {name} [mma.sync]: ours {oursm[0]:.3f} ms -> {rowm.get('ratio', float('nan')):.2f}x"
               f"  rel err {errm:.2e}", flush=True)
+        # the wgmma backward's variants (same graph, same process): 128-query tiles at D 64
+        # (HIPDNN_CABI_HIP_ATTN_BWD_BM=128) and the earlier issue order (..._SCHED=0)
+        variants = [("sched0", {"HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "0"})]
+        if D <= 64:
+            variants.append(("bm128", {"HIPDNN_CABI_HIP_ATTN_BWD_BM": "128"}))
+        for tag, knobs in variants:
+            prevk = {k: os.environ.get(k) for k in knobs}
+            os.environ.update(knobs)
+            try:
+                runv, bsv = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
+                oursv = median_ms(torch, runv, reps=5, warm=1)
+            finally:
+                for kk, vv in prevk.items():
+                    if vv is None:
+                        os.environ.pop(kk)
+                    else:
+                        os.environ[kk] = vv
+            errv = max(float(((a.float() - b.float()).norm() / b.float().norm()))
+                       for a, b in zip((dq, dk, dv), gref))
+            rowv = {"ours_ms": oursv[0], "ours_tflops": flb / oursv[0] / 1e9, "rel_err_vs_torch": errv,
+                    "plan_build_s": bsv, "target": 0.35, "kernel": "wgmma", "knobs": knobs,
+                    "vs_default": oursb[0] / oursv[0]}
+            if theirsb:
+                rowv.update(torch_ms=theirsb[0][0], torch_backend=theirsb[1], ratio=theirsb[0][0] / oursv[0])
+            res[f"sdpa_bwd_{tag}_{name}"] = rowv
+            print(f"SDPA bwd {name} [{tag}]: ours {oursv[0]:.3f} ms ({flb / oursv[0] / 1e9:.0f} TFLOP/s) -> "
+                  f"{rowv.get('ratio', float('nan')):.2f}x, {rowv['vs_default']:.2f}x the default"
+                  f"  rel err {errv:.2e}", flush=True)
         del q, k, v, do, o, st, dq, dk, dv, qr, kr, vr, outr, gref
         torch.cuda.empty_cache()
     bench_sdpa_paged_ragged(torch, E, res)

@@ -53,9 +53,8 @@ def gemm_knobs():
     analysis cache key."""
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
-                  "FP8_CVT", "ATTN", "ATTN_BWD", "ATTN_STAGES", "ATTN_FP8", "ATTN_SPLITKV", "ATTN_VARLEN",
-                  "ATTN_PINGPONG", "ATTN_EXPFOLD",
-                  "WGRAD_TMA",
+                  "FP8_CVT", "ATTN", "ATTN_BWD", "ATTN_BWD_BM", "ATTN_BWD_SCHED", "ATTN_STAGES",
+                  "ATTN_FP8", "ATTN_SPLITKV", "ATTN_VARLEN", "ATTN_PINGPONG", "ATTN_EXPFOLD", "WGRAD_TMA",
                   "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
                   "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS", "PAD", "SWAP_AB",

@@ -52,6 +52,21 @@ def sources():
     if prev is not None:
         os.environ["HIPDNN_CABI_HIP_ATTN"] = prev
     progs += [build(tab._rng_graph(d, s)[1]) for d, s in tab.RNG_DIMS]
+    # the wgmma backward's variants the benchmark and test_attention_bwd_wgmma.py time / check
+    import test_attention_bwd_wgmma as tbw
+    for knob, val in (("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0"), ("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128"),
+                      (None, None)):
+        prevk = os.environ.get(knob) if knob else None
+        if knob:
+            os.environ[knob] = val
+        for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
+            at = {"causal_mask": True} if causal else {}
+            progs.append(build(ta.bwd_graph(dt, B, H, Hkv, S, S, D, **at)[1]))
+        progs += [build(tbw.graph(c)[1]) for c in tbw.CASES]
+        if knob:
+            os.environ.pop(knob)
+            if prevk is not None:
+                os.environ[knob] = prevk
     return sorted({(st[1], (st[6] if len(st) > 6 and isinstance(st[6], dict) else {}).get("arch"))
                    for p in progs for st in p.steps if st[0] == "launch"}, key=str)
 

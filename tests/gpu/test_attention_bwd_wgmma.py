@@ -102,6 +102,54 @@ def test_smem_config():
     for D, Dv, st in ((64, 64, 4), (128, 128, 2), (96, 128, 2), (64, 128, 4), (128, 64, 4)):
         smem, s = hsdpa.bwd_wg_config(D, Dv)
         assert s == st and smem <= hsdpa.SMEM_MAX, (D, Dv, smem, s)
+    smem, s = hsdpa.bwd_wg_config(64, 64, 128)
+    assert s == 2 and smem <= hsdpa.SMEM_MAX, smem
+
+
+def test_query_tile_knob(monkeypatch):
+    """HIPDNN_CABI_HIP_ATTN_BWD_BM=128: 128-query tiles where D and Dv pad to 64 (tensor-map
+    boxes of 128 Q / dO rows, BW_BM in the source, two ring stages); wider heads and the default
+    keep 64-query tiles; the knob is part of the plan cache key."""
+    from engine_plugins.hip_kernels.engine import gemm_knobs
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", raising=False)
+    assert hsdpa.bwd_wg_bm(64, 64) == 64
+    base = {i: _prog(CASES[i]) for i in (0, 1)}
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    assert "128" in gemm_knobs()
+    assert (hsdpa.bwd_wg_bm(64, 64), hsdpa.bwd_wg_bm(40, 64), hsdpa.bwd_wg_bm(64, 128),
+            hsdpa.bwd_wg_bm(128, 128)) == (128, 128, 64, 64)
+    for i in range(len(CASES)):
+        c = CASES[i]
+        prog = _prog(c)
+        st = next(s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        big = -(-c["D"] // 64) == -(-c.get("Dv", c["D"]) // 64) == 1
+        assert any(f"{128 if big else 64}-query tiles" in n for n in prog.notes), (c, prog.notes)
+        assert ("#define BW_BM 128" in st[1]) == big
+        if big:
+            assert "#define BW_ST 2" in st[1] and st[6]["shmem"] == hsdpa.bwd_wg_config(64, 64, 128)[0]
+            maps = [a for a in st[5] if isinstance(a, tuple) and a[0] == "tmap"]
+            assert [m[5][1] for m in maps] == [128, 128, 128, 128], maps     # Q, K, V, dO boxes
+    # heads wider than 64: the very program of the default
+    assert _prog(CASES[1]).steps == base[1].steps
+
+
+def test_sched_knob(monkeypatch):
+    """HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0 defines BW_SCHED 0 (the earlier issue order); unset: the
+    default source (BW_SCHED 1 from the kernel); part of the cache key."""
+    from engine_plugins.hip_kernels.engine import gemm_knobs
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", raising=False)
+    src = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert "#define BW_SCHED 0" not in src and "#define BW_SCHED 1" in src
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0")
+    assert "0" in gemm_knobs()
+    src0 = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert src0.replace("#define BW_SCHED 0\n", "", 1) == src
+    # 128-query tiles: always the new order (the earlier one spills there with dropout)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    src1 = next(s for s in _prog(CASES[8]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert "#define BW_BM 128" in src1 and "#define BW_SCHED 0" not in src1
 
 
 def test_staging_index_maps():
@@ -153,8 +201,16 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
     c = _compiler()
     hdr = codegen.headers()
     exe, env = _cuobjdump()
-    for i in (1, 3, 8, 10):
-        st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+    for i, bm, late in ((1, "64", "1"), (3, "64", "1"), (8, "64", "1"), (10, "64", "1"), (3, "128", "1"),
+                        (5, "128", "1"), (8, "128", "1"), (9, "64", "0"), (5, "64", "0")):
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_BM"] = bm
+        os.environ["HIPDNN_CABI_HIP_ATTN_BWD_SCHED"] = late
+        try:
+            st = next(s for s in _prog(CASES[i]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")
+        finally:
+            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_BM")
+            os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD_SCHED")
+        assert ("#define BW_BM 128" in st[1]) == (bm == "128")
         img = c.compile(st[1], f"bwdwg{i}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
         assert " 0 bytes spill stores" in c.last_log, c.last_log
         if exe is None:
@@ -164,19 +220,63 @@ def test_sources_compile_sm90a_hgmma(tmp_path):
         assert "HMMA" not in sass.replace("HGMMA", ""), i
 
 
+def test_ragged_128_query_tiles_compile_sm90a(monkeypatch):
+    """Ragged D 64 backward graphs on 128-query tiles (both varlen knobs on): 128-row Q / dO
+    templates for the per-batch maps, NVRTC sm_90a without spills."""
+    from engine_plugins.hip_kernels import codegen
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_attention_paged_ragged import RAGGED_BWD, ragged_bwd_graph
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    c = _compiler()
+    cases = [x for x in RAGGED_BWD if x["D"] == 64]
+    assert cases
+    for i, case in enumerate(cases):
+        cc = {k: v for k, v in case.items() if k not in ("lq", "lkv")}
+        prog = build_program(parse_graph(ragged_bwd_graph(**cc)[1]), arch="sm_90")
+        main = next(st for st in prog.steps if st[0] == "launch" and st[2] == "hdn_attn_bwd_wg")
+        assert "#define BW_BM 128" in main[1]
+        tm = [a for a in main[5] if isinstance(a, tuple) and a[0] == "tmap"]
+        assert [t[5][1] for t in tm] == [128, 128, 128, 128], tm
+        if c is not None:
+            c.compile(main[1], f"ragged_bwd128_{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
+            assert " 0 bytes spill stores" in c.last_log, c.last_log
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_backward_wgmma_vs_cpu_reference(R, i, monkeypatch):
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", [i for i, c in enumerate(CASES) if c["D"] <= 64 and c.get("Dv", 64) <= 64])
+def test_backward_wgmma_128_query_tiles_vs_cpu_reference(R, i, monkeypatch):
+    """The D 64 cases on 128-query tiles (HIPDNN_CABI_HIP_ATTN_BWD_BM=128)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128")
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch, "128-query tiles")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", [1, 2, 9, 11])
+def test_backward_wgmma_sched0_vs_cpu_reference(R, i, monkeypatch):
+    """A sample on the earlier issue order (HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0")
+    _check_vs_cpu_reference(R, CASES[i], monkeypatch)
+
+
+def _check_vs_cpu_reference(R, c, monkeypatch, note=NOTE):
     from engine_plugins.hip_kernels.engine import analyse, device_arch
     from hipdnn_cabi.plugin_sdk import parse_graph
     if not (device_arch() or "").startswith("sm_9"):
         pytest.skip("the wgmma backward needs an sm_90 device")
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "wgmma")
-    c = CASES[i]
     dt, B, H, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Sq", "Skv", "D"))
     ts, g = graph(c)
     a = analyse(parse_graph(g))
-    assert a.ok and any(NOTE in n for n in a.program.notes), (a.reason, a.program and a.program.notes)
+    assert a.ok and any(note in n for n in a.program.notes), (a.reason, a.program and a.program.notes)
     byuid = {t.uid: t for t in ts}
     q, k, v, do = (quantize(rng.uniform(-1, 1, byuid[u].dims) * s, dt)
                    for u, s in ((1, 2), (2, 2), (3, 1), (5, 1)))
@@ -328,3 +428,128 @@ def test_emulated_visit():
         dV = np.concatenate(dv_acc)[:, :HDV]
         dK = np.concatenate(dk_acc)[:, :HD]
         assert np.allclose(dV, P_ref @ dO) and np.allclose(dK, dS_ref @ Q), (HD, HDV)
+
+
+@pytest.mark.parametrize("BM,HD,HDV", [(64, 128, 128), (64, 64, 64), (64, 96, 128), (128, 64, 64), (128, 40, 64)])
+def test_emulated_visit_halves(BM, HD, HDV):
+    """One visit of attention_bwd_wgmma.hip as it runs now, on the host model: Sᵀ over the whole
+    BW_BM-query tile (m64n<BW_BM>k16), then per 64-query half hq the dPᵀ product (dO rows 64 hq..),
+    dSᵀ / Pᵀ into the register A operands ks = 4 hq .., dV / dK, and the dSᵀ stores into atom hq
+    of the buffer; dQ per warpgroup (128-query tiles: its own 64 queries from atom wgc; 64:
+    HDP 128 column halves or HDP 64 turns).  dV, dK, dQ against the matrix formulas, for the
+    default 64-query tiles and the 128-query tiles of HIPDNN_CABI_HIP_ATTN_BWD_BM=128."""
+    import wgmma_emu as E
+    r = np.random.default_rng(5)
+    HDP, HDVP = -(-HD // 64) * 64, -(-HDV // 64) * 64
+    NK, NV, NH = HDP // 64, HDVP // 64, BM // 64
+    Q, K = r.standard_normal((BM, HD)), r.standard_normal((128, HD))
+    V, dO = r.standard_normal((128, HDV)), r.standard_normal((BM, HDV))
+    lse, dsum = r.standard_normal(BM) + 3, r.standard_normal(BM)
+    KATOM, QATOM, DATOM = 16384, BM * 128, 16384
+    DST = DATOM * NH
+    sK = 0
+    sV = sK + NK * KATOM
+    sQ = sV + NV * KATOM
+    sG = sQ + NK * QATOM
+    sDS = sG + NV * QATOM
+    sm = E.Smem(sDS + 2 * DST)
+    for a in range(NK):
+        sm.tma_load(sK + a * KATOM, K, 0, 64 * a, 128)
+        sm.tma_load(sQ + a * QATOM, Q, 0, 64 * a, BM)
+    for a in range(NV):
+        sm.tma_load(sV + a * KATOM, V, 0, 64 * a, 128)
+        sm.tma_load(sG + a * QATOM, dO, 0, 64 * a, BM)
+    L2E = 1.4426950408889634
+    sl2 = 0.1 * L2E
+    t = np.arange(128)
+    w4, g, t4 = t // 32, (t % 32) // 4, t % 4
+    for it in range(2):                                  # it: the dSᵀ buffer / dQ turn
+        dsb = sDS + (it & 1) * DST
+        P_all, dS_all = np.zeros((128, BM)), np.zeros((128, BM))
+        dvs, dks = [], []
+        for wgc in range(2):
+            ka, va = sK + wgc * 8192, sV + wgc * 8192
+            S = np.zeros((64, BM))
+            for kk in range((HD + 15) // 16):
+                off = (kk & 3) * 32
+                S = E.wgmma(S, sm.operand(E.desc(ka + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                            sm.operand(E.desc(sQ + (kk >> 2) * QATOM + off, 16, 1024), BM, False), kk != 0)
+            s = E.to_acc(S)
+            _, col = E.acc_coords(BM)
+            s = np.exp2(s * sl2 - lse[col] * L2E)
+            dv, dk = np.zeros((64, HDVP)), np.zeros((64, HDP))
+            rk = 64 * wgc + 16 * w4 + g
+            for hq in range(NH):
+                dP = np.zeros((64, 64))
+                for kk in range((HDV + 15) // 16):
+                    off = (kk & 3) * 32
+                    dP = E.wgmma(dP, sm.operand(E.desc(va + (kk >> 2) * KATOM + off, 16, 1024), 64, False),
+                                 sm.operand(E.desc(sG + hq * 8192 + (kk >> 2) * QATOM + off, 16, 1024), 64,
+                                            False), kk != 0)
+                dp = E.to_acc(dP)
+                for jl in range(8):
+                    j = 8 * hq + jl
+                    for e in range(4):
+                        dp[:, 4 * jl + e] = s[:, 4 * j + e] * (dp[:, 4 * jl + e] - dsum[8 * j + 2 * t4 + (e & 1)])
+                for kl in range(4):
+                    ks = 4 * hq + kl
+                    dv = E.wgmma(dv, E.pack_a(s, ks), sm.operand(E.desc(sG + ks * 2048, QATOM, 1024), HDVP, True))
+                    dk = E.wgmma(dk, E.pack_a(dp, kl), sm.operand(E.desc(sQ + ks * 2048, QATOM, 1024), HDP, True))
+                for kl in range(4):
+                    for hh in range(2):
+                        for rr in range(2):
+                            q = 2 * hh + rr
+                            for tt in range(128):
+                                sm.st32(dsb + hq * DATOM + (rk[tt] + 8 * rr) * 128
+                                        + (((2 * kl + hh) ^ g[tt]) << 4) + 4 * t4[tt],
+                                        dp[tt, 8 * kl + 2 * q], dp[tt, 8 * kl + 2 * q + 1])
+                dS_all[64 * wgc:64 * wgc + 64, 64 * hq:64 * hq + 64] = E.from_acc(dp, 64)
+            P_all[64 * wgc:64 * wgc + 64] = E.from_acc(s, BM)
+            dvs.append(dv)
+            dks.append(dk)
+        dq = np.full((BM, HDP), np.nan)
+        for wgc in range(2):
+            if HDP == 128:
+                kc, dqc, dqr = sK + wgc * KATOM, 64 * wgc, 0
+            elif BM == 128:
+                kc, dqc, dqr = sK, 0, 64 * wgc
+            elif (it & 1) == wgc:
+                kc, dqc, dqr = sK, 0, 0
+            else:
+                continue
+            dsa = dsb + (wgc if BM == 128 else 0) * DATOM
+            acc = np.zeros((64, 64))
+            for ks in range(8):
+                acc = E.wgmma(acc, sm.operand(E.desc(dsa + ks * 2048, DATOM, 1024), 64, True),
+                              sm.operand(E.desc(kc + ks * 2048, KATOM, 1024), 64, True), ks != 0)
+            dq[dqr:dqr + 64, dqc:dqc + 64] = acc
+        S_ref = K @ Q.T
+        P_ref = np.exp2(S_ref * sl2 - lse[None, :] * L2E)
+        dS_ref = P_ref * ((V @ dO.T) - dsum[None, :])
+        assert np.allclose(P_all, P_ref) and np.allclose(dS_all, dS_ref), (BM, HD, HDV)
+        assert np.allclose(np.concatenate(dvs)[:, :HDV], P_ref @ dO), (BM, HD, HDV)
+        assert np.allclose(np.concatenate(dks)[:, :HD], dS_ref @ Q), (BM, HD, HDV)
+        Kp = np.pad(K, ((0, 0), (0, HDP - HD)))
+        assert np.allclose(dq, dS_ref.T @ Kp), (BM, HD, HDV, it)
+
+
+def test_mask_span_compare():
+    """The masked tiles' test (unsigned)(q0 + 2 t4 - lo + 8 j + (e & 1)) < max(hi - lo, 0) in
+    32-bit arithmetic equals lo <= i < hi for the spans hdn_attn_col yields (bounds up to
+    HDN_BIG = 2^30 either side, empty spans included)."""
+    big = 1 << 30
+    r = np.random.default_rng(11)
+    for _ in range(2000):
+        j = int(r.integers(0, 5000))
+        rlim = int(r.choice([big, -big, int(r.integers(-300, 300))]))
+        llim = int(r.choice([-big, big, int(r.integers(-300, 300))]))
+        sq, skv = int(r.integers(1, 5000)), int(r.integers(1, 5000))
+        lo = j - rlim
+        hi = min(sq, j - llim + 1) if j < skv else lo
+        q0 = 128 * int(r.integers(0, 40))
+        i = q0 + np.arange(128)
+        m = np.int64(q0 - lo)
+        n = np.uint32(max(hi - lo, 0))
+        got = ((m + np.arange(128)) & 0xFFFFFFFF).astype(np.uint32) < n
+        assert -2 ** 31 <= m and m + 127 < 2 ** 31
+        assert np.array_equal(got, (i >= lo) & (i < hi)), (j, rlim, llim, sq, skv, q0)

@@ -936,7 +936,7 @@ def _len_params(defines):
 
 
 # ------------------------------------------------------------------ Hopper backward (wgmma)
-WG_BWD_BN, WG_BWD_BM = 128, 64       # attention_bwd_wgmma.hip BW_BN (keys per CTA), BW_BM
+WG_BWD_BN, WG_BWD_BM = 128, 64       # attention_bwd_wgmma.hip BW_BN (keys per CTA), BW_BM (default)
 
 
 def bwd_wgmma_ok(node, r, arch):
@@ -963,16 +963,25 @@ def bwd_wgmma_ok(node, r, arch):
     return True
 
 
-def bwd_wg_config(D, Dv):
+def bwd_wg_bm(D, Dv):
+    """Query rows per tile of attention_bwd_wgmma.hip (BW_BM): 64, or 128 where D and Dv pad to
+    64 and ``HIPDNN_CABI_HIP_ATTN_BWD_BM`` = 128 (twice the work per visit and per barrier,
+    m64n128k16 Sᵀ / dPᵀ products, both warpgroups' dQ on every visit); any other value: 64."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_BM", "64") == "128" and pad64(D) == pad64(Dv) == 64:
+        return 128
+    return WG_BWD_BM
+
+
+def bwd_wg_config(D, Dv, bm=WG_BWD_BM):
     """(dynamic shared memory bytes, Q / dO ring depth) of attention_bwd_wgmma.hip
-    (BW_SMEM_BYTES, BW_ST): the deepest ring of 2..4 stages that fits."""
+    (BW_SMEM_BYTES, BW_ST) with bm-query tiles: the deepest ring of 2..4 stages that fits."""
     dp, dvp = pad64(D), pad64(Dv)
     for st in (4, 3, 2):
-        smem = (WG_BWD_BN * (dp + dvp) * 2 + st * WG_BWD_BM * (dp + dvp) * 2 + 2 * WG_BWD_BN * 128
-                + 2 * WG_BWD_BM * 72 * 4 + st * 512 + 8 * (1 + 2 * st) + 1024)
+        smem = (WG_BWD_BN * (dp + dvp) * 2 + st * bm * (dp + dvp) * 2 + 2 * WG_BWD_BN * bm * 2
+                + 2 * 64 * 72 * 4 + st * bm * 8 + 8 * (1 + 2 * st) + 1024)
         if smem <= SMEM_MAX:
             return smem, st
-    raise AssertionError("unreachable: two stages fit at D = Dv = 128")
+    raise AssertionError("unreachable: two stages fit at D = Dv = 128 (and at 64 with 128-query tiles)")
 
 
 def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens):
@@ -980,8 +989,13 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     workspace of attention_bwd.hip's pre / dq kernels); with ragged tensors a list: the prep
     kernel writing their per-batch tensor maps (hdn_attn_wg_maps.h), then the main kernel."""
     B, Hkv, Skv = _dims(r["k"])[:3]
-    smem, st = bwd_wg_config(_dims(r["q"])[3], _dims(r["v"])[3])
+    bm = bwd_wg_bm(_dims(r["q"])[3], _dims(r["v"])[3])
+    smem, st = bwd_wg_config(_dims(r["q"])[3], _dims(r["v"])[3], bm)
     defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
+    if bm != WG_BWD_BM:
+        defines["BW_BM"] = bm
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "1") == "0" and bm == WG_BWD_BM:
+        defines["BW_SCHED"] = 0         # the earlier issue order (attention_bwd_wgmma.hip)
     defines["BW_ST"] = st
     defines["BW_SMEM_HOST"] = smem
     tm = "const __grid_constant__ hdn_tmap"
@@ -989,7 +1003,7 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
               "hdn_u16* __restrict__ dK", "hdn_u16* __restrict__ dV", "const float* __restrict__ Dsum",
               "float* __restrict__ dQacc"] + _len_params(defines)
     rr = ragged_roles(r)
-    rows = {"q": WG_BWD_BM, "k": WG_BWD_BN, "v": WG_BWD_BN, "do": WG_BWD_BM}
+    rows = {"q": bm, "k": WG_BWD_BN, "v": WG_BWD_BN, "do": bm}
     maps = [(_tmap_one_batch if x in rr else _tmap)(r[x], loc, rows[x]) for x in ("q", "k", "v", "do")]
     base_a = (maps + _ptr_args(("stats", "dk", "dv"), r, loc) + [("ws", ws_d), ("ws", ws_q)] + lens)
     prep = None
@@ -1008,7 +1022,7 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     ps, as_ = _finish(extra_p, extra_a, base_p, base_a)
     defines["HDN_ATTN_BWD_WG_PARAMS"] = ps
     prog.notes.append(f"{node.kind}: wgmma flash attention backward, {WG_BWD_BN} keys x "
-                      f"{WG_BWD_BM}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO"
+                      f"{bm}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO"
                       + ("; ragged rows through per-batch tensor maps (hdn_attn_wg_maps)" if rr else ""))
     src = _source("attention_bwd_wgmma.hip", defines)
     main = ("launch", src, "hdn_attn_bwd_wg", ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1),
