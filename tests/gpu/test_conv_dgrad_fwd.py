@@ -116,12 +116,14 @@ def on_path(prog):
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_dgrad_fwd_planned(case):
-    """Every case plans the filter copy ([C, R, S, K]: dim order (1, 2, 3, 0)), then the forward
-    GEMM with dy on the im2col tensor map, both operands on the copy engine."""
+    """Every case plans the filter copy ([C, R, S, K]: dim order (1, 2, 3, 0); not an operand
+    layout transform: NHWC graphs report none), then the forward GEMM with dy on the im2col
+    tensor map, both operands on the copy engine."""
     g = plain_graph(CASES[case], "HALF")[0]
     prog = program(g)
     assert on_path(prog), prog.notes
-    assert any("dim order (1, 2, 3, 0)" in n for n in prog.notes), prog.notes
+    assert any("workspace copy" in n and "dim order (1, 2, 3, 0)" in n for n in prog.notes), prog.notes
+    assert not getattr(prog, "layout_transforms", 0)
     assert any("im2col tensor map" in n for n in prog.notes), prog.notes
     assert any("TMA AB" in n for n in prog.notes), prog.notes
     launches = [s for s in prog.steps if s[0] == "launch"]
@@ -169,7 +171,7 @@ def test_dgrad_fwd_declines(what, monkeypatch):
         monkeypatch.setenv("HIPDNN_CABI_HIP_DGRAD_IM2COL", "0")
     prog = program(g, arch=None if what == "no_arch" else "sm_90")
     assert not on_path(prog), prog.notes
-    assert not any("layout transform" in n for n in prog.notes), prog.notes
+    assert not any("workspace copy" in n for n in prog.notes), prog.notes
 
 
 def test_dgrad_drelu_fused_and_knob(monkeypatch):
@@ -307,3 +309,20 @@ def test_dgrad_drelu_gpu(R, case, knobs, monkeypatch):
     ref = np.where(xav > 0, reference(c, dyv, wv, dx.dims), 0.0)
     assert np.all(np.isfinite(out))
     assert relerr(out, quantize(ref, dtype)) < TOL[dtype], (c, knobs)
+
+
+@needs_cc
+def test_dgrad_fwd_nchw_host_emulation():
+    """NCHW dy / w / dx: dy and w reach channels-last workspace copies first, the filter copy
+    then reads the KRSC copy, and the register epilogue writes the NCHW dx."""
+    from test_host_emulation import run_host
+    case = CASES[6]
+    N, C, H, K, Rk, pre, post, dil, mode = case
+    P = [H[j] + pre[j] + post[j] - ((Rk[j] - 1) * dil[j] + 1) + 1 for j in range(2)]
+    dy, w, dx = T(1, [N, K] + P, "HALF"), T(2, [K, C] + list(Rk), "HALF"), T(3, [N, C] + list(H), "HALF")
+    g = graph_bytes([dy, w, dx], [dgrad(1, 2, 3, pre, post, [1, 1], dil, mode)])
+    dyv, wv = rnd(dy.dims, "HALF"), rnd(w.dims, "HALF", 0.2)
+    progs = []
+    out = run_host(g, {dy: dyv, w: wv}, [dx], arch="sm_90", prog_out=progs)[0][3]
+    assert on_path(progs[0]), progs[0].notes
+    assert relerr(out, quantize(reference(case, dyv, wv, dx.dims), "HALF")) < TOL["HALF"]

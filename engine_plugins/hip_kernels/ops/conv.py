@@ -551,7 +551,7 @@ def _spec_conv_bwd_data_as_fwd(ctx, spec, node, r, tag):
     copied once per execution into the workspace as [C, R..., K] (layout.emit_copy), then
     dx = conv_fwd(dy, w') with the forward's GemmSpec, epilogue and fused runs."""
     nd = len(dims(r["w"]))
-    v = layout.emit_copy(ctx.prog, r["w"], [1] + list(range(2, nd)) + [0], ctx.loc, f"{tag}_wt")
+    v = layout.emit_copy(ctx.prog, r["w"], [1] + list(range(2, nd)) + [0], ctx.loc, f"{tag}_wt", counted=False)
     ctx.prog.notes.append(f"{node.kind}: unit-stride dgrad as a forward convolution of dy with the "
                           f"transposed, flipped filter")
     fr = {"x": r["dy"], "w": _wt_view(r, v.uid), "y": r["dx"]}
