@@ -215,7 +215,10 @@ def recipes(sizes=None):
                params={"ours_knobs": {"gather": {"DGRAD_IM2COL": "0", "DGRAD_FUSE": "0"},
                                       "gather_fused": {"DGRAD_IM2COL": "0"}}}),
         Recipe("conv3x3_wgrad_fp16_nhwc", "convbwd", "HALF", {"x": x, "dy": yk},
-               {"dw": Spec("HALF", (K, C, R, R), "nhwc")}, b_wgrad, ("flop", conv_fl)),
+               {"dw": Spec("HALF", (K, C, R, R), "nhwc")}, b_wgrad, ("flop", conv_fl),
+               note="ours_split13 / ours_split50: the split-K factor forced (knob SPLITK; the "
+                    "default picks 25 for this shape)",
+               params={"ours_knobs": {"split13": {"SPLITK": "13"}, "split50": {"SPLITK": "50"}}}),
         Recipe("conv3x3_genstats_fp16_nhwc", "conv", "HALF", {"x": x, "w": w},
                {"y": yk, "sum": stat_k, "sq_sum": stat_k}, b_conv_genstats, ("flop", conv_fl),
                note="cuDNN: conv + GENSTATS; ours: conv + REDUCTION ADD (y) + REDUCTION ADD (y*y) "

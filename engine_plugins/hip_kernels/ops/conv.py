@@ -2,8 +2,10 @@
 GEMM core (gemm.py) - the builders below give each node's GemmSpec: the operand gathers (filter
 taps, padding, stride, dilation decoded from GEMM k / m / n), the load modes, dense views for the
 tensor copy engine (1 x 1, KRSC weights, im2col maps, 4-D backward-filter boxes) and the output
-coordinates.  Forward: a following pointwise run fuses into the epilogue when y is virtual and
-only that run reads it (conv -> bias -> relu).
+coordinates.  Forward / backward data: a following pointwise run fuses into the epilogue when y
+/ dx is virtual and only that run reads it (conv -> bias -> relu, dgrad -> dReLU).  Unit-stride
+backward data runs as the forward convolution of dy with the transposed, flipped filter (the
+forward's im2col tensor-map path) where that path applies.
 """
 from __future__ import annotations
 
