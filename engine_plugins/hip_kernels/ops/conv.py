@@ -160,7 +160,7 @@ def fusable_output(node, r):
 
 def stats_output(node, r):
     """Forward: y, whose per-channel sums the epilogue can accumulate (genstats)."""
-    return fusable_output(node, r)
+    return fusable_output(node, r) if node.kind == FWD else None
 
 
 def stats_sure(node, r, arch, use_mma):
