@@ -812,6 +812,9 @@ def run_row(torch, rec, sides, log=_log):
         row["ratio_vs_cudnn"] = row["cudnn_ms"] / row["ours_ms"]
     if "ours_ms" in row and "torch_ms" in row:
         row["ratio_vs_torch"] = row["torch_ms"] / row["ours_ms"]
+    for label in rec.params.get("ours_knobs", {}):
+        if f"ours_{label}_ms" in row and "cudnn_ms" in row:
+            row[f"ratio_vs_cudnn_{label}"] = row["cudnn_ms"] / row[f"ours_{label}_ms"]
     row["work"] = {"kind": rec.work[0], "n": rec.work[1]}
     del fns, bufs, ref
     return row
