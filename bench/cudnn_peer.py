@@ -22,6 +22,7 @@ keeps the other side's numbers; the group never stops on one row.
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -207,9 +208,17 @@ def recipes(sizes=None):
                b_conv_bias_relu, ("flop", conv_fl)),
         Recipe("conv3x3_dgrad_drelu_fp16_nhwc", "convbwd", "HALF",
                {"dy": yk, "w": w, "xa": x}, {"dx": x}, b_dgrad_drelu, ("flop", conv_fl),
-               note="dx = relu_backward(dgrad(dy, w), xa): xa is the forward activation's input"),
+               note="dx = relu_backward(dgrad(dy, w), xa): xa is the forward activation's input; "
+                    "ours_gather: the gathered dgrad GEMM + a separate dReLU kernel (knobs "
+                    "DGRAD_IM2COL=0, DGRAD_FUSE=0), ours_gather_fused: the gathered GEMM with "
+                    "the dReLU in its epilogue",
+               params={"ours_knobs": {"gather": {"DGRAD_IM2COL": "0", "DGRAD_FUSE": "0"},
+                                      "gather_fused": {"DGRAD_IM2COL": "0"}}}),
         Recipe("conv3x3_wgrad_fp16_nhwc", "convbwd", "HALF", {"x": x, "dy": yk},
-               {"dw": Spec("HALF", (K, C, R, R), "nhwc")}, b_wgrad, ("flop", conv_fl)),
+               {"dw": Spec("HALF", (K, C, R, R), "nhwc")}, b_wgrad, ("flop", conv_fl),
+               note="ours_split13 / ours_split50: the split-K factor forced (knob SPLITK; the "
+                    "default picks 25 for this shape)",
+               params={"ours_knobs": {"split13": {"SPLITK": "13"}, "split50": {"SPLITK": "50"}}}),
         Recipe("conv3x3_genstats_fp16_nhwc", "conv", "HALF", {"x": x, "w": w},
                {"y": yk, "sum": stat_k, "sq_sum": stat_k}, b_conv_genstats, ("flop", conv_fl),
                note="cuDNN: conv + GENSTATS; ours: conv + REDUCTION ADD (y) + REDUCTION ADD (y*y) "
@@ -761,6 +770,24 @@ def run_row(torch, rec, sides, log=_log):
             p = side.name
             row[f"{p}_error"] = f"{type(e).__name__}: {e}"[:2000]
             log(f"   {rec.key}: {p}: {row[f'{p}_error'][:300]}")
+    ours = next((sd for sd in sides if sd.name == "ours"), None)
+    for label, knobs in rec.params.get("ours_knobs", {}).items() if ours is not None else ():
+        # the same graph on our engine with other HIPDNN_CABI_HIP_* knobs (the plan is built -
+        # and the knobs read - in run_side; both paths then time in the same interleaving)
+        alt = copy.copy(ours)
+        alt.name = f"ours_{label}"
+        saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
+        try:
+            os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
+            fns[alt.name] = run_side(torch, rec, alt, bufs, ref, row)
+        except Exception as e:  # noqa: BLE001 - recorded in the row
+            row[f"{alt.name}_error"] = f"{type(e).__name__}: {e}"[:2000]
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
+                else:
+                    os.environ["HIPDNN_CABI_HIP_" + k] = v
     try:
         tf = torch_fn(torch, rec, bufs)
         if tf is not None:
@@ -785,6 +812,9 @@ def run_row(torch, rec, sides, log=_log):
         row["ratio_vs_cudnn"] = row["cudnn_ms"] / row["ours_ms"]
     if "ours_ms" in row and "torch_ms" in row:
         row["ratio_vs_torch"] = row["torch_ms"] / row["ours_ms"]
+    for label in rec.params.get("ours_knobs", {}):
+        if f"ours_{label}_ms" in row and "cudnn_ms" in row:
+            row[f"ratio_vs_cudnn_{label}"] = row["cudnn_ms"] / row[f"ours_{label}_ms"]
     row["work"] = {"kind": rec.work[0], "n": rec.work[1]}
     del fns, bufs, ref
     return row

@@ -55,6 +55,10 @@ Knobs (environment; the tile table below is the default):
   (:func:`swap_ab_choice`, gemm.swap_ab);
 * ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``0`` - matmul split-K on the wgmma core through the finish
   kernel instead of the in-kernel sum of the tile's last part (``WG_FIXUP``);
+* ``HIPDNN_CABI_HIP_DGRAD_IM2COL``: ``0`` keeps unit-stride backward data on the gathered
+  dgrad GEMM instead of the forward convolution of dy with the transposed filter (ops/conv.py);
+* ``HIPDNN_CABI_HIP_DGRAD_FUSE``: ``0`` keeps a pointwise run after backward data in its own
+  elementwise kernel instead of the GEMM epilogue;
 * ``HIPDNN_CABI_HIP_SIMT_NHWC``: ``auto`` | ``0`` | ``1`` - fp32 NCHW conv forward on NHWC
   workspace copies (:func:`simt_nhwc_choice`, layout.prepare_simt);
 * ``HIPDNN_CABI_HIP_SIMT_MVEC``: ``0`` turns the 16-byte m-vector A of fp32 NCHW 1 x 1 convs off;

@@ -85,9 +85,12 @@ def _transpose_split(dims, strides, order):
     return None
 
 
-def emit_copy(prog, t, order, loc, tag):
+def emit_copy(prog, t, order, loc, tag, counted=True):
     """Copy tensor ``t`` (at ``loc[t.uid]``) into a workspace buffer packed in ``order``
-    (outermost first); returns the :class:`View`.  Records the transform on the program."""
+    (outermost first); returns the :class:`View`.  Records the transform on the program
+    (``counted``: as an operand layout transform - REQUIRES_LAYOUT_TRANSFORM; an algorithm's
+    own small copy, such as the transposed filter of backward data on the forward path, is
+    not)."""
     dims = [int(d) for d in t.dims]
     dt = cg.dtype_name(t.dtype)
     es = cg.ELEM_SIZE[dt]
@@ -110,8 +113,11 @@ def emit_copy(prog, t, order, loc, tag):
             name, dims, list(order), [EwIn("xv", dt, [int(s) for s in t.strides], param="px")], [],
             [EwOut("xv", dt, st, "py")])
         prog.steps.append(("launch", src, name, grid, block, [loc[t.uid], ("ws", off)]))
-    prog.layout_transforms = getattr(prog, "layout_transforms", 0) + 1
-    prog.notes.append(f"layout transform: tensor {t.uid} -> workspace, dim order {tuple(order)}")
+    if counted:
+        prog.layout_transforms = getattr(prog, "layout_transforms", 0) + 1
+        prog.notes.append(f"layout transform: tensor {t.uid} -> workspace, dim order {tuple(order)}")
+    else:
+        prog.notes.append(f"workspace copy: tensor {t.uid}, dim order {tuple(order)}")
     return v
 
 

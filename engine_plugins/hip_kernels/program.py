@@ -13,7 +13,7 @@ and emit their kernels.  Units:
 * a connected run of pointwise nodes -> ONE elementwise kernel (ops/pointwise.py);
 * any other node -> its family's kernels; a following pointwise run is fused into the node's
   kernel when the family offers an output for it (``fusable_output``: matmul / convolution
-  forward GEMM epilogues, layernorm / RMSnorm forward, batchnorm inference / training apply),
+  forward / convolution backward data GEMM epilogues, layernorm / RMSnorm forward, batchnorm inference / training apply),
   that output is virtual and only that run reads it (conv -> bias -> relu, matmul -> bias ->
   activation, norm -> scale, batchnorm -> add -> relu; batchnorm, whose elementwise kernel can
   store y too: y may be a graph tensor or read by other units as well), and the run reads

@@ -279,7 +279,7 @@ def test_wgrad_tensor_maps_and_strided_dgrad_compile_sm90a(tmp_path):
         ty = T(3, [32, K, P, P], "HALF", strides=nhwc([32, K, P, P]))
         cases.append((f"wgrad_{C}_{R}_{st}", "4-D tensor maps",
                       graph_bytes([tx, ty, tw], [conv_bwd_filter(1, 3, 2, [pad, pad], [st, st], [1, 1])])))
-        cases.append((f"dgrad_{C}_{R}_{st}", "strided 1x1" if st > 1 else "TMA B",
+        cases.append((f"dgrad_{C}_{R}_{st}", "strided 1x1" if st > 1 else "im2col tensor map",
                       graph_bytes([ty, tw, tx], [conv_bwd_data(3, 2, 1, [pad, pad], [st, st], [1, 1])])))
     c = _compiler()
     hdr = codegen.headers()

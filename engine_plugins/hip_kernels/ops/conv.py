@@ -2,8 +2,10 @@
 GEMM core (gemm.py) - the builders below give each node's GemmSpec: the operand gathers (filter
 taps, padding, stride, dilation decoded from GEMM k / m / n), the load modes, dense views for the
 tensor copy engine (1 x 1, KRSC weights, im2col maps, 4-D backward-filter boxes) and the output
-coordinates.  Forward: a following pointwise run fuses into the epilogue when y is virtual and
-only that run reads it (conv -> bias -> relu).
+coordinates.  Forward / backward data: a following pointwise run fuses into the epilogue when y
+/ dx is virtual and only that run reads it (conv -> bias -> relu, dgrad -> dReLU).  Unit-stride
+backward data runs as the forward convolution of dy with the transposed, flipped filter (the
+forward's im2col tensor-map path) where that path applies.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from .. import codegen as cg
 from .. import direct, gemm, implicit, layout
 from ..codegen import GemmSpec
 from ..gemm import aligned
-from ..gemm_core import choose_core, knob, padded_im2col_choice
+from ..gemm_core import choose_core, im2col_wanted, knob, padded_im2col_choice
 from ._base import (COMPUTE_TYPES, _need, check_tensors, check_types, dims, dt, kinds,
                     non_overlapping, span_elems, strides)
 
@@ -127,6 +129,9 @@ def emit(ctx, node, r, tag, fused=None):
         # the positions the stride skips are zero: clear dx, the GEMM then writes the rest
         prog.steps.append(("memset", ctx.loc[out.uid], span_elems(out) * cg.ELEM_SIZE[dt(out)]))
         prog.notes.append(f"{node.kind}: strided 1x1 decomposition (dx cleared, GEMM over dy positions)")
+    elif node.kind == BWD_DATA and G == 1 and core0 == "wgmma" and _dgrad_fwd_wanted(node, r):
+        built = _spec_conv_bwd_data_as_fwd(ctx, spec, node, r, tag)
+        c_layout = _c_layout
     elif node.kind == BWD_DATA:
         built = _spec_conv_bwd_data(spec, node, r)
     elif G == 1 and _wgrad_swap_wanted(node, r, choose_core(dt(r["x"]), dt(r["dy"]), arch, ctx.use_mma, ctx.tf32)
@@ -142,7 +147,12 @@ def emit(ctx, node, r, tag, fused=None):
 
 def fusable_output(node, r):
     """Forward: a following pointwise run may become the GEMM's epilogue (INT8: on the float
-    value of a FLOAT y - program.py keeps runs that touch integer tensors unfused)."""
+    value of a FLOAT y - program.py keeps runs that touch integer tensors unfused).  Backward
+    data (16-bit / fp32 data): dx, the same epilogue (dgrad -> dReLU / bias); knob
+    ``HIPDNN_CABI_HIP_DGRAD_FUSE=0`` keeps the run in its own elementwise kernel."""
+    if node.kind == BWD_DATA:
+        ok = not is_double(node, r) and not is_int8(node, r) and knob("DGRAD_FUSE", "1") not in ("0", "off")
+        return r["dx"].uid if ok else None
     if node.kind == FWD and is_int8(node, r):
         return r["y"].uid if dt(r["y"]) == "FLOAT" else None
     return r["y"].uid if node.kind == FWD and not is_double(node, r) else None
@@ -150,7 +160,7 @@ def fusable_output(node, r):
 
 def stats_output(node, r):
     """Forward: y, whose per-channel sums the epilogue can accumulate (genstats)."""
-    return fusable_output(node, r)
+    return fusable_output(node, r) if node.kind == FWD else None
 
 
 def stats_sure(node, r, arch, use_mma):
@@ -463,6 +473,91 @@ def _spec_conv_bwd_data_strided(spec, node, r):
     coord = list(mdec) + ["const int c0 = nn; const int c1 = n;"] + \
         [f"const int c{2 + j} = p{j} * {p['stride'][j]};" for j in range(nsp)]
     return dx, coord, xd, 1, True, [dy, w]
+
+
+class _FwdOf:
+    """The forward convolution node equivalent to a unit-stride backward data node
+    (:func:`_dgrad_fwd_attrs`): what :func:`_spec_conv_fwd` reads of a node."""
+
+    kind = FWD
+
+    def __init__(self, node, attrs):
+        self.attrs = attrs
+        self.compute_dtype = node.compute_dtype
+
+
+class _Operand:
+    """A GEMM operand seen with other dims / strides (the transposed filter in the workspace)."""
+
+    def __init__(self, dims_, strides_, dtype, uid):
+        self.dims, self.strides, self.dtype, self.uid = list(dims_), list(strides_), dtype, uid
+        self.value = None
+        self.virtual = True
+
+
+_MODE_ID = {v: k for k, v in FB_NAMES["ConvMode"].items()}
+
+
+def _dgrad_fwd_attrs(node, r):
+    """Unit-stride backward data as a forward convolution: dx = conv(dy, w'), w'[c, k, r] =
+    w[k, c, R - 1 - r] (the taps flipped, the channels exchanged), padding (R - 1) * dil - pad
+    on each side, the dilation kept, stride 1.  Returns the forward's attributes, or None
+    (a stride > 1, or a padding past (R - 1) * dil: a negative forward padding)."""
+    nsp = len(dims(r["dx"])) - 2
+    p = conv_params(node, nsp)
+    Rk = dims(r["w"])[2:]
+    if nsp == 0 or any(e != 1 for e in p["stride"]):
+        return None
+    span = [(Rk[j] - 1) * p["dilation"][j] for j in range(nsp)]
+    pre = [span[j] - p["pre_padding"][j] for j in range(nsp)]
+    post = [span[j] - p["post_padding"][j] for j in range(nsp)]
+    if any(v < 0 for v in pre + post):
+        return None
+    attrs = dict(node.attrs)
+    attrs.update(pre_padding=pre, post_padding=post, stride=[1] * nsp, dilation=list(p["dilation"]),
+                 conv_mode=_MODE_ID["CROSS_CORRELATION" if p["flip"] else "CONVOLUTION"])
+    return attrs
+
+
+def _wt_view(r, uid):
+    """w' = the filter [K, C, R...] transposed to [C, R..., K] (k innermost, packed) as the
+    forward's w [C, K, R...]: strides (R... * K, 1, ...)."""
+    wd = dims(r["w"])
+    nd = len(wd)
+    st = layout.packed_strides(wd, [1] + list(range(2, nd)) + [0])
+    return _Operand([wd[1], wd[0]] + wd[2:], [st[1], st[0]] + st[2:], r["w"].dtype, uid)
+
+
+def _dgrad_fwd_wanted(node, r):
+    """Whether backward data runs as the forward convolution of dy with the transposed, flipped
+    filter (:func:`_spec_conv_bwd_data_as_fwd`): unit stride, padding <= (R - 1) * dil, one
+    group, channels-last operands that the forward's im2col tensor map describes
+    (:func:`_fwd_im2col`, ``im2col_wanted``: 16-bit data, 1 or 2 spatial dims, K % 8 == 0,
+    more than one tap or padding).  Knob ``HIPDNN_CABI_HIP_DGRAD_IM2COL=0`` keeps the
+    gathered backward-data GEMM."""
+    if knob("DGRAD_IM2COL", "1") in ("0", "off"):
+        return False
+    if any(getattr(r[q], "chan_pad", None) is not None or getattr(r[q], "unpad", None) is not None
+           for q in ("dy", "w", "dx")):
+        return False
+    attrs = _dgrad_fwd_attrs(node, r)
+    if attrs is None:
+        return False
+    probe = GemmSpec()
+    _spec_conv_fwd(probe, _FwdOf(node, attrs), {"x": r["dy"], "w": _wt_view(r, None), "y": r["dx"]})
+    return probe.a_mode == 1 and probe.b_mode == 1 and im2col_wanted(probe)
+
+
+def _spec_conv_bwd_data_as_fwd(ctx, spec, node, r, tag):
+    """Backward data on the forward's im2col path (:func:`_dgrad_fwd_wanted`): the filter is
+    copied once per execution into the workspace as [C, R..., K] (layout.emit_copy), then
+    dx = conv_fwd(dy, w') with the forward's GemmSpec, epilogue and fused runs."""
+    nd = len(dims(r["w"]))
+    v = layout.emit_copy(ctx.prog, r["w"], [1] + list(range(2, nd)) + [0], ctx.loc, f"{tag}_wt", counted=False)
+    ctx.prog.notes.append(f"{node.kind}: unit-stride dgrad as a forward convolution of dy with the "
+                          f"transposed, flipped filter")
+    fr = {"x": r["dy"], "w": _wt_view(r, v.uid), "y": r["dx"]}
+    return _spec_conv_fwd(spec, _FwdOf(node, _dgrad_fwd_attrs(node, r)), fr)
 
 
 def _spec_conv_bwd_data(spec, node, r):
