@@ -32,6 +32,11 @@ SHIM = r"""
 #define __shared__ static
 #define __syncwarp()
 #define HDN_PLATFORM_HIP 1
+#include <cstdlib>
+// run_kernel runs barrier-free kernels only: a barrier or a lane exchange stops the process
+#define HDN_SERIAL_STUBS static inline void __syncthreads() { std::abort(); } \
+  template <class T> static T __shfl_xor(T v, int) { std::abort(); return v; }
+HDN_SERIAL_STUBS
 struct hdn_dim3 { unsigned x, y, z; };
 static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
@@ -315,15 +320,23 @@ template <class T> static T __shfl_xor(T v, int o) {
 """
 
 
+# the lane width the threaded emulation gives hdn_reduce.h: 32 (NVIDIA warps) or 64 (AMD)
+EMU_WARP = 32
+
+
 def run_kernel_threads(src, name, grid, block, vals, headers):
     """Run a kernel with block barriers (``__syncthreads``) and lane exchanges on the host: the
     blocks in order, the threads of one block as OS threads meeting at each barrier; shared
     memory is the kernel's function-level statics (one block at a time).  The AMD dialect
-    (64-lane wavefronts, ``__shfl_xor``) is what runs."""
+    (``__shfl_xor``) is what runs, with hdn_reduce.h's lane width EMU_WARP."""
+    hdr = dict(headers)
+    if "hdn_reduce.h" in hdr:
+        hdr["hdn_reduce.h"] = hdr["hdn_reduce.h"].replace("#define HDN_WARP 64", f"#define HDN_WARP {EMU_WARP}")
     call = ", ".join(f"a[{i}]" for i in range(len(vals)))
     shim = SHIM.replace("static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;",
                         "static hdn_dim3 blockIdx, blockDim, gridDim;\nstatic thread_local hdn_dim3 threadIdx;")
-    code = shim + THREADS + ARG + _inline_header(src, headers) + f"""
+    shim = shim.replace("\nHDN_SERIAL_STUBS\n", "\n")
+    code = shim + THREADS + ARG + _inline_header(src, hdr) + f"""
 extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, HdnArg* a) {{
   gridDim = {{gx, gy, gz}}; blockDim = {{bx, 1, 1}}; hdn_nthreads = bx;
   for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {{
