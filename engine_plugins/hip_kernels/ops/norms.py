@@ -9,6 +9,13 @@ workspace before (inputs) and after (outputs) the row kernel.  One block per row
 mean and variance are two passes over registers (no cancellation), float32 throughout.  Backward
 blocks loop over rows, keep dscale / dbias partials per column in registers, write them to the
 workspace, and a column kernel sums the partials in a fixed order (deterministic).
+Backward cost, bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2 resident per SM at 64
+registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are loaded one row
+ahead, so a row's load latency overlaps the previous row's arithmetic and block reduction.
+Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
+17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
+66 partial rows with 8 loads in flight; before: one thread per column summing 528 rows, 16
+blocks in all).
 """
 from __future__ import annotations
 
