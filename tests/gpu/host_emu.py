@@ -4,9 +4,12 @@ as globals) and run block by block, thread by thread.  Kernels without shared me
 barriers (elementwise, split-K finish, thread-per-output reduction, batchnorm finalize) run as
 they are; GEMM steps run the generated prelude (operand gathers ``a_off``/``b_off``, the
 epilogue ``store_c``/``store_c8``) under a serial reference loop, so the index arithmetic of
-every convolution direction and the vectorised epilogue are checked on the CPU.  Barrier /
-shared-memory kernels (batchnorm sums, two-pass reduction) are emulated in numpy from their
-documented contract by the tests' numerics on the GPU only."""
+every convolution direction and the vectorised epilogue are checked on the CPU.  Kernels on
+hdn_reduce.h's block reductions (barriers, lane exchanges: the channels-last batchnorm partial
+sums and finishes, the norm backward) run with ``run_kernel_threads`` - one OS thread per GPU
+thread, a real barrier - at 32 or 64 lanes.  Other barrier kernels (the generic batchnorm sums,
+two-pass reduction) are emulated in numpy from their documented contract by the tests'
+numerics on the GPU only."""
 from __future__ import annotations
 
 import ctypes
