@@ -239,6 +239,12 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None, sms=132):
     src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr, wide, slabs)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
+    if not fused and cl and not wide and strides(y) == xs:
+        name = f"hdn_bn_apply_{tag}"
+        geo = ClGeometry(C, M, [dt(x), dt(y)], sms)
+        src, grid, block = bn_cl_train_apply_source(name, geo, dt(x), dt(y))
+        prog.steps.append(("launch", src, name, grid, block, [loc[x.uid], ab, loc[y.uid]]))
+        return
     cs = [0] * len(domain)
     cs[1] = 1
     ct = "DOUBLE" if wide else "FLOAT"
@@ -749,33 +755,44 @@ def bn_cl_apply_source(name, geo, tdy, tx, tdx):
     """dx = a * (dy - k1 - (x - mu) * iv * k2) per element of a channels-last backward, one
     16-byte vector (or element) of dy, x and dx per thread; co = [mu, iv, a, k1, k2] (float, C
     each; float4 loads when vec > 1)."""
+    return _cl_ew_source(name, geo, [("dy", tdy, "g"), ("x", tx, "xv")], ("dx", tdx), 5,
+                         "d[k] = f[2][k] * (g[k] - f[3][k] - (xv[k] - f[0][k]) * f[1][k] * f[4][k]);")
+
+
+def bn_cl_train_apply_source(name, geo, tx, ty):
+    """y = x * A[c] + B[c] per element of a channels-last training forward (no fused run), one
+    16-byte vector (or element) of x and y per thread; ab = [A, B] (float, C each)."""
+    return _cl_ew_source(name, geo, [("x", tx, "xv")], ("y", ty), 2, "d[k] = fmaf(xv[k], f[0][k], f[1][k]);")
+
+
+def _cl_ew_source(name, geo, ins, out, ncoef, stmt):
+    """An elementwise kernel over channels-last [rows, C] tensors sharing their strides: one
+    16-byte vector (or element) per thread of each input (``ins``: (pointer, data type, float
+    array)), ``ncoef`` per-channel float coefficient rows ``co`` [ncoef][C] in ``f``, ``stmt``
+    computing d[k], stored to ``out`` (pointer, data type)."""
     g = geo
     V, C = g.vec, g.C
-    Tdy, Tx, Tdx = cg.CTYPE[tdy], cg.CTYPE[tx], cg.CTYPE[tdx]
     n = g.rows * g.nv
+    params = [f"const {cg.CTYPE[t]}* __restrict__ {p}" for p, t, _ in ins]
+    params += ["const float* __restrict__ co", f"{cg.CTYPE[out[1]]}* __restrict__ {out[0]}"]
     L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', '#include "hdn_reduce.h"',
-         f'extern "C" __global__ void __launch_bounds__({CL_NT}) {name}(const {Tdy}* __restrict__ dy, '
-         f"const {Tx}* __restrict__ x, const float* __restrict__ co, {Tdx}* __restrict__ dx) {{",
+         f'extern "C" __global__ void __launch_bounds__({CL_NT}) {name}({", ".join(params)}) {{',
          f"  const long long i = (long long)blockIdx.x * {CL_NT} + threadIdx.x;",
          f"  if (i >= {n}LL) return;",
          f"  const int c0 = (int)(i % {g.nv}) * {V};",
          f"  const long long o = i * {V};",
-         f"  float g[{V}], xv[{V}], f[5][{V}], d[{V}];",
-         "  " + " ".join(_cl_load("g", "dy", Tdy, V, "o")),
-         "  " + " ".join(_cl_load("xv", "x", Tx, V, "o"))]
+         "  float " + ", ".join(f"{v}[{V}]" for _, _, v in ins) + f", f[{ncoef}][{V}], d[{V}];"]
+    L += ["  " + " ".join(_cl_load(v, p, cg.CTYPE[t], V, "o")) for p, t, v in ins]
     if V == 1:
-        L += [f"  for (int j = 0; j < 5; ++j) f[j][0] = co[j * {C} + c0];"]
+        L += [f"  for (int j = 0; j < {ncoef}; ++j) f[j][0] = co[j * {C} + c0];"]
     else:
-        L += ["#pragma unroll", "  for (int j = 0; j < 5; ++j) {", "#pragma unroll",
+        L += ["#pragma unroll", f"  for (int j = 0; j < {ncoef}; ++j) {{", "#pragma unroll",
               f"    for (int q = 0; q < {V // 4}; ++q) {{",
               f"      const float4 t = *(const float4*)(co + j * {C} + c0 + 4 * q);",
               "      f[j][4 * q] = t.x; f[j][4 * q + 1] = t.y; f[j][4 * q + 2] = t.z; f[j][4 * q + 3] = t.w;",
               "    }", "  }"]
-    L += ["#pragma unroll", f"  for (int k = 0; k < {V}; ++k)",
-          "    d[k] = f[2][k] * (g[k] - f[3][k] - (xv[k] - f[0][k]) * f[1][k] * f[4][k]);"]
-    if V == 1:
-        L += [f"  dx[o] = hdn_from_float<{Tdx}>(d[0]);"]
-    else:
-        L += [f"  *(uint4*)(dx + o) = hdn_pack<{Tdx}>(d);"]
+    L += ["#pragma unroll", f"  for (int k = 0; k < {V}; ++k)", "    " + stmt]
+    T = cg.CTYPE[out[1]]
+    L += [f"  {out[0]}[o] = hdn_from_float<{T}>(d[0]);" if V == 1 else f"  *(uint4*)({out[0]} + o) = hdn_pack<{T}>(d);"]
     L += ["}", ""]
     return "\n".join(L), (-(-n // CL_NT), 1, 1), (CL_NT, 1, 1)
