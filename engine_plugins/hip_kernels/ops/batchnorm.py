@@ -13,7 +13,8 @@ hdn_block_colsum (fixed order) and writes one float partial per channel and slab
 part[slab][2C].  The finish (hdn_bn_finalize / hdn_bn_bwd_finish, 32 channels x 8 lanes per
 block) sums the slabs in double in a fixed order: deterministic.  The backward's apply then
 reads dy and x as 16-byte vectors and writes dx likewise (the elementwise kernel when dx is
-not channels-last too).
+not channels-last too); the training apply y = x * A + B likewise when no pointwise run is
+fused into it.
 Cost, fp16 NHWC 32x256x56x56 (rows = 100352, 25.7 MB per tensor) on 132 SMs: 264 blocks of
 256 threads (2 per SM, each thread 48 rows, 8 x 16 B loads in flight: ~8.6 MB in flight in
 all), partials 264 x 512 x 4 B = 0.54 MB; backward = 51.4 MB read (sums) + 0.54 MB x 2
