@@ -26,7 +26,8 @@ def reference(dyv, xv, scv, mu, iv, rms):
 
 
 @pytest.mark.parametrize("dt,pt,M,D", [("BFLOAT16", "BFLOAT16", 37, 64), ("HALF", "FLOAT", 9, 200),
-                                       ("FLOAT", "FLOAT", 300, 40), ("BFLOAT16", "FLOAT", 5, 37)])
+                                       ("FLOAT", "FLOAT", 300, 40), ("BFLOAT16", "FLOAT", 5, 37),
+                                       ("BFLOAT16", "FLOAT", 20, 1037)])      # 1024 threads: loads in place
 @pytest.mark.parametrize("rms", [False, True])
 @pytest.mark.parametrize("warp", [32, 64])
 def test_norm_backward_on_the_host(dt, pt, M, D, rms, warp, monkeypatch):

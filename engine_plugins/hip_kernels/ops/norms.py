@@ -11,7 +11,7 @@ blocks loop over rows, keep dscale / dbias partials per column in registers, wri
 workspace, and a column kernel sums the partials in a fixed order (deterministic).
 Backward cost, bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2 resident per SM at 64
 registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are loaded one row
-ahead, so a row's load latency overlaps the previous row's arithmetic and block reduction.
+ahead (blocks below 1024 threads), so a row's load latency overlaps the previous row's arithmetic and block reduction.
 Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
 17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
 66 partial rows with 8 loads in flight; before: one thread per column summing 528 rows, 16
@@ -604,15 +604,22 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     L += [f"  float s[{NCH * VEC}], ps[{NCH * VEC}], pb[{NCH * VEC}];"]
     L += _each(["s[k] = hdn_to_float(psc[j]); ps[k] = 0.f; pb[k] = 0.f;"], VEC, NCH, NT, DQ)
     # the next row's x / dy loads are issued before this row's arithmetic and block reduction
-    # (raw 16-byte vectors in registers): a load latency hidden per row
-    L += _raw_decl("rx", Tx, VEC, NCH) + _raw_decl("rg", Tdy, VEC, NCH)
-    L += [f"  if (blockIdx.x < {M}LL) {{"] + _raw_load("rx", "px", VEC, NCH, NT, DQ, f"(long long)blockIdx.x * {D}LL") \
-        + _raw_load("rg", "pdy", VEC, NCH, NT, DQ, f"(long long)blockIdx.x * {D}LL") + ["  }"]
+    # (raw 16-byte vectors in registers): a load latency hidden per row.  Not with 1024-thread
+    # blocks (64 registers a thread: the extra registers would spill)
+    ahead = NT < 1024
+    if ahead:
+        L += _raw_decl("rx", Tx, VEC, NCH) + _raw_decl("rg", Tdy, VEC, NCH)
+        L += [f"  if (blockIdx.x < {M}LL) {{"] + _raw_load("rx", "px", VEC, NCH, NT, DQ, f"(long long)blockIdx.x * {D}LL") \
+            + _raw_load("rg", "pdy", VEC, NCH, NT, DQ, f"(long long)blockIdx.x * {D}LL") + ["  }"]
     L += [f"  for (long long row = blockIdx.x; row < {M}LL; row += {NB}LL) {{",
           f"  const long long rb = row * {D}LL;"]
-    L += _raw_unpack("xv", "rx", Tx, VEC, NCH, NT, DQ) + _raw_unpack("g", "rg", Tdy, VEC, NCH, NT, DQ)
-    L += [f"  if (row + {NB}LL < {M}LL) {{"] + _raw_load("rx", "px", VEC, NCH, NT, DQ, f"rb + {NB * D}LL") \
-        + _raw_load("rg", "pdy", VEC, NCH, NT, DQ, f"rb + {NB * D}LL") + ["  }"]
+    if ahead:
+        L += _raw_unpack("xv", "rx", Tx, VEC, NCH, NT, DQ) + _raw_unpack("g", "rg", Tdy, VEC, NCH, NT, DQ)
+        L += [f"  if (row + {NB}LL < {M}LL) {{"] + _raw_load("rx", "px", VEC, NCH, NT, DQ, f"rb + {NB * D}LL") \
+            + _raw_load("rg", "pdy", VEC, NCH, NT, DQ, f"rb + {NB * D}LL") + ["  }"]
+    else:
+        L += _loads("xv", "px", Tx, VEC, NCH, NT, DQ, "rb")
+        L += _loads("g", "pdy", Tdy, VEC, NCH, NT, DQ, "rb")
     if ln:
         L += [f"  const float mu = hdn_to_float(p_mean[{soff['mean']}]);",
               f"  const float iv = hdn_to_float(p_inv_variance[{soff['inv_variance']}]);"]
