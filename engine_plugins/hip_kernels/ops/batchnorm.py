@@ -6,7 +6,8 @@ scratch (atomics of per-block float sums).
 
 Channels-last x (NHWC and every packed layout with the channel innermost, viewed as [rows, C];
 not DOUBLE data): no memset, no atomics - hdn_bn_cl_part reads the tensor once with coalesced
-16-byte loads (a warp reads up to 32 consecutive 16-byte vectors of a row; a thread owns one
+16-byte loads (16-byte aligned buffers, as every kernel of the engine takes: program.py declines
+a lower declared alignment, the engine checks the bound pointers) (a warp reads up to 32 consecutive 16-byte vectors of a row; a thread owns one
 vector of 8 (16-bit) / 4 (float) channels, or one channel when C does not divide), sums its rows
 in float registers (4 rows' loads in flight), the block sums its rows with hdn_reduce.h's
 hdn_block_colsum (fixed order) and writes one float partial per channel and slab:
