@@ -29,13 +29,15 @@ EPS, MOM = 1e-5, 0.1
 rng = np.random.default_rng(11)
 
 
-def bwd_case(dims, dtp, lay, sdt="FLOAT", dx_lay=None):
+def bwd_case(dims, dtp, lay, sdt="FLOAT", dx_lay=None, graph_only=False):
     """(graph bytes, inputs, outputs, reference {uid: values}) of a batchnorm backward."""
     C = dims[1]
     cd = [1, C] + [1] * (len(dims) - 2)
     dy, x, dx = T(1, dims, dtp, lay), T(2, dims, dtp, lay), T(6, dims, dtp, dx_lay or lay)
     mu, iv, sc, ds, db = (T(u, cd, sdt) for u in (3, 4, 5, 7, 8))
     g = graph_bytes([dy, x, mu, iv, sc, dx, ds, db], [bn_bwd(1, 2, 3, 4, 5, 6, 7, 8)])
+    if graph_only:
+        return (g,)
     ax = (0,) + tuple(range(2, len(dims)))
     xv = quantize(rng.standard_normal(dims) * 1.3 + 0.4, dtp)
     dyv = quantize(rng.standard_normal(dims), dtp)
@@ -47,7 +49,7 @@ def bwd_case(dims, dtp, lay, sdt="FLOAT", dx_lay=None):
     return g, {dy: dyv, x: xv, mu: muv, iv: ivv, sc: scv}, [dx, ds, db], want, sdt
 
 
-def train_case(dims, dtp, lay, sdt="FLOAT", running=True):
+def train_case(dims, dtp, lay, sdt="FLOAT", running=True, graph_only=False):
     C = dims[1]
     cd = [1, C] + [1] * (len(dims) - 2)
     x, y = T(1, dims, dtp, lay), T(2, dims, dtp, lay)
@@ -62,6 +64,8 @@ def train_case(dims, dtp, lay, sdt="FLOAT", running=True):
     else:
         node = bn_train(1, 5, 6, 7, 2, 3, 4)
     g = graph_bytes(ts, [node])
+    if graph_only:
+        return (g,)
     xv = quantize(rng.standard_normal(dims) * 1.3 + 0.4, dtp)
     scv, biv = quantize(rng.standard_normal(cd), sdt), quantize(rng.standard_normal(cd), sdt)
     ins = {x: xv, sc: scv, bi: biv}
@@ -109,7 +113,7 @@ def _launches(p):
 
 # --------------------------------------------------------------------------- programs
 def test_nhwc_backward_program():
-    g = bwd_case([32, 256, 56, 56], "HALF", "nhwc")[0]
+    g = bwd_case([32, 256, 56, 56], "HALF", "nhwc", graph_only=True)[0]
     p = _prog(g, arch="sm_90")
     assert [s[0] for s in p.steps] == ["launch"] * 3          # no memset
     names = _launches(p)
@@ -122,13 +126,14 @@ def test_nhwc_backward_program():
 
 
 def test_nchw_backward_and_double_keep_their_kernels():
-    assert "hdn_bn_bwd_sums" in _launches(_prog(bwd_case([2, 16, 5, 7], "HALF", "nchw")[0]))
+    assert "hdn_bn_bwd_sums" in _launches(_prog(bwd_case([2, 16, 5, 7], "HALF", "nchw", graph_only=True)[0]))
     # DOUBLE data: every kernel in double (the CPU reference's float64), the atomic-sum path
-    assert "hdn_bn_bwd_sums" in _launches(_prog(bwd_case([2, 16, 5, 7], "DOUBLE", "nhwc", "DOUBLE")[0]))
+    assert "hdn_bn_bwd_sums" in _launches(_prog(bwd_case([2, 16, 5, 7], "DOUBLE", "nhwc", "DOUBLE",
+                                                         graph_only=True)[0]))
 
 
 def test_nhwc_training_program():
-    g = train_case([32, 256, 56, 56], "HALF", "nhwc")[0]
+    g = train_case([32, 256, 56, 56], "HALF", "nhwc", graph_only=True)[0]
     p = _prog(g, arch="sm_90")
     assert [s[0] for s in p.steps] == ["launch"] * 3
     names = _launches(p)
@@ -148,7 +153,8 @@ def _sources():
     seen = {}
     for dims, dtp, lay in HOST + [([32, 256, 56, 56], "HALF", "nhwc"), ([8, 2048, 7, 7], "BFLOAT16", "nhwc"),
                                   ([32, 64, 56, 56], "FLOAT", "nhwc")]:
-        for case in (bwd_case(dims, dtp, lay), train_case(dims, dtp, lay), train_case(dims, dtp, lay, dtp, False)):
+        for case in (bwd_case(dims, dtp, lay, graph_only=True), train_case(dims, dtp, lay, graph_only=True),
+                     train_case(dims, dtp, lay, dtp, False, graph_only=True)):
             for st in _prog(case[0], arch="sm_90").steps:
                 if st[0] == "launch" and re.match(r"hdn_bn_(cl_part|bwd_finish|bwd_apply|finalize)", st[2]):
                     seen[st[1]] = st[2]

@@ -25,11 +25,14 @@ def reference(dyv, xv, scv, mu, iv, rms):
     return dx, (dyv * xh).sum(axis=0, keepdims=True), dyv.sum(axis=0, keepdims=True)
 
 
-@pytest.mark.parametrize("dt,pt,M,D", [("BFLOAT16", "BFLOAT16", 37, 64), ("HALF", "FLOAT", 9, 200),
-                                       ("FLOAT", "FLOAT", 300, 40), ("BFLOAT16", "FLOAT", 5, 37),
-                                       ("BFLOAT16", "FLOAT", 20, 1037)])      # 1024 threads: loads in place
+# (dt, pt, M, D, lane width); D = 1037: 1024-thread blocks (loads in place, not one row ahead)
+HOST = [(dt, pt, M, D, w) for dt, pt, M, D in [("BFLOAT16", "BFLOAT16", 37, 64), ("HALF", "FLOAT", 9, 200),
+                                              ("FLOAT", "FLOAT", 300, 40), ("BFLOAT16", "FLOAT", 5, 37)]
+        for w in (32, 64)] + [("BFLOAT16", "FLOAT", 20, 1037, 32)]
+
+
+@pytest.mark.parametrize("dt,pt,M,D,warp", HOST)
 @pytest.mark.parametrize("rms", [False, True])
-@pytest.mark.parametrize("warp", [32, 64])
 def test_norm_backward_on_the_host(dt, pt, M, D, rms, warp, monkeypatch):
     from test_host_emulation import run_host
     monkeypatch.setattr(host_emu, "EMU_WARP", warp)
