@@ -4,9 +4,12 @@ as globals) and run block by block, thread by thread.  Kernels without shared me
 barriers (elementwise, split-K finish, thread-per-output reduction, batchnorm finalize) run as
 they are; GEMM steps run the generated prelude (operand gathers ``a_off``/``b_off``, the
 epilogue ``store_c``/``store_c8``) under a serial reference loop, so the index arithmetic of
-every convolution direction and the vectorised epilogue are checked on the CPU.  Barrier /
-shared-memory kernels (batchnorm sums, two-pass reduction) are emulated in numpy from their
-documented contract by the tests' numerics on the GPU only."""
+every convolution direction and the vectorised epilogue are checked on the CPU.  Kernels on
+hdn_reduce.h's block reductions (barriers, lane exchanges: the channels-last batchnorm partial
+sums and finishes, the norm backward) run with ``run_kernel_threads`` - one OS thread per GPU
+thread, a real barrier - at 32 or 64 lanes.  Other barrier kernels (the generic batchnorm sums,
+two-pass reduction) are emulated in numpy from their documented contract by the tests'
+numerics on the GPU only."""
 from __future__ import annotations
 
 import ctypes
@@ -32,6 +35,11 @@ SHIM = r"""
 #define __shared__ static
 #define __syncwarp()
 #define HDN_PLATFORM_HIP 1
+#include <cstdlib>
+// run_kernel runs barrier-free kernels only: a barrier or a lane exchange stops the process
+#define HDN_SERIAL_STUBS static inline void __syncthreads() { std::abort(); } \
+  template <class T> static T __shfl_xor(T v, int) { std::abort(); return v; }
+HDN_SERIAL_STUBS
 struct hdn_dim3 { unsigned x, y, z; };
 static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
@@ -61,7 +69,7 @@ def compiler():
     return shutil.which("g++") or shutil.which("c++")
 
 
-def _build(src: str, tag: str):
+def _build(src: str, tag: str, flags=()):
     d = os.path.join(tempfile.gettempdir(), "hdn_host_emu")
     os.makedirs(d, exist_ok=True)
     h = hashlib.sha256(src.encode()).hexdigest()[:20]
@@ -72,7 +80,7 @@ def _build(src: str, tag: str):
         tmp = f"{so[:-3]}.{os.getpid()}"
         with open(tmp + ".cpp", "w") as f:
             f.write(src)
-        r = subprocess.run([compiler(), "-std=c++17", "-O1", "-w", "-fPIC", "-shared",
+        r = subprocess.run([compiler(), "-std=c++17", "-O1", "-w", "-fPIC", "-shared", *flags,
                             "-I", d, tmp + ".cpp", "-o", tmp + ".so"], capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(r.stderr[-4000:])
@@ -286,3 +294,63 @@ extern "C" long long hdn_emu_chunks() {{
     lib = _build(code, "chunks")
     lib.hdn_emu_chunks.restype = ctypes.c_longlong
     return int(lib.hdn_emu_chunks())
+
+
+THREADS = r"""
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+static std::mutex hdn_mu;
+static std::condition_variable hdn_cv;
+static unsigned hdn_waiting = 0, hdn_generation = 0, hdn_nthreads = 1;
+static void __syncthreads() {
+  std::unique_lock<std::mutex> lk(hdn_mu);
+  const unsigned gen = hdn_generation;
+  if (++hdn_waiting == hdn_nthreads) { hdn_waiting = 0; ++hdn_generation; hdn_cv.notify_all(); return; }
+  hdn_cv.wait(lk, [&] { return hdn_generation != gen; });
+}
+// a lane exchange of the whole block (the callers run it in uniform control flow): every
+// thread publishes its value, then reads its partner's
+static double hdn_xch[1024];
+template <class T> static T __shfl_xor(T v, int o) {
+  hdn_xch[threadIdx.x] = (double)v;
+  __syncthreads();
+  const T r = (T)hdn_xch[threadIdx.x ^ o];
+  __syncthreads();
+  return r;
+}
+"""
+
+
+# the lane width the threaded emulation gives hdn_reduce.h: 32 (NVIDIA warps) or 64 (AMD)
+EMU_WARP = 32
+
+
+def run_kernel_threads(src, name, grid, block, vals, headers):
+    """Run a kernel with block barriers (``__syncthreads``) and lane exchanges on the host: the
+    blocks in order, the threads of one block as OS threads meeting at each barrier; shared
+    memory is the kernel's function-level statics (one block at a time).  The AMD dialect
+    (``__shfl_xor``) is what runs, with hdn_reduce.h's lane width EMU_WARP."""
+    hdr = dict(headers)
+    if "hdn_reduce.h" in hdr:
+        hdr["hdn_reduce.h"] = hdr["hdn_reduce.h"].replace("#define HDN_WARP 64", f"#define HDN_WARP {EMU_WARP}")
+    call = ", ".join(f"a[{i}]" for i in range(len(vals)))
+    shim = SHIM.replace("static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;",
+                        "static hdn_dim3 blockIdx, blockDim, gridDim;\nstatic thread_local hdn_dim3 threadIdx;")
+    shim = shim.replace("\nHDN_SERIAL_STUBS\n", "\n")
+    code = shim + THREADS + ARG + _inline_header(src, hdr) + f"""
+extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, HdnArg* a) {{
+  gridDim = {{gx, gy, gz}}; blockDim = {{bx, 1, 1}}; hdn_nthreads = bx;
+  for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {{
+    blockIdx = {{x, y, z}};
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < bx; ++t)
+      ts.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; {name}({call}); }});
+    for (auto& th : ts) th.join();
+  }}
+}}
+"""
+    lib = _build(code, name + "_mt", ["-pthread"])
+    lib.hdn_emu_launch(*[ctypes.c_uint(int(v)) for v in (grid[0], grid[1], grid[2], block[0])],
+                       _args(vals))

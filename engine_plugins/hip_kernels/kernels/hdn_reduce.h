@@ -97,3 +97,38 @@ __device__ __forceinline__ void hdn_block_welford(float& n, float& mean, float& 
         __syncthreads();
     }
 }
+
+// Column sums of a block laid out as BX columns x (NT / BX) rows (thread t: column t % BX, row
+// t / BX; BX a power of two): a[0..N) of every thread summed over the rows of its column, in a
+// fixed order (warp butterfly over the rows one warp holds, then the warps' partials in shared
+// memory by ascending warp) - deterministic.  Every thread of the block must call it.  On return
+// the total of value k of column x is at sh[hdn_colsum_at<NT, BX>(k, x)] for every thread.
+// sh: >= N * NT elements of type A (float or double).
+template <int NT, int BX>
+__device__ __forceinline__ int hdn_colsum_at(int k, int x) {
+    constexpr int R = NT / (BX > HDN_WARP ? BX : HDN_WARP);   // row groups after the warp step
+    return (k * (R > 0 ? R : 1)) * BX + x;
+}
+template <int NT, int BX, int N, class A>
+__device__ __forceinline__ void hdn_block_colsum(A (&a)[N], A* sh) {
+    constexpr int R0 = NT / (BX > HDN_WARP ? BX : HDN_WARP);
+    constexpr int R = R0 > 0 ? R0 : 1;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+#pragma unroll
+        for (int o = BX; o < HDN_WARP && o < NT; o <<= 1) a[k] += hdn_lane_xor(a[k], o);
+    }
+    const int x = threadIdx.x % BX, g = threadIdx.x / (BX > HDN_WARP ? BX : HDN_WARP);
+    if ((int)(threadIdx.x % HDN_WARP) < BX) {    // one writer per (warp, column)
+#pragma unroll
+        for (int k = 0; k < N; ++k) sh[(k * R + g) * BX + x] = a[k];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < N * BX; i += NT) {
+        const int k = i / BX, c = i % BX;
+        A s = sh[k * R * BX + c];
+        for (int j = 1; j < R; ++j) s += sh[(k * R + j) * BX + c];
+        sh[k * R * BX + c] = s;
+    }
+    __syncthreads();
+}

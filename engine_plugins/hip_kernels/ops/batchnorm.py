@@ -2,7 +2,26 @@
 forward: memset + per-channel statistics + finalize (mean, inverse variance, running statistics,
 the affine A / B per channel) + apply (4 stream operations).  Backward: memset + per-channel sums
 + finalize (dscale, dbias, coefficients) + apply.  Statistics accumulate in double in the plan's
-scratch.
+scratch (atomics of per-block float sums).
+
+Channels-last x (NHWC and every packed layout with the channel innermost, viewed as [rows, C];
+not DOUBLE data): no memset, no atomics - hdn_bn_cl_part reads the tensor once with coalesced
+16-byte loads (16-byte aligned buffers, as every kernel of the engine takes: program.py declines
+a lower declared alignment, the engine checks the bound pointers) (a warp reads up to 32 consecutive 16-byte vectors of a row; a thread owns one
+vector of 8 (16-bit) / 4 (float) channels, or one channel when C does not divide), sums its rows
+in float registers (4 rows' loads in flight), the block sums its rows with hdn_reduce.h's
+hdn_block_colsum (fixed order) and writes one float partial per channel and slab:
+part[slab][2C].  The finish (hdn_bn_finalize / hdn_bn_bwd_finish, 32 channels x 8 lanes per
+block) sums the slabs in double in a fixed order: deterministic.  The backward's apply then
+reads dy and x as 16-byte vectors and writes dx likewise (the elementwise kernel when dx is
+not channels-last too); the training apply y = x * A + B likewise when no pointwise run is
+fused into it.
+Cost, fp16 NHWC 32x256x56x56 (rows = 100352, 25.7 MB per tensor) on 132 SMs: 264 blocks of
+256 threads (2 per SM, each thread 48 rows, 8 x 16 B loads in flight: ~8.6 MB in flight in
+all), partials 264 x 512 x 4 B = 0.54 MB; backward = 51.4 MB read (sums) + 0.54 MB x 2
+(partials) + 77 MB (apply: dy, x read, dx written; 12544 blocks, ~12 waves) ~ 130 MB ~ 45 us at
+3 TB/s (the generic path read NHWC with one channel per block: 2-byte loads 512 B apart);
+training forward = 25.7 MB (statistics) + 51.4 MB (apply) ~ 26 us.
 
 A pointwise run that follows an inference or training forward node (BN -> ReLU, BN -> add of a
 residual -> ReLU) is fused into the elementwise kernel that normalises (inference) or applies
@@ -68,9 +87,9 @@ def emit(ctx, node, r, tag, fused=None):
     if fused:
         ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
     if node.kind == TRAIN:
-        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag, fused, ctx.stats.get(r["x"].uid))
+        _emit_bn_train(ctx.prog, ctx.graph, r, ctx.loc, tag, fused, ctx.stats.get(r["x"].uid), ctx.sms)
     elif node.kind == BWD:
-        _emit_bn_bwd(ctx.prog, ctx.graph, r, ctx.loc, tag)
+        _emit_bn_bwd(ctx.prog, ctx.graph, r, ctx.loc, tag, ctx.sms)
     else:
         _emit_bn_inf(ctx.prog, ctx.graph, r, ctx.loc, tag, fused)
 
@@ -164,7 +183,7 @@ def stats_wanted(node, r):
     return r["x"].uid if node.kind == TRAIN and not _wide(r) else None
 
 
-def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
+def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None, sms=132):
     """``sums``: where the kernel that wrote x accumulated its per-channel sum and sum of
     squares (double [2 C], gemm.emit ``stats``): then no statistics pass of its own."""
     x, y = r["x"], r["y"]
@@ -176,10 +195,19 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
     cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
     wide = _wide(r)
     cb = 8 if wide else 4
-    ws = sums if sums is not None else prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
+    ws = sums if sums is not None or (cl and not wide) else prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
     ab = prog.small_alloc(2 * cb * C)    # A[C], B[C] (float; double with DOUBLE tensors)
+    slabs = None
     if sums is not None:
         prog.notes.append(f"{TRAIN}: statistics from the producing GEMM's epilogue (no statistics pass)")
+    elif cl and not wide:
+        # channels-last: partial sums per slab of rows (coalesced 16-byte loads), summed in the
+        # finalize kernel - no memset, no atomics
+        geo = ClGeometry(C, M, [dt(x)], sms)
+        slabs = geo.slabs
+        ws = prog.small_alloc(geo.part_bytes())
+        src, grid, block = bn_cl_part_source(geo, dt(x))
+        prog.steps.append(("launch", src, "hdn_bn_cl_part", grid, block, [loc[x.uid], ws]))
     else:
         prog.steps.append(("memset", ws, 16 * C))
         src, grid, block = bn_stats_source(x, C, cl, M, wide)
@@ -210,9 +238,15 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
     ptypes = {q: dt(r[q]) for q in ("scale", "bias", "prev_running_mean", "prev_running_variance",
                                      "mean", "inv_variance", "next_running_mean",
                                      "next_running_variance") if q in r}
-    src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr, wide)
+    src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr, wide, slabs)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
+    if not fused and cl and not wide and strides(y) == xs:
+        name = f"hdn_bn_apply_{tag}"
+        geo = ClGeometry(C, M, [dt(x), dt(y)], sms)
+        src, grid, block = bn_cl_train_apply_source(name, geo, dt(x), dt(y))
+        prog.steps.append(("launch", src, name, grid, block, [loc[x.uid], ab, loc[y.uid]]))
+        return
     cs = [0] * len(domain)
     cs[1] = 1
     ct = "DOUBLE" if wide else "FLOAT"
@@ -223,7 +257,7 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None):
               y, loc, fused, wide)
 
 
-def _emit_bn_bwd(prog, graph, r, loc, tag):
+def _emit_bn_bwd(prog, graph, r, loc, tag, sms=132):
     """dbias = sum(dy), dscale = sum(dy * xhat), dx = scale * iv * (dy - dbias / M -
     xhat * dscale / M) with xhat = (x - mean) * iv: memset + sums + finalize + apply."""
     x, dy, dx = r["x"], r["dy"], r["dx"]
@@ -232,11 +266,14 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
     M = math.prod(domain) // max(1, C)
     wide = _wide(r)
     cb = 8 if wide else 4           # coefficient bytes: double with DOUBLE tensors
+    ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
+    _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
+    if not wide and channels_last(x) and strides(dy) == strides(x):
+        _emit_bn_bwd_cl(prog, r, loc, tag, sms, ms[1] if C > 1 else 0, ivs[1] if C > 1 else 0)
+        return
     ws = prog.small_alloc(16 * C)   # double sum(dy)[C], sum(dy * xhat)[C]
     co = prog.small_alloc(5 * cb * C)   # mean, iv, scale*iv, dbias/M, dscale/M [C each]
     prog.steps.append(("memset", ws, 16 * C))
-    ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
-    _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
     src, grid, block = bn_bwd_sums_source(x, dy, r["mean"], r["inv_variance"], C, domain, wide)
     prog.steps.append(("launch", src, "hdn_bn_bwd_sums", grid, block,
                        [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid],
@@ -245,6 +282,14 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
     prog.steps.append(("launch", src, "hdn_bn_bwd_finalize", grid, block,
                        [ws, co, loc[r["mean"].uid], loc[r["inv_variance"].uid],
                         loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
+    _bn_bwd_apply(prog, r, loc, tag, co, cb, wide)
+
+
+def _bn_bwd_apply(prog, r, loc, tag, co, cb, wide):
+    """dx = a * (dy - k1 - (x - mu) * iv * k2): the elementwise kernel over any layout."""
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    domain = dims(x)
+    C = domain[1]
     cs = [0] * len(domain)
     cs[1] = 1
     ins = [EwIn("dyv", dt(dy), strides(dy), param="pdy", wide=wide),
@@ -260,6 +305,34 @@ def _emit_bn_bwd(prog, graph, r, loc, tag):
         [EwOut("dxv", dt(dx), strides(dx), "pdx", wide=wide)])
     args.append(loc[dx.uid])
     prog.steps.append(("launch", src, name, grid, block, args))
+
+
+def _emit_bn_bwd_cl(prog, r, loc, tag, sms, mstride, istride):
+    """Channels-last x and dy: hdn_bn_cl_part (partial sums per slab of rows, 16-byte loads)
+    + hdn_bn_bwd_finish (partials summed per channel, dbias, dscale, coefficients) + the apply
+    (16-byte vectors when dx is channels-last too, else the elementwise kernel)."""
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    domain = dims(x)
+    C = domain[1]
+    M = math.prod(domain) // max(1, C)
+    same = channels_last(dx) and strides(dx) == strides(x)
+    geo = ClGeometry(C, M, [dt(x), dt(dy)] + ([dt(dx)] if same else []), sms)
+    part = prog.small_alloc(geo.part_bytes())
+    co = prog.small_alloc(5 * 4 * C)    # mean, iv, scale*iv, dbias/M, dscale/M [C each]
+    src, grid, block = bn_cl_part_source(geo, dt(x), dt(dy), dt(r["mean"]), dt(r["inv_variance"]),
+                                         mstride, istride)
+    prog.steps.append(("launch", src, "hdn_bn_cl_part", grid, block,
+                       [loc[dy.uid], loc[x.uid], loc[r["mean"].uid], loc[r["inv_variance"].uid], part]))
+    src, grid, block = bn_bwd_finish_source(C, M, r, geo.slabs)
+    prog.steps.append(("launch", src, "hdn_bn_bwd_finish", grid, block,
+                       [part, co, loc[r["mean"].uid], loc[r["inv_variance"].uid],
+                        loc[r["scale"].uid], loc[r["dscale"].uid], loc[r["dbias"].uid]]))
+    if not same:
+        _bn_bwd_apply(prog, r, loc, tag, co, 4, False)
+        return
+    name = f"hdn_bn_bwd_apply_{tag}"
+    src, grid, block = bn_cl_apply_source(name, geo, dt(dy), dt(x), dt(dx))
+    prog.steps.append(("launch", src, name, grid, block, [loc[dy.uid], loc[x.uid], co, loc[dx.uid]]))
 
 
 # --------------------------------------------------------------------------- training sources
@@ -336,12 +409,14 @@ extern "C" __global__ void __launch_bounds__(256) hdn_bn_stats(const {T}* __rest
     return src, (C, splits, 1), (256, 1, 1)
 
 
-def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs, wide=False):
+def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs, wide=False, slabs=None):
     """One thread per channel: mean/inv_variance (+ running stats) and the affine
     (A_c, B_c) used by the apply pass.  ``ptypes``: role -> data type of each per-channel tensor
     (each may be the data type or FLOAT: mixed precision).  ``outs``: roles present among mean,
     inv_variance, next_running_mean, next_running_variance.  ``eps``/``mom``: float constants or
-    None (then by-value arguments or device pointers ``eps_p`` / ``mom_p``)."""
+    None (then by-value arguments or device pointers ``eps_p`` / ``mom_p``).  ``slabs``: the sums
+    come as hdn_bn_cl_part's float partials part[slabs][2C] (summed here, 32 channels x 8 lanes
+    per block) instead of double ws[2C]."""
     T = {q: cg.CTYPE[v] for q, v in ptypes.items()}
     params = [f"const double* __restrict__ ws", "float* __restrict__ ab",
               f"const {T['scale']}* __restrict__ scale", f"const {T['bias']}* __restrict__ bias"]
@@ -397,6 +472,15 @@ def bn_finalize_source(C, M, ptypes, eps, mom, outs, scalar_ptrs, wide=False):
             body += (f"  o_next_running_variance[c] = hdn_from_float<{T['next_running_variance']}>("
                      f"(1.f - mo) * hdn_to_float(prv[c])"
                      f" + mo * (float)({unb}));\n")
+    if slabs is not None:
+        head = f"\n  const int c = blockIdx.x * blockDim.x + threadIdx.x;\n  if (c >= {C}) return;\n"
+        assert body.startswith(head)
+        body = ("\n" + _part_sum_prologue(C, slabs) + body[len(head):]).replace(
+            "ws[c]", "s0").replace(f"ws[{C} + c]", "s1")
+        params[0] = "const float* __restrict__ part"
+        src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n#include \"hdn_reduce.h\"\n"
+               f'extern "C" __global__ void __launch_bounds__({CL_NT}) hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
+        return src, (-(-C // 32), 1, 1), (CL_NT, 1, 1)
     src = ("#define HDN_GENERATED 1\n#include \"hdn_compat.h\"\n"
            f'extern "C" __global__ void hdn_bn_finalize({", ".join(params)}) {{{body}}}\n')
     return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
@@ -532,3 +616,185 @@ extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, {A
 """
     return src, ((C + 127) // 128, 1, 1), (128, 1, 1)
 
+
+
+# --------------------------------------------------------------------------- channels-last sources
+CL_NT, CL_U = 256, 4     # threads per block; rows whose loads each thread issues together
+
+
+def channels_last(t):
+    """True when ``t`` is packed with the channel dimension innermost: viewed as [rows, C]."""
+    d, s = dims(t), strides(t)
+    return len(d) >= 2 and s[1] == 1 and cg.is_dense(d, s) and cg.dense_order(d, s)[-1] == 1
+
+
+class ClGeometry:
+    """The channels-last partial reduction's launch: x viewed as [rows, C]; a thread owns one
+    vector of ``vec`` channels (one 16-byte load per row when the data tensors share a 16-bit or
+    float type and C divides, else one element), ``bx`` vectors side by side (a power of two up to
+    32: one warp reads ``bx`` consecutive vectors of a row), ``by`` = 256 / bx rows of the block
+    apart; grid (ceil(C / vec / bx), slabs), slab s reads rows s*by + y, stepping slabs*by."""
+
+    def __init__(self, C, rows, dtypes, sms):
+        same = len(set(dtypes)) == 1 and dtypes[0] in ("HALF", "BFLOAT16", "FLOAT")
+        v = 16 // cg.ELEM_SIZE[dtypes[0]] if same else 1
+        self.C, self.rows = C, rows
+        self.vec = v if C % v == 0 else 1
+        self.nv = C // self.vec
+        self.bx = 1
+        while self.bx < 32 and self.bx < self.nv:
+            self.bx *= 2
+        self.by = CL_NT // self.bx
+        self.gx = -(-self.nv // self.bx)
+        # about two blocks per SM in all (each thread at least CL_U rows): the loads in flight
+        # cover the memory latency, and the partials stay small (slabs x 2C floats)
+        self.slabs = max(1, min(-(-rows // (self.by * CL_U)), max(1, 2 * sms // self.gx)))
+
+    def part_bytes(self):
+        return 4 * self.slabs * 2 * self.C
+
+
+def _cl_load(var, ptr, T, vec, off):
+    """C lines: float ``var``[vec] from ``ptr`` + ``off`` (one 16-byte load, or one element)."""
+    if vec == 1:
+        return [f"{var}[0] = hdn_to_float({ptr}[{off}]);"]
+    return [f"hdn_unpack(*(const uint4*)({ptr} + {off}), ({T}*)0, {var});"]
+
+
+def bn_cl_part_source(geo, tx, tdy=None, tmean=None, tinv=None, mstride=1, istride=1):
+    """hdn_bn_cl_part: per-channel partial sums of a channels-last tensor over one slab of rows
+    into part[slab][2C] (float): statistics (``tdy`` None) sum(x), sum(x * x); backward
+    sum(dy), sum(dy * (x - mean) * iv).  Each thread sums its rows in registers, the block sums
+    its rows with hdn_block_colsum (fixed order: deterministic, no atomics, no memset)."""
+    g = geo
+    V, N, C = g.vec, 2 * g.vec, g.C
+    Tx = cg.CTYPE[tx]
+    bwd = tdy is not None
+    if bwd:
+        Tdy, Tm, Ti = cg.CTYPE[tdy], cg.CTYPE[tmean], cg.CTYPE[tinv]
+        params = (f"const {Tdy}* __restrict__ dy, const {Tx}* __restrict__ x, const {Tm}* __restrict__ mean, "
+                  f"const {Ti}* __restrict__ inv, float* __restrict__ part")
+    else:
+        params = f"const {Tx}* __restrict__ x, float* __restrict__ part"
+    step = g.slabs * g.by
+    L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', '#include "hdn_reduce.h"',
+         f'extern "C" __global__ void __launch_bounds__({CL_NT}) hdn_bn_cl_part({params}) {{',
+         f"  __shared__ float sh[{N * CL_NT}];",
+         f"  const int tx = threadIdx.x % {g.bx}, ty = threadIdx.x / {g.bx};",
+         f"  const int v = blockIdx.x * {g.bx} + tx;",
+         f"  float a[{N}];",
+         "#pragma unroll",
+         f"  for (int k = 0; k < {N}; ++k) a[k] = 0.f;",
+         f"  if (v < {g.nv}) {{"]
+    if bwd:
+        L += [f"    float mu[{V}], iv[{V}];",
+              "#pragma unroll",
+              f"    for (int k = 0; k < {V}; ++k) {{",
+              f"      mu[k] = hdn_to_float(mean[(long long)(v * {V} + k) * {mstride}]);",
+              f"      iv[k] = hdn_to_float(inv[(long long)(v * {V} + k) * {istride}]);",
+              "    }"]
+    L += [f"    for (long long r = (long long)blockIdx.y * {g.by} + ty; r < {g.rows}LL; r += {CL_U * step}LL) {{",
+          f"      float xv[{CL_U}][{V}];" + (f" float gv[{CL_U}][{V}];" if bwd else ""),
+          "#pragma unroll",
+          f"      for (int u = 0; u < {CL_U}; ++u) {{",
+          f"        const long long o = (r + (long long)u * {step}) * {C} + (long long)v * {V};",
+          f"        if (r + (long long)u * {step} < {g.rows}LL) {{",
+          "          " + " ".join(_cl_load("xv[u]", "x", Tx, V, "o"))
+          + ((" " + " ".join(_cl_load("gv[u]", "dy", Tdy, V, "o"))) if bwd else ""),
+          "        }",
+          "      }",
+          "#pragma unroll",
+          f"      for (int u = 0; u < {CL_U}; ++u) {{",
+          f"        if (r + (long long)u * {step} < {g.rows}LL) {{",
+          "#pragma unroll",
+          f"          for (int k = 0; k < {V}; ++k) {{"]
+    if bwd:
+        L += [f"            a[k] += gv[u][k]; a[{V} + k] = fmaf(gv[u][k], (xv[u][k] - mu[k]) * iv[k], a[{V} + k]);"]
+    else:
+        L += [f"            a[k] += xv[u][k]; a[{V} + k] = fmaf(xv[u][k], xv[u][k], a[{V} + k]);"]
+    L += ["          }", "        }", "      }", "    }", "  }",
+          f"  hdn_block_colsum<{CL_NT}, {g.bx}, {N}>(a, sh);",
+          f"  for (int i = threadIdx.x; i < {N * g.bx}; i += {CL_NT}) {{",
+          f"    const int k = i / {g.bx}, c = i % {g.bx}, vv = blockIdx.x * {g.bx} + c;",
+          f"    if (vv < {g.nv}) part[(long long)blockIdx.y * {2 * C} + (k / {V}) * {C} + vv * {V} + k % {V}]"
+          f" = sh[hdn_colsum_at<{CL_NT}, {g.bx}>(k, c)];",
+          "  }", "}", ""]
+    return "\n".join(L), (g.gx, g.slabs, 1), (CL_NT, 1, 1)
+
+
+def _part_sum_prologue(C, slabs):
+    """Kernel lines of a finish over part[slabs][2C]: 32 channels x 8 lanes per block, each lane
+    sums every 8th slab in double, hdn_block_colsum adds the lanes (fixed order); then the
+    threads of lane 0 go on with channel c and its sums s0, s1."""
+    return (f"  __shared__ double sh[{2 * CL_NT}];\n"
+            "  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;\n"
+            "  const int c = blockIdx.x * 32 + tx;\n"
+            "  double a[2] = {0.0, 0.0};\n"
+            f"  if (c < {C}) {{\n"
+            f"    for (int s = ty; s < {slabs}; s += {CL_NT // 32}) {{\n"
+            f"      a[0] += (double)part[(long long)s * {2 * C} + c];\n"
+            f"      a[1] += (double)part[(long long)s * {2 * C} + {C} + c];\n"
+            "    }\n"
+            "  }\n"
+            f"  hdn_block_colsum<{CL_NT}, 32, 2>(a, sh);\n"
+            f"  if (ty != 0 || c >= {C}) return;\n"
+            f"  const double s0 = sh[hdn_colsum_at<{CL_NT}, 32>(0, tx)], s1 = sh[hdn_colsum_at<{CL_NT}, 32>(1, tx)];\n")
+
+
+def bn_bwd_finish_source(C, M, r, slabs):
+    """hdn_bn_bwd_finish: the partials of hdn_bn_cl_part (backward) summed per channel, then
+    what bn_bwd_finalize_source computes (dbias, dscale, the apply coefficients co)."""
+    src, _, _ = bn_bwd_finalize_source(C, M, r)
+    head = f"  const int c = blockIdx.x * blockDim.x + threadIdx.x;\n  if (c >= {C}) return;\n  const double db = ws[c], ds = ws[{C} + c];\n"
+    assert head in src
+    src = src.replace(head, _part_sum_prologue(C, slabs) + "  const double db = s0, ds = s1;\n")
+    src = src.replace('#include "hdn_compat.h"\n', '#include "hdn_compat.h"\n#include "hdn_reduce.h"\n')
+    src = src.replace("hdn_bn_bwd_finalize(const double* __restrict__ ws,", "hdn_bn_bwd_finish(const float* __restrict__ part,")
+    return src, (-(-C // 32), 1, 1), (CL_NT, 1, 1)
+
+
+def bn_cl_apply_source(name, geo, tdy, tx, tdx):
+    """dx = a * (dy - k1 - (x - mu) * iv * k2) per element of a channels-last backward, one
+    16-byte vector (or element) of dy, x and dx per thread; co = [mu, iv, a, k1, k2] (float, C
+    each; float4 loads when vec > 1)."""
+    return _cl_ew_source(name, geo, [("dy", tdy, "g"), ("x", tx, "xv")], ("dx", tdx), 5,
+                         "d[k] = f[2][k] * (g[k] - f[3][k] - (xv[k] - f[0][k]) * f[1][k] * f[4][k]);")
+
+
+def bn_cl_train_apply_source(name, geo, tx, ty):
+    """y = x * A[c] + B[c] per element of a channels-last training forward (no fused run), one
+    16-byte vector (or element) of x and y per thread; ab = [A, B] (float, C each)."""
+    return _cl_ew_source(name, geo, [("x", tx, "xv")], ("y", ty), 2, "d[k] = fmaf(xv[k], f[0][k], f[1][k]);")
+
+
+def _cl_ew_source(name, geo, ins, out, ncoef, stmt):
+    """An elementwise kernel over channels-last [rows, C] tensors sharing their strides: one
+    16-byte vector (or element) per thread of each input (``ins``: (pointer, data type, float
+    array)), ``ncoef`` per-channel float coefficient rows ``co`` [ncoef][C] in ``f``, ``stmt``
+    computing d[k], stored to ``out`` (pointer, data type)."""
+    g = geo
+    V, C = g.vec, g.C
+    n = g.rows * g.nv
+    params = [f"const {cg.CTYPE[t]}* __restrict__ {p}" for p, t, _ in ins]
+    params += ["const float* __restrict__ co", f"{cg.CTYPE[out[1]]}* __restrict__ {out[0]}"]
+    L = ["#define HDN_GENERATED 1", '#include "hdn_compat.h"', '#include "hdn_reduce.h"',
+         f'extern "C" __global__ void __launch_bounds__({CL_NT}) {name}({", ".join(params)}) {{',
+         f"  const long long i = (long long)blockIdx.x * {CL_NT} + threadIdx.x;",
+         f"  if (i >= {n}LL) return;",
+         f"  const int c0 = (int)(i % {g.nv}) * {V};",
+         f"  const long long o = i * {V};",
+         "  float " + ", ".join(f"{v}[{V}]" for _, _, v in ins) + f", f[{ncoef}][{V}], d[{V}];"]
+    L += ["  " + " ".join(_cl_load(v, p, cg.CTYPE[t], V, "o")) for p, t, v in ins]
+    if V == 1:
+        L += [f"  for (int j = 0; j < {ncoef}; ++j) f[j][0] = co[j * {C} + c0];"]
+    else:
+        L += ["#pragma unroll", f"  for (int j = 0; j < {ncoef}; ++j) {{", "#pragma unroll",
+              f"    for (int q = 0; q < {V // 4}; ++q) {{",
+              f"      const float4 t = *(const float4*)(co + j * {C} + c0 + 4 * q);",
+              "      f[j][4 * q] = t.x; f[j][4 * q + 1] = t.y; f[j][4 * q + 2] = t.z; f[j][4 * q + 3] = t.w;",
+              "    }", "  }"]
+    L += ["#pragma unroll", f"  for (int k = 0; k < {V}; ++k)", "    " + stmt]
+    T = cg.CTYPE[out[1]]
+    L += [f"  {out[0]}[o] = hdn_from_float<{T}>(d[0]);" if V == 1 else f"  *(uint4*)({out[0]} + o) = hdn_pack<{T}>(d);"]
+    L += ["}", ""]
+    return "\n".join(L), (-(-n // CL_NT), 1, 1), (CL_NT, 1, 1)
