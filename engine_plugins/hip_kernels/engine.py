@@ -58,7 +58,7 @@ def gemm_knobs():
                   "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
                   "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS", "PAD", "SWAP_AB",
-                  "SPLITK_FIXUP", "DGRAD_IM2COL", "DGRAD_FUSE"))
+                  "SPLITK_FIXUP", "DGRAD_IM2COL", "DGRAD_FUSE", "BN_CL", "NORM_BWD_FAST"))
 
 
 class Analysis:

@@ -35,7 +35,10 @@ def pytest_collection_modifyitems(config, items):
 # fallback sets its knob itself).
 OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
           "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1",
-          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto"}
+          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto", "HIPDNN_CABI_HIP_ATTN_PINGPONG": "1",
+          "HIPDNN_CABI_HIP_ATTN_EXPFOLD": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
+          "HIPDNN_CABI_HIP_DGRAD_FUSE": "1", "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1",
+          "HIPDNN_CABI_HIP_BN_CL": "1", "HIPDNN_CABI_HIP_NORM_BWD_FAST": "1"}
 
 
 @pytest.fixture(autouse=True)

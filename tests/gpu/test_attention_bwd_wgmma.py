@@ -135,11 +135,15 @@ def test_query_tile_knob(monkeypatch):
 
 
 def test_sched_knob(monkeypatch):
-    """HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0 defines BW_SCHED 0 (the earlier issue order); unset: the
-    default source (BW_SCHED 1 from the kernel); part of the cache key."""
+    """HIPDNN_CABI_HIP_ATTN_BWD_SCHED=0 (and unset: the default until measured on a device)
+    defines BW_SCHED 0 (the earlier issue order); 1: the kernel's own BW_SCHED 1; part of the
+    cache key."""
     from engine_plugins.hip_kernels.engine import gemm_knobs
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
     monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", raising=False)
+    src_unset = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
+    assert "#define BW_SCHED 0" in src_unset
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "1")
     src = next(s for s in _prog(CASES[1]).steps if s[0] == "launch" and s[2] == "hdn_attn_bwd_wg")[1]
     assert "#define BW_SCHED 0" not in src and "#define BW_SCHED 1" in src
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0")

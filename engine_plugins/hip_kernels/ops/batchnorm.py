@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 
 from .. import codegen as cg
+from ..gemm_core import knob
 from ..codegen import EwIn, EwOut
 from ._base import (_need, check_tensors, check_types, dims, dt, kinds, no_fp8, op, scalar_arg,
                     strides)
@@ -195,12 +196,13 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None, sms=132):
     cl = xs[1] == 1 and cg.is_dense(domain, xs) and cg.dense_order(domain, xs)[-1] == 1
     wide = _wide(r)
     cb = 8 if wide else 4
-    ws = sums if sums is not None or (cl and not wide) else prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
+    clk = cl and not wide and bn_cl_on()
+    ws = sums if sums is not None or clk else prog.small_alloc(16 * C)   # double sum[C], sumsq[C]
     ab = prog.small_alloc(2 * cb * C)    # A[C], B[C] (float; double with DOUBLE tensors)
     slabs = None
     if sums is not None:
         prog.notes.append(f"{TRAIN}: statistics from the producing GEMM's epilogue (no statistics pass)")
-    elif cl and not wide:
+    elif clk:
         # channels-last: partial sums per slab of rows (coalesced 16-byte loads), summed in the
         # finalize kernel - no memset, no atomics
         geo = ClGeometry(C, M, [dt(x)], sms)
@@ -241,7 +243,7 @@ def _emit_bn_train(prog, graph, r, loc, tag, fused=None, sums=None, sms=132):
     src, grid, block = bn_finalize_source(C, M, ptypes, eps, mom, outs, sptr, wide, slabs)
     prog.steps.append(("launch", src, "hdn_bn_finalize", grid, block, fargs))
     # apply: y = x * A[c] + B[c]
-    if not fused and cl and not wide and strides(y) == xs:
+    if not fused and clk and strides(y) == xs:
         name = f"hdn_bn_apply_{tag}"
         geo = ClGeometry(C, M, [dt(x), dt(y)], sms)
         src, grid, block = bn_cl_train_apply_source(name, geo, dt(x), dt(y))
@@ -268,7 +270,7 @@ def _emit_bn_bwd(prog, graph, r, loc, tag, sms=132):
     cb = 8 if wide else 4           # coefficient bytes: double with DOUBLE tensors
     ms, ivs = cg.per_channel_strides(r["mean"], domain), cg.per_channel_strides(r["inv_variance"], domain)
     _need(ms is not None and ivs is not None, "batchnorm backward: per-channel layout")
-    if not wide and channels_last(x) and strides(dy) == strides(x):
+    if not wide and bn_cl_on() and channels_last(x) and strides(dy) == strides(x):
         _emit_bn_bwd_cl(prog, r, loc, tag, sms, ms[1] if C > 1 else 0, ivs[1] if C > 1 else 0)
         return
     ws = prog.small_alloc(16 * C)   # double sum(dy)[C], sum(dy * xhat)[C]
@@ -620,6 +622,13 @@ extern "C" __global__ void hdn_bn_bwd_finalize(const double* __restrict__ ws, {A
 
 # --------------------------------------------------------------------------- channels-last sources
 CL_NT, CL_U = 256, 4     # threads per block; rows whose loads each thread issues together
+
+
+def bn_cl_on():
+    """``HIPDNN_CABI_HIP_BN_CL=1``: channels-last batchnorm on the partial-sum kernels
+    (hdn_bn_cl_part, the 16-byte applies); opt-in until measured on a device - by default the
+    statistics kernels with atomics (hdn_bn_stats)."""
+    return knob("BN_CL", "0") not in ("0", "off")
 
 
 def channels_last(t):

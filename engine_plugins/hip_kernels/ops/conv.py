@@ -149,9 +149,10 @@ def fusable_output(node, r):
     """Forward: a following pointwise run may become the GEMM's epilogue (INT8: on the float
     value of a FLOAT y - program.py keeps runs that touch integer tensors unfused).  Backward
     data (16-bit / fp32 data): dx, the same epilogue (dgrad -> dReLU / bias); knob
-    ``HIPDNN_CABI_HIP_DGRAD_FUSE=0`` keeps the run in its own elementwise kernel."""
+    ``HIPDNN_CABI_HIP_DGRAD_FUSE=1`` (opt-in until measured on a device; by default the run keeps
+    its own elementwise kernel)."""
     if node.kind == BWD_DATA:
-        ok = not is_double(node, r) and not is_int8(node, r) and knob("DGRAD_FUSE", "1") not in ("0", "off")
+        ok = not is_double(node, r) and not is_int8(node, r) and knob("DGRAD_FUSE", "0") not in ("0", "off")
         return r["dx"].uid if ok else None
     if node.kind == FWD and is_int8(node, r):
         return r["y"].uid if dt(r["y"]) == "FLOAT" else None
@@ -533,9 +534,9 @@ def _dgrad_fwd_wanted(node, r):
     filter (:func:`_spec_conv_bwd_data_as_fwd`): unit stride, padding <= (R - 1) * dil, one
     group, channels-last operands that the forward's im2col tensor map describes
     (:func:`_fwd_im2col`, ``im2col_wanted``: 16-bit data, 1 or 2 spatial dims, K % 8 == 0,
-    more than one tap or padding).  Knob ``HIPDNN_CABI_HIP_DGRAD_IM2COL=0`` keeps the
-    gathered backward-data GEMM."""
-    if knob("DGRAD_IM2COL", "1") in ("0", "off"):
+    more than one tap or padding).  Knob ``HIPDNN_CABI_HIP_DGRAD_IM2COL=1`` (opt-in until
+    measured on a device; by default the gathered backward-data GEMM)."""
+    if knob("DGRAD_IM2COL", "0") in ("0", "off"):
         return False
     if any(getattr(r[q], "chan_pad", None) is not None or getattr(r[q], "unpad", None) is not None
            for q in ("dy", "w", "dx")):

@@ -14,8 +14,9 @@ registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are l
 ahead (blocks below 1024 threads), so a row's load latency overlaps the previous row's arithmetic and block reduction.
 Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
 17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
-66 partial rows with 8 loads in flight; before: one thread per column summing 528 rows, 16
-blocks in all).
+66 partial rows with 8 loads in flight) - with ``HIPDNN_CABI_HIP_NORM_BWD_FAST=1`` (opt-in
+until measured on a device); by default each row's loads wait for the previous row and the
+column kernel is one thread per column summing 528 rows, 16 blocks in all.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from hipdnn_cabi.schemas import catalog
 
 from .. import codegen as cg
 from ..codegen import EwIn, EwOut
+from ..gemm_core import knob
 from ._base import check_storage_types, check_tensors, declines, kinds, op, scalar_arg
 
 KINDS = kinds("norms")
@@ -606,7 +608,8 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     # the next row's x / dy loads are issued before this row's arithmetic and block reduction
     # (raw 16-byte vectors in registers): a load latency hidden per row.  Not with 1024-thread
     # blocks (64 registers a thread: the extra registers would spill)
-    ahead = NT < 1024
+    fast = knob("NORM_BWD_FAST", "0") not in ("0", "off")
+    ahead = fast and NT < 1024
     if ahead:
         L += _raw_decl("rx", Tx, VEC, NCH) + _raw_decl("rg", Tdy, VEC, NCH)
         L += [f"  if (blockIdx.x < {M}LL) {{"] + _raw_load("rx", "px", VEC, NCH, NT, DQ, f"(long long)blockIdx.x * {D}LL") \
@@ -651,6 +654,18 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     # by hdn_block_colsum (fixed order: deterministic); 8 loads in flight per lane
     fname = f"hdn_norm_colsum_{tag}"
     n = len(outs)
+    if not fast:        # one thread per column (HIPDNN_CABI_HIP_NORM_BWD_FAST=1: the block sums)
+        F = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {fname}({", ".join(fparams)}) {{',
+             "  const long long j = (long long)blockIdx.x * 256 + threadIdx.x;",
+             f"  if (j >= {D}) return;"]
+        for q, base in outs:
+            T = cg.CTYPE[cg.dtype_name(r[q].dtype)]
+            F += ["  { float s = 0.f;",
+                  f"    for (int b = 0; b < {NB}; ++b) s += part[(long long)({base} + b) * {D} + j];",
+                  f"    p_{q}[j] = hdn_from_float<{T}>(s); }}"]
+        F.append("}")
+        prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 256), 1, 1), (256, 1, 1), fargs))
+        return
     F = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {fname}({", ".join(fparams)}) {{',
          f"  __shared__ float sh[{n * 256}];",
          "  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;",

@@ -714,17 +714,18 @@ def _tmap(t, loc, rows):
 
 
 def wg_pingpong():
-    """``HIPDNN_CABI_HIP_ATTN_PINGPONG`` = 1 (default) / 0: the wgmma forward's consumer
-    warpgroups issue their GEMMs in turns (attention_fwd_wgmma.hip AW_PP, named barriers)."""
-    return os.environ.get("HIPDNN_CABI_HIP_ATTN_PINGPONG", "1") not in ("0", "off")
+    """``HIPDNN_CABI_HIP_ATTN_PINGPONG`` = 1 / 0 (default until measured on a device): the wgmma
+    forward's consumer warpgroups issue their GEMMs in turns (attention_fwd_wgmma.hip AW_PP,
+    named barriers)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_PINGPONG", "0") not in ("0", "off")
 
 
 def wg_fold(node, r, defines):
     """The wgmma forward's exp2 takes the scale in one FFMA per score and O is rescaled only
     where a row max grew (attention_fwd_wgmma.hip AW_FOLD: the row max of the raw scores): no
     score roles, a baked scale in [1e-30, 1e30];
-    ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=0`` turns it off."""
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "1") in ("0", "off"):
+    ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=1`` turns it on (off by default until measured on a device)."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "0") in ("0", "off"):
         return False
     sv = str(defines.get("SCALE_VALUE", ""))
     if has_mods(node, r) or defines.get("SCALE_MODE") != 0 or not sv.endswith("f"):
@@ -994,8 +995,10 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     defines["HDN_BF16_IO"] = int(cg.dtype_name(r["q"].dtype) == "BFLOAT16")
     if bm != WG_BWD_BM:
         defines["BW_BM"] = bm
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "1") == "0" and bm == WG_BWD_BM:
-        defines["BW_SCHED"] = 0         # the earlier issue order (attention_bwd_wgmma.hip)
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0") == "0" and bm == WG_BWD_BM:
+        # the earlier issue order (attention_bwd_wgmma.hip; ATTN_BWD_SCHED=1: the overlapped
+        # order, opt-in until measured on a device)
+        defines["BW_SCHED"] = 0
     defines["BW_ST"] = st
     defines["BW_SMEM_HOST"] = smem
     tm = "const __grid_constant__ hdn_tmap"
