@@ -907,6 +907,11 @@ def _sdpa_case(torch, dt, B, H, Hkv, S, D, causal, bwd):
     return q, k, v, do, o, st, attrs, g, kw, fl
 
 
+def _max_rel_err(got, refs):
+    """The largest relative (2-norm) error of the tensors ``got`` against ``refs``."""
+    return max(float(((a.float() - b.float()).norm() / b.float().norm())) for a, b in zip(got, refs))
+
+
 def bench_sdpa(torch, E, res):
     """Flash attention forward / backward vs torch.nn.functional.scaled_dot_product_attention."""
     from test_attention import bwd_graph
@@ -935,12 +940,7 @@ def bench_sdpa(torch, E, res):
         qr, kr, vr = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
         outr = F.scaled_dot_product_attention(qr, kr, vr, **kw)
         gref = torch.autograd.grad(outr, (qr, kr, vr), do)
-
-        def grad_err():
-            """The largest relative error of dQ, dK, dV against torch's."""
-            return max(float(((a.float() - b.float()).norm() / b.float().norm()))
-                       for a, b in zip((dq, dk, dv), gref))
-        errb = grad_err()
+        errb = _max_rel_err((dq, dk, dv), gref)
 
         def tb():
             qq, kk, vv = (x.detach().requires_grad_(True) for x in (q, k, v))
@@ -963,7 +963,7 @@ def bench_sdpa(torch, E, res):
         with hip_knobs({"ATTN_BWD": "mma"}):
             runm, bsm = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
             oursm = median_ms(torch, runm, reps=5, warm=1)
-        errm = grad_err()
+        errm = _max_rel_err((dq, dk, dv), gref)
         rowm = {"ours_ms": oursm[0], "ours_tflops": flb / oursm[0] / 1e9, "rel_err_vs_torch": errm,
                 "plan_build_s": bsm, "target": 0.35, "kernel": "mma"}
         if theirsb:
@@ -980,7 +980,7 @@ def bench_sdpa(torch, E, res):
             with hip_knobs(knobs, prefix=""):
                 runv, bsv = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
                 oursv = median_ms(torch, runv, reps=5, warm=1)
-            errv = grad_err()
+            errv = _max_rel_err((dq, dk, dv), gref)
             rowv = {"ours_ms": oursv[0], "ours_tflops": flb / oursv[0] / 1e9, "rel_err_vs_torch": errv,
                     "plan_build_s": bsv, "target": 0.35, "kernel": "wgmma", "knobs": knobs,
                     "vs_default": oursb[0] / oursv[0]}
