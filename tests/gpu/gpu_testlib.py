@@ -366,6 +366,21 @@ def nvrtc_or_skip():
         pytest.skip(f"NVRTC not usable here: {e}")
 
 
+def conv_bias_relu_graph(N, C, K, H, dt, lay, groups=1):
+    """conv 3 x 3 (pad 1, stride 1, ``groups``) -> + bias -> relu on an N x C x H x H input of
+    type ``dt`` in layout ``lay`` (x uid 1, w 2, bias 4, y 6; FLOAT intermediates 3 and 5):
+    (x, w, bias, y, graph bytes)."""
+    x = T(1, [N, C, H, H], dt, lay)
+    w = T(2, [K, C // groups, 3, 3], dt, lay)
+    cv = T(3, [N, K, H, H], "FLOAT", lay, virtual=True)
+    b = T(4, [1, K, 1, 1], dt, lay)
+    bv = T(5, [N, K, H, H], "FLOAT", lay, virtual=True)
+    y = T(6, [N, K, H, H], dt, lay)
+    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    return x, w, b, y, g
+
+
 def plan_notes(g):
     """The notes of the plan the HIP engine builds for the serialized graph ``g`` on this machine
     (its arch, SM count, knobs); the engine must accept the graph."""
