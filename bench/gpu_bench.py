@@ -291,12 +291,6 @@ ODD_CONV = [  # name, N, C, K, H, R, stride, pad, layout, directions
 ]
 
 
-def _knobbed(knobs, fn):
-    """``fn()`` with the HIPDNN_CABI_HIP_* ``knobs`` set, the environment restored after."""
-    with hip_knobs(knobs):
-        return fn()
-
-
 def bench_conv_odd(torch, E, res):
     """16-bit convolutions whose channel counts are not multiples of 8 vs cuDNN (same process):
     the ResNet-50 first layer (32 x 3 x 224 x 224 -> 64, 7 x 7 / 2; NHWC and NCHW) and an
@@ -361,7 +355,8 @@ def bench_conv_odd(torch, E, res):
             row = {"torch_ms": theirs[0], "torch_tflops": fl / theirs[0] / 1e9}
             for var, knobs in (("ours", {}), ("nopad", {"PAD": "0"})):
                 try:
-                    t, e, notes = _knobbed(knobs, one)
+                    with hip_knobs(knobs):
+                        t, e, notes = one()
                     row.update({f"{var}_ms": t, f"{var}_ratio": theirs[0] / t, f"{var}_rel_err": e,
                                 f"{var}_plan": notes})
                     print(f"convodd {key} {var}: {t:.3f} ms ({fl / t / 1e9:.1f} TF/s) cuDNN {theirs[0]:.3f} ms"
