@@ -30,6 +30,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from bench_knobs import hip_knobs
+
 REPS, WARM = 15, 3
 SAMPLE_MS = 0.5
 
@@ -776,18 +778,11 @@ def run_row(torch, rec, sides, log=_log):
         # and the knobs read - in run_side; both paths then time in the same interleaving)
         alt = copy.copy(ours)
         alt.name = f"ours_{label}"
-        saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
         try:
-            os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
-            fns[alt.name] = run_side(torch, rec, alt, bufs, ref, row)
+            with hip_knobs(knobs):
+                fns[alt.name] = run_side(torch, rec, alt, bufs, ref, row)
         except Exception as e:  # noqa: BLE001 - recorded in the row
             row[f"{alt.name}_error"] = f"{type(e).__name__}: {e}"[:2000]
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
-                else:
-                    os.environ["HIPDNN_CABI_HIP_" + k] = v
     try:
         tf = torch_fn(torch, rec, bufs)
         if tf is not None:

@@ -27,6 +27,8 @@ import sys
 import time
 import types
 
+from bench_knobs import hip_knobs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -289,20 +291,6 @@ ODD_CONV = [  # name, N, C, K, H, R, stride, pad, layout, directions
 ]
 
 
-def _knobbed(knobs, fn):
-    """``fn()`` with the HIPDNN_CABI_HIP_* ``knobs`` set, the environment restored after."""
-    saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
-    os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
-    try:
-        return fn()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
-            else:
-                os.environ["HIPDNN_CABI_HIP_" + k] = v
-
-
 def bench_conv_odd(torch, E, res):
     """16-bit convolutions whose channel counts are not multiples of 8 vs cuDNN (same process):
     the ResNet-50 first layer (32 x 3 x 224 x 224 -> 64, 7 x 7 / 2; NHWC and NCHW) and an
@@ -367,7 +355,8 @@ def bench_conv_odd(torch, E, res):
             row = {"torch_ms": theirs[0], "torch_tflops": fl / theirs[0] / 1e9}
             for var, knobs in (("ours", {}), ("nopad", {"PAD": "0"})):
                 try:
-                    t, e, notes = _knobbed(knobs, one)
+                    with hip_knobs(knobs):
+                        t, e, notes = one()
                     row.update({f"{var}_ms": t, f"{var}_ratio": theirs[0] / t, f"{var}_rel_err": e,
                                 f"{var}_plan": notes})
                     print(f"convodd {key} {var}: {t:.3f} ms ({fl / t / 1e9:.1f} TF/s) cuDNN {theirs[0]:.3f} ms"
@@ -571,9 +560,7 @@ def bench_conv_fwd16(torch, E, res):
         theirs = median_ms(torch, lambda: F.conv2d(x, w, stride=st, padding=pad))
 
         def one(knobs):
-            saved = {k: os.environ.get("HIPDNN_CABI_HIP_" + k) for k in knobs}
-            os.environ.update({"HIPDNN_CABI_HIP_" + k: v for k, v in knobs.items()})
-            try:
+            with hip_knobs(knobs):
                 from engine_plugins.hip_kernels.engine import analyse
                 from hipdnn_cabi.plugin_sdk import parse_graph
                 notes = list(analyse(parse_graph(g)).program.notes)
@@ -584,12 +571,6 @@ def bench_conv_fwd16(torch, E, res):
                 err = float((y.float() - ref).norm() / ref.norm())
                 t = median_ms(torch, run)
                 return t[0], err, notes
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop("HIPDNN_CABI_HIP_" + k, None)
-                    else:
-                        os.environ["HIPDNN_CABI_HIP_" + k] = v
         ours, err, notes = one({})
         row = {"ours_ms": ours, "torch_ms": theirs[0], "ratio": theirs[0] / ours,
                "ours_tflops": fl / ours / 1e9, "torch_tflops": fl / theirs[0] / 1e9, "rel_err": err,
@@ -901,29 +882,42 @@ def _torch_sdpa_best(torch, fn_for):
     return best
 
 
+def _sdpa_case(torch, dt, B, H, Hkv, S, D, causal, bwd):
+    """One of SDPA_CASES on the GPU: random q, k, v (then, with ``bwd``, dO: else None), empty o
+    and stats, our forward graph ``g`` and its attributes, torch SDPA's keywords ``kw`` and
+    FLOP count ``fl`` of the forward."""
+    import math
+    from test_attention import fwd_graph
+    tdt = torch.float16 if dt == "HALF" else torch.bfloat16
+    q = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
+    k = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+    v = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
+    do = torch.randn(B, H, S, D, device="cuda", dtype=tdt) if bwd else None
+    o = torch.empty_like(q)
+    st = torch.empty(B, H, S, 1, device="cuda", dtype=torch.float32)
+    attrs = {"causal_mask": True} if causal else {}
+    _, g = fwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
+    kw = dict(is_causal=causal, scale=1 / math.sqrt(D), **({"enable_gqa": True} if Hkv != H else {}))
+    fl = 4 * B * H * S * S * D / (2 if causal else 1)
+    return q, k, v, do, o, st, attrs, g, kw, fl
+
+
+def _max_rel_err(got, refs):
+    """The largest relative (2-norm) error of the tensors ``got`` against ``refs``."""
+    return max(float(((a.float() - b.float()).norm() / b.float().norm())) for a, b in zip(got, refs))
+
+
 def bench_sdpa(torch, E, res):
     """Flash attention forward / backward vs torch.nn.functional.scaled_dot_product_attention."""
-    import math
-    from test_attention import bwd_graph, fwd_graph
+    from test_attention import bwd_graph
     F = torch.nn.functional
     for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
-        tdt = torch.float16 if dt == "HALF" else torch.bfloat16
-        q = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
-        k = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
-        v = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
-        do = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
-        o = torch.empty_like(q)
-        st = torch.empty(B, H, S, 1, device="cuda", dtype=torch.float32)
-        attrs = {"causal_mask": True} if causal else {}
-        _, g = fwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
+        q, k, v, do, o, st, attrs, g, kw, fl = _sdpa_case(torch, dt, B, H, Hkv, S, D, causal, bwd=True)
         run, bs = E.prepare(g, {1: q, 2: k, 3: v, 4: o, 5: st})
         ours = median_ms(torch, run, reps=10, warm=2)
-        gq = Hkv != H
-        kw = dict(is_causal=causal, scale=1 / math.sqrt(D), **({"enable_gqa": True} if gq else {}))
         ref = F.scaled_dot_product_attention(q, k, v, **kw)
         err = float((o.float() - ref.float()).abs().max())
         theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
-        fl = 4 * B * H * S * S * D / (2 if causal else 1)
         row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "max_abs_err_vs_torch": err,
                "plan_build_s": bs, "target": 0.5}
         if theirs:
@@ -941,8 +935,7 @@ def bench_sdpa(torch, E, res):
         qr, kr, vr = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
         outr = F.scaled_dot_product_attention(qr, kr, vr, **kw)
         gref = torch.autograd.grad(outr, (qr, kr, vr), do)
-        errb = max(float(((a.float() - b.float()).norm() / b.float().norm()))
-                   for a, b in zip((dq, dk, dv), gref))
+        errb = _max_rel_err((dq, dk, dv), gref)
 
         def tb():
             qq, kk, vv = (x.detach().requires_grad_(True) for x in (q, k, v))
@@ -962,18 +955,10 @@ def bench_sdpa(torch, E, res):
               f"{row.get('ratio', float('nan')):.2f}x  rel err {errb:.2e}", flush=True)
         # the same backward on the mma.sync kernel (HIPDNN_CABI_HIP_ATTN_BWD=mma; auto = the
         # wgmma kernel on sm_90)
-        prev = os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD")
-        os.environ["HIPDNN_CABI_HIP_ATTN_BWD"] = "mma"
-        try:
+        with hip_knobs({"ATTN_BWD": "mma"}):
             runm, bsm = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
             oursm = median_ms(torch, runm, reps=5, warm=1)
-        finally:
-            if prev is None:
-                os.environ.pop("HIPDNN_CABI_HIP_ATTN_BWD")
-            else:
-                os.environ["HIPDNN_CABI_HIP_ATTN_BWD"] = prev
-        errm = max(float(((a.float() - b.float()).norm() / b.float().norm()))
-                   for a, b in zip((dq, dk, dv), gref))
+        errm = _max_rel_err((dq, dk, dv), gref)
         rowm = {"ours_ms": oursm[0], "ours_tflops": flb / oursm[0] / 1e9, "rel_err_vs_torch": errm,
                 "plan_build_s": bsm, "target": 0.35, "kernel": "mma"}
         if theirsb:
@@ -987,19 +972,10 @@ def bench_sdpa(torch, E, res):
         if D <= 64:
             variants.append(("bm128", {"HIPDNN_CABI_HIP_ATTN_BWD_BM": "128"}))
         for tag, knobs in variants:
-            prevk = {k: os.environ.get(k) for k in knobs}
-            os.environ.update(knobs)
-            try:
+            with hip_knobs(knobs, prefix=""):
                 runv, bsv = E.prepare(gb, {1: q, 2: k, 3: v, 4: o, 5: do, 6: st, 11: dq, 12: dk, 13: dv})
                 oursv = median_ms(torch, runv, reps=5, warm=1)
-            finally:
-                for kk, vv in prevk.items():
-                    if vv is None:
-                        os.environ.pop(kk)
-                    else:
-                        os.environ[kk] = vv
-            errv = max(float(((a.float() - b.float()).norm() / b.float().norm()))
-                       for a, b in zip((dq, dk, dv), gref))
+            errv = _max_rel_err((dq, dk, dv), gref)
             rowv = {"ours_ms": oursv[0], "ours_tflops": flb / oursv[0] / 1e9, "rel_err_vs_torch": errv,
                     "plan_build_s": bsv, "target": 0.35, "kernel": "wgmma", "knobs": knobs,
                     "vs_default": oursb[0] / oursv[0]}
@@ -1028,43 +1004,25 @@ def bench_sdpa_fwd_variants(torch, E, res):
     """The SDPA forward of SDPA_CASES under each wgmma scheduling variant (ping-pong consumer
     warpgroups, the scale folded into exp2, a third K/V stage at D = 128; "off" = the kernel
     without them), in one process next to PyTorch's best backend: picks the default."""
-    import math
-    from test_attention import fwd_graph
     F = torch.nn.functional
     for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
-        tdt = torch.float16 if dt == "HALF" else torch.bfloat16
-        q = torch.randn(B, H, S, D, device="cuda", dtype=tdt)
-        k = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
-        v = torch.randn(B, Hkv, S, D, device="cuda", dtype=tdt)
-        o = torch.empty_like(q)
-        st = torch.empty(B, H, S, 1, device="cuda", dtype=torch.float32)
-        attrs = {"causal_mask": True} if causal else {}
-        _, g = fwd_graph(dt, B, H, Hkv, S, S, D, **attrs)
-        kw = dict(is_causal=causal, scale=1 / math.sqrt(D), **({"enable_gqa": True} if Hkv != H else {}))
+        q, k, v, _, o, st, _, g, kw, fl = _sdpa_case(torch, dt, B, H, Hkv, S, D, causal, bwd=False)
         ref = F.scaled_dot_product_attention(q, k, v, **kw)
         theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
-        fl = 4 * B * H * S * S * D / (2 if causal else 1)
         row = {}
         if theirs:
             row.update(torch_ms=theirs[0][0], torch_backend=theirs[1], torch_tflops=fl / theirs[0][0] / 1e9)
         for var, env in SDPA_FWD_VARIANTS.items():
             if "ATTN_STAGES" in env and D != 128:
                 continue
-            saved = {x: os.environ.get("HIPDNN_CABI_HIP_" + x) for x in env}
-            os.environ.update({"HIPDNN_CABI_HIP_" + x: y for x, y in env.items()})
             try:
-                o.zero_()
-                run, _ = E.prepare(g, {1: q, 2: k, 3: v, 4: o, 5: st})
-                t = median_ms(torch, run, reps=10, warm=2)
+                with hip_knobs(env):
+                    o.zero_()
+                    run, _ = E.prepare(g, {1: q, 2: k, 3: v, 4: o, 5: st})
+                    t = median_ms(torch, run, reps=10, warm=2)
             except Exception as e:  # noqa: BLE001 - record and go on
                 row[var] = {"error": f"{type(e).__name__}: {e}"}
                 continue
-            finally:
-                for x, y in saved.items():
-                    if y is None:
-                        os.environ.pop("HIPDNN_CABI_HIP_" + x, None)
-                    else:
-                        os.environ["HIPDNN_CABI_HIP_" + x] = y
             err = float((o.float() - ref.float()).abs().max())
             row[var] = {"ours_ms": t[0], "ours_tflops": fl / t[0] / 1e9, "max_abs_err_vs_torch": err}
             if theirs:
@@ -1159,6 +1117,21 @@ def _f64_attention(torch, q, k, v, causal, scale, chunk=4):
     return out
 
 
+def _paged_kv(torch, k, v, PS, gen):
+    """Dense K, V (B, Hkv, L, D) cut into pages of PS rows placed in a pool in shuffled order
+    (``gen``): the page table (B, 1, L / PS, 1) and the K and V pools (B * L / PS, Hkv, PS, D)."""
+    B, Hkv, L, D = k.shape
+    MP = L // PS
+    NP = B * MP
+    perm = torch.randperm(NP, generator=gen).cuda()
+    tab = perm.reshape(B, 1, MP, 1).to(torch.int32).contiguous()
+    kp = torch.empty(NP, Hkv, PS, D, device="cuda", dtype=k.dtype)
+    vp = torch.empty_like(kp)
+    kp[perm] = k.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    vp[perm] = v.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    return tab, kp, vp
+
+
 def bench_sdpa_paged_ragged(torch, E, res):
     """Paged K/V decode (B64, Hq 32, Hkv 8, 4096 cached tokens each, 64-token pages in shuffled
     order) and ragged (packed THD) causal prefill (32k tokens, lengths 128-4096) on the HIP
@@ -1178,12 +1151,7 @@ def bench_sdpa_paged_ragged(torch, E, res):
     q = torch.randn(B, H, 1, D, device="cuda", dtype=tdt)
     k = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
     v = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
-    perm = torch.randperm(NP, generator=gen).cuda()
-    tab = perm.reshape(B, 1, MP, 1).to(torch.int32).contiguous()
-    kp = torch.empty(NP, Hkv, PS, D, device="cuda", dtype=tdt)
-    vp = torch.empty_like(kp)
-    kp[perm] = k.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
-    vp[perm] = v.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    tab, kp, vp = _paged_kv(torch, k, v, PS, gen)
     lq = torch.ones(B, 1, 1, 1, device="cuda", dtype=torch.int32)
     lkv = torch.full((B, 1, 1, 1), L, device="cuda", dtype=torch.int32)
     o = torch.empty(B, H, 1, D, device="cuda", dtype=tdt)
@@ -1225,7 +1193,7 @@ def bench_sdpa_paged_ragged(torch, E, res):
     _, g = ragged_fwd_graph("HALF", B, H, Hkv, S, S, D, causal_mask_bottom_right=True)
     run, bs = E.prepare(g, {1: qf, 2: kf, 3: vf, 4: of, 10: stf, 6: ls, 7: ls, 20: offd, 21: offd})
     ours = median_ms(torch, run, reps=10, warm=2)
-    with _knob("ATTN_VARLEN", "mma"):      # the mma.sync kernel on the same graph
+    with hip_knobs({"ATTN_VARLEN": "mma"}):      # the mma.sync kernel on the same graph
         run_m, _ = E.prepare(g, {1: qf, 2: kf, 3: vf, 4: of, 10: stf, 6: ls, 7: ls, 20: offd, 21: offd})
         ours_m = median_ms(torch, run_m, reps=10, warm=2)
     # the padded equivalent [B, H, S, D] (zeros past each length)
@@ -1265,23 +1233,6 @@ def bench_sdpa_paged_ragged(torch, E, res):
     bench_sdpa_paged_prefill(torch, E, res)
 
 
-class _knob:
-    """HIPDNN_CABI_HIP_<name> = value inside the block (restored after)."""
-
-    def __init__(self, name, value):
-        self.k, self.v = "HIPDNN_CABI_HIP_" + name, value
-
-    def __enter__(self):
-        self.old = os.environ.get(self.k)
-        os.environ[self.k] = self.v
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop(self.k, None)
-        else:
-            os.environ[self.k] = self.old
-
-
 def bench_sdpa_paged_prefill(torch, E, res):
     """Paged K/V causal prefill (B4, Hq 32, Hkv 8, 4096 queries over 4096 keys, D 128, 128-token
     pages in shuffled order) on the HIP engine (the wgmma kernel where opted in, and the mma.sync
@@ -1298,12 +1249,7 @@ def bench_sdpa_paged_prefill(torch, E, res):
     q = torch.randn(B, H, L, D, device="cuda", dtype=tdt)
     k = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
     v = torch.randn(B, Hkv, L, D, device="cuda", dtype=tdt)
-    perm = torch.randperm(NP, generator=gen).cuda()
-    tab = perm.reshape(B, 1, MP, 1).to(torch.int32).contiguous()
-    kp = torch.empty(NP, Hkv, PS, D, device="cuda", dtype=tdt)
-    vp = torch.empty_like(kp)
-    kp[perm] = k.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
-    vp[perm] = v.reshape(B, Hkv, MP, PS, D).permute(0, 2, 1, 3, 4).reshape(NP, Hkv, PS, D)
+    tab, kp, vp = _paged_kv(torch, k, v, PS, gen)
     ls = torch.full((B, 1, 1, 1), L, device="cuda", dtype=torch.int32)
     o = torch.empty(B, H, L, D, device="cuda", dtype=tdt)
     st = torch.empty(B, H, L, 1, device="cuda", dtype=torch.float32)
@@ -1311,7 +1257,7 @@ def bench_sdpa_paged_prefill(torch, E, res):
     bufs = {1: q, 2: kp, 3: vp, 4: o, 5: st, 6: ls, 7: ls, 8: tab, 9: tab}
     run, bs = E.prepare(g, bufs)
     ours = median_ms(torch, run, reps=10, warm=2)
-    with _knob("ATTN_VARLEN", "mma"):
+    with hip_knobs({"ATTN_VARLEN": "mma"}):
         run_m, _ = E.prepare(g, bufs)
         ours_m = median_ms(torch, run_m, reps=10, warm=2)
     run()
@@ -1410,15 +1356,8 @@ def bench_sdpa_fp8(torch, E, res):
         am = {n: torch.zeros(1, 1, 1, 1, device="cuda") for n in ("amax_s", "amax_o")}
         bufs = {1: q8, 2: k8, 3: v8, 4: o8, UID["amax_s"]: am["amax_s"], UID["amax_o"]: am["amax_o"]}
         bufs.update({UID[n]: t for n, t in scales.items()})
-        old = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8")
-        os.environ["HIPDNN_CABI_HIP_ATTN_FP8"] = mode
-        try:
+        with hip_knobs({"ATTN_FP8": mode}):
             run, bs = E.prepare(g, bufs)
-        finally:
-            if old is None:
-                del os.environ["HIPDNN_CABI_HIP_ATTN_FP8"]
-            else:
-                os.environ["HIPDNN_CABI_HIP_ATTN_FP8"] = old
         ours = median_ms(torch, run, reps=10, warm=2)
         row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "rel_err_vs_fp32": err(o8),
                "amax_s": float(am["amax_s"]), "amax_o": float(am["amax_o"]), "plan_build_s": bs,

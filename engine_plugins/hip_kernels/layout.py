@@ -276,6 +276,15 @@ def pad_conv(prog, node, r, loc, tag, sms):
         layout copies (:func:`prepare`) the operands get anyway."""
         more = [_bytes(t, d) for t, d in ops if not _needs(t, nhwc)]
         return sum(more), len(more)
+
+    def with_dy():
+        """``r`` with dy replaced by its padded copy where K is not a multiple of ``q``, and the
+        roles so replaced (w included: the callers pad it next)."""
+        out = dict(r)
+        if K % q:
+            out[ry] = pad_channels(prog, y, 1, loc, f"{tag}_pdy")
+            return out, {rw, ry}
+        return out, {rw}
     if kind == "ConvolutionFwdAttributes":
         if C % q == 0:
             return r, set()
@@ -296,11 +305,7 @@ def pad_conv(prog, node, r, loc, tag, sms):
         if not gc.pad_choice(M, C, K * taps, 1, sms, es, (ge if K % q else gch, ge if C % q else gch),
                              (gch, gch), nbytes, (M, C, Kp * taps), copies):
             return r, set()
-        r = dict(r)
-        done = {rw}
-        if K % q:
-            r[ry] = pad_channels(prog, y, 1, loc, f"{tag}_pdy")
-            done.add(ry)
+        r, done = with_dy()
         r[rw] = pad_channels(prog, w, 0, loc, f"{tag}_pw")
         return r, done
     red = N_ * math.prod(yd[2:])
@@ -311,11 +316,7 @@ def pad_conv(prog, node, r, loc, tag, sms):
                          (gch, gch), nbytes + 2 * _bytes(w, [Kp, Cp] + wd[2:]), (Kp, Cp * taps, red),
                          copies + 1):
         return r, set()
-    r = dict(r)
-    done = {rw}
-    if K % q:
-        r[ry] = pad_channels(prog, y, 1, loc, f"{tag}_pdy")
-        done.add(ry)
+    r, done = with_dy()
     if C % q:
         r[rx] = pad_channels(prog, x, 1, loc, f"{tag}_px")
         done.add(rx)

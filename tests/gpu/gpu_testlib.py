@@ -366,6 +366,73 @@ def nvrtc_or_skip():
         pytest.skip(f"NVRTC not usable here: {e}")
 
 
+def conv_bias_relu_graph(N, C, K, H, dt, lay, groups=1):
+    """conv 3 x 3 (pad 1, stride 1, ``groups``) -> + bias -> relu on an N x C x H x H input of
+    type ``dt`` in layout ``lay`` (x uid 1, w 2, bias 4, y 6; FLOAT intermediates 3 and 5):
+    (x, w, bias, y, graph bytes)."""
+    x = T(1, [N, C, H, H], dt, lay)
+    w = T(2, [K, C // groups, 3, 3], dt, lay)
+    cv = T(3, [N, K, H, H], "FLOAT", lay, virtual=True)
+    b = T(4, [1, K, 1, 1], dt, lay)
+    bv = T(5, [N, K, H, H], "FLOAT", lay, virtual=True)
+    y = T(6, [N, K, H, H], dt, lay)
+    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
+                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    return x, w, b, y, g
+
+
+def plan_notes(g):
+    """The notes of the plan the HIP engine builds for the serialized graph ``g`` on this machine
+    (its arch, SM count, knobs); the engine must accept the graph."""
+    from engine_plugins.hip_kernels.engine import analyse
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    a = analyse(parse_graph(g))
+    assert a.ok, a.reason
+    return a.program.notes
+
+
+def sdpa_mod_inputs(rng, c, tensor, p, mask_dtype=None):
+    """Random inputs (from ``rng``) for the score modifiers of SDPA config ``c``, set on the CPU
+    reference's params ``p`` too: its mask (additive in ``mask_dtype``, boolean where None), ALiBi
+    (a flag), block mask and sinks; ``tensor(name)`` is the graph's tensor of each (name "mask",
+    "block", "sink").  Returns {T: logical values}."""
+    ins = {}
+    if c.get("mask") is not None:
+        t = tensor("mask")
+        if mask_dtype is None:
+            val = (rng.uniform(0, 1, t.dims) < 0.7).astype(np.uint8)
+            val.reshape(-1)[: t.dims[3]] = 0          # a row (or more) with every key masked
+            p.attn_mask, p.mask_is_bool = val.astype(bool), True
+        else:
+            val = quantize(rng.uniform(-3, 3, t.dims), mask_dtype)
+            p.attn_mask, p.mask_is_bool = val, False
+        ins[t] = val
+    p.alibi = bool(c.get("alibi"))
+    if c.get("block") is not None:
+        t = tensor("block")
+        val = rng.integers(0, 256, t.dims).astype(np.uint8)
+        val.reshape(-1)[0] = 0                       # a row tile with its first byte of tiles dropped
+        p.block_mask = val
+        ins[t] = val
+    if c.get("sink") is not None:
+        t = tensor("sink")
+        val = quantize(rng.uniform(-1, 4, [c["H"]]), c["sink"])
+        p.sink = val
+        ins[t] = val.reshape(t.dims)
+    return ins
+
+
+def distinct_launches(programs):
+    """``(name, launch step)`` for each kernel source that ``programs`` (``(name, program)``
+    pairs) launch, at its first launch only."""
+    seen = set()
+    for name, prog in programs:
+        for st in prog.steps:
+            if st[0] == "launch" and st[1] not in seen:
+                seen.add(st[1])
+                yield name, st
+
+
 def sdpa_optional(ts, a, B, H, Sq, stats=True, seq=False, drop=None):
     """Append an SDPA forward's optional tensors at the test graphs' usual uids: stats (5),
     seq_len_q / seq_len_kv with the padding mask (6, 7), dropout seed / offset (8, 9)."""

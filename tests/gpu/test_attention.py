@@ -11,8 +11,8 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import (T, assert_sdpa_close, graph_bytes, node, nvrtc_or_skip, quantize, relerr,
-                         sdpa_optional)
+from gpu_testlib import (T, assert_sdpa_close, distinct_launches, graph_bytes, node, nvrtc_or_skip, quantize,
+                         relerr, sdpa_optional)
 
 rng = np.random.default_rng(77)
 
@@ -106,13 +106,10 @@ def test_attention_sources_compile_sm90a():
     from engine_plugins.hip_kernels import codegen
     c = _compiler()
     hdr = codegen.headers()
-    seen = set()
-    for name, prog in _programs():
-        for st in prog.steps:
-            if st[0] == "launch" and st[1] not in seen:
-                seen.add(st[1])
-                assert c.compile(st[1], f"{name}_{st[2]}.hip", (), "sm_90a", hdr)
-    assert len(seen) >= 10
+    launches = list(distinct_launches(_programs()))
+    for name, st in launches:
+        assert c.compile(st[1], f"{name}_{st[2]}.hip", (), "sm_90a", hdr)
+    assert len(launches) >= 10
 
 
 def test_not_applicable_on_the_hip_engine():

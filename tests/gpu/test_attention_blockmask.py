@@ -16,7 +16,7 @@ import pytest
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
 from engine_plugins.hip_kernels.ops import sdpa as hsdpa
-from gpu_testlib import NP, from_storage, graph_bytes, node, nvrtc_or_skip, quantize, relerr
+from gpu_testlib import NP, distinct_launches, from_storage, graph_bytes, node, nvrtc_or_skip, quantize, relerr
 from test_attention_roles import U, _build, _close_rows, _emu_src, _host_emu, fwd_graph
 from test_attention_roles import fwd_path  # noqa: F401 - the fixture: auto (wgmma on sm_90) / mma
 rng = np.random.default_rng(77)
@@ -292,14 +292,10 @@ def test_sources_compile_sm90a_without_spills():
     from engine_plugins.hip_kernels import codegen
     c = nvrtc_or_skip()
     hdr = codegen.headers()
-    seen = set()
-    for name, prog in _programs():
-        for st in prog.steps:
-            if st[0] == "launch" and st[1] not in seen:
-                seen.add(st[1])
-                assert c.compile(st[1], f"{name}_{st[2]}.hip", ("--ptxas-options=-v",), "sm_90a", hdr), name
-                if st[2] in ("hdn_attn_fwd_wg", "hdn_attn_fwd"):
-                    assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
+    for name, st in distinct_launches(_programs()):
+        assert c.compile(st[1], f"{name}_{st[2]}.hip", ("--ptxas-options=-v",), "sm_90a", hdr), name
+        if st[2] in ("hdn_attn_fwd_wg", "hdn_attn_fwd"):
+            assert " 0 bytes spill stores" in c.last_log, (name, c.last_log)
 
 
 # ------------------------------------------------------------------------------------ GPU

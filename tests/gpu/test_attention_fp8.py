@@ -31,7 +31,7 @@ from hipdnn_cabi.plugin_sdk import parse_graph
 
 import gpu_testlib
 from engine_plugins.cpu_reference.kernels import philox as kphilox
-from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
+from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_mod_inputs, sdpa_optional
 
 gpu_testlib.NP.setdefault("UINT8", np.uint8)
 gpu_testlib.NP.setdefault("UNSET", np.uint8)     # BOOLEAN: one byte, 0 / 1
@@ -353,31 +353,9 @@ SEED, OFFSET = 20240607, 1001      # the dropout tests' Philox seed / offset (de
 def _role_inputs(c, by, p):
     """Random inputs for the score-role tensors of config c, set on the reference params p too;
     returns {T: logical values}."""
-    ins = {}
-    B, H, Sq, Skv = c["B"], c["H"], c["Sq"], c["Skv"]
     m = c.get("mask")
-    if m is not None:
-        t = by[MOD["mask"]]
-        if m[1] == "UNSET":
-            val = (rng.uniform(0, 1, t.dims) < 0.7).astype(np.uint8)
-            val.reshape(-1)[: t.dims[3]] = 0          # a row (or more) with every key masked
-            p.attn_mask, p.mask_is_bool = val.astype(bool), True
-        else:
-            val = quantize(rng.uniform(-3, 3, t.dims), m[1])
-            p.attn_mask, p.mask_is_bool = val, False
-        ins[t] = val
-    p.alibi = bool(c.get("alibi"))
-    if c.get("block") is not None:
-        t = by[MOD["block"]]
-        val = rng.integers(0, 256, t.dims).astype(np.uint8)
-        val.reshape(-1)[0] = 0                       # a row tile with its first byte of tiles dropped
-        p.block_mask = val
-        ins[t] = val
-    if c.get("sink") is not None:
-        t = by[MOD["sink"]]
-        val = quantize(rng.uniform(-1, 4, [H]), c["sink"])
-        p.sink = val
-        ins[t] = val.reshape(t.dims)
+    ins = sdpa_mod_inputs(rng, c, lambda name: by[MOD[name]], p,
+                          None if m is None or m[1] == "UNSET" else m[1])
     if c.get("drop"):
         p.dropout = ("philox", float(c["drop"]), SEED, OFFSET)
         ins[by[8]] = np.array([SEED]).reshape(1, 1, 1, 1)

@@ -275,21 +275,29 @@ def test_one_paged_forward_vs_cpu_reference(R, i, only):
     assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
 
 
+def _run_outside_the_pool(R, case, past, negative, v_too):
+    """Paged ``case`` run with K's page table naming a page past the pool at index ``past`` and
+    page -3 at index ``negative`` (V's table too where ``v_too``); returns the outputs
+    {uid: O / stats} and the float64 reference's O."""
+    cc, lq, lkv, pages, MP, NP, skv = _paged_case(case)
+    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
+    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
+    bad = tab.copy()
+    bad[past] = NP + 1000
+    bad[negative] = -3
+    B = cc["B"]
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
+                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: bad if v_too else tab}, [by[4], by[5]])
+    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    return res, O
+
+
 @pytest.mark.gpu
 def test_paged_page_outside_the_pool_gives_nan_not_a_fault(R):
     """A table entry naming no page of the pool (the CPU reference: INVALID_VALUE) makes that
     batch's rows NaN; the other batches are unaffected."""
-    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED[0])
-    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
-    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
-    bad = tab.copy()
-    bad[2, 0, 1, 0] = NP + 1000
-    bad[0, 0, 0, 0] = -3
-    B = cc["B"]
-    by = {t.uid: t for t in ts}
-    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
-                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: bad}, [by[4], by[5]])
-    O, _, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    res, O = _run_outside_the_pool(R, PAGED[0], (2, 0, 1, 0), (0, 0, 0, 0), v_too=True)
     assert np.all(np.isnan(res[4][0])) and np.all(np.isnan(res[4][2]))
     assert relerr(res[4][1], O[1]) < 1e-2
 
@@ -824,17 +832,7 @@ def test_varlen_wgmma_matches_mma_sync(R, monkeypatch):
 def test_paged_wgmma_page_outside_the_pool_gives_nan_not_a_fault(R):
     """The wgmma forward: a table entry naming no page of the pool makes that batch's rows NaN
     (O and stats); the other batches match the reference."""
-    cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED_WG[0])
-    ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
-    q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
-    bad = tab.copy()
-    bad[0, 0, 3, 0] = NP + 1000
-    bad[2, 0, 0, 0] = -3
-    B = cc["B"]
-    by = {t.uid: t for t in ts}
-    res = R.run(g, {by[1]: q, by[2]: kp, by[3]: vp, by[6]: lq.reshape(B, 1, 1, 1),
-                    by[7]: lkv.reshape(B, 1, 1, 1), by[8]: bad, by[9]: tab}, [by[4], by[5]])
-    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, _p(cc["D"], lq, lkv, cc), np.float64)
+    res, O = _run_outside_the_pool(R, PAGED_WG[0], (0, 0, 3, 0), (2, 0, 0, 0), v_too=False)
     for b in (0, 2):
         assert np.all(np.isnan(res[4][b])) and np.all(np.isnan(res[5][b]))
     assert relerr(res[4][1], O[1]) < 1e-2

@@ -14,7 +14,7 @@ import pytest
 import gpu_testlib
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_optional
+from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_mod_inputs, sdpa_optional
 
 gpu_testlib.NP.setdefault("UINT8", np.uint8)
 gpu_testlib.NP.setdefault("UNSET", np.uint8)     # BOOLEAN: one byte, 0 / 1
@@ -262,7 +262,7 @@ def _inputs(c, ts, p):
     returns {T: logical values}."""
     byuid = {t.uid: t for t in ts}
     ins = {}
-    B, H, Sq, Skv = c["B"], c["H"], c["Sq"], c["Skv"]
+    B, Sq, Skv = c["B"], c["Sq"], c["Skv"]
     if c.get("seq"):
         lq, lkv = _lens(B, Sq, Skv)
         p.seq_len_q, p.seq_len_kv = lq, lkv
@@ -270,28 +270,8 @@ def _inputs(c, ts, p):
         ins[byuid[u0]] = lq.reshape(B, 1, 1, 1)
         ins[byuid[u0 + 1]] = lkv.reshape(B, 1, 1, 1)
     m = c.get("mask")
-    if m is not None:
-        t = byuid[U["mask"]]
-        if m[0] == "bias":
-            val = quantize(rng.uniform(-3, 3, t.dims), m[2])
-            p.attn_mask, p.mask_is_bool = val, False
-        else:
-            val = (rng.uniform(0, 1, t.dims) < 0.7).astype(np.uint8)
-            val.reshape(-1)[: t.dims[3]] = 0          # a row (or more) with every key masked
-            p.attn_mask, p.mask_is_bool = val.astype(bool), True
-        ins[t] = val
-    p.alibi = bool(c.get("alibi"))
-    if c.get("block") is not None:
-        t = byuid[U["block"]]
-        val = rng.integers(0, 256, t.dims).astype(np.uint8)
-        val.reshape(-1)[0] = 0                       # a row tile with its first byte of tiles dropped
-        p.block_mask = val
-        ins[t] = val
-    if c.get("sink") is not None:
-        t = byuid[U["sink"]]
-        val = quantize(rng.uniform(-1, 4, [H]), c["sink"])
-        p.sink = val
-        ins[t] = val.reshape(t.dims)
+    ins.update(sdpa_mod_inputs(rng, c, lambda name: byuid[U[name]], p,
+                               m[2] if m is not None and m[0] == "bias" else None))
     return ins
 
 

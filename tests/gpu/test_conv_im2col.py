@@ -14,21 +14,13 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
-from gpu_testlib import FB, TOL, T, graph_bytes, node, pw, quantize, quantized_normal, relerr
-from hipdnn_cabi.plugin_sdk import parse_graph
+from gpu_testlib import FB, TOL, T, graph_bytes, node, plan_notes, pw, quantize, quantized_normal, relerr
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2026)
 
 
 rnd = functools.partial(quantized_normal, rng)
-
-
-def notes(g):
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
 
 
 def conv(x, w, y, pre, post, stride, dil, mode="CROSS_CORRELATION"):
@@ -78,7 +70,7 @@ def test_conv_fwd_im2col(R, dtype, case, monkeypatch):
     x, w, y = _shapes(c, dtype)
     pre, post, st, dil, mode = c[5], c[6], c[7], c[8], c[9]
     g = graph_bytes([x, w, y], [conv(1, 2, 3, pre, post, st, dil, mode)])
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("im2col tensor map" in n for n in ns), ns
     assert any("TMA AB" in n for n in ns), ns
     xv, wv = rnd(x.dims, dtype), rnd(w.dims, dtype, (x.dims[1] * w.dims[2] * w.dims[3]) ** -0.5)
@@ -97,7 +89,7 @@ def test_conv_fwd_im2col_register_epilogue(R, case, monkeypatch):
     c = CASES[case]
     x, w, y = _shapes(c, "HALF")
     g = graph_bytes([x, w, y], [conv(1, 2, 3, c[5], c[6], c[7], c[8], c[9])])
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("im2col tensor map" in n for n in ns) and not any("TMA-store" in n for n in ns), ns
     xv, wv = rnd(x.dims, "HALF"), rnd(w.dims, "HALF", (x.dims[1] * w.dims[2] * w.dims[3]) ** -0.5)
     out = R.run(g, {x: xv, w: wv}, [y])[3]
@@ -112,7 +104,7 @@ def test_conv_fwd_im2col_1d(R):
     w = T(2, [32, 64, 5], dtype, strides=[5 * 64, 1, 64])
     y = T(3, [3, 32, 30], dtype, strides=[30 * 32, 1, 32])
     g = graph_bytes([x, w, y], [conv(1, 2, 3, [2], [2], [1], [1])])
-    assert any("im2col tensor map" in n for n in notes(g)), notes(g)
+    assert any("im2col tensor map" in n for n in plan_notes(g)), plan_notes(g)
     xv, wv = rnd(x.dims, dtype), rnd(w.dims, dtype, 320 ** -0.5)
     out = R.run(g, {x: xv, w: wv}, [y])[3]
     ref = kconv.conv_fwd(xv, wv, [2], [2], [1], [1], compute_dtype=np.float64)
@@ -135,7 +127,7 @@ def test_conv_fwd_im2col_fused_epilogue(R, tstore, monkeypatch):
     y = T(6, [N, K, H, W], dtype, "nhwc")
     g = graph_bytes([x, w, cv, b, bv, y], [conv(1, 2, 3, [1, 1], [1, 1], [1, 1], [1, 1]),
                                            pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("im2col tensor map" in n for n in ns), ns
     assert any("TMA-store epilogue" in n for n in ns) == (tstore == "auto"), ns
     xv, wv, bvv = rnd(x.dims, dtype), rnd(w.dims, dtype, (C * 9) ** -0.5), rnd(b.dims, dtype)
@@ -152,10 +144,10 @@ def test_conv_fwd_im2col_knob_off_and_fallback(monkeypatch):
     x, w, y = _shapes(CASES[0], dtype)
     g = graph_bytes([x, w, y], [conv(1, 2, 3, [1, 1], [1, 1], [1, 1], [1, 1])])
     monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_IM2COL", "0")
-    assert not any("im2col" in n for n in notes(g)), notes(g)
+    assert not any("im2col" in n for n in plan_notes(g)), plan_notes(g)
     monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_IM2COL", "1")
     for case in ((2, 12, (9, 9), 16, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), "CROSS_CORRELATION", "1"),
                  (2, 64, (30, 30), 16, (1, 1), (0, 0), (0, 0), (9, 9), (1, 1), "CROSS_CORRELATION", "1")):
         x, w, y = _shapes(case, dtype)
         g = graph_bytes([x, w, y], [conv(1, 2, 3, case[5], case[6], case[7], case[8])])
-        assert not any("im2col" in n for n in notes(g)), (case, notes(g))
+        assert not any("im2col" in n for n in plan_notes(g)), (case, plan_notes(g))

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
-from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import TOL, quantize, relerr
+from gpu_testlib import TOL, plan_notes, quantize, relerr
 from test_conv_pad_plan import conv_graph
 
 pytestmark = pytest.mark.gpu
@@ -28,17 +27,10 @@ def _clean_knobs(monkeypatch):
         monkeypatch.delenv("HIPDNN_CABI_HIP_" + k, raising=False)
 
 
-def notes(g):
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
-
-
 def run_check(R, op, N, C, H, K, Rk, pad=0, st=1, dil=1, mode="CROSS_CORRELATION", lay="nhwc",
               dt="HALF", want_pad=True):
     g, x, w, y, a = conv_graph(op, N, C, H, K, Rk, pad, st, dil, dt, lay, mode)
-    ns = notes(g)
+    ns = plan_notes(g)
     if want_pad and any("wgmma core" in n for n in ns):        # Hopper: the path under test
         assert any(n.startswith("pad pre-pass") for n in ns), ns
     xv = quantize(rng.standard_normal(x.dims), dt)
@@ -89,7 +81,7 @@ def test_padded_conv_on_the_im2col_map(R, monkeypatch):
     monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
     monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_IM2COL", "1")
     g = conv_graph("fwd", 2, 3, 20, 24, 3, 1, 1)[0]
-    ns = notes(g)
+    ns = plan_notes(g)
     if any("wgmma core" in n for n in ns):
         assert any("im2col" in n for n in ns), ns
     run_check(R, "fwd", 2, 3, 20, 24, 3, 1, 1)

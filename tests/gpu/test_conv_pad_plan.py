@@ -24,8 +24,8 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, nvrtc_or_skip,
-                         quantize, relerr)
+from gpu_testlib import (TOL, T, conv_bias_relu_graph, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes,
+                         nvrtc_or_skip, quantize, relerr)
 
 KNOBS = ("PAD", "CONV_IM2COL", "SPLITK", "TILE", "TMA", "TMA_STORE", "GEMM", "WGRAD_SWAP")
 rng = np.random.default_rng(2243)
@@ -286,17 +286,10 @@ def test_padded_conv_fused_bias_relu_on_host(lay, monkeypatch):
     """conv (C = 3, K = 5) -> + bias -> relu: the padded GEMM's fused epilogue stores K = 5
     columns element by element."""
     import test_host_emulation as the
-    from gpu_testlib import pw
     _gemm_host_steps(the, monkeypatch)
     monkeypatch.setenv("HIPDNN_CABI_HIP_PAD", "1")
     dt = "BFLOAT16"
-    x, w = T(1, [2, 3, 8, 8], dt, lay), T(2, [5, 3, 3, 3], dt, lay)
-    cv = T(3, [2, 5, 8, 8], "FLOAT", lay, virtual=True)
-    b = T(4, [1, 5, 1, 1], dt, lay)
-    bv = T(5, [2, 5, 8, 8], "FLOAT", lay, virtual=True)
-    y = T(6, [2, 5, 8, 8], dt, lay)
-    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
-                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    x, w, b, y, g = conv_bias_relu_graph(2, 3, 5, 8, dt, lay)
     xv, wv, bvv = (quantize(rng.standard_normal(t.dims), dt) for t in (x, w, b))
     progs = []
     out = the.run_host(g, {x: xv, w: wv, b: bvv}, [y], arch="sm_90", prog_out=progs)[0][6]

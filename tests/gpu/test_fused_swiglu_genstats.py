@@ -26,7 +26,7 @@ from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import (TOL, nvrtc_or_skip, T, bn_train, conv_fwd, graph_bytes, matmul, pw, quantize,
+from gpu_testlib import (TOL, nvrtc_or_skip, T, bn_train, conv_fwd, graph_bytes, matmul, plan_notes, pw, quantize,
                          quantized_normal, reduction)
 from test_fusion_topologies import dataflow_problems
 
@@ -384,13 +384,6 @@ def test_new_sources_compile_sm90a_without_spills(monkeypatch):
 
 
 # ---------------------------------------------------------------- GPU
-def _notes(g):
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
-
-
 def _check(out, ref, dtype, what):
     from gpu_testlib import relerr
     assert np.all(np.isfinite(out)), f"{what}: non-finite / unwritten output"
@@ -418,7 +411,7 @@ def test_swiglu_gpu(R, case, dtype, kmajor, monkeypatch):
     ts, nodes, x, wg, wu, z = swiglu_graph(M, K, F, dtype, kmajor)
     g = graph_bytes(ts, nodes)
     # N-major B with F % 8 != 0: rows the copy engine cannot load - the unfused plan (checked too)
-    assert any("paired GEMM" in n for n in _notes(g)) == (kmajor or F % 8 == 0)
+    assert any("paired GEMM" in n for n in plan_notes(g)) == (kmajor or F % 8 == 0)
     xv, wgv, wuv = rnd(x.dims, dtype), rnd(wg.dims, dtype, K ** -0.5), rnd(wu.dims, dtype, K ** -0.5)
     out = R.run(g, {x: xv, wg: wgv, wu: wuv}, [z])[7]
     _check(out, swiglu_ref(xv, wgv, wuv, dtype), dtype, f"swiglu {SWIGLU[case]} {dtype} kmajor={kmajor}")
@@ -446,7 +439,7 @@ def test_genstats_conv_bn_gpu(R, case, dtype, monkeypatch):
     monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", tstore or "auto")
     ts, nodes, x, w, y, (sc, bi), (mu, iv, out) = convbn_graph(N, C, H, K, dtype, "nhwc", ksize=ks)
     g = graph_bytes(ts, nodes)
-    assert any("no statistics pass" in n for n in _notes(g))
+    assert any("no statistics pass" in n for n in plan_notes(g))
     xv = quantize(rnd(x.dims, "FLOAT") + 0.5, dtype)      # channel means away from 0
     wv = rnd(w.dims, dtype, (C * ks * ks) ** -0.5)
     scv, biv = rnd(sc.dims, "FLOAT"), rnd(bi.dims, "FLOAT")
@@ -466,7 +459,7 @@ def test_genstats_reductions_gpu(R, dtype, y_virtual):
     N, C, H, K = 3, 16, 7, 24
     ts, nodes, x, w, y, s, q = convred_graph(N, C, H, K, dtype, y_virtual)
     g = graph_bytes(ts, nodes)
-    assert any("per-channel reduction(s)" in n for n in _notes(g))
+    assert any("per-channel reduction(s)" in n for n in plan_notes(g))
     xv = quantize(rnd(x.dims, "FLOAT") + 0.5, dtype)
     wv = rnd(w.dims, dtype, (9 * C) ** -0.5)
     outs = [s, q] if y_virtual else [y, s, q]
@@ -487,7 +480,7 @@ def test_genstats_matmul_bn_gpu(R, dtype, shape):
     M, K, N = shape
     ts, nodes, a, b, (sc, bi), (mu, iv, out) = mmbn_graph(M, K, N, dtype)
     g = graph_bytes(ts, nodes)
-    assert any("no statistics pass" in n for n in _notes(g))
+    assert any("no statistics pass" in n for n in plan_notes(g))
     av, bv = quantize(rnd(a.dims, "FLOAT") + 0.5, dtype), rnd(b.dims, dtype, K ** -0.5)
     scv, biv = rnd(sc.dims, "FLOAT"), rnd(bi.dims, "FLOAT")
     res = R.run(g, {a: av, b: bv, sc: scv, bi: biv}, [mu, iv, out])

@@ -13,8 +13,7 @@ import functools
 import numpy as np
 import pytest
 
-from gpu_testlib import TOL, T, graph_bytes, matmul, pw, quantize, quantized_normal, relerr
-from hipdnn_cabi.plugin_sdk import parse_graph
+from gpu_testlib import TOL, T, graph_bytes, matmul, plan_notes, pw, quantize, quantized_normal, relerr
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(50257)
@@ -28,15 +27,8 @@ def _clean_knobs(monkeypatch):
         monkeypatch.delenv("HIPDNN_CABI_HIP_" + k, raising=False)
 
 
-def notes(g):
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
-
-
 def hopper(g):
-    return any("wgmma core" in n for n in notes(g))
+    return any("wgmma core" in n for n in plan_notes(g))
 
 
 def graph(M, N, K, dt, bt=False, batch=(), bbatch=None, epi="none"):
@@ -62,7 +54,7 @@ def graph(M, N, K, dt, bt=False, batch=(), bbatch=None, epi="none"):
 
 def run_check(R, M, N, K, dt, bt=False, batch=(), bbatch=None, epi="none", want=()):
     g, a, b, e, y = graph(M, N, K, dt, bt, batch, bbatch, epi)
-    ns = notes(g)
+    ns = plan_notes(g)
     if any("wgmma core" in n for n in ns):        # Hopper: the path the test is about
         for w in want:
             assert any(w in n for n in ns), (w, ns)
@@ -173,7 +165,7 @@ def test_decode_benchmark_shapes_take_swap_ab(R):
     g = graph(16, 4096, 4096, "BFLOAT16")[0]
     if not hopper(g):
         pytest.skip("not a Hopper device")
-    assert any("swap-AB" in n for n in notes(g))
+    assert any("swap-AB" in n for n in plan_notes(g))
     run_check(R, 16, 4096, 4096, "BFLOAT16", want=("swap-AB",))
 
 
@@ -188,7 +180,7 @@ def test_tf32_pads_along_k(R, bt, monkeypatch):
     b = T(2, [2, K, N], "FLOAT", strides=[K * N, 1, K] if bt else [K * N, N, 1])
     y = T(3, [2, M, N], "FLOAT")
     g = graph_bytes([a, b, y], [matmul(1, 2, 3)])
-    ns = notes(g)
+    ns = plan_notes(g)
     if any("wgmma core" in n for n in ns):
         assert len([n for n in ns if "pad pre-pass" in n]) == 2, ns
     av, bv = quantize(rng.standard_normal(a.dims), "FLOAT"), quantize(rng.standard_normal(b.dims), "FLOAT")
@@ -204,7 +196,7 @@ def test_fp8_pads_along_k(R, dtype, monkeypatch):
     M, N, K = 130, 72, 200
     a, b, y = T(1, [M, K], dtype), T(2, [K, N], dtype, strides=[1, K]), T(3, [M, N], "HALF")
     g = graph_bytes([a, b, y], [matmul(1, 2, 3)])
-    ns = notes(g)
+    ns = plan_notes(g)
     if any("wgmma core" in n for n in ns):
         assert len([n for n in ns if "200 -> 208" in n]) == 2, ns
     av, bv = quantize(rng.standard_normal(a.dims), dtype), quantize(rng.standard_normal(b.dims), dtype)

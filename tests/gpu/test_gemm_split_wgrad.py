@@ -9,8 +9,8 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
-from gpu_testlib import TOL, T, conv_bwd_data, conv_bwd_filter, graph_bytes, matmul, quantize, quantized_normal, relerr
-from hipdnn_cabi.plugin_sdk import parse_graph
+from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, graph_bytes, matmul, plan_notes, quantize,
+                         quantized_normal, relerr)
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2020)
@@ -23,14 +23,6 @@ def check(out, ref, dtype, what, tol=None):
     assert np.all(np.isfinite(out)), f"{what}: non-finite / unwritten output"
     e = relerr(out, ref)
     assert e < (tol or TOL[dtype]), f"{what}: rel err {e:.3g}"
-
-
-def notes(g):
-    """The notes of the plan the engine builds on this device (its arch, SM count, knobs)."""
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
 
 
 SKINNY = [  # M, N, K, forced splits (None: the cost model)
@@ -52,7 +44,7 @@ def test_splitk_skinny_gemm(R, dtype, case, monkeypatch):
     a, b, c = T(1, [1, M, K], dtype), T(2, [1, K, N], dtype), T(3, [1, M, N], dtype)
     g = graph_bytes([a, b, c], [matmul(1, 2, 3)])
     if case == 0 or force:
-        assert any("split-K" in n for n in notes(g)), notes(g)
+        assert any("split-K" in n for n in plan_notes(g)), plan_notes(g)
     av, bv = rnd(a.dims, dtype), rnd(b.dims, dtype, K ** -0.5)
     out = R.run(g, {a: av, b: bv}, [c])[3]
     check(out, quantize(kmm.matmul(av, bv, compute_dtype=np.float64), dtype), dtype, f"matmul {SKINNY[case]}")
@@ -81,7 +73,7 @@ def _shapes(case, dtype, lay="nhwc"):
 def test_wgrad_tensor_maps(R, dtype, case):
     x, w, y, pad, st, dil, mode = _shapes(WGRAD[case], dtype)
     g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
-    assert any("4-D tensor maps" in n for n in notes(g)), notes(g)
+    assert any("4-D tensor maps" in n for n in plan_notes(g)), plan_notes(g)
     xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
     out = R.run(g, {x: xv, y: dyv}, [w])[2]
     ref = kconv.conv_bwd_filter(xv, dyv, w.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
@@ -94,7 +86,7 @@ def test_wgrad_tensor_maps_1d(R):
     y = T(3, [3, 32, 30], dtype, strides=[30 * 32, 1, 32])
     w = T(2, [32, 64, 5], dtype, strides=[5 * 64, 1, 64])
     g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, [2], [1], [1])])
-    assert any("4-D tensor maps" in n for n in notes(g)), notes(g)
+    assert any("4-D tensor maps" in n for n in plan_notes(g)), plan_notes(g)
     xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
     out = R.run(g, {x: xv, y: dyv}, [w])[2]
     ref = kconv.conv_bwd_filter(xv, dyv, w.dims, [2], [2], [1], [1], "CROSS_CORRELATION",
@@ -118,7 +110,7 @@ def test_strided_1x1_dgrad(R, dtype, lay, case):
         pytest.skip("the ResNet shape once (fp16 NHWC)")
     x, w, y, pad, stv, dil, mode = _shapes((N, C, H, W, K, 1, 1, 0, st, 1, "CROSS_CORRELATION"), dtype, lay)
     g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, stv, dil, mode)])
-    assert any("strided 1x1" in n for n in notes(g)), notes(g)
+    assert any("strided 1x1" in n for n in plan_notes(g)), plan_notes(g)
     dyv, wv = rnd(y.dims, dtype), rnd(w.dims, dtype)
     out = R.run(g, {y: dyv, w: wv}, [x])[1]
     ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, stv, dil, mode, compute_dtype=np.float64)
@@ -138,7 +130,7 @@ DGRAD_TAP = [  # N, C, H, W, K, R, S, pad, stride, dil, mode: K % 64 == 0 -> wei
 def test_dgrad_weights_per_tap_tma(R, dtype, case):
     x, w, y, pad, st, dil, mode = _shapes(DGRAD_TAP[case], dtype)
     g = graph_bytes([y, w, x], [conv_bwd_data(3, 2, 1, pad, st, dil, mode)])
-    assert any("TMA B" in n or "TMA AB" in n for n in notes(g)), notes(g)
+    assert any("TMA B" in n or "TMA AB" in n for n in plan_notes(g)), plan_notes(g)
     dyv, wv = rnd(y.dims, dtype), rnd(w.dims, dtype)
     out = R.run(g, {y: dyv, w: wv}, [x])[1]
     ref = kconv.conv_bwd_data(dyv, wv, x.dims, pad, pad, st, dil, mode, compute_dtype=np.float64)
@@ -196,7 +188,7 @@ def test_wgrad_swapped_tensor_maps(R, dtype, case):
         pytest.skip("the ResNet shape once (fp16)")
     x, w, y, pad, st, dil, mode = _shapes(WGRAD_SWAP[case], dtype)
     g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, pad, st, dil, mode)])
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("4-D tensor maps" in n for n in ns) and any("dw^T GEMM" in n for n in ns), ns
     xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
     out = R.run(g, {x: xv, y: dyv}, [w])[2]
@@ -210,7 +202,7 @@ def test_wgrad_swapped_1d(R):
     y = T(3, [3, 64, 30], dtype, strides=[30 * 64, 1, 64])
     w = T(2, [64, 128, 5], dtype, strides=[5 * 128, 1, 128])
     g = graph_bytes([x, y, w], [conv_bwd_filter(1, 3, 2, [2], [1], [1])])
-    assert any("dw^T GEMM" in n for n in notes(g)), notes(g)
+    assert any("dw^T GEMM" in n for n in plan_notes(g)), plan_notes(g)
     xv, dyv = rnd(x.dims, dtype), rnd(y.dims, dtype)
     out = R.run(g, {x: xv, y: dyv}, [w])[2]
     ref = kconv.conv_bwd_filter(xv, dyv, w.dims, [2], [2], [1], [1], "CROSS_CORRELATION",
@@ -238,7 +230,7 @@ def test_simt_fp32_nchw_paths(R, case, monkeypatch):
         monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_NHWC", force)
     x, w, y, padv, stv, dil, mode = _shapes((N, C, H, H, K, Rr, Rr, pad, st, 1, "CROSS_CORRELATION"), "FLOAT", "nchw")
     g = graph_bytes([x, w, y], [conv_fwd(1, 2, 3, padv, stv, dil, mode)])
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("SIMT core on NHWC copies" in n for n in ns) == (path == "nhwc"), ns
     xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT", (C * Rr * Rr) ** -0.5)
     out = R.run(g, {x: xv, w: wv}, [y])[3]

@@ -13,8 +13,7 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
-from gpu_testlib import TOL, T, conv_fwd, graph_bytes, matmul, pw, quantize, quantized_normal, relerr
-from hipdnn_cabi.plugin_sdk import parse_graph
+from gpu_testlib import TOL, T, conv_fwd, graph_bytes, matmul, plan_notes, pw, quantize, quantized_normal, relerr
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2021)
@@ -27,13 +26,6 @@ def check(out, ref, dtype, what):
     assert np.all(np.isfinite(out)), f"{what}: non-finite / unwritten output"
     e = relerr(out, ref)
     assert e < TOL[dtype], f"{what}: rel err {e:.3g}"
-
-
-def notes(g):
-    from engine_plugins.hip_kernels.engine import analyse
-    a = analyse(parse_graph(g))
-    assert a.ok, a.reason
-    return a.program.notes
 
 
 def nhwc(d):
@@ -78,7 +70,7 @@ def test_conv1x1_tma_store(R, dtype, case, monkeypatch):
                                                pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
         ins = {x: xv, w: wv, e: ev}
         ref = np.maximum(ref + ev, 0)
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("TMA-store epilogue" in n for n in ns), ns
     assert any("TMA AB" in n for n in ns), ns        # the 1 x 1 activations on the copy engine
     out = R.run(g, ins, [y])[6]
@@ -114,7 +106,7 @@ def test_matmul_tma_store(R, dtype, case, monkeypatch):
     else:
         g = graph_bytes([a, b, y], [matmul(1, 2, 6)])
         ins = {a: av, b: bv}
-    ns = notes(g)
+    ns = plan_notes(g)
     assert any("TMA-store epilogue" in n for n in ns), ns
     out = R.run(g, ins, [y])[6]
     check(out, quantize(ref, dtype), dtype, f"matmul {MATMUL[case]}")
@@ -132,7 +124,7 @@ def test_tma_store_knob_off_same_result(R, monkeypatch):
     outs = {}
     for mode in ("0", "1"):
         monkeypatch.setenv("HIPDNN_CABI_HIP_TMA_STORE", mode)
-        assert any("TMA-store epilogue" in n for n in notes(g)) == (mode == "1")
+        assert any("TMA-store epilogue" in n for n in plan_notes(g)) == (mode == "1")
         outs[mode] = R.run(g, {x: xv, w: wv}, [y])[6]
     assert np.all(np.isfinite(outs["1"]))
     assert np.array_equal(outs["0"], outs["1"])

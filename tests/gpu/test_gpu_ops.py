@@ -10,8 +10,8 @@ from engine_plugins.cpu_reference.kernels import conv as kconv
 from engine_plugins.cpu_reference.kernels import matmul as kmm
 from engine_plugins.cpu_reference.kernels import pointwise as kpw
 from engine_plugins.cpu_reference.kernels import reduction as kred
-from gpu_testlib import (TOL, T, bn_bwd, bn_inf, bn_train, conv_bwd_data, conv_bwd_filter, conv_fwd,
-                         graph_bytes, matmul, pw, quantize, quantized_normal, reduction, relerr)
+from gpu_testlib import (TOL, T, bn_bwd, bn_inf, bn_train, conv_bias_relu_graph, conv_bwd_data, conv_bwd_filter,
+                         conv_fwd, graph_bytes, matmul, pw, quantize, quantized_normal, reduction, relerr)
 
 pytestmark = pytest.mark.gpu
 DTYPES = ("FLOAT", "HALF", "BFLOAT16")
@@ -108,14 +108,7 @@ def test_conv_fwd(R, dtype, lay, case):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lay", LAYOUTS)
 def test_conv_bias_relu_fused(R, dtype, lay):
-    x = T(1, [2, 16, 10, 10], dtype, lay)
-    w = T(2, [32, 16, 3, 3], dtype, lay)
-    cv = T(3, [2, 32, 10, 10], "FLOAT", lay, virtual=True)
-    b = T(4, [1, 32, 1, 1], dtype, lay)
-    bv_ = T(5, [2, 32, 10, 10], "FLOAT", lay, virtual=True)
-    y = T(6, [2, 32, 10, 10], dtype, lay)
-    g = graph_bytes([x, w, cv, b, bv_, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
-                                            pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    x, w, b, y, g = conv_bias_relu_graph(2, 16, 32, 10, dtype, lay)
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
     assert len(build_program(parse_graph(g)).steps) == 1

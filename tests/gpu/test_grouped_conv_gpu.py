@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
-from gpu_testlib import TOL, T, conv_fwd, graph_bytes, pw, quantize, quantized_normal, relerr
+from gpu_testlib import TOL, conv_bias_relu_graph, quantize, quantized_normal, relerr
 from test_grouped_conv_host_emulation import CASES, _graph, _ref, _tensors
 
 pytestmark = pytest.mark.gpu
@@ -50,14 +50,7 @@ def test_narrow_groups_on_the_tiled_cores_gpu(R, case, op, monkeypatch):
 def test_grouped_conv_fused_bias_relu_gpu(R, G):
     """conv (2 groups of 32 channels / depthwise) -> + bias -> relu as one GEMM epilogue."""
     dtp, lay = "HALF", "nhwc"
-    x = T(1, [2, 64, 10, 10], dtp, lay)
-    w = T(2, [64, 64 // G, 3, 3], dtp, lay)
-    cv = T(3, [2, 64, 10, 10], "FLOAT", lay, virtual=True)
-    b = T(4, [1, 64, 1, 1], dtp, lay)
-    bv = T(5, [2, 64, 10, 10], "FLOAT", lay, virtual=True)
-    y = T(6, [2, 64, 10, 10], dtp, lay)
-    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
-                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    x, w, b, y, g = conv_bias_relu_graph(2, 64, 64, 10, dtp, lay, groups=G)
     xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
     got = R.run(g, {x: xv, w: wv, b: bvv}, [y])[6]
     ref = np.maximum(kconv.conv_fwd(xv, wv, [1, 1], [1, 1], [1, 1], [1, 1], compute_dtype=np.float64) + bvv, 0)

@@ -15,8 +15,8 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import (TOL, T, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes, pw, quantize,
-                         relerr)
+from gpu_testlib import (TOL, T, conv_bias_relu_graph, conv_bwd_data, conv_bwd_filter, conv_fwd, graph_bytes,
+                         quantize, relerr)
 from test_host_emulation import HDR, _defs, check_conv_direction, rnd, run_host
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
@@ -129,14 +129,7 @@ def test_grouped_conv_hopper_chunk_loads(dtp, lay, case, op):
 @pytest.mark.parametrize("G", [2, 32])
 def test_grouped_conv_fused_epilogue_and_splitk(dtp, lay, G):
     # G = 2: 32 channels a group, K = 32 * 9 per GEMM (split-K); G = 32: depthwise
-    x = T(1, [2, 64, 6, 6], dtp, lay)
-    w = T(2, [64, 64 // G, 3, 3], dtp, lay)
-    cv = T(3, [2, 64, 6, 6], "FLOAT", lay, virtual=True)
-    b = T(4, [1, 64, 1, 1], dtp, lay)
-    bv = T(5, [2, 64, 6, 6], "FLOAT", lay, virtual=True)
-    y = T(6, [2, 64, 6, 6], dtp, lay)
-    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
-                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    x, w, b, y, g = conv_bias_relu_graph(2, 64, 64, 6, dtp, lay, groups=G)
     xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
     prog = []
     res, names = run_host(g, {x: xv, w: wv, b: bvv}, [y], prog_out=prog)

@@ -20,8 +20,8 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import (NP, TOL, T, bn_bwd, conv_bwd_data, conv_bwd_filter, conv_fwd, from_storage,
-                         graph_bytes, pw, quantize, reduction, relerr, to_storage)
+from gpu_testlib import (NP, TOL, T, bn_bwd, conv_bias_relu_graph, conv_bwd_data, conv_bwd_filter, conv_fwd,
+                         from_storage, graph_bytes, pw, quantize, reduction, relerr, to_storage)
 
 pytestmark = pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
 rng = np.random.default_rng(7)
@@ -204,14 +204,7 @@ def check_conv_direction(op, dtp, x, w, y, pad, st, dil, mode):
 @pytest.mark.parametrize("lay", ["nchw", "nhwc"])
 def test_conv_splitk_and_fused_epilogue(dtp, lay):
     # K = 64 * 9 = 576 and one 128x128 tile: split-K; bias + relu run in the split-K finish
-    x = T(1, [2, 64, 6, 6], dtp, lay)
-    w = T(2, [32, 64, 3, 3], dtp, lay)
-    cv = T(3, [2, 32, 6, 6], "FLOAT", lay, virtual=True)
-    b = T(4, [1, 32, 1, 1], dtp, lay)
-    bv = T(5, [2, 32, 6, 6], "FLOAT", lay, virtual=True)
-    y = T(6, [2, 32, 6, 6], dtp, lay)
-    g = graph_bytes([x, w, cv, b, bv, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]),
-                                           pw("ADD", 3, 5, 4), pw("RELU_FWD", 5, 6)])
+    x, w, b, y, g = conv_bias_relu_graph(2, 64, 32, 6, dtp, lay)
     xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
     res, names = run_host(g, {x: xv, w: wv, b: bvv}, [y])
     assert "hdn_gemm_splitk" in names
