@@ -67,22 +67,22 @@ def matmul(a, b, c):
     return node("MatmulAttributes", {"a_tensor_uid": a, "b_tensor_uid": b, "c_tensor_uid": c}, name="mm")
 
 
-def conv_fwd(x, w, y, pad, stride, dil, mode="CROSS_CORRELATION"):
-    return node("ConvolutionFwdAttributes", {
-        "x_tensor_uid": x, "w_tensor_uid": w, "y_tensor_uid": y, "pre_padding": list(pad),
-        "post_padding": list(pad), "stride": list(stride), "dilation": list(dil),
-        "conv_mode": FB["ConvMode"][mode]}, name="conv")
+def _conv_attrs(pad, stride, dil, mode, post=None):
+    """pad: the pre padding (and the post padding unless ``post`` gives it)."""
+    return {"pre_padding": list(pad), "post_padding": list(pad if post is None else post),
+            "stride": list(stride), "dilation": list(dil), "conv_mode": FB["ConvMode"][mode]}
 
 
-def _conv_attrs(pad, stride, dil, mode):
-    return {"pre_padding": list(pad), "post_padding": list(pad), "stride": list(stride),
-            "dilation": list(dil), "conv_mode": FB["ConvMode"][mode]}
+def conv_fwd(x, w, y, pad, stride, dil, mode="CROSS_CORRELATION", post=None, name="conv"):
+    a = {"x_tensor_uid": x, "w_tensor_uid": w, "y_tensor_uid": y}
+    a.update(_conv_attrs(pad, stride, dil, mode, post))
+    return node("ConvolutionFwdAttributes", a, name=name)
 
 
-def conv_bwd_data(dy, w, dx, pad, stride, dil, mode="CROSS_CORRELATION"):
+def conv_bwd_data(dy, w, dx, pad, stride, dil, mode="CROSS_CORRELATION", post=None, name="conv_bwd_data"):
     a = {"dy_tensor_uid": dy, "w_tensor_uid": w, "dx_tensor_uid": dx}
-    a.update(_conv_attrs(pad, stride, dil, mode))
-    return node("ConvolutionBwdAttributes", a, name="conv_bwd_data")
+    a.update(_conv_attrs(pad, stride, dil, mode, post))
+    return node("ConvolutionBwdAttributes", a, name=name)
 
 
 def conv_bwd_filter(x, dy, dw, pad, stride, dil, mode="CROSS_CORRELATION"):

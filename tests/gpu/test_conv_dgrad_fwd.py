@@ -22,17 +22,15 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import host_emu
-from gpu_testlib import FB, TOL, T, graph_bytes, node, pw, quantize, quantized_normal, relerr
+from gpu_testlib import (TOL, T, conv_bwd_data, graph_bytes, node, pw, quantize, quantized_normal,
+                         relerr)
 
 rng = np.random.default_rng(2027)
 rnd = functools.partial(quantized_normal, rng)
 
 
 def dgrad(dy, w, dx, pre, post, stride, dil, mode="CROSS_CORRELATION"):
-    return node("ConvolutionBwdAttributes", {
-        "dy_tensor_uid": dy, "w_tensor_uid": w, "dx_tensor_uid": dx, "pre_padding": list(pre),
-        "post_padding": list(post), "stride": list(stride), "dilation": list(dil),
-        "conv_mode": FB["ConvMode"][mode]}, name="dgrad")
+    return conv_bwd_data(dy, w, dx, pre, stride, dil, mode, post=post, name="dgrad")
 
 
 # N, C, spatial, K, filter, pre pad, post pad, dilation, mode

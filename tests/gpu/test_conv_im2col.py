@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import conv as kconv
-from gpu_testlib import FB, TOL, T, graph_bytes, node, plan_notes, pw, quantize, quantized_normal, relerr
+from gpu_testlib import (TOL, T, conv_fwd, graph_bytes, plan_notes, pw, quantize,
+                         quantized_normal, relerr)
 
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng(2026)
@@ -24,10 +25,7 @@ rnd = functools.partial(quantized_normal, rng)
 
 
 def conv(x, w, y, pre, post, stride, dil, mode="CROSS_CORRELATION"):
-    return node("ConvolutionFwdAttributes", {
-        "x_tensor_uid": x, "w_tensor_uid": w, "y_tensor_uid": y, "pre_padding": list(pre),
-        "post_padding": list(post), "stride": list(stride), "dilation": list(dil),
-        "conv_mode": FB["ConvMode"][mode]}, name="conv")
+    return conv_fwd(x, w, y, pre, stride, dil, mode, post=post)
 
 
 CASES = [  # N, C, (H, W), K, (R, S), pre pad, post pad, stride, dilation, mode, knob
