@@ -1586,14 +1586,6 @@ def plots(json_path, out_dir):
         plt.close(fig)
 
 
-# Kernel paths the engine keeps opt-in until they have run on a device (docs/gpu.md): the
-# benchmark measures them (each row that has a fallback times it beside); --default-paths: not
-OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
-          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1",
-          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto", "HIPDNN_CABI_HIP_ATTN_PINGPONG": "1",
-          "HIPDNN_CABI_HIP_ATTN_EXPFOLD": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
-          "HIPDNN_CABI_HIP_DGRAD_FUSE": "1", "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1",
-          "HIPDNN_CABI_HIP_BN_CL": "1", "HIPDNN_CABI_HIP_NORM_BWD_FAST": "1"}
 
 
 def main():
@@ -1607,6 +1599,9 @@ def main():
     ap.add_argument("--c-exe", help="built tests/gpu/c_device_ptrs for the C execute overhead")
     a = ap.parse_args()
     if not a.default_paths:
+        # the kernel paths the engine keeps opt-in until they have run on a device: measured
+        # here (each row that has a fallback times it beside)
+        from engine_plugins.hip_kernels.engine import OPT_IN
         for k, v in OPT_IN.items():
             os.environ.setdefault(k, v)
     if a.plots:

@@ -10,6 +10,10 @@ import sys
 
 import pytest
 
+# OPT_IN: the kernel paths the engine keeps opt-in until they have run on a device; the tests
+# here exercise them (a test that needs a fallback sets its knob itself)
+from engine_plugins.hip_kernels.engine import OPT_IN
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -30,15 +34,6 @@ def pytest_collection_modifyitems(config, items):
                                    if not (m.name == "skip" and m.kwargs.get("reason") == "no GPU runtime found")]
 
 
-# Kernel paths built and checked on the CPU (compiles, host emulation) that stay opt-in in the
-# engine until they have run on a device: the tests here exercise them (a test that needs a
-# fallback sets its knob itself).
-OPT_IN = {"HIPDNN_CABI_HIP_ATTN_BWD": "auto", "HIPDNN_CABI_HIP_SPLITK_FIXUP": "1",
-          "HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_PAIR_GEMM": "1",
-          "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto", "HIPDNN_CABI_HIP_ATTN_PINGPONG": "1",
-          "HIPDNN_CABI_HIP_ATTN_EXPFOLD": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
-          "HIPDNN_CABI_HIP_DGRAD_FUSE": "1", "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1",
-          "HIPDNN_CABI_HIP_BN_CL": "1", "HIPDNN_CABI_HIP_NORM_BWD_FAST": "1"}
 
 
 @pytest.fixture(autouse=True)
