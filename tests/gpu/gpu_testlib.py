@@ -1,6 +1,8 @@
 """Graph builders and helpers for the HIP engine tests (no GPU needed to build graphs)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hipdnn_cabi.backend import graph_fb
@@ -456,3 +458,20 @@ def assert_sdpa_close(res, O, st, dt):
         fin = np.isfinite(st)
         assert np.array_equal(np.isfinite(res[5]), fin)
         assert np.max(np.abs(res[5][fin] - st[fin])) < 2e-2
+
+
+def sdpa_bwd_tensors(dt, B, H, Hkv, Sq, Skv, D, Dv=None, seq=False):
+    """The tensors and attributes of an SDPA backward graph: q / k / v / o / dO / stats uids 1-6,
+    dq / dk / dv 11-13, the scale 1 / sqrt(D); Dv: V / O / dO head size (default D); seq: padding
+    mask (lengths uids 7 / 8)."""
+    Dv = D if Dv is None else Dv
+    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, Dv], dt),
+          T(4, [B, H, Sq, Dv], dt), T(5, [B, H, Sq, Dv], dt), T(6, [B, H, Sq, 1], "FLOAT"),
+          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, Dv], dt)]
+    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
+         "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
+         "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(D)}
+    if seq:
+        ts += [T(7, [B, 1, 1, 1], "INT32"), T(8, [B, 1, 1, 1], "INT32")]
+        a.update(seq_len_q_tensor_uid=7, seq_len_kv_tensor_uid=8, padding_mask=True)
+    return ts, a

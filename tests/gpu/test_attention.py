@@ -12,7 +12,7 @@ import pytest
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
 from gpu_testlib import (T, assert_sdpa_close, distinct_launches, graph_bytes, node, nvrtc_or_skip, quantize,
-                         relerr, sdpa_optional)
+                         relerr, sdpa_bwd_tensors, sdpa_optional)
 
 rng = np.random.default_rng(77)
 
@@ -42,16 +42,7 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, bshd=False, stats=True, seq=False, drop
 
 def bwd_graph(dt, B, H, Hkv, Sq, Skv, D, Dv=None, seq=False, **attrs):
     """Dv: V / O / dO head size (default D); seq: padding mask (lengths uids 7 / 8)."""
-    Dv = D if Dv is None else Dv
-    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, Dv], dt),
-          T(4, [B, H, Sq, Dv], dt), T(5, [B, H, Sq, Dv], dt), T(6, [B, H, Sq, 1], "FLOAT"),
-          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, Dv], dt)]
-    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
-         "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
-         "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(D)}
-    if seq:
-        ts += [T(7, [B, 1, 1, 1], "INT32"), T(8, [B, 1, 1, 1], "INT32")]
-        a.update(seq_len_q_tensor_uid=7, seq_len_kv_tensor_uid=8, padding_mask=True)
+    ts, a = sdpa_bwd_tensors(dt, B, H, Hkv, Sq, Skv, D, Dv, seq)
     a.update(attrs)
     return ts, graph_bytes(ts, [node("SdpaBackwardAttributes", a)])
 

@@ -14,7 +14,8 @@ import pytest
 import gpu_testlib
 from engine_plugins.cpu_reference.kernels import philox as kphilox
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_mod_inputs, sdpa_optional
+from gpu_testlib import (T, graph_bytes, node, nvrtc_or_skip, quantize, relerr, sdpa_bwd_tensors, sdpa_mod_inputs,
+                         sdpa_optional)
 
 gpu_testlib.NP.setdefault("UINT8", np.uint8)
 gpu_testlib.NP.setdefault("UNSET", np.uint8)     # BOOLEAN: one byte, 0 / 1
@@ -62,15 +63,7 @@ def fwd_graph(dt, B, H, Hkv, Sq, Skv, D, mask=None, alibi=False, block=None, sin
 
 def bwd_graph(dt, B, H, Hkv, Sq, Skv, D, mask=None, alibi=False, dbias=None, seq=False, **attrs):
     """dbias: its (dims, dtype)."""
-    ts = [T(1, [B, H, Sq, D], dt), T(2, [B, Hkv, Skv, D], dt), T(3, [B, Hkv, Skv, D], dt),
-          T(4, [B, H, Sq, D], dt), T(5, [B, H, Sq, D], dt), T(6, [B, H, Sq, 1], "FLOAT"),
-          T(11, [B, H, Sq, D], dt), T(12, [B, Hkv, Skv, D], dt), T(13, [B, Hkv, Skv, D], dt)]
-    a = {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4,
-         "do_tensor_uid": 5, "stats_tensor_uid": 6, "dq_tensor_uid": 11, "dk_tensor_uid": 12,
-         "dv_tensor_uid": 13, "attn_scale_value": 1 / math.sqrt(D)}
-    if seq:
-        ts += [T(7, [B, 1, 1, 1], "INT32"), T(8, [B, 1, 1, 1], "INT32")]
-        a.update(seq_len_q_tensor_uid=7, seq_len_kv_tensor_uid=8, padding_mask=True)
+    ts, a = sdpa_bwd_tensors(dt, B, H, Hkv, Sq, Skv, D, seq=seq)
     if mask is not None:
         ts.append(_mask_t(B, H, Sq, Skv, mask))
         a.update(attn_mask_tensor_uid=U["mask"])
