@@ -2,6 +2,7 @@
 # A/B of the GPU benchmark on one device: the tree in .base/ (a copy of the baseline commit) and
 # this tree, group by group, alternating which goes first; then bench/ab_compare.py.
 # BENCH_GROUPS (default: every gpu_bench.py group) and PER_GROUP_TIMEOUT (s) may be set.
+# This tree runs with --default-paths (the engine's defaults, no opt-in kernel paths).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BENCH_GROUPS=${BENCH_GROUPS:-gemm,gemm16,conv,convnchw,convbwd,bn,pointwise,sdpa,norms,normpw,pool,mxq,moe,overhead,frontend}
 export PYTHONUNBUFFERED=1 HIPDNN_CABI_KERNEL_CACHE=/tmp/hdn_kc
@@ -14,8 +15,8 @@ i=0
 for g in ${BENCH_GROUPS//,/ }; do
   order=". .base"; [ $((i % 2)) = 0 ] && order=".base ."
   for tree in $order; do
-    tag=new; [ "$tree" = .base ] && tag=base
-    (cd $tree && timeout ${PER_GROUP_TIMEOUT:-150} python3 bench/gpu_bench.py --only $g --out /tmp/ab_${tag}_$g.json > /tmp/ab_${tag}_$g.log 2>&1) \
+    tag=new; extra=--default-paths; [ "$tree" = .base ] && tag=base && extra=
+    (cd $tree && timeout ${PER_GROUP_TIMEOUT:-150} python3 bench/gpu_bench.py --only $g $extra --out /tmp/ab_${tag}_$g.json > /tmp/ab_${tag}_$g.log 2>&1) \
       || echo "$tag $g: exit $?"
   done
   i=$((i + 1))
