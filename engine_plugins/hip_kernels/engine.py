@@ -64,11 +64,8 @@ def gemm_knobs():
 # Kernel paths built and checked on the CPU (compiles, host emulation) that stay off until they
 # have run on a device (docs/gpu.md "Opt-in until measured on a device"): the knob settings that
 # turn them on, which tests/gpu and bench/gpu_bench.py apply.
-OPT_IN = {"HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_ATTN_VARLEN": "auto",
-          "HIPDNN_CABI_HIP_ATTN_PINGPONG": "1", "HIPDNN_CABI_HIP_ATTN_EXPFOLD": "1",
-          "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1", "HIPDNN_CABI_HIP_DGRAD_FUSE": "1",
-          "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1", "HIPDNN_CABI_HIP_BN_CL": "1",
-          "HIPDNN_CABI_HIP_NORM_BWD_FAST": "1"}
+OPT_IN = {"HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
+          "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1"}
 
 
 class Analysis:

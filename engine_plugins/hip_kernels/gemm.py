@@ -225,7 +225,7 @@ def emit(ctx, node, spec, built, tag, fused=None, c_layout=None, stats=False):
         first = (first[1], first[0])
         prog.notes.append(f"{node.kind}: swap-AB (C^T = B^T A^T, M = {spec.M}, N = {spec.N})")
     cnt = None
-    if plain and core == "wgmma" and spec.swap_ok and knob("SPLITK_FIXUP", "1") not in ("0", "off"):
+    if plain and core == "wgmma" and spec.swap_ok and knob("SPLITK_FIXUP", "0") not in ("0", "off"):
         spec.fixup = True
     g = cg.gemm_source(spec, core != "simt", sms, core)
     if g.get("fixup"):

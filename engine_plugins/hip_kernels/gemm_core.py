@@ -53,8 +53,8 @@ Knobs (environment; the tile table below is the default):
   (layout.pad_conv: x / dy / w copies, backward filter into a padded dw copied back);
 * ``HIPDNN_CABI_HIP_SWAP_AB``: ``auto`` | ``0`` | ``1`` - small-M matmuls as C^T = B^T A^T
   (:func:`swap_ab_choice`, gemm.swap_ab);
-* ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``0`` - matmul split-K on the wgmma core through the finish
-  kernel instead of the in-kernel sum of the tile's last part (``WG_FIXUP``);
+* ``HIPDNN_CABI_HIP_SPLITK_FIXUP``: ``1`` - matmul split-K on the wgmma core summed in the GEMM
+  kernel by the tile's last part (``WG_FIXUP``) instead of the finish kernel (default ``0``);
 * ``HIPDNN_CABI_HIP_DGRAD_IM2COL``: ``0`` keeps unit-stride backward data on the gathered
   dgrad GEMM instead of the forward convolution of dy with the transposed filter (ops/conv.py);
 * ``HIPDNN_CABI_HIP_DGRAD_FUSE``: ``0`` keeps a pointwise run after backward data in its own

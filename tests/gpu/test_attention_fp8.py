@@ -626,8 +626,9 @@ def test_score_fragment_host_emulation(i, sub):
             got = out[b, hk * G:(hk + 1) * G].astype(np.float64)
             dropped = ref == -np.inf
             assert np.array_equal(got == -np.inf, dropped), (b, hk, int(np.sum((got == -np.inf) != dropped)))
-            err = np.max(np.abs(got[~dropped] - ref[~dropped]) / np.maximum(1.0, np.abs(ref[~dropped])))
-            assert err < 1e-5, (b, hk, err)
+            if (~dropped).any():        # (a head whose every score is masked has nothing to compare)
+                err = np.max(np.abs(got[~dropped] - ref[~dropped]) / np.maximum(1.0, np.abs(ref[~dropped])))
+                assert err < 1e-5, (b, hk, err)
     if c.get("drop"):
         want = np.stack([np.stack([kphilox.keep_mask(SEED, OFFSET, b, h, H, Sq, Skv, c["drop"])
                                    for h in range(H)]) for b in range(B)])

@@ -235,7 +235,8 @@ def test_dgrad_fwd_sources_compile_sm90a():
             seen.add(st[1])
             arch = st[6]["arch"] if len(st) > 6 else "sm_90"
             c.compile(st[1], f"{st[2]}.hip", ("--ptxas-options=-v",), arch, hdr)
-            assert " 0 bytes spill stores" in c.last_log, (st[2], c.last_log)
+            ptxas = [ln for ln in c.last_log.splitlines() if "spill" in ln or "registers" in ln]
+            assert " 0 bytes spill stores" in c.last_log, (st[2], ptxas or c.last_log[-2000:])
             assert "C7514" not in c.last_log and "C7508" not in c.last_log, (st[2], c.last_log)
 
 

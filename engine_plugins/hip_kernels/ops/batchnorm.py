@@ -625,10 +625,10 @@ CL_NT, CL_U = 256, 4     # threads per block; rows whose loads each thread issue
 
 
 def bn_cl_on():
-    """``HIPDNN_CABI_HIP_BN_CL=1``: channels-last batchnorm on the partial-sum kernels
-    (hdn_bn_cl_part, the 16-byte applies); opt-in until measured on a device - by default the
-    statistics kernels with atomics (hdn_bn_stats)."""
-    return knob("BN_CL", "0") not in ("0", "off")
+    """``HIPDNN_CABI_HIP_BN_CL`` = 1 (default): channels-last batchnorm on the partial-sum
+    kernels (hdn_bn_cl_part, the 16-byte applies); 0: the statistics kernels with atomics
+    (hdn_bn_stats)."""
+    return knob("BN_CL", "1") not in ("0", "off")
 
 
 def channels_last(t):

@@ -149,10 +149,9 @@ def fusable_output(node, r):
     """Forward: a following pointwise run may become the GEMM's epilogue (INT8: on the float
     value of a FLOAT y - program.py keeps runs that touch integer tensors unfused).  Backward
     data (16-bit / fp32 data): dx, the same epilogue (dgrad -> dReLU / bias); knob
-    ``HIPDNN_CABI_HIP_DGRAD_FUSE=1`` (opt-in until measured on a device; by default the run keeps
-    its own elementwise kernel)."""
+    ``HIPDNN_CABI_HIP_DGRAD_FUSE=0`` keeps the run in its own elementwise kernel."""
     if node.kind == BWD_DATA:
-        ok = not is_double(node, r) and not is_int8(node, r) and knob("DGRAD_FUSE", "0") not in ("0", "off")
+        ok = not is_double(node, r) and not is_int8(node, r) and knob("DGRAD_FUSE", "1") not in ("0", "off")
         return r["dx"].uid if ok else None
     if node.kind == FWD and is_int8(node, r):
         return r["y"].uid if dt(r["y"]) == "FLOAT" else None

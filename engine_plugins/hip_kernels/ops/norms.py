@@ -14,9 +14,9 @@ registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are l
 ahead (blocks below 1024 threads), so a row's load latency overlaps the previous row's arithmetic and block reduction.
 Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
 17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
-66 partial rows with 8 loads in flight) - with ``HIPDNN_CABI_HIP_NORM_BWD_FAST=1`` (opt-in
-until measured on a device); by default each row's loads wait for the previous row and the
-column kernel is one thread per column summing 528 rows, 16 blocks in all.
+66 partial rows with 8 loads in flight); ``HIPDNN_CABI_HIP_NORM_BWD_FAST=0`` makes each row's
+loads wait for the previous row and the column kernel one thread per column summing 528 rows,
+16 blocks in all.
 """
 from __future__ import annotations
 
@@ -608,7 +608,7 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     # the next row's x / dy loads are issued before this row's arithmetic and block reduction
     # (raw 16-byte vectors in registers): a load latency hidden per row.  Not with 1024-thread
     # blocks (64 registers a thread: the extra registers would spill)
-    fast = knob("NORM_BWD_FAST", "0") not in ("0", "off")
+    fast = knob("NORM_BWD_FAST", "1") not in ("0", "off")
     ahead = fast and NT < 1024
     if ahead:
         L += _raw_decl("rx", Tx, VEC, NCH) + _raw_decl("rg", Tdy, VEC, NCH)

@@ -625,10 +625,9 @@ VARLEN_MIN_PAGE = 64      # smaller pages: too many small boxes per key tile (th
 
 
 def varlen_knob():
-    """``HIPDNN_CABI_HIP_ATTN_VARLEN``: ``mma`` (default: ragged / paged graphs on the mma.sync
-    kernel) or ``auto`` / ``wgmma`` (the Hopper kernel where :func:`varlen_wgmma_ok`); opt-in
-    until the path has run on a device (docs/gpu.md)."""
-    return os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "mma") in ("auto", "wgmma")
+    """``HIPDNN_CABI_HIP_ATTN_VARLEN``: ``auto`` (default) / ``wgmma``: ragged / paged graphs on
+    the Hopper kernel where :func:`varlen_wgmma_ok`; ``mma``: on the mma.sync kernel."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_VARLEN", "auto") in ("auto", "wgmma")
 
 
 def varlen_wgmma_ok(node, r):
@@ -714,18 +713,17 @@ def _tmap(t, loc, rows):
 
 
 def wg_pingpong():
-    """``HIPDNN_CABI_HIP_ATTN_PINGPONG`` = 1 / 0 (default until measured on a device): the wgmma
-    forward's consumer warpgroups issue their GEMMs in turns (attention_fwd_wgmma.hip AW_PP,
-    named barriers)."""
-    return os.environ.get("HIPDNN_CABI_HIP_ATTN_PINGPONG", "0") not in ("0", "off")
+    """``HIPDNN_CABI_HIP_ATTN_PINGPONG`` = 1 (default) / 0: the wgmma forward's consumer
+    warpgroups issue their GEMMs in turns (attention_fwd_wgmma.hip AW_PP, named barriers)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_PINGPONG", "1") not in ("0", "off")
 
 
 def wg_fold(node, r, defines):
     """The wgmma forward's exp2 takes the scale in one FFMA per score and O is rescaled only
     where a row max grew (attention_fwd_wgmma.hip AW_FOLD: the row max of the raw scores): no
     score roles, a baked scale in [1e-30, 1e30];
-    ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=1`` turns it on (off by default until measured on a device)."""
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "0") in ("0", "off"):
+    ``HIPDNN_CABI_HIP_ATTN_EXPFOLD=0`` turns it off (on by default)."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_EXPFOLD", "1") in ("0", "off"):
         return False
     sv = str(defines.get("SCALE_VALUE", ""))
     if has_mods(node, r) or defines.get("SCALE_MODE") != 0 or not sv.endswith("f"):
@@ -965,10 +963,10 @@ def bwd_wgmma_ok(node, r, arch):
 
 
 def bwd_wg_bm(D, Dv):
-    """Query rows per tile of attention_bwd_wgmma.hip (BW_BM): 64, or 128 where D and Dv pad to
-    64 and ``HIPDNN_CABI_HIP_ATTN_BWD_BM`` = 128 (twice the work per visit and per barrier,
-    m64n128k16 Sᵀ / dPᵀ products, both warpgroups' dQ on every visit); any other value: 64."""
-    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_BM", "64") == "128" and pad64(D) == pad64(Dv) == 64:
+    """Query rows per tile of attention_bwd_wgmma.hip (BW_BM): 128 where D and Dv pad to 64
+    (twice the work per visit and per barrier, m64n128k16 Sᵀ / dPᵀ products, both warpgroups' dQ
+    on every visit), else 64; ``HIPDNN_CABI_HIP_ATTN_BWD_BM`` = 64 keeps 64 everywhere."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128") == "128" and pad64(D) == pad64(Dv) == 64:
         return 128
     return WG_BWD_BM
 
@@ -997,7 +995,7 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
         defines["BW_BM"] = bm
     if os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0") == "0" and bm == WG_BWD_BM:
         # the earlier issue order (attention_bwd_wgmma.hip; ATTN_BWD_SCHED=1: the overlapped
-        # order, opt-in until measured on a device)
+        # order, 2-3 % slower on an H100 at 64-query tiles)
         defines["BW_SCHED"] = 0
     defines["BW_ST"] = st
     defines["BW_SMEM_HOST"] = smem
