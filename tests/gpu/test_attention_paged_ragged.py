@@ -543,8 +543,11 @@ def test_ragged_backward_vs_cpu_reference(R, i):
         assert np.all(np.isfinite(res[uid][:n])) and np.all(np.isnan(res[uid][n:])), uid
 
 
-def test_gqa_pack_is_used_for_decode_shapes():
-    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B))."""
+def test_gqa_pack_is_used_for_decode_shapes(monkeypatch):
+    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B));
+    the GQA_PACK kernel (HIPDNN_CABI_HIP_ATTN_DECODE=0; test_attention_decode.py: the decode
+    kernel)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", "0")
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
     from test_attention import fwd_graph
