@@ -1,7 +1,9 @@
 """SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
 device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
 hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
-kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: attention_bwd.hip's Dsum /
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h); opted in (HIPDNN_CABI_HIP_ATTN_DECODE=1,
+:func:`decode_ok`) decode shapes - (Hq / Hkv) x Sq <= 16 - on that file's ATT_DECODE kernel
+(every warp streams its own K / V tiles) ahead of both.  Backward: attention_bwd.hip's Dsum /
 dQ kernels around a main kernel: on an sm_90 device with D, Dv padded to 64 or 128
 kernels/attention_bwd_wgmma.hip (wgmma + tensor copy engine; HIPDNN_CABI_HIP_ATTN_BWD=mma opts
 out), else attention_bwd.hip's (mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
