@@ -383,9 +383,10 @@ EMU_CASES = [
 ]
 
 
-def run_emulated(g, ts, ins, lazy=True):
+def run_emulated(g, ts, ins, lazy=True, scalars=None):
     """The program of graph g (sm_90, the decode kernel) run by host_emu.run_mma_kernel on the
-    inputs {uid: values}; returns {uid: output values}."""
+    inputs {uid: values} (``scalars``: runtime pass-by-value values by uid); returns {uid: output
+    values}."""
     import host_emu
     from engine_plugins.hip_kernels import codegen
     from gpu_testlib import from_storage, to_storage
@@ -395,6 +396,8 @@ def run_emulated(g, ts, ins, lazy=True):
     by = {t.uid: t for t in ts}
     ptr, host = {}, {}
     for uid, t in by.items():
+        if getattr(t, "runtime", False):
+            continue
         st = to_storage(t, ins[uid] if uid in ins else np.zeros(t.dims))
         p, raw = mem.alloc(st.nbytes)
         raw[:] = st.view(np.uint8)
@@ -403,7 +406,8 @@ def run_emulated(g, ts, ins, lazy=True):
     for st in prog.steps:
         assert st[0] == "launch", st[0]
         _, src, name, grid, block, args = st[:6]
-        vals = [ptr[a[1]] if a[0] == "t" else wsp + a[1] for a in args]
+        vals = [ptr[a[1]] if a[0] == "t" else float(scalars[a[1]]) if a[0] == "s" else wsp + a[1]
+                for a in args]
         host_emu.run_mma_kernel(src, name, grid, block, vals, codegen.headers(), lazy=lazy)
     return {u: from_storage(by[u], host[u][0].view(host[u][1]).copy()) for u in (4, 5) if u in by}
 
@@ -430,6 +434,28 @@ def test_decode_kernel_source_host_emulated(i, monkeypatch):
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
     assert np.all(np.isfinite(res[4]))
     assert_sdpa_close(res, O, st, c["dt"])
+
+
+def _bshd_case():
+    """A contiguous BSHD decode graph with a runtime scale (uid 10): (tensors, graph, inputs,
+    scalars, reference O, stats)."""
+    from test_attention import fwd_graph
+    r = np.random.default_rng(3)
+    ts, g = fwd_graph("HALF", 2, 8, 2, 1, 70, 64, bshd=True, scale_mode="runtime")
+    by = {t.uid: t for t in ts}
+    q, k, v = (quantize(r.uniform(-1.5, 1.5, by[u].dims), "HALF") for u in (1, 2, 3))
+    p = ksdpa.SdpaParams(scale=0.2)
+    O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
+    return ts, g, {1: q, 2: k, 3: v}, {10: 0.2}, O, st
+
+
+@pytest.mark.skipif(not _emu_ok(), reason="no host C++ compiler")
+def test_decode_kernel_host_emulated_bshd_runtime_scale(monkeypatch):
+    """BSHD strides and a runtime pass-by-value scale on the decode kernel (emulated)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", "1")
+    ts, g, ins, sc, O, st = _bshd_case()
+    res = run_emulated(g, ts, ins, scalars=sc)
+    assert_sdpa_close(res, O, st, "HALF")
 
 
 @pytest.mark.skipif(not _emu_ok(), reason="no host C++ compiler")
@@ -461,6 +487,16 @@ def test_decode_forward_vs_cpu_reference(R, i, monkeypatch):
     O, st, _, _ = ksdpa.sdpa_fwd(q, k, v, p, np.float64)
     assert np.all(np.isfinite(res[4])), "NaN in O: a page or row past the length was read"
     assert_sdpa_close(res, O, st, CASES[i]["dt"])
+
+
+@pytest.mark.gpu
+def test_decode_bshd_runtime_scale(R, monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", "1")
+    ts, g, ins, sc, O, st = _bshd_case()
+    assert any(NOTE in n for n in plan_notes(g))
+    by = {t.uid: t for t in ts}
+    res = R.run(g, {by[u]: x for u, x in ins.items()}, [by[4], by[5]], scalars=sc)
+    assert_sdpa_close(res, O, st, "HALF")
 
 
 @pytest.mark.gpu
