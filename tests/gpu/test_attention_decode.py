@@ -86,10 +86,11 @@ def decode_graph(c):
     return ts, graph_bytes(ts, [node("SdpaAttributes", a)])
 
 
-def decode_inputs(c, seed=7):
+def decode_inputs(c, seed=7, pad=np.nan):
     """(engine inputs {uid: values}, dense q / k / v for the reference (zeros past each length),
-    SdpaParams).  Contiguous K / V hold NaN past each batch's length and paged pools NaN in
-    every row no table entry reaches: the kernel must not read them."""
+    SdpaParams).  Contiguous K / V hold ``pad`` past each batch's length (NaN: the kernel must
+    not read them; the device tests: finite values the masks must drop) and paged pools NaN in
+    every row no table entry reaches."""
     rng = np.random.default_rng(seed)
     c, lq, lkv, Skv, Dv = _case(c)
     dt, B, H, Hkv, Sq, D, PS = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "D", "PS"))
@@ -106,8 +107,8 @@ def decode_inputs(c, seed=7):
         kd, vd = k.copy(), v.copy()
         if lkv is not None:
             for b in range(B):
-                kd[b, :, lkv[b]:] = np.nan
-                vd[b, :, lkv[b]:] = np.nan
+                kd[b, :, lkv[b]:] = pad
+                vd[b, :, lkv[b]:] = pad
         ins[2], ins[3] = kd, vd
     else:
         pages, MP, NP = _pages(c, lkv)
@@ -480,7 +481,7 @@ def test_decode_forward_vs_cpu_reference(R, i, monkeypatch):
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", "1")
     ts, g = decode_graph(CASES[i])
     assert any(NOTE in n for n in plan_notes(g))
-    ins, (q, k, v), p = decode_inputs(CASES[i])
+    ins, (q, k, v), p = decode_inputs(CASES[i], pad=1e4)
     by = {t.uid: t for t in ts}
     outs = [by[4]] + ([by[5]] if 5 in by else [])
     res = R.run(g, {by[u]: x for u, x in ins.items()}, outs)
