@@ -1132,6 +1132,36 @@ def _paged_kv(torch, k, v, PS, gen):
     return tab, kp, vp
 
 
+def _decode_both(torch, E, g, ins, o, ref):
+    """{knob value: (median ms, max |O - ref|)} of the graph ``g`` with the decode kernel
+    (HIPDNN_CABI_HIP_ATTN_DECODE=1, attention_fwd.hip ATT_DECODE) and without it (0: the
+    GQA_PACK mma.sync kernel for paged K/V; the engine's default forward for contiguous K/V), in
+    this process."""
+    out = {}
+    for kv in ("1", "0"):
+        with hip_knobs({"ATTN_DECODE": kv}):
+            run, _ = E.prepare(g, ins)
+            t = median_ms(torch, run, reps=20, warm=3)
+            out[kv] = (t[0], float((o.double() - ref).abs().max()))
+    return out
+
+
+def _decode_row(res, key, dec, gb, peer, shape):
+    """A result row of both decode paths (:func:`_decode_both`) beside the PyTorch peer's time of
+    the row ``peer`` (the dense K/V of the same shape)."""
+    row = {"decode_ms": dec["1"][0], "decode_gbps": gb / dec["1"][0] * 1e3, "decode_err": dec["1"][1],
+           "old_ms": dec["0"][0], "old_gbps": gb / dec["0"][0] * 1e3, "old_err": dec["0"][1],
+           "shape": shape + "; decode: HIPDNN_CABI_HIP_ATTN_DECODE=1, old: =0"}
+    if "torch_ms" in peer:
+        row.update(torch_ms=peer["torch_ms"], torch_backend=peer["torch_backend"],
+                   ratio_decode=peer["torch_ms"] / dec["1"][0], ratio_old=peer["torch_ms"] / dec["0"][0])
+    res[key] = row
+    print(f"SDPA {key}: decode {dec['1'][0]:.3f} ms ({row['decode_gbps']:.0f} GB/s, err "
+          f"{dec['1'][1]:.1e}) old {dec['0'][0]:.3f} ms ({row['old_gbps']:.0f} GB/s, err {dec['0'][1]:.1e}) "
+          f"torch {row.get('torch_ms', float('nan')):.3f} ms -> {row.get('ratio_decode', float('nan')):.2f}x / "
+          f"{row.get('ratio_old', float('nan')):.2f}x", flush=True)
+
+
 def bench_sdpa_paged_ragged(torch, E, res):
     """Paged K/V decode (B64, Hq 32, Hkv 8, 4096 cached tokens each, 64-token pages in shuffled
     order) and ragged (packed THD) causal prefill (32k tokens, lengths 128-4096) on the HIP
@@ -1157,10 +1187,12 @@ def bench_sdpa_paged_ragged(torch, E, res):
     o = torch.empty(B, H, 1, D, device="cuda", dtype=tdt)
     st = torch.empty(B, H, 1, 1, device="cuda", dtype=torch.float32)
     _, g = paged_graph("HALF", B, H, Hkv, 1, D, PS, NP, MP, skv=L)
-    run, bs = E.prepare(g, {1: q, 2: kp, 3: vp, 4: o, 5: st, 6: lq, 7: lkv, 8: tab, 9: tab})
+    ins = {1: q, 2: kp, 3: vp, 4: o, 5: st, 6: lq, 7: lkv, 8: tab, 9: tab}
+    run, bs = E.prepare(g, ins)
     ours = median_ms(torch, run, reps=20, warm=3)
     ref = torch.stack([_f64_attention(torch, q[b], k[b], v[b], False, scale) for b in range(B)])
     err = float((o.double() - ref).abs().max())
+    dec = _decode_both(torch, E, g, ins, o, ref)
     kw = dict(scale=scale, enable_gqa=True)
     theirs = _torch_sdpa_best(torch, lambda: (lambda: F.scaled_dot_product_attention(q, k, v, **kw)))
     terr = float((F.scaled_dot_product_attention(q, k, v, **kw).double() - ref).abs().max())
@@ -1174,6 +1206,14 @@ def bench_sdpa_paged_ragged(torch, E, res):
     print(f"SDPA paged decode: ours {ours[0]:.3f} ms ({gb / ours[0] * 1e3:.0f} GB/s) torch dense "
           f"{row.get('torch_ms', float('nan')):.3f} ms [{row.get('torch_backend')}] -> "
           f"{row.get('ratio', float('nan')):.2f}x  err {err:.1e} (torch {terr:.1e})", flush=True)
+    _decode_row(res, "sdpa_fwd_paged_decode_paths_b64_hq32_hkv8_4k_p64", dec, gb, row,
+                f"B{B} Hq{H} Hkv{Hkv} Skv{L} D{D} page {PS}")
+    # ---- the same K / V contiguous [B, Hkv, Skv, D] (GQA decode, no page table)
+    _, gd = fwd_graph("HALF", B, H, Hkv, 1, L, D)
+    ins = {1: q, 2: k, 3: v, 4: o, 5: st}
+    dec = _decode_both(torch, E, gd, ins, o, ref)
+    _decode_row(res, "sdpa_fwd_gqa_decode_paths_b64_hq32_hkv8_4k", dec, gb, row,
+                f"B{B} Hq{H} Hkv{Hkv} Skv{L} D{D} contiguous K/V")
     del q, k, v, kp, vp, o, st, ref
     torch.cuda.empty_cache()
     # ---- ragged prefill

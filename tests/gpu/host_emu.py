@@ -354,3 +354,176 @@ extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned b
     lib = _build(code, name + "_mt", ["-pthread"])
     lib.hdn_emu_launch(*[ctypes.c_uint(int(v)) for v in (grid[0], grid[1], grid[2], block[0])],
                        _args(vals))
+
+
+# ------------------------------------------------------------------ mma.sync kernels, per lane
+# hdn_mma.h for the host: one OS thread per GPU thread (run_kernel_threads), the warp-collective
+# instructions (ldmatrix, mma.sync m16n8k16, __shfl_xor_sync, __syncwarp) through a per-warp
+# exchange area and barrier, with the PTX ISA's fragment layouts; cp.async copies are queued per
+# thread and performed at the cp.async.wait_group that must see them (HDN_EMU_LAZY 1: the
+# latest moment the hardware may complete them, so a read before its wait sees the shared
+# memory's previous contents) or at issue (0)
+MMA_EMU = r"""
+#include <mutex>
+#include <condition_variable>
+#include <vector>
+#ifndef HDN_MMA_TYPE
+#define HDN_MMA_TYPE "f16"
+#endif
+struct HdnWarpBar { std::mutex mu; std::condition_variable cv; unsigned waiting = 0, gen = 0; };
+static HdnWarpBar hdn_wbar[32];
+static void hdn_warp_sync() {
+  HdnWarpBar& b = hdn_wbar[threadIdx.x >> 5];
+  std::unique_lock<std::mutex> lk(b.mu);
+  const unsigned g = b.gen;
+  if (++b.waiting == 32) { b.waiting = 0; ++b.gen; b.cv.notify_all(); return; }
+  b.cv.wait(lk, [&] { return b.gen != g; });
+}
+static void __syncwarp() { hdn_warp_sync(); }
+struct HdnWarpX { const void* p[32]; unsigned r[32][6]; double d[32]; };
+static HdnWarpX hdn_wx[32];
+template <class T> static T __shfl_xor_sync(unsigned, T v, int o) {
+  HdnWarpX& x = hdn_wx[threadIdx.x >> 5];
+  const int l = threadIdx.x & 31;
+  x.d[l] = (double)v;
+  hdn_warp_sync();
+  const T r = (T)x.d[l ^ o];
+  hdn_warp_sync();
+  return r;
+}
+static unsigned atomicMax(unsigned* p, unsigned v) { unsigned o = *p; if (v > o) *p = v; return o; }
+#define __expf(x) expf(x)
+static unsigned hdn_saddr(const void* p) { return (unsigned)(unsigned long long)p; }
+struct HdnCp { void* dst; const void* src; int n; bool full; };
+static thread_local std::vector<std::vector<HdnCp>> hdn_cp_groups;
+static thread_local std::vector<HdnCp> hdn_cp_open;
+static void hdn_cp_do(const HdnCp& c) {
+  if (c.full) std::memcpy(c.dst, c.src, c.n); else std::memset(c.dst, 0, c.n);
+}
+static void hdn_cp_issue(const HdnCp& c) {
+#if HDN_EMU_LAZY
+  hdn_cp_open.push_back(c);
+#else
+  hdn_cp_do(c);
+#endif
+}
+static void hdn_cp16(void* smem, const void* gmem, bool full) { hdn_cp_issue({smem, gmem, 16, full}); }
+static void hdn_cp4(void* smem, const void* gmem, bool full) { hdn_cp_issue({smem, gmem, 4, full}); }
+static void hdn_cp_commit() { hdn_cp_groups.push_back(hdn_cp_open); hdn_cp_open.clear(); }
+template <int N> static void hdn_cp_wait() {
+  while ((int)hdn_cp_groups.size() > N) {
+    for (const HdnCp& c : hdn_cp_groups.front()) hdn_cp_do(c);
+    hdn_cp_groups.erase(hdn_cp_groups.begin());
+  }
+}
+// ldmatrix .x4: matrix m's row i at the address lane 8 m + i gives; lane l receives row l / 4,
+// columns 2 (l % 4), +1 (.trans: rows 2 (l % 4), +1 of column l / 4)
+static void hdn_ldsm_any(unsigned* r, const void* p, bool trans) {
+  HdnWarpX& x = hdn_wx[threadIdx.x >> 5];
+  const int l = threadIdx.x & 31;
+  x.p[l] = p;
+  hdn_warp_sync();
+  for (int m = 0; m < 4; ++m) {
+    unsigned lo, hi;
+    if (trans) {
+      lo = ((const hdn_u16*)x.p[8 * m + 2 * (l % 4)])[l / 4];
+      hi = ((const hdn_u16*)x.p[8 * m + 2 * (l % 4) + 1])[l / 4];
+    } else {
+      const hdn_u16* row = (const hdn_u16*)x.p[8 * m + l / 4];
+      lo = row[2 * (l % 4)];
+      hi = row[2 * (l % 4) + 1];
+    }
+    r[m] = lo | (hi << 16);
+  }
+  hdn_warp_sync();
+}
+static void hdn_ldsm4(unsigned* r, const void* p) { hdn_ldsm_any(r, p, false); }
+static void hdn_ldsm4t(unsigned* r, const void* p) { hdn_ldsm_any(r, p, true); }
+static float hdn_emu_f(unsigned reg, int k) {
+  const hdn_u16 b = (hdn_u16)((k & 1) ? reg >> 16 : reg & 0xFFFFu);
+  return HDN_MMA_TYPE[0] == 'b' ? hdn_bf16_bits_to_float(b) : hdn_half_bits_to_float(b);
+}
+// m16n8k16: A (row, k) in lane 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8); B (k, n)
+// in lane 4 n + (k % 8) / 2, register k / 8; C (row, col): lane 4 (row % 8) + col / 2, element
+// 2 (row / 8) + col % 2; the half of a register: k % 2
+static void hdn_mma16816(float* c, const unsigned* a, const unsigned* b) {
+  HdnWarpX& x = hdn_wx[threadIdx.x >> 5];
+  const int l = threadIdx.x & 31, g = l / 4, t = l % 4;
+  for (int i = 0; i < 4; ++i) x.r[l][i] = a[i];
+  x.r[l][4] = b[0];
+  x.r[l][5] = b[1];
+  hdn_warp_sync();
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float s = c[e];
+    for (int k = 0; k < 16; ++k)
+      s += hdn_emu_f(x.r[4 * (row % 8) + (k % 8) / 2][row / 8 + 2 * (k / 8)], k) *
+           hdn_emu_f(x.r[4 * col + (k % 8) / 2][4 + k / 8], k);
+    out[e] = s;
+  }
+  hdn_warp_sync();
+  for (int e = 0; e < 4; ++e) c[e] = out[e];
+}
+static unsigned hdn_pack2(float lo, float hi) {
+  if (HDN_MMA_TYPE[0] == 'b')
+    return hdn_from_float<hdn_bf16>(lo).bits | ((unsigned)hdn_from_float<hdn_bf16>(hi).bits << 16);
+  return hdn_from_float<hdn_half>(lo).bits | ((unsigned)hdn_from_float<hdn_half>(hi).bits << 16);
+}
+template <int NCH> static int hdn_swz(int r, int c) { return (r * NCH + (c ^ (r & 7))) * 8; }
+"""
+
+MMA_SHIM_EXTRA = r"""
+struct alignas(8) float2 { float x, y; };
+static inline float2 make_float2(float a, float b) { return float2{a, b}; }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+alignas(16) static unsigned short hdn_emu_smem[256 * 1024 / 2];
+"""
+
+
+def _inline_once(src, headers, subst):
+    """src with each ``#include "<header>"`` replaced by the header's text the first time
+    (``subst``: replacement texts by name), recursively; later includes of it dropped."""
+    import re
+    done = set()
+
+    def rep(m):
+        n = m.group(1)
+        if n in done:
+            return ""
+        done.add(n)
+        return re.sub(r'#include "([\w.]+)"', rep, subst.get(n, headers[n]).replace("#pragma once", ""))
+    return re.sub(r'#include "([\w.]+)"', rep, src)
+
+
+def run_mma_kernel(src, name, grid, block, vals, headers, lazy=True):
+    """Run an NVIDIA mma.sync kernel (a generated HDN_CUDA source) on the host, lane by lane
+    (MMA_EMU; OS threads meeting at the block's and the warps' barriers), dynamic shared memory
+    filled with 0xFFFF (NaN in fp16 / bf16) before each block."""
+    subst = {"hdn_compat.h": headers["hdn_compat.h"] + "\n#undef HDN_CUDA\n#define HDN_CUDA 1\n"
+                                                       "#undef HDN_HIP\n#define HDN_HIP 0\n",
+             "hdn_mma.h": MMA_EMU,
+             "hdn_attention.h": headers["hdn_attention.h"].replace(
+                 'asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));', "y = exp2f(x);")}
+    body = _inline_once(src, headers, subst)
+    body = body.replace("extern __shared__ __align__(16) hdn_u16 hdn_smem[];", "hdn_u16* hdn_smem = hdn_emu_smem;")
+    call = ", ".join(f"a[{i}]" for i in range(len(vals)))
+    shim = SHIM.replace("static hdn_dim3 blockIdx, threadIdx, blockDim, gridDim;",
+                        "static hdn_dim3 blockIdx, blockDim, gridDim;\nstatic thread_local hdn_dim3 threadIdx;")
+    shim = shim.replace("\nHDN_SERIAL_STUBS\n", "\n").replace("#define __syncwarp()\n", "")
+    code = shim + THREADS + MMA_SHIM_EXTRA + ARG + f"#define HDN_EMU_LAZY {int(bool(lazy))}\n" + body + f"""
+extern "C" void hdn_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, HdnArg* a) {{
+  gridDim = {{gx, gy, gz}}; blockDim = {{bx, 1, 1}}; hdn_nthreads = bx;
+  for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {{
+    blockIdx = {{x, y, z}};
+    std::memset(hdn_emu_smem, 0xFF, sizeof(hdn_emu_smem));
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < bx; ++t)
+      ts.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; {name}({call}); }});
+    for (auto& th : ts) th.join();
+  }}
+}}
+"""
+    lib = _build(code, name + "_mma", ["-pthread"])
+    lib.hdn_emu_launch(*[ctypes.c_uint(int(v)) for v in (grid[0], grid[1], grid[2], block[0])],
+                       _args(vals))

@@ -67,6 +67,19 @@ def sources():
             os.environ.pop(knob)
             if prevk is not None:
                 os.environ[knob] = prevk
+    # the decode kernel's cases (test_attention_decode.py) and the benchmark's decode graphs (paged
+    # and contiguous K/V), with the decode knob on and off
+    import test_attention_decode as tad
+    from test_attention_paged_ragged import paged_graph
+    prevd = os.environ.get("HIPDNN_CABI_HIP_ATTN_DECODE")
+    for val in ("1", "0"):
+        os.environ["HIPDNN_CABI_HIP_ATTN_DECODE"] = val
+        progs += [build(tad.decode_graph(c)[1]) for c in tad.CASES]
+        progs.append(build(paged_graph("HALF", 64, 32, 8, 1, 128, 64, 4096, 64, skv=4096)[1]))
+        progs.append(build(ta.fwd_graph("HALF", 64, 32, 8, 1, 4096, 128)[1]))
+    os.environ.pop("HIPDNN_CABI_HIP_ATTN_DECODE")
+    if prevd is not None:
+        os.environ["HIPDNN_CABI_HIP_ATTN_DECODE"] = prevd
     return sorted({(st[1], (st[6] if len(st) > 6 and isinstance(st[6], dict) else {}).get("arch"))
                    for p in progs for st in p.steps if st[0] == "launch"}, key=str)
 

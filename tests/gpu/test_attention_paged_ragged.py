@@ -176,9 +176,17 @@ def test_paged_programs_use_the_mma_kernel_and_compile_sm90a(monkeypatch):
             assert _no_spills(c.last_log), c.last_log
 
 
+# the decode-shaped cases ((Hq / Hkv) x Sq <= 16) also with HIPDNN_CABI_HIP_ATTN_DECODE=0 (the
+# GQA_PACK kernel; tests/gpu turns the decode kernel on)
+PAGED_RUNS = [(i, None) for i in range(len(PAGED_ALL))] + \
+    [(i, "0") for i, c in enumerate(PAGED_ALL) if c["H"] // c["Hkv"] * c["Sq"] <= 16]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("i", range(len(PAGED_ALL)))
-def test_paged_forward_vs_cpu_reference(R, i):
+@pytest.mark.parametrize("i, dec", PAGED_RUNS)
+def test_paged_forward_vs_cpu_reference(R, i, dec, monkeypatch):
+    if dec is not None:
+        monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", dec)
     cc, lq, lkv, pages, MP, NP, skv = _paged_case(PAGED_ALL[i])
     ts, g = paged_graph(NP=NP, MP=MP, skv=skv, **cc)
     q, k, v, kp, vp, tab = _paged_inputs(cc, lq, lkv, pages, MP, NP, skv)
@@ -543,8 +551,11 @@ def test_ragged_backward_vs_cpu_reference(R, i):
         assert np.all(np.isfinite(res[uid][:n])) and np.all(np.isnan(res[uid][n:])), uid
 
 
-def test_gqa_pack_is_used_for_decode_shapes():
-    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B))."""
+def test_gqa_pack_is_used_for_decode_shapes(monkeypatch):
+    """GQA with (Hq / Hkv) x Sq <= 64 and no dropout: one block per kv head (grid (1, Hkv, B));
+    the GQA_PACK kernel (HIPDNN_CABI_HIP_ATTN_DECODE=0; test_attention_decode.py: the decode
+    kernel)."""
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", "0")
     from engine_plugins.hip_kernels.program import build_program
     from hipdnn_cabi.plugin_sdk import parse_graph
     from test_attention import fwd_graph
@@ -583,10 +594,14 @@ DENSE_DECODE = [   # the mma.sync kernel (forced) on dense decode graphs: GQA_PA
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dec", ["0", "1"])
 @pytest.mark.parametrize("i", range(len(DENSE_DECODE)))
-def test_dense_decode_gqa_pack_vs_cpu_reference(R, i, monkeypatch):
+def test_dense_decode_gqa_pack_vs_cpu_reference(R, i, dec, monkeypatch):
+    """Dense decode graphs on the mma.sync kernels: GQA_PACK (+ KV_SPLIT) with
+    HIPDNN_CABI_HIP_ATTN_DECODE=0, the decode kernel (ATT_DECODE) with 1."""
     from test_attention import fwd_graph
     monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN", "mma")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_DECODE", dec)
     c = DENSE_DECODE[i]
     dt, B, H, Hkv, Sq, Skv, D = (c[k] for k in ("dt", "B", "H", "Hkv", "Sq", "Skv", "D"))
     ts, g = fwd_graph(**c)

@@ -1,7 +1,9 @@
 """SDPA nodes on the HIP engine: flash-attention forward and backward.  Forward: on an sm_90
 device kernels/attention_fwd_wgmma.hip (wgmma + tensor copy engine; kernels/hdn_tma.h,
 hdn_wgmma.h) unless the graph uses dropout (or HIPDNN_CABI_HIP_ATTN=mma); else
-kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h).  Backward: attention_bwd.hip's Dsum /
+kernels/attention_fwd.hip (mma.sync, kernels/hdn_mma.h); opted in (HIPDNN_CABI_HIP_ATTN_DECODE=1,
+:func:`decode_ok`) decode shapes - (Hq / Hkv) x Sq <= 16 - on that file's ATT_DECODE kernel
+(every warp streams its own K / V tiles) ahead of both.  Backward: attention_bwd.hip's Dsum /
 dQ kernels around a main kernel: on an sm_90 device with D, Dv padded to 64 or 128
 kernels/attention_bwd_wgmma.hip (wgmma + tensor copy engine; HIPDNN_CABI_HIP_ATTN_BWD=mma opts
 out), else attention_bwd.hip's (mma.sync).  Dropout from kernels/hdn_philox.h, the stream the CPU reference draws.
@@ -543,7 +545,7 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE")
 
 
 def _drop_off(body, defines):
@@ -701,6 +703,55 @@ def kv_split(blocks, Skv, sms):
     return max(1, min(16, -(-int(sms) // blocks), int(Skv) // 256))
 
 
+DEC_ROWS, DEC_BN = 16, 16      # attention_fwd.hip ATT_DECODE: one m16n8k16 row block, 16-key warp tiles
+DEC_RING = 96 * 1024           # the K / V rings of a block: two blocks per multiprocessor at D = 128
+SMEM_SM = 228 * 1024           # shared memory per multiprocessor (sm_90; 1 KB of it reserved per block)
+
+
+def decode_knob():
+    """``HIPDNN_CABI_HIP_ATTN_DECODE`` = 1: decode shapes on attention_fwd.hip's ATT_DECODE kernel
+    (:func:`decode_ok`); 0 (default until measured on a device): the GQA_PACK kernel."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_DECODE", "0") not in ("0", "off", "")
+
+
+def decode_ok(node, r, H, Hkv, Sq):
+    """The forward runs on the decode kernel (attention_fwd.hip ATT_DECODE): opted in
+    (:func:`decode_knob`), the (Hq / Hkv) x Sq rows of a kv head within one 16-row MMA block
+    (any group size, 1 included), no dropout, none of the score roles, no ragged tensors (dense
+    or paged K / V)."""
+    return (node.kind == FWD and decode_knob() and (H // Hkv) * Sq <= DEC_ROWS
+            and not node.attrs.get("dropout_probability") and not has_mods(node, r)
+            and not ragged_roles(r))
+
+
+def decode_config(D, Dv):
+    """(ring depth DEC_ST, dynamic shared memory bytes, blocks per multiprocessor) of the decode
+    kernel: each of its FWD_NW warps holds DEC_ST stages of a 16-key K and V tile, as many as
+    fit DEC_RING (2..8); Q is one 16-row tile.  The warps' (max, sum, O) merge reuses the rings."""
+    stage = DEC_BN * (pad64(D) + pad64(Dv)) * 2
+    st = max(2, min(8, DEC_RING // (FWD_NW * stage)))
+    smem = DEC_ROWS * pad64(D) * 2 + FWD_NW * st * stage
+    return st, smem, max(1, min(4, SMEM_SM // (smem + 1024)))
+
+
+def decode_split(blocks, Skv, sms, per_sm):
+    """Key slices of the decode kernel (KV_SPLIT, merged by hdn_attn_fwd_combine): the count of
+    1..16 (slices of >= 256 keys) that minimises the modelled time - waves of ``blocks`` x slices
+    over ``sms`` x ``per_sm`` resident blocks, each wave as long as a slice's keys plus 64 keys'
+    worth of set-up, plus that much again for the combine kernel; ties: fewer slices.
+    ``HIPDNN_CABI_HIP_ATTN_SPLITKV=0`` turns it off."""
+    if os.environ.get("HIPDNN_CABI_HIP_ATTN_SPLITKV", "1") in ("0", "off"):
+        return 1
+    slots = max(1, int(sms) * int(per_sm))
+    best, cost = 1, None
+    for ns in range(1, max(1, min(16, int(Skv) // 256)) + 1):
+        keys = -(-(-(-int(Skv) // ns)) // DEC_BN) * DEC_BN
+        c = -(-blocks * ns // slots) * (keys + 64) + (64 if ns > 1 else 0)
+        if cost is None or c < cost:
+            best, cost = ns, c
+    return best
+
+
 def _tmap(t, loc, rows):
     """("tmap", base, dtype, dims, byte strides, box): a 4-d (D, S, H, B) view, box 64 x rows;
     the box's columns past D read as zeros (the padded head)."""
@@ -771,7 +822,8 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
         defines["HAS_STATS"] = int(has_stats)
         if not has_stats:
             defines["LSB"] = defines["LSH"] = defines["LSS"] = 0
-        if wgmma_ok(node, r, arch):
+        dec = decode_ok(node, r, H, Hkv, Sq)
+        if not dec and wgmma_ok(node, r, arch):
             io = cg.dtype_name(r["q"].dtype)
             defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
             st = int(os.environ.get("HIPDNN_CABI_HIP_ATTN_STAGES", "0") or 0) or None
@@ -826,7 +878,18 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
         _block_tiles(defines, BM, 64)
         grid = ((Sq + BM - 1) // BM, H, B)
         nsplit = 1
-        if not has_mods(node, r) and gqa_pack(node, H, Hkv, Sq):
+        if dec:
+            st, smem, per_sm = decode_config(D, Dv)
+            defines["GQA_PACK"] = 1
+            defines["ATT_DECODE"] = 1
+            defines["DEC_ST"] = st
+            nsplit = decode_split(B * Hkv, Skv, sms, per_sm)
+            grid = (nsplit, Hkv, B)
+            prog.notes.append(f"{node.kind}: mma.sync decode attention (ATT_DECODE), the {H // Hkv} "
+                              f"query heads x {Sq} queries of a kv head in one 16-row block, "
+                              f"{FWD_NW} warps on their own 16-key tiles, {st} K/V stages each"
+                              + (f", keys split {nsplit} ways" if nsplit > 1 else ""))
+        elif not has_mods(node, r) and gqa_pack(node, H, Hkv, Sq):
             defines["GQA_PACK"] = 1
             nsplit = kv_split(B * Hkv, Skv, sms)
             grid = (nsplit, Hkv, B)
@@ -854,7 +917,8 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             defines["HDN_ATTN_CMB_PARAMS"] = cps
         rng = _rng_dump(prog, r, defines, extra_p, extra_a, loc) if "rng_dump" in r else None
         src = _source("attention_fwd.hip", defines)
-        smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
+        if not dec:
+            smem = (BM + 64) * dp * 2 + 64 * dvp * 2      # Q, K, V tiles (attention_fwd.hip)
         name = "hdn_attn_fwd"
         prog.steps.append(("launch", src, name, grid, (32 * FWD_NW, 1, 1), as_, smem))
         if rng:
