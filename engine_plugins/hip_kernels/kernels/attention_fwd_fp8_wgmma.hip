@@ -394,6 +394,122 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
         }
     };
 
+#if F8_OVL
+    // F8_OVL: the sweep that quantises P is software-pipelined inside the warpgroup (the order
+    // of attention_fwd_wgmma.hip): step t (sub-tile u of a key tile) issues S(t) = Q K^T and
+    // behind it O += P(t-1) Vt(t-1), draws step t's keep bits while both run, waits for S(t)
+    // only, masks / exponentiates / quantises it while P V(t-1) is on the tensor cores, then
+    // waits for P V(t-1) and rescales O.  O after step t is (O + P(t-1) Vt(t-1)) alpha(t) in both
+    // orders: the same operations in the same order as the serial loop below.  F8_PP: the two
+    // consumer warpgroups issue their GEMMs in turns (named barrier 1 + wgc over 256 threads,
+    // as attention_fwd_wgmma.hip's AW_PP) from step 1 on, one turn per step and one for the
+    // last P V: warpgroup 1 grants warpgroup 0 its first turn and does not hand its last turn
+    // back, so every barrier phase completes.
+#define F8_FENCE_S() _Pragma("unroll") for (int i_ = 0; i_ < F8_SUB / 2; ++i_) asm volatile("" : "+f"(s[i_]) :: "memory")
+#define F8_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HDVP / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
+#define F8_FENCE_P() _Pragma("unroll") for (int i_ = 0; i_ < F8_SUB / 32; ++i_) \
+    asm volatile("" : "+r"(pa[i_][0]), "+r"(pa[i_][1]), "+r"(pa[i_][2]), "+r"(pa[i_][3]) :: "memory")
+#if F8_PP
+#define F8_PP_SYNC() asm volatile("bar.sync %0, 256;" :: "r"(1 + wgc) : "memory")
+#define F8_PP_PASS() asm volatile("bar.arrive %0, 256;" :: "r"(2 - wgc) : "memory")
+#else
+#define F8_PP_SYNC()
+#define F8_PP_PASS()
+#endif
+    if (nb1 > nb0) {
+        wg_bar_wait(bq, 0);
+        int kit = 0;
+        float ps[2] = {scale_s, scale_s};
+#if F8_TWO_PASS
+        float base[2];
+#pragma unroll 1
+        for (int n = nb0; n < nb1; ++n, ++kit) {
+#pragma unroll 1
+            for (int u = 0; u < F8_NSUB; ++u) {
+                scores(kit, u);
+                float alpha[2];
+                online(n * F8_BN + u * F8_SUB, alpha);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            base[r] = mrow[r] == -INFINITY ? 0.f : mrow[r];
+            ps[r] = lrow[r] > 0.f ? scale_s / lrow[r] : 0.f;
+        }
+#endif
+        // the scores of the sub-tile in s (keys kv0..; keep bits kb) -> P' (fp32); alpha: O's
+        // rescale factors (one sweep)
+        auto softmax = [&](int kv0, unsigned long long kb, float* alpha) {
+            (void)kb;
+#if F8_TWO_PASS
+            float mx[2];
+            hdn_attn_wg_mask<F8_SUB>(s, L, kv0, q0w, r0, t4, sl2, mx HDN_ATTN_MOD_REF);
+#pragma unroll
+            for (int i = 0; i < F8_SUB / 2; ++i) s[i] = hdn_exp2(s[i] - base[(i >> 1) & 1]);
+            alpha[0] = alpha[1] = 1.f;
+#if F8_PMAX
+            keep(kb);
+#endif
+#else
+            online(kv0, alpha);
+#if F8_PMAX
+            pmx[0] *= alpha[0];
+            pmx[1] *= alpha[1];
+            keep(kb);
+#endif
+#endif
+        };
+        const int nt = (nb1 - nb0) * F8_NSUB, kit0 = kit;     // steps; the first K ring item
+        {   // step 0: S(0), its softmax, P(0)
+            const unsigned long long kb = keep_bits(nb0 * F8_BN);
+            scores(kit0, 0);
+            float alpha[2];
+            softmax(nb0 * F8_BN, kb, alpha);
+            pack_p(ps);
+        }
+#if F8_PP
+        if (wgc == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");     // warpgroup 0 first
+#endif
+#pragma unroll 1
+        for (int t = 1; t < nt; ++t) {
+            const int u = t % F8_NSUB, pu = (t - 1) % F8_NSUB;
+            const int ki = kit0 + t / F8_NSUB, vi = (t - 1) / F8_NSUB;   // K / V ring items
+            const int st = ki % F8_ST, sv = vi % F8_ST;
+            const int kv0 = nb0 * F8_BN + t * F8_SUB;
+            if (u == 0) wg_bar_wait(bkf + 8 * st, (unsigned)(ki / F8_ST) & 1u);
+            F8_PP_SYNC();
+            issue_s(st, u);
+            if (pu == 0) wg_bar_wait(bvf + 8 * sv, (unsigned)(vi / F8_ST) & 1u);
+            issue_pv(sv, pu);
+            F8_PP_PASS();
+            const unsigned long long kb = keep_bits(kv0);
+            hdn_wgmma_wait<1>();
+            F8_FENCE_S();
+            if (u == F8_NSUB - 1) wg_bar_arrive(bke + 8 * st);
+            float alpha[2];
+            softmax(kv0, kb, alpha);
+            hdn_wgmma_wait<0>();
+            F8_FENCE_O();
+            F8_FENCE_P();
+            if (pu == F8_NSUB - 1) wg_bar_arrive(bve + 8 * sv);
+#if !F8_TWO_PASS
+#pragma unroll
+            for (int j = 0; j < HDVP / 8; ++j) {
+                o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+                o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+            }
+#endif
+            pack_p(ps);
+        }
+        // the last P V (the last sub-tile of V ring item (nt - 1) / F8_NSUB: pv waits for the
+        // tile only when that is its first sub-tile)
+        F8_PP_SYNC();
+        pv((nt - 1) / F8_NSUB, F8_NSUB - 1);
+#if F8_PP
+        if (wgc == 0) F8_PP_PASS();
+#endif
+    }
+#else
     if (nb1 > nb0) {
         wg_bar_wait(bq, 0);
         int kit = 0, vit = 0;
@@ -450,6 +566,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
             }
         }
     }
+#endif
     // epilogue: O = acc * descale_s * descale_v (one sweep: / l), o = O * scale_o; rows
     // without keys (with a sink: padded rows): 0; stats = ln(sum exp(s)) (+inf for those rows);
     // amax_s = max 1/l (P's largest entry in a row is exp(0) / l; with a sink or dropout the
