@@ -1233,10 +1233,11 @@ def fp8_config(D, Dv):
 
 def fp8_overlap():
     """``HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP`` = 1 / pp / 0 (the default until measured on a device):
-    the fp8 forward's quantising sweep issues S(t) = Q K^T and P(t-1) V(t-1) together and
-    runs the softmax of S(t) while P V(t-1) is on the tensor cores (attention_fwd_fp8_wgmma.hip
-    F8_OVL; the outputs of the serial loop); ``pp`` also issues the two consumer warpgroups'
-    GEMMs in turns (F8_PP).  Returns "", "1" or "pp"."""
+    the one-sweep fp8 forward issues S(t) = Q K^T and P(t-1) V(t-1) together and runs the
+    softmax and quantisation of S(t) while P V(t-1) is on the tensor cores
+    (attention_fwd_fp8_wgmma.hip F8_OVL: the serial loop's operations in its order); ``pp``
+    also issues the two consumer warpgroups' GEMMs in turns (F8_PP).  The exact two-sweep
+    form keeps its serial loop.  Returns "", "1" or "pp"."""
     v = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP", "0").strip().lower()
     if v in ("", "0", "off"):
         return ""
@@ -1271,7 +1272,7 @@ def emit_fp8(prog, node, r, loc, arch):
                    F8_OUT=FP8_OUT.get(odt, 0), F8_HKV=Hkv, F8_SKVP=skvp, F8_TWO_PASS=int(not flash),
                    F8_ST=st, F8_HAS_AMAX_S=int("amax_s" in r),
                    F8_HAS_AMAX_O=int("amax_o" in r))
-    ovl = fp8_overlap()
+    ovl = fp8_overlap() if flash else ""
     if ovl:
         defines["F8_OVL"] = 1
         if ovl == "pp":
