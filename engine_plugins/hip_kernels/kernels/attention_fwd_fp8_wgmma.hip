@@ -402,10 +402,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
     // (sub-tile t % F8_NSUB of a key tile) issues S(t) = Q K^T and behind it O += P(t-1) Vt(t-1)
     // (the dropout keep bits drawn before), waits for S(t) only, then masks, exponentiates
     // and quantises S(t) into the other P register set while P V(t-1) is on the tensor cores,
-    // and waits for P V(t-1) only to rescale O.  The rows' max / sum go between the four
-    // threads of a row through shared memory (f8_xch), not by shuffles: ptxas waits for every
-    // wgmma in flight before a shuffle (and hoists a wait above arithmetic it does not depend
-    // on: a load after the P codes pins it below them).  O after step t is
+    // and waits for P V(t-1) only to rescale O (skipped where no row max of the warp grew).
+    // The rows' max / sum go between the four threads of a row through shared memory
+    // (f8_xch), not by shuffles: ptxas waits for every wgmma in flight before a shuffle (and
+    // hoists a wait above arithmetic it does not depend on: a load after the P codes pins it
+    // below them).  O after step t is
     // (O + P(t-1) Vt(t-1)) alpha(t) as in the serial loop, the sums in the shuffles' order: the
     // same operations in the same order as F8_OVL 0.
     // F8_PP: the two consumer warpgroups issue their GEMMs in turns (named barrier 1 + wgc over
@@ -417,8 +418,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
 #define F8_FENCE_P(p) _Pragma("unroll") for (int i_ = 0; i_ < F8_SUB / 32; ++i_) \
     asm volatile("" : "+r"(p[i_][0]), "+r"(p[i_][1]), "+r"(p[i_][2]), "+r"(p[i_][3]) :: "memory")
 #if F8_PP
-#define F8_PP_SYNC() asm volatile("bar.sync %0, 256;" :: "r"(1 + wgc) : "memory")
-#define F8_PP_PASS() asm volatile("bar.arrive %0, 256;" :: "r"(2 - wgc) : "memory")
+// (immediate barrier ids: warpgroup-uniform branches, no registers held for the ids)
+#define F8_PP_SYNC() do { if (wgc == 0) asm volatile("bar.sync 1, 256;" ::: "memory"); \
+                          else asm volatile("bar.sync 2, 256;" ::: "memory"); } while (0)
+#define F8_PP_PASS() do { if (wgc == 0) asm volatile("bar.arrive 2, 256;" ::: "memory"); \
+                          else asm volatile("bar.arrive 1, 256;" ::: "memory"); } while (0)
 #else
 #define F8_PP_SYNC()
 #define F8_PP_PASS()
@@ -564,10 +568,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
             F8_FENCE_O();
             F8_FENCE_P(pin);
             if (pu == F8_NSUB - 1) wg_bar_arrive(bve + 8 * sv);
+            // no row max of the warp grew (alpha = exp2(0) = 1 exactly): O * 1 is O
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-            for (int j = 0; j < HDVP / 8; ++j) {
-                o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
-                o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+                for (int j = 0; j < HDVP / 8; ++j) {
+                    o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+                    o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+                }
             }
         };
         // the last P V (P in p; the last sub-tile of V ring item (nt - 1) / F8_NSUB, whose
