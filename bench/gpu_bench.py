@@ -1375,7 +1375,9 @@ def bench_sdpa_fp8(torch, E, res):
     """FP8 (e4m3) attention forward B8 H16 S4096 D128, fp8 output, amax_s / amax_o: ours (the
     exact two-sweep kernel and the one-sweep HIPDNN_CABI_HIP_ATTN_FP8=flash form) vs cuDNN's fp8
     SDPA (cudnn-frontend), PyTorch's best bf16 SDPA for context; TFLOP/s at 4 B H S^2 D flops;
-    the relative error of batch 0 against an fp32 reference on the decoded inputs."""
+    the relative error of batch 0 against an fp32 reference on the decoded inputs.  Row
+    ``..._overlap``: the one-sweep kernel serial, overlapped and overlapped + ping-pong
+    (HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP 0 / 1 / pp) in the same process."""
     import math
     from test_attention_fp8 import UID, f8_graph
     F = torch.nn.functional
@@ -1391,14 +1393,18 @@ def bench_sdpa_fp8(torch, E, res):
     def err(o):
         return float((o[:1].float() - ref).norm() / ref.norm())
     _, g = f8_graph(fmt="FP8_E4M3", odt="FP8_E4M3", B=B, H=H, Hkv=H, Sq=S, Skv=S, D=D, stats=False)
-    for mode in ("exact", "flash"):
+
+    def time_ours(knobs):
+        """(o8, amax tensors, (median, min, max) ms, plan build s) of ours under the knobs."""
         o8 = torch.empty(B, H, S, D, device="cuda", dtype=f8)
         am = {n: torch.zeros(1, 1, 1, 1, device="cuda") for n in ("amax_s", "amax_o")}
         bufs = {1: q8, 2: k8, 3: v8, 4: o8, UID["amax_s"]: am["amax_s"], UID["amax_o"]: am["amax_o"]}
         bufs.update({UID[n]: t for n, t in scales.items()})
-        with hip_knobs({"ATTN_FP8": mode}):
+        with hip_knobs(knobs):
             run, bs = E.prepare(g, bufs)
-        ours = median_ms(torch, run, reps=10, warm=2)
+        return o8, am, median_ms(torch, run, reps=10, warm=2), bs
+    for mode in ("exact", "flash"):
+        o8, am, ours, bs = time_ours({"ATTN_FP8": mode})
         row = {"ours_ms": ours[0], "ours_tflops": fl / ours[0] / 1e9, "rel_err_vs_fp32": err(o8),
                "amax_s": float(am["amax_s"]), "amax_o": float(am["amax_o"]), "plan_build_s": bs,
                "mode": "two sweeps (exact P quantisation)" if mode == "exact" else "one sweep"}
@@ -1425,6 +1431,28 @@ def bench_sdpa_fp8(torch, E, res):
               f"TFLOP/s) cuDNN fp8 {row.get('cudnn_ms', float('nan')):.3f} ms torch bf16 "
               f"{row.get('torch_bf16_ms', float('nan')):.3f} ms  rel err {row['rel_err_vs_fp32']:.2e}"
               f"{'  cuDNN: ' + row['cudnn_error'] if 'cudnn_error' in row else ''}", flush=True)
+    # the one-sweep kernel serial / with S and P V overlapped / overlapped + ping-pong
+    # (HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP 0 / 1 / pp) in this process, next to cuDNN's time above
+    cud = res.get("sdpa_fp8_fwd_e4m3_d128", {}).get("cudnn_ms")
+    row, outs = {"mode": "one sweep", "knob": "HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP"}, {}
+    for knob, name in (("0", "serial"), ("1", "overlap"), ("pp", "overlap_pp")):
+        o8, am, ours, _ = time_ours({"ATTN_FP8": "flash", "ATTN_FP8_OVERLAP": knob})
+        outs[name] = o8
+        row.update({f"{name}_ms": ours[0], f"{name}_tflops": fl / ours[0] / 1e9,
+                    f"{name}_rel_err_vs_fp32": err(o8), f"{name}_amax_s": float(am["amax_s"]),
+                    f"{name}_amax_o": float(am["amax_o"])})
+        if cud:
+            row[f"{name}_ratio_vs_cudnn"] = cud / ours[0]
+        if name != "serial":
+            row[f"{name}_max_abs_diff_vs_serial"] = float(
+                (o8.float() - outs["serial"].float()).abs().max())
+    row["cudnn_ms"] = cud
+    row["target"] = 0.8
+    res["sdpa_fp8_fwd_e4m3_d128_overlap"] = row
+    print("SDPA fp8 fwd one sweep: serial {serial_ms:.3f} ms, overlapped {overlap_ms:.3f} ms, "
+          "overlapped + ping-pong {overlap_pp_ms:.3f} ms".format(**row)
+          + (f", cuDNN fp8 {cud:.3f} ms" if cud else ""), flush=True)
+    del outs
     del q8, k8, v8
     torch.cuda.empty_cache()
 

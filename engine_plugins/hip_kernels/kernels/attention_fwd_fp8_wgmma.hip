@@ -394,6 +394,222 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
         }
     };
 
+#if F8_OVL
+#if F8_TWO_PASS
+#error "F8_OVL is the one-sweep form (ops/sdpa.py sets it only there)"
+#endif
+    // F8_OVL (one sweep): the sweep is software-pipelined inside the warpgroup: step t
+    // (sub-tile t % F8_NSUB of a key tile) issues S(t) = Q K^T and behind it O += P(t-1) Vt(t-1)
+    // (the dropout keep bits drawn before), waits for S(t) only, then masks, exponentiates
+    // and quantises S(t) into the other P register set while P V(t-1) is on the tensor cores,
+    // and waits for P V(t-1) only to rescale O (skipped where no row max of the warp grew).
+    // The rows' max / sum go between the four threads of a row through shared memory
+    // (f8_xch), not by shuffles: ptxas waits for every wgmma in flight before a shuffle (and
+    // hoists a wait above arithmetic it does not depend on: a load after the P codes pins it
+    // below them).  O after step t is
+    // (O + P(t-1) Vt(t-1)) alpha(t) as in the serial loop, the sums in the shuffles' order: the
+    // same operations in the same order as F8_OVL 0.
+    // F8_PP: the two consumer warpgroups issue their GEMMs in turns (named barrier 1 + wgc over
+    // 256 threads, as attention_fwd_wgmma.hip's AW_PP) from step 1 on, one turn per step and
+    // one for the last P V: warpgroup 1 grants warpgroup 0 its first turn and does not hand its
+    // last turn back, so every barrier phase completes.
+#define F8_FENCE_S() _Pragma("unroll") for (int i_ = 0; i_ < F8_SUB / 2; ++i_) asm volatile("" : "+f"(s[i_]) :: "memory")
+#define F8_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HDVP / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
+#define F8_FENCE_P(p) _Pragma("unroll") for (int i_ = 0; i_ < F8_SUB / 32; ++i_) \
+    asm volatile("" : "+r"(p[i_][0]), "+r"(p[i_][1]), "+r"(p[i_][2]), "+r"(p[i_][3]) :: "memory")
+#if F8_PP
+// (immediate barrier ids: warpgroup-uniform branches, no registers held for the ids)
+#define F8_PP_SYNC() do { if (wgc == 0) asm volatile("bar.sync 1, 256;" ::: "memory"); \
+                          else asm volatile("bar.sync 2, 256;" ::: "memory"); } while (0)
+#define F8_PP_PASS() do { if (wgc == 0) asm volatile("bar.arrive 2, 256;" ::: "memory"); \
+                          else asm volatile("bar.arrive 1, 256;" ::: "memory"); } while (0)
+#else
+#define F8_PP_SYNC()
+#define F8_PP_PASS()
+#endif
+    __shared__ float f8_xch[256];           // one value per consumer thread
+    const int ct = tid - 128;
+    // max / sum of v over the thread's quad (the four threads of its rows), in the order of
+    // the shuffles in online: (v + v^1) + (v^2 + v^3)
+    auto quad_max = [&](float v) {
+        f8_xch[ct] = v;
+        __syncwarp();
+        const float a = f8_xch[ct ^ 1], b = f8_xch[ct ^ 2], c = f8_xch[ct ^ 3];
+        __syncwarp();
+        return fmaxf(fmaxf(v, a), fmaxf(b, c));
+    };
+    auto quad_sum = [&](float v) {
+        f8_xch[ct] = v;
+        __syncwarp();
+        const float a = f8_xch[ct ^ 1], b = f8_xch[ct ^ 2], c = f8_xch[ct ^ 3];
+        __syncwarp();
+        return (v + a) + (b + c);
+    };
+    // online with the quad reductions above
+    auto online_x = [&](int kv0, float* alpha) {
+        float mx[2];
+        hdn_attn_wg_mask<F8_SUB>(s, L, kv0, q0w, r0, t4, sl2, mx HDN_ATTN_MOD_REF);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = quad_max(mx[r]);
+            const float mn = fmaxf(mrow[r], mx[r]);
+            const float base = mn == -INFINITY ? 0.f : mn;
+            alpha[r] = hdn_exp2(mrow[r] - base);
+            mrow[r] = mn;
+            mx[r] = base;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < F8_SUB / 2; ++i) {
+            const float p = hdn_exp2(s[i] - mx[(i >> 1) & 1]);
+            sum[(i >> 1) & 1] += p;
+            s[i] = p;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) lrow[r] = lrow[r] * alpha[r] + quad_sum(sum[r]);
+    };
+    // O += P Vt over the keys of sub-tile u of V stage sv, P in p
+    auto issue_pv2 = [&](int sv, int u, unsigned (&p)[F8_SUB / 32][4]) {
+        const unsigned vb = sV + sv * F8_VTILE + u * F8_SUB;
+        hdn_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < F8_SUB / 32; ++ks) {
+#if HDVP <= 128
+            F8_RS(HDVP)(o, p[ks], wg_desc(vb + ks * 32, 16, 1024), 1);
+#else
+            F8_RS(128)(o, p[ks], wg_desc(vb + ks * 32, 16, 1024), 1);
+#if HDVP == 192
+            F8_RS(64)(o + 64, p[ks], wg_desc(vb + 128 * 128 + ks * 32, 16, 1024), 1);
+#else
+            F8_RS(128)(o + 64, p[ks], wg_desc(vb + 128 * 128 + ks * 32, 16, 1024), 1);
+#endif
+#endif
+        }
+        hdn_wgmma_commit();
+    };
+    // P (s times the row factors ps) -> the fp8 A fragments p (pack_p's layout)
+    auto pack_into = [&](unsigned (&p)[F8_SUB / 32][4], const float* ps) {
+#pragma unroll
+        for (int ks = 0; ks < F8_SUB / 32; ++ks) {
+            const float* x = s + 16 * ks;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int r = q & 1, c = 8 * (q >> 1) + 2 * r;
+                p[ks][q] = hdn_attn_f8_enc4(x[c] * ps[r], x[c + 1] * ps[r], x[c + 4] * ps[r],
+                                            x[c + 5] * ps[r]);
+            }
+        }
+    };
+    if (nb1 > nb0) {
+        wg_bar_wait(bq, 0);
+        const float ps[2] = {scale_s, scale_s};
+        // the scores of the sub-tile in s (keys kv0..; keep bits kb) -> P' (fp32) relative to
+        // the running max; alpha: O's rescale factors
+        auto softmax = [&](int kv0, unsigned long long kb, float* alpha) {
+            (void)kb;
+            online_x(kv0, alpha);
+#if F8_PMAX
+            pmx[0] *= alpha[0];
+            pmx[1] *= alpha[1];
+            keep(kb);
+#endif
+        };
+        const int nt = (nb1 - nb0) * F8_NSUB, kit0 = 0;       // steps; the first K ring item
+        {   // step 0 (nothing else in flight): S(0), its softmax, P(0) -> pa
+            const unsigned long long kb = keep_bits(nb0 * F8_BN);
+            (void)kb;
+            scores(kit0, 0);
+            float alpha[2];
+            online(nb0 * F8_BN, alpha);
+#if F8_PMAX
+            pmx[0] *= alpha[0];
+            pmx[1] *= alpha[1];
+            keep(kb);
+#endif
+            pack_p(ps);
+        }
+#if F8_PP
+        if (wgc == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");     // warpgroup 0 first
+#endif
+        // P(t) of the even steps in pa, of the odd ones in pb
+        unsigned pb[F8_SUB / 32][4];
+        // step t >= 1 (u = t % F8_NSUB): S(t) and P(t-1) V(t-1) (P in pin) in flight, the
+        // softmax of S(t), P(t) -> pout, then O's rescale once P V(t-1) has landed
+        auto step = [&](int t, int u, unsigned (&pin)[F8_SUB / 32][4], unsigned (&pout)[F8_SUB / 32][4]) {
+            const int pu = u == 0 ? F8_NSUB - 1 : u - 1;
+            const int ki = kit0 + t / F8_NSUB, vi = (t - 1) / F8_NSUB;   // K / V ring items
+            const int st = ki % F8_ST, sv = vi % F8_ST;
+            const int kv0 = nb0 * F8_BN + t * F8_SUB;
+            const unsigned long long kb = keep_bits(kv0);     // (before S(t) holds registers)
+            if (u == 0) wg_bar_wait(bkf + 8 * st, (unsigned)(ki / F8_ST) & 1u);
+            F8_PP_SYNC();
+            issue_s(st, u);
+            if (pu == 0) wg_bar_wait(bvf + 8 * sv, (unsigned)(vi / F8_ST) & 1u);
+            issue_pv2(sv, pu, pin);
+            F8_PP_PASS();
+            hdn_wgmma_wait<1>();
+            F8_FENCE_S();
+            if (u == F8_NSUB - 1) wg_bar_arrive(bke + 8 * st);
+            float alpha[2];
+            softmax(kv0, kb, alpha);
+            pack_into(pout, ps);
+            F8_FENCE_P(pout);
+            // a shared-memory round trip of a word made of every P code: ptxas keeps the wait
+            // for P V(t-1) below the load (it would hoist the wait above the exp2s otherwise)
+            unsigned pw = 0;
+#pragma unroll
+            for (int ks = 0; ks < F8_SUB / 32; ++ks) pw ^= pout[ks][0] ^ pout[ks][1] ^ pout[ks][2] ^ pout[ks][3];
+            f8_xch[ct] = __uint_as_float(pw);
+            __syncwarp();
+            const float pz = *reinterpret_cast<volatile float*>(&f8_xch[ct ^ 1]);
+            hdn_wgmma_wait<0>();
+            asm volatile("" :: "f"(pz));
+            __syncwarp();
+            F8_FENCE_O();
+            F8_FENCE_P(pin);
+            if (pu == F8_NSUB - 1) wg_bar_arrive(bve + 8 * sv);
+            // no row max of the warp grew (alpha = exp2(0) = 1 exactly): O * 1 is O
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int j = 0; j < HDVP / 8; ++j) {
+                    o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+                    o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+                }
+            }
+        };
+        // the last P V (P in p; the last sub-tile of V ring item (nt - 1) / F8_NSUB, whose
+        // tile was waited for with its first sub-tile unless that is this one; P in pa: pv)
+        auto last_pv = [&](unsigned (&p)[F8_SUB / 32][4]) {
+            const int vi = (nt - 1) / F8_NSUB, sv = vi % F8_ST;
+            if (F8_NSUB == 1) wg_bar_wait(bvf + 8 * sv, (unsigned)(vi / F8_ST) & 1u);
+            F8_PP_SYNC();
+            issue_pv2(sv, F8_NSUB - 1, p);
+#if F8_PP
+            if (wgc == 0) F8_PP_PASS();
+#endif
+            hdn_wgmma_wait<0>();
+            F8_FENCE_O();
+            F8_FENCE_P(p);
+            wg_bar_arrive(bve + 8 * sv);
+        };
+        int t = 1;
+#pragma unroll 1
+        for (; t + 1 < nt; t += 2) {        // (t odd: sub-tile 1 % F8_NSUB)
+            step(t, 1 % F8_NSUB, pa, pb);
+            step(t + 1, 0, pb, pa);
+        }
+        if (t < nt) {
+            step(t, 1 % F8_NSUB, pa, pb);
+            last_pv(pb);
+        } else {
+            F8_PP_SYNC();
+            pv((nt - 1) / F8_NSUB, F8_NSUB - 1);
+#if F8_PP
+            if (wgc == 0) F8_PP_PASS();
+#endif
+        }
+    }
+#else
     if (nb1 > nb0) {
         wg_bar_wait(bq, 0);
         int kit = 0, vit = 0;
@@ -450,6 +666,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_f8(HDN_ATTN_FW
             }
         }
     }
+#endif
     // epilogue: O = acc * descale_s * descale_v (one sweep: / l), o = O * scale_o; rows
     // without keys (with a sink: padded rows): 0; stats = ln(sum exp(s)) (+inf for those rows);
     // amax_s = max 1/l (P's largest entry in a row is exp(0) / l; with a sink or dropout the

@@ -545,7 +545,7 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE", "F8_OVL", "F8_PP")
 
 
 def _drop_off(body, defines):
@@ -1293,6 +1293,19 @@ def fp8_config(D, Dv):
     return fp8_smem_bytes(Dv, 2, D), 2
 
 
+def fp8_overlap():
+    """``HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP`` = 1 / pp / 0 (the default until measured on a device):
+    the one-sweep fp8 forward issues S(t) = Q K^T and P(t-1) V(t-1) together and runs the
+    softmax and quantisation of S(t) while P V(t-1) is on the tensor cores
+    (attention_fwd_fp8_wgmma.hip F8_OVL: the serial loop's operations in its order); ``pp``
+    also issues the two consumer warpgroups' GEMMs in turns (F8_PP).  The exact two-sweep
+    form keeps its serial loop.  Returns "", "1" or "pp"."""
+    v = os.environ.get("HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP", "0").strip().lower()
+    if v in ("", "0", "off"):
+        return ""
+    return "pp" if v == "pp" else "1"
+
+
 def emit_fp8(prog, node, r, loc, arch):
     """Launch steps of the fp8 forward: zero the amax outputs, V -> Vt (workspace [B, Hkv, Dv,
     Skv rounded up to 128]), the wgmma kernel: one sweep over the keys, P quantised relative to
@@ -1321,6 +1334,11 @@ def emit_fp8(prog, node, r, loc, arch):
                    F8_OUT=FP8_OUT.get(odt, 0), F8_HKV=Hkv, F8_SKVP=skvp, F8_TWO_PASS=int(not flash),
                    F8_ST=st, F8_HAS_AMAX_S=int("amax_s" in r),
                    F8_HAS_AMAX_O=int("amax_o" in r))
+    ovl = fp8_overlap() if flash else ""
+    if ovl:
+        defines["F8_OVL"] = 1
+        if ovl == "pp":
+            defines["F8_PP"] = 1
     sp, sa = fp8_scalars(r, loc, defines)
     vt = ("ws", prog.ws_alloc(B * Hkv * Dv * skvp))
     lens_p = _len_params(defines)
@@ -1349,4 +1367,6 @@ def emit_fp8(prog, node, r, loc, arch):
     prog.notes.append(f"{node.kind}: fp8 wgmma flash attention ({fmt} -> {odt}), "
                       f"{FP8_BM}x{FP8_BN} tiles, {st} K/Vt stages, "
                       f"{'one sweep' if flash else 'two sweeps'}, "
-                      f"V transposed into the workspace")
+                      f"V transposed into the workspace"
+                      + {"": "", "1": ", S / P V overlapped",
+                         "pp": ", S / P V overlapped, ping-pong"}[ovl])
