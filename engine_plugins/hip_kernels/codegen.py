@@ -376,6 +376,8 @@ def gemm_source(spec: GemmSpec, use_mma: bool, sms: int = 132, core: str | None 
             return gc.GATHER_CHUNK if mode in (1, 2) else gc.GATHER_ELEM
         gather = (gcost("A", spec.a_mode, rows_a), gcost("B", spec.b_mode, False))
         bn, stages, S, per = gc.tile_config(spec.M, spec.N, GK, spec.batch, sms, es, gather)
+        if spec.swapped and S > 1 and not gc.swapped_split_ok(spec.N):
+            S, per = 1, GK
         if spec.grouped or spec.pair or spec.stats:
             S, per = 1, GK          # the epilogues that combine or sum run on whole k
         if spec.pair and bn < 128:

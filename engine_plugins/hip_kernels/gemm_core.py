@@ -284,6 +284,21 @@ def swap_ab_choice(M, N, K, batch, sms, es):
     return swapped < SWAP_GAIN * normal
 
 
+def swapped_split_ok(n):
+    """Split-K for a swap-AB GEMM whose BN side holds ``n`` columns (the original M): only for
+    n <= SWAP_SPLIT_MAX_N, unless HIPDNN_CABI_HIP_SPLITK forces a count.  Measured on an H100
+    (bench/results/gpu_h100_20261208_decode_probe.json, split-K through the finish kernel):
+    M = 1 / 16 x 4096 x 4096 ran 17.5 / 16.4 us split 4 ways against 20.5 / 19.9 us unsplit,
+    1 x 12288 x 12288 106 against 116 us; M = 64 ran faster unsplit - 19.0 against 22.7 us
+    (4096 x 4096), 113 against 138 us (12288 x 12288), 48.7 against 49.9 us (4096 x 12288)."""
+    if knob("SPLITK", "1") not in ("1", "0", "off", ""):
+        return True
+    return n <= SWAP_SPLIT_MAX_N
+
+
+SWAP_SPLIT_MAX_N = 16
+
+
 # the swap wins ties: measured on an H100, 64 x 4096 x 4096 bf16 ran 26.9 us unswapped (modelled 12.1)
 # while the swapped 16 x 4096 x 4096 ran 18.6 us - the model undercounts the unswapped tile's
 # half-empty rows

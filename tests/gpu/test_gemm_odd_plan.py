@@ -303,3 +303,13 @@ def test_pack_kernel_zero_fills_padding(monkeypatch):
     host_emu.run_kernel(st[1], st[2], st[3], st[4], [xp, yp], codegen.headers())
     y = yraw.view(np.uint16).reshape(13, 16)
     assert np.array_equal(y[:, :11], x) and not y[:, 11:].any()
+
+
+def test_swapped_decode_split_only_up_to_16_columns():
+    """Swap-AB decode GEMMs split K only while the original M is at most 16 (measured on an H100:
+    M = 1 / 16 faster split, M = 64 faster unsplit); a forced split count still applies."""
+    for M, split in ((1, True), (16, True), (64, False)):
+        prog = plan(mm_graph(M, 4096, 4096)[0])
+        assert any("swap-AB" in n for n in prog.notes), prog.notes
+        assert any("split-K" in n for n in prog.notes) == split, (M, prog.notes)
+    assert gc.swapped_split_ok(16) and not gc.swapped_split_ok(64)
