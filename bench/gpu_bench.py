@@ -19,6 +19,7 @@ per run, bench/capi_path.py).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -1551,7 +1552,8 @@ def bench_frontend(torch, E, res):
             "engine": g.engine_name, "correct": ok, "g_execute_us": t_g, "torch_relu_us": t_t,
             "torch_clamp_min_out_us": t_t_out, "g_execute_new_tensors_us": t_new,
             "ratio_new_tensors_vs_torch_relu": t_new / t_t,
-            "ratio_g_execute_vs_torch_relu": t_g / t_t, "target": 2.0}
+            "ratio_g_execute_vs_torch_relu": t_g / t_t, "target": 2.0,
+            "c_execute_path": importlib.util.find_spec("hipdnn_cabi.frontend._fastexec") is not None}
         if (rows, cols) == (4, 8):
             out[f"{rows}x{cols}"]["cudnn_frontend"] = _cudnn_fe_peer(torch, g, x, y, xt)
         g.close()

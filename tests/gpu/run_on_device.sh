@@ -20,6 +20,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c "import cuda.bindings, torch; print('cuda-bindings', cuda.bindings.__version__, 'torch', torch.__version__)"
 echo "== build backend"
 timeout 120 python3 cdef/build_backend.py --out hipdnn_cabi/lib --tmp build/cffi 2>&1 | tail -5; ls -la hipdnn_cabi/lib
+python3 -c "import hipdnn_cabi.frontend._fastexec" 2>/dev/null && echo "frontend C execute path (_fastexec): built" \
+  || echo "frontend C execute path (_fastexec): NOT built (g.execute takes the Python lookup)"
 # the default engine-plugin directory beside the library (make plugins does this at home)
 python3 tools/install_default_plugins.py --out hipdnn_cabi/lib/hipdnn_plugins/engines
 CEXE=""
