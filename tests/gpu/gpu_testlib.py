@@ -475,3 +475,25 @@ def sdpa_bwd_tensors(dt, B, H, Hkv, Sq, Skv, D, Dv=None, seq=False):
         ts += [T(7, [B, 1, 1, 1], "INT32"), T(8, [B, 1, 1, 1], "INT32")]
         a.update(seq_len_q_tensor_uid=7, seq_len_kv_tensor_uid=8, padding_mask=True)
     return ts, a
+
+
+def paged_pools(k, v, lkv, pages, PS, NP, MP, rng):
+    """K / V [B, Hkv, S, D] (V: Dv) cut into pages of PS rows placed in a pool in shuffled order
+    (``rng``): (K pool [NP, Hkv, PS, D], V pool, page table [B, 1, MP, 1] int32).  Batch b keeps
+    ``pages[b]`` pages of its first ``lkv[b]`` rows; pool page NP - 1, unreferenced table
+    entries (pointing at it) and rows past each length stay NaN."""
+    B, Hkv = k.shape[:2]
+    kp = np.full((NP, Hkv, PS, k.shape[3]), np.nan)
+    vp = np.full((NP, Hkv, PS, v.shape[3]), np.nan)
+    order = rng.permutation(NP - 1)            # page NP - 1 stays NaN
+    tab = np.full((B, 1, MP, 1), NP - 1, np.int32)
+    n = 0
+    for b in range(B):
+        for lp in range(pages[b]):
+            pg = int(order[n])
+            n += 1
+            tab[b, 0, lp, 0] = pg
+            m = min(PS, int(lkv[b]) - lp * PS)
+            kp[pg, :, :m] = k[b, :, lp * PS:lp * PS + m]
+            vp[pg, :, :m] = v[b, :, lp * PS:lp * PS + m]
+    return kp, vp, tab

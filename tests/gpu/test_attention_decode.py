@@ -17,7 +17,7 @@ import pytest
 
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
 from engine_plugins.hip_kernels.ops import sdpa as hsdpa
-from gpu_testlib import T, assert_sdpa_close, graph_bytes, node, plan_notes, quantize
+from gpu_testlib import T, assert_sdpa_close, graph_bytes, node, paged_pools, plan_notes, quantize
 
 NOTE = "mma.sync decode attention (ATT_DECODE)"
 
@@ -112,19 +112,7 @@ def decode_inputs(c, seed=7, pad=np.nan):
         ins[2], ins[3] = kd, vd
     else:
         pages, MP, NP = _pages(c, lkv)
-        kp = np.full((NP, Hkv, PS, D), np.nan)
-        vp = np.full((NP, Hkv, PS, Dv), np.nan)
-        order = rng.permutation(NP - 1)            # page NP - 1 stays NaN
-        tab = np.full((B, 1, MP, 1), NP - 1, np.int32)
-        n = 0
-        for b in range(B):
-            for lp in range(pages[b]):
-                pg = int(order[n])
-                n += 1
-                tab[b, 0, lp, 0] = pg
-                m = min(PS, int(lkv[b]) - lp * PS)
-                kp[pg, :, :m] = k[b, :, lp * PS:lp * PS + m]
-                vp[pg, :, :m] = v[b, :, lp * PS:lp * PS + m]
+        kp, vp, tab = paged_pools(k, v, lkv, pages, PS, NP, MP, rng)
         ins[2], ins[3], ins[8], ins[9] = kp, vp, tab, tab
     p = ksdpa.SdpaParams(scale=float(np.float32(1 / math.sqrt(D))))
     p.causal = bool(c.get("causal_mask"))

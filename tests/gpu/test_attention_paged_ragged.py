@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
-from gpu_testlib import T, assert_sdpa_close, graph_bytes, node, quantize, relerr
+from gpu_testlib import T, assert_sdpa_close, graph_bytes, node, paged_pools, quantize, relerr
 
 rng = np.random.default_rng(2024)
 
@@ -127,19 +127,7 @@ def _paged_inputs(c, lq, lkv, pages, MP, NP, skv):
     for b in range(B):
         k[b, :, lkv[b]:] = 0
         v[b, :, lkv[b]:] = 0
-    kp = np.full((NP, Hkv, PS, D), np.nan)
-    vp = np.full((NP, Hkv, PS, D), np.nan)
-    order = rng.permutation(NP - 1)            # page NP - 1 stays NaN
-    tab = np.full((B, 1, MP, 1), NP - 1, np.int32)
-    n = 0
-    for b in range(B):
-        for lp in range(pages[b]):
-            pg = int(order[n])
-            n += 1
-            tab[b, 0, lp, 0] = pg
-            m = min(PS, int(lkv[b]) - lp * PS)
-            kp[pg, :, :m] = k[b, :, lp * PS:lp * PS + m]
-            vp[pg, :, :m] = v[b, :, lp * PS:lp * PS + m]
+    kp, vp, tab = paged_pools(k, v, lkv, pages, PS, NP, MP, rng)
     return q, k, v, kp, vp, tab
 
 
