@@ -512,7 +512,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
 #endif
             wg_fence_async();
             // the previous dQ reduce of this warpgroup has read its staging
+#if BW_OVL
+            wg_bulk_wait_read0();            // (BW_OVL: every warp reduces its own rows)
+#else
             if (w4 == 0) wg_bulk_wait_read0();
+#endif
             wg_named_sync<1, 256>();    // both warpgroups' dSᵀ stored
             // dQ (64 queries dqr.. x 64 columns dqc..) = dS K over the CTA's 128 keys: A = dSᵀ
             // (M-major; 128-query tiles: atom wgc), B = K (N-major)
@@ -557,6 +561,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                         *reinterpret_cast<float2*>(dqg + (16 * w4 + g + 8 * rr) * BW_DQLD + 8 * j + 2 * t4) =
                             make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
                 wg_fence_async();
+#if BW_OVL
+                // the 16 rows a warp staged (16 w4..) reduced by its lanes 0..15: no warpgroup barrier
+                __syncwarp();
+                if (lane < 16) {
+                    float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HDP + dqc;
+                    const int r = 16 * w4 + lane;
+                    if (q0 + dqr + r < SQ)
+                        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                                     :: "l"(dQb + (long long)(q0 + dqr + r) * HDP), "r"(dqs + r * BW_DQLD * 4),
+                                        "n"(64 * 4) : "memory");
+                    wg_bulk_commit();
+                }
+#else
                 if (wgc == 0) wg_named_sync<2, 128>(); else wg_named_sync<3, 128>();
                 if (w4 == 0) {
                     float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HDP + dqc;
@@ -570,6 +587,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     }
                     wg_bulk_commit();
                 }
+#endif
             }
 #if BW_SCHED
             hdn_wgmma_wait<0>();
@@ -580,7 +598,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
 #endif
         }
+#if BW_OVL
+        wg_bulk_wait0();
+#else
         if (w4 == 0) wg_bulk_wait0();
+#endif
     }
 #if AW_MAPS
     if (AW_BAD(b)) {
