@@ -153,6 +153,27 @@ def test_kernel_text_matches_the_model():
     assert body.count("hdn_wgmma_commit();") == 2            # dV (issue_dv), dK
 
 
+def test_per_warp_dq_rows():
+    """BW_OVL's dQ staging: the rows warp w4 writes (16 w4 + g + 8 rr, every column 8 j + 2 t4
+    + c) are exactly the rows its lanes 0..15 hand to the bulk reduce (16 w4 + lane), so a
+    ``__syncwarp`` orders them; the four warps cover the 64 rows once."""
+    src = codegen.read_kernel("attention_bwd_wgmma.hip")
+    assert "(16 * w4 + g + 8 * rr) * BW_DQLD + 8 * j + 2 * t4" in src
+    body = src[src.index("                // the 16 rows a warp staged"):]
+    body = body[:body.index("#else")]
+    for line in ("__syncwarp();", "if (lane < 16) {", "const int r = 16 * w4 + lane;",
+                 "\"r\"(dqs + r * BW_DQLD * 4)", "wg_bulk_commit();"):
+        assert line in body, line
+    reduced = []
+    for w4 in range(4):
+        written = {(16 * w4 + g + 8 * rr, 8 * j + 2 * t4 + c)
+                   for g in range(8) for t4 in range(4) for j in range(8) for rr in range(2) for c in range(2)}
+        rows = {16 * w4 + lane for lane in range(16)}
+        assert {r for r, _ in written} == rows and len(written) == 16 * 64
+        reduced += sorted(rows)
+    assert sorted(reduced) == list(range(64))
+
+
 def _sass_fn(sass):
     s = sass[sass.index("Function : hdn_attn_bwd_wg"):]
     nxt = s.find("Function :", 20)
@@ -198,10 +219,13 @@ def test_overlap_sources_compile_sm90a_without_spills(monkeypatch, tmp_path):
         log = c.last_log
         assert " 0 bytes spill stores" in log, (i, kw, log)
         assert "serialized" not in log and "C7514" not in log and "C7508" not in log, (i, kw, log)
+        # the per-warp dQ reduces: barrier 0 and the dSᵀ barrier 1 only
+        assert "used 2 barriers" in log, (i, kw, log)
         if exe is None:
             continue
         lines = _sass_fn(_sass(exe, env, tmp_path, f"bwdovl{i}", img))
         assert not any("SHFL" in ln for ln in lines), i
+        assert not any(re.search(r"BAR\.SYNC\S* 0x[23],", ln) for ln in lines), i
         win = _sass_windows(lines)
         nh = 2 if "#define BW_BM 128" in src else 1
         # waits: Sᵀ (dPᵀ(0) in flight), dPᵀ(0) (dV(0)), [dPᵀ(1) (dK(0), dV(1))]
