@@ -8,8 +8,10 @@ sources compile for sm_90a without spills and without serialised wgmma for D 64 
 bf16, causal, bottom-right causal, padding, GQA, D 96, Dv 128, both issue orders, both query
 tiles), and their SASS has no wait for every group in flight between a visit's dPᵀ(0) issue and
 the dQ barrier, the dSᵀ arithmetic and rounding after a wait that leaves dV in flight, a
-register-operand (dV) wgmma queued before the dPᵀ wait, and no shuffle; the default kernel's SASS
-shows the serialisation the knob removes (dSᵀ after a wait for every group in flight).  GPU
+register-operand (dV) wgmma queued before the dPᵀ wait, no shuffle, no per-warpgroup named
+barrier, and the Sᵀ chain issued whole (the ring's loads moved to the top of the visit; at the
+bench shapes too); the default kernel's SASS shows the serialisation the knob removes (dSᵀ after
+a wait for every group in flight; at D 64 a wait inside the Sᵀ chain).  GPU
 (``-m gpu``): the overlapped kernel against the default kernel on the same inputs and against the
 CPU reference (float64)."""
 from __future__ import annotations
@@ -181,6 +183,50 @@ def _sass_fn(sass):
     return [ln for ln in s.splitlines() if re.search(r"/\*[0-9a-f]{4,6}\*/", ln)]
 
 
+def _s_chain_waits(lines):
+    """wgmma waits between a visit's Sᵀ issue and its dPᵀ(0) issue (the first two
+    zero-initialised products)."""
+    z = [i for i, ln in enumerate(lines) if "HGMMA" in ln and "RZ, !UPT" in ln]
+    return sum("WARPGROUP.DEPBAR" in ln for ln in lines[z[0]:z[1]])
+
+
+# B8 H16 S4096, as bench/gpu_bench.py's sdpa rows
+BENCH = [dict(dt=dt, B=8, H=16, Hkv=16, Sq=4096, Skv=4096, D=D, **cm)
+         for dt, D, cm in (("HALF", 64, {}), ("BFLOAT16", 64, {"causal_mask": True}),
+                           ("HALF", 128, {}), ("BFLOAT16", 128, {"causal_mask": True}))]
+
+
+def test_bench_shapes_keep_the_s_chain_whole(monkeypatch, tmp_path):
+    """At the bench shapes the default kernel's 128-query tiles (D 64, BW_SCHED 1: the ring's
+    loads between the Sᵀ and dPᵀ issue) get ptxas's injected wait inside the Sᵀ chain (C7517:
+    Sᵀ's first steps waited for, its accumulator copied), as BW_SCHED 1 does at D 128; with the
+    knob the loads sit at the top of the visit and the chain stays whole, at D 128 with either
+    issue order."""
+    from gpu_testlib import nvrtc_or_skip
+    from engine_plugins.hip_kernels.program import build_program
+    from hipdnn_cabi.plugin_sdk import parse_graph
+    from test_attention import bwd_graph
+    from test_kernel_sources import _cuobjdump, _sass
+    c = nvrtc_or_skip()
+    exe, env = _cuobjdump()
+    hdr = codegen.headers()
+    monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD", "auto")
+    monkeypatch.delenv("HIPDNN_CABI_HIP_ATTN_BWD_BM", raising=False)
+    for n, kw in enumerate(BENCH):
+        for ovl, sched in (("0", "0"), ("1", "0"), ("1", "1")):
+            if ovl == "0" and kw["D"] == 128:
+                continue
+            monkeypatch.setenv(KNOB, ovl)
+            monkeypatch.setenv("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", sched)
+            src = _main(build_program(parse_graph(bwd_graph(**kw)[1]), arch="sm_90"))[1]
+            img = c.compile(src, f"bwdbench{n}{ovl}{sched}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
+            assert " 0 bytes spill stores" in c.last_log, (kw, c.last_log)
+            assert ("C7517" in c.last_log) == (ovl == "0"), (kw, ovl, sched, c.last_log)
+            if exe is not None:
+                waits = _s_chain_waits(_sass_fn(_sass(exe, env, tmp_path, f"bwdbench{n}{ovl}{sched}", img)))
+                assert (waits > 0) == (ovl == "0"), (kw, ovl, sched, waits)
+
+
 def _sass_windows(lines):
     """The wgmma waits between a visit's dPᵀ(0) issue and the dQ barrier (named barrier 1),
     each with (count, FADD, F2FP, MUFU.EX2, register-operand HGMMAs) of the code up to the next
@@ -202,6 +248,7 @@ def _sass_windows(lines):
 
 # (case, env): D 64 fp16 / bf16 causal GQA / bottom-right causal GQA / padding causal (128-query
 # tiles; 64-query tiles), D 128 bf16 / causal GQA / band (both issue orders), D 96, Dv 128
+SPLIT_CASES = [(4, {}), (5, {})]
 SPILL_CASES = [(0, {}), (3, {}), (5, {}), (7, {}), (3, {"BM": "64"}), (1, {}), (2, {}), (4, {}),
                (1, {"SCHED": "1"}), (2, {"SCHED": "1"}), (10, {}), (11, {})]
 
@@ -221,11 +268,17 @@ def test_overlap_sources_compile_sm90a_without_spills(monkeypatch, tmp_path):
         assert "serialized" not in log and "C7514" not in log and "C7508" not in log, (i, kw, log)
         # the per-warp dQ reduces: barrier 0 and the dSᵀ barrier 1 only
         assert "used 2 barriers" in log, (i, kw, log)
+        # the ring's loads before the Sᵀ issue: ptxas keeps the Sᵀ chain whole (no injected
+        # wait, C7517) - except with a band / bottom-right mask, registers at the limit there
+        split = (i, kw) in SPLIT_CASES
+        assert ("C7517" in log) == split, (i, kw, log)
         if exe is None:
             continue
         lines = _sass_fn(_sass(exe, env, tmp_path, f"bwdovl{i}", img))
         assert not any("SHFL" in ln for ln in lines), i
         assert not any(re.search(r"BAR\.SYNC\S* 0x[23],", ln) for ln in lines), i
+        if not split:
+            assert _s_chain_waits(lines) == 0, (i, kw)
         win = _sass_windows(lines)
         nh = 2 if "#define BW_BM 128" in src else 1
         # waits: Sᵀ (dPᵀ(0) in flight), dPᵀ(0) (dV(0)), [dPᵀ(1) (dK(0), dV(1))]

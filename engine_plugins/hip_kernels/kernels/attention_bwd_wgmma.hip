@@ -246,9 +246,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             const float* lse_s = lsm + st * (2 * BW_BM);
             const float* dsum_s = lse_s + BW_BM;
             float s[BW_BM / 2], dp[32];
+#if BW_OVL
+            // (BW_OVL: the ring's loads at the top of the visit in both issue orders - issued
+            // between the Sᵀ and dPᵀ products they made ptxas split the Sᵀ chain with a wait
+            // for its first steps and copy its accumulator, C7517)
+            if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
+            __syncwarp();
+#else
 #if !BW_SCHED
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
             __syncwarp();
+#endif
 #endif
             // the loop-invariant K / V addresses re-derived each visit: the compiler would
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
@@ -296,11 +304,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 hdn_wgmma_commit();
             };
             issue_dp(0);
+#if BW_OVL
+#else
 #if BW_SCHED
             // the ring runs ahead: the first warp's loads (which may wait for the other
             // warpgroup to release a stage) after this visit's first products are queued
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);
             __syncwarp();
+#endif
 #endif
             const bool full = kw0 + 64 <= L.skv && q0 + BW_BM <= L.sq &&
                               (L.rlim >= HDN_BIG || kw0 + 63 - q0 <= L.rlim) &&
