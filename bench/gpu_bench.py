@@ -1009,8 +1009,15 @@ def bench_sdpa(torch, E, res):
         print(f"SDPA bwd {name} [mma.sync]: ours {oursm[0]:.3f} ms -> {rowm.get('ratio', float('nan')):.2f}x"
               f"  rel err {errm:.2e}", flush=True)
         # the wgmma backward's variants (same graph, same process): 128-query tiles at D 64
-        # (HIPDNN_CABI_HIP_ATTN_BWD_BM=128) and the earlier issue order (..._SCHED=0)
-        variants = [("sched0", {"HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "0"})]
+        # (HIPDNN_CABI_HIP_ATTN_BWD_BM=128), the earlier issue order (..._SCHED=0), exp2 / dS
+        # under the tensor-core groups in flight off / on with the shipped issue order and on
+        # with the overlapped one (..._OVL=0 / 1, whatever the opt-in knobs of the run)
+        ovl = "HIPDNN_CABI_HIP_ATTN_BWD_OVL"
+        sched = "HIPDNN_CABI_HIP_ATTN_BWD_SCHED"
+        variants = [("sched0", {sched: "0"}),
+                    ("ovl0", {ovl: "0", sched: "0"}),
+                    ("ovl1", {ovl: "1", sched: "0"}),
+                    ("ovl1s1", {ovl: "1", sched: "1"})]
         if D <= 64:
             variants.append(("bm128", {"HIPDNN_CABI_HIP_ATTN_BWD_BM": "128"}))
         for tag, knobs in variants:

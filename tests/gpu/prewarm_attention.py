@@ -54,19 +54,19 @@ def sources():
     progs += [build(tab._rng_graph(d, s)[1]) for d, s in tab.RNG_DIMS]
     # the wgmma backward's variants the benchmark and test_attention_bwd_wgmma.py time / check
     import test_attention_bwd_wgmma as tbw
-    for knob, val in (("HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "0"), ("HIPDNN_CABI_HIP_ATTN_BWD_BM", "128"),
-                      (None, None)):
-        prevk = os.environ.get(knob) if knob else None
-        if knob:
-            os.environ[knob] = val
+    sched, ovl = "HIPDNN_CABI_HIP_ATTN_BWD_SCHED", "HIPDNN_CABI_HIP_ATTN_BWD_OVL"
+    for knobs in ({sched: "0"}, {"HIPDNN_CABI_HIP_ATTN_BWD_BM": "128"}, {ovl: "0", sched: "0"},
+                  {ovl: "1", sched: "0"}, {ovl: "1", sched: "1"}, {}):
+        prevk = {k: os.environ.get(k) for k in knobs}
+        os.environ.update(knobs)
         for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
             at = {"causal_mask": True} if causal else {}
             progs.append(build(ta.bwd_graph(dt, B, H, Hkv, S, S, D, **at)[1]))
         progs += [build(tbw.graph(c)[1]) for c in tbw.CASES]
-        if knob:
-            os.environ.pop(knob)
-            if prevk is not None:
-                os.environ[knob] = prevk
+        for k, v in prevk.items():
+            os.environ.pop(k)
+            if v is not None:
+                os.environ[k] = v
     # the decode kernel's cases (test_attention_decode.py) and the benchmark's decode graphs (paged
     # and contiguous K/V), with the decode knob on and off
     import test_attention_decode as tad

@@ -246,9 +246,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             const float* lse_s = lsm + st * (2 * BW_BM);
             const float* dsum_s = lse_s + BW_BM;
             float s[BW_BM / 2], dp[32];
+#if BW_OVL
+            // (BW_OVL: the ring's loads at the top of the visit in both issue orders - issued
+            // between the Sᵀ and dPᵀ products they made ptxas split the Sᵀ chain with a wait
+            // for its first steps and copy its accumulator, C7517)
+            if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
+            __syncwarp();
+#else
 #if !BW_SCHED
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);   // the ring runs ahead
             __syncwarp();
+#endif
 #endif
             // the loop-invariant K / V addresses re-derived each visit: the compiler would
             // otherwise keep every k-step's 64-bit descriptor in registers across the loop
@@ -296,15 +304,54 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 hdn_wgmma_commit();
             };
             issue_dp(0);
+#if BW_OVL
+#else
 #if BW_SCHED
             // the ring runs ahead: the first warp's loads (which may wait for the other
             // warpgroup to release a stage) after this visit's first products are queued
             if (tid < 32 && it + BW_ST - 1 < nit) load(it + BW_ST - 1);
             __syncwarp();
 #endif
+#endif
             const bool full = kw0 + 64 <= L.skv && q0 + BW_BM <= L.sq &&
                               (L.rlim >= HDN_BIG || kw0 + 63 - q0 <= L.rlim) &&
                               (L.llim <= -HDN_BIG || kw0 - (q0 + BW_BM - 1) >= L.llim);
+#if BW_OVL
+            // BW_OVL: the CUDA-core work of a visit placed under tensor-core groups in flight.
+            // Groups in order of completion: Sᵀ, dPᵀ(0), dV(0), [dPᵀ(1), dK(0), dV(1)], dQ, the
+            // last dK (BW_SCHED).  Pᵀ of half 0 (exp2) under dPᵀ(0); dV(hq) += Pᵀ dO queued as soon
+            // as the half's Pᵀ z is rounded, before dPᵀ(hq) is waited for; dSᵀ(hq) = Pᵀ o (dPᵀ z -
+            // Dsum) and its rounding under dV(hq) (and dK(hq - 1)); the next half's exp2 under
+            // dV(hq), dPᵀ(hq + 1) and dK(hq); no wait for every group in flight before the dQ
+            // barrier.  The operations and their order per element are the default's.
+            // probs(hq): Pᵀ (fp32, in s) of queries 64 hq.. (elements 4 j + e, j = 8 hq..)
+            auto probs = [&](int hq) {
+                if (full) {
+#pragma unroll
+                    for (int jl = 0; jl < 8; ++jl) {
+                        const int j = 8 * hq + jl;
+                        const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t4);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            s[4 * j + e] = hdn_exp2(s[4 * j + e] * sl2 - ((e & 1) ? l2.y : l2.x) * HDN_LOG2E);
+                    }
+                } else {
+                    const int m0 = q0 + 2 * t4 - cs0.lo, m1 = q0 + 2 * t4 - cs1.lo;
+                    const unsigned n0 = (unsigned)hdn_imax(cs0.hi - cs0.lo, 0), n1 = (unsigned)hdn_imax(cs1.hi - cs1.lo, 0);
+#pragma unroll
+                    for (int jl = 0; jl < 8; ++jl) {
+                        const int j = 8 * hq + jl;
+                        const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t4);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const bool in = (unsigned)(((e >> 1) ? m1 : m0) + 8 * j + (e & 1)) < ((e >> 1) ? n1 : n0);
+                            const float lse = (e & 1) ? l2.y : l2.x;
+                            s[4 * j + e] = in ? hdn_exp2(s[4 * j + e] * sl2 - lse * HDN_LOG2E) : 0.f;
+                        }
+                    }
+                }
+            };
+#else
             hdn_wgmma_wait<1>();
             BW_FENCE_F(s, BW_BM / 2);
             // Pᵀ (fp32, in s): element 4 j + e is key rk + 8 (e >> 1), query 8 j + 2 t4 + (e & 1)
@@ -331,6 +378,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     }
                 }
             }
+#endif
             // per 64-query half hq: dropout; dSᵀ = Pᵀ o (dPᵀ z - Dsum), Pᵀ z (the dropped P for
             // dV), rounded into the register A operands of 16 queries each (ks = 4 hq ..); the
             // next half's dPᵀ and this half's dV += Pᵀ dO, dK += dSᵀ Q (B operands N-major: 16
@@ -350,6 +398,81 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                             wg_st_shared32(dsb + hq * BW_DATOM + (rk + 8 * rr) * 128 +
                                            (((2 * kl + hh) ^ g) << 4) + 4 * t4, sa[4 * hq + kl][2 * hh + rr]);
             };
+#if BW_OVL
+            // Pᵀ z of half hq (the dropped P; s keeps Pᵀ for dSᵀ) rounded into pa, dV(hq) += Pᵀ z dO queued
+            auto issue_dv = [&](int hq) {
+#pragma unroll
+                for (int kl = 0; kl < 4; ++kl) {
+                    const int ks = 4 * hq + kl;
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        float v2[2];
+#pragma unroll
+                        for (int c = 0; c < 2; ++c) {
+#if DROPOUT
+                            const float z = (unsigned)(keep >> (8 * ks + 2 * q + c)) & 1u ? DSCALE : 0.f;
+#else
+                            const float z = 1.f;
+#endif
+                            v2[c] = s[8 * ks + 2 * q + c] * z;
+                        }
+                        pa[ks][q] = hdn_pack2(v2[0], v2[1]);
+                    }
+                }
+                hdn_wgmma_fence();
+#pragma unroll
+                for (int kl = 0; kl < 4; ++kl)
+                    BW_XRS(HDVP)(dv, pa[4 * hq + kl], wg_desc(gs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
+                hdn_wgmma_commit();
+            };
+            hdn_wgmma_wait<1>();             // Sᵀ landed, dPᵀ(0) in flight
+            BW_FENCE_F(s, BW_BM / 2);
+            probs(0);
+            issue_dv(0);
+#pragma unroll
+            for (int hq = 0; hq < BW_BM / 64; ++hq) {
+                // dPᵀ(hq) landed; in flight: dV(hq) (hq > 0: with dK(hq - 1))
+                if (hq == 0) hdn_wgmma_wait<1>(); else hdn_wgmma_wait<2>();
+                BW_FENCE_F(dp, 32);
+#pragma unroll
+                for (int jl = 0; jl < 8; ++jl) {
+                    const int j = 8 * hq + jl;
+                    const float2 d2 = *reinterpret_cast<const float2*>(dsum_s + 8 * j + 2 * t4);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+#if DROPOUT
+                        const float z = (unsigned)(keep >> (4 * j + e)) & 1u ? DSCALE : 0.f;
+#else
+                        const float z = 1.f;
+#endif
+                        dp[4 * jl + e] = s[4 * j + e] * (dp[4 * jl + e] * z - ((e & 1) ? d2.y : d2.x));
+                    }
+                }
+#pragma unroll
+                for (int kl = 0; kl < 4; ++kl)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q)
+                        sa[4 * hq + kl][q] = hdn_pack2(dp[8 * kl + 2 * q], dp[8 * kl + 2 * q + 1]);
+                if (hq + 1 < BW_BM / 64) issue_dp(hq + 1);
+#if !BW_SCHED
+                store_ds(hq);
+#endif
+                if (hq + 1 < BW_BM / 64 || !BW_SCHED) {     // (BW_SCHED: the last half's dK behind dQ)
+                    hdn_wgmma_fence();
+#pragma unroll
+                    for (int kl = 0; kl < 4; ++kl)
+                        BW_XRS(HDP)(dk, sa[4 * hq + kl], wg_desc(qs + (4 * hq + kl) * 2048, BW_QATOM, 1024), 1);
+                    hdn_wgmma_commit();
+                }
+#if BW_SCHED
+                store_ds(hq);
+#endif
+                if (hq + 1 < BW_BM / 64) {
+                    probs(hq + 1);           // under dV(hq), dPᵀ(hq + 1), dK(hq)
+                    issue_dv(hq + 1);
+                }
+            }
+#else
 #pragma unroll
             for (int hq = 0; hq < BW_BM / 64; ++hq) {
                 // the groups in flight: (this half's dPᵀ, the previous half's dV / dK)
@@ -397,9 +520,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                 store_ds(hq);
 #endif
             }
+#endif
             wg_fence_async();
             // the previous dQ reduce of this warpgroup has read its staging
+#if BW_OVL
+            wg_bulk_wait_read0();            // (BW_OVL: every warp reduces its own rows)
+#else
             if (w4 == 0) wg_bulk_wait_read0();
+#endif
             wg_named_sync<1, 256>();    // both warpgroups' dSᵀ stored
             // dQ (64 queries dqr.. x 64 columns dqc..) = dS K over the CTA's 128 keys: A = dSᵀ
             // (M-major; 128-query tiles: atom wgc), B = K (N-major)
@@ -444,6 +572,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                         *reinterpret_cast<float2*>(dqg + (16 * w4 + g + 8 * rr) * BW_DQLD + 8 * j + 2 * t4) =
                             make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
                 wg_fence_async();
+#if BW_OVL
+                // the 16 rows a warp staged (16 w4..) reduced by its lanes 0..15: no warpgroup barrier
+                __syncwarp();
+                if (lane < 16) {
+                    float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HDP + dqc;
+                    const int r = 16 * w4 + lane;
+                    if (q0 + dqr + r < SQ)
+                        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                                     :: "l"(dQb + (long long)(q0 + dqr + r) * HDP), "r"(dqs + r * BW_DQLD * 4),
+                                        "n"(64 * 4) : "memory");
+                    wg_bulk_commit();
+                }
+#else
                 if (wgc == 0) wg_named_sync<2, 128>(); else wg_named_sync<3, 128>();
                 if (w4 == 0) {
                     float* dQb = dQacc + ((long long)b * HQ + h) * SQ * HDP + dqc;
@@ -457,6 +598,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
                     }
                     wg_bulk_commit();
                 }
+#endif
             }
 #if BW_SCHED
             hdn_wgmma_wait<0>();
@@ -467,7 +609,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) hdn_attn_bwd_wg(HDN_ATTN_BW
             wg_bar_arrive(bqe + 8 * st);     // Q, dO, lse, Dsum of this stage consumed
 #endif
         }
+#if BW_OVL
+        wg_bulk_wait0();
+#else
         if (w4 == 0) wg_bulk_wait0();
+#endif
     }
 #if AW_MAPS
     if (AW_BAD(b)) {

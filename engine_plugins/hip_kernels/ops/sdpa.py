@@ -545,7 +545,7 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE", "F8_OVL", "F8_PP")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE", "F8_OVL", "F8_PP", "BW_OVL")
 
 
 def _drop_off(body, defines):
@@ -1047,6 +1047,17 @@ def bwd_wg_config(D, Dv, bm=WG_BWD_BM):
     raise AssertionError("unreachable: two stages fit at D = Dv = 128 (and at 64 with 128-query tiles)")
 
 
+def bwd_wg_overlap():
+    """``HIPDNN_CABI_HIP_ATTN_BWD_OVL`` = 1 (0, the default until measured on a device): the
+    wgmma backward's CUDA-core work of a visit under tensor-core groups in flight
+    (attention_bwd_wgmma.hip BW_OVL): dV += Pᵀ dO queued as soon as a half's Pᵀ is rounded, before
+    its dPᵀ is waited for, so that dSᵀ = Pᵀ o (dPᵀ - Dsum) and its rounding run under dV (the
+    default waits for every group in flight there) and the second half's exp2 under dPᵀ / dV
+    (128-query tiles); the same operations per element.  Graphs with dropout keep the default
+    order (their registers would spill)."""
+    return os.environ.get("HIPDNN_CABI_HIP_ATTN_BWD_OVL", "0").strip() == "1"
+
+
 def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens):
     """The launch step of the Hopper backward's main kernel (the Dsum / dQ-accumulator
     workspace of attention_bwd.hip's pre / dq kernels); with ragged tensors a list: the prep
@@ -1061,6 +1072,11 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
         # the earlier issue order (attention_bwd_wgmma.hip; ATTN_BWD_SCHED=1: the overlapped
         # order, 2-3 % slower on an H100 at 64-query tiles)
         defines["BW_SCHED"] = 0
+    # (with dropout the keep bits and Pᵀ kept for dSᵀ next to the rounded Pᵀ z would spill: the
+    # default order there)
+    ovl = bwd_wg_overlap() and not defines.get("DROPOUT")
+    if ovl:
+        defines["BW_OVL"] = 1
     defines["BW_ST"] = st
     defines["BW_SMEM_HOST"] = smem
     tm = "const __grid_constant__ hdn_tmap"
@@ -1088,6 +1104,7 @@ def _bwd_wg_step(prog, node, r, loc, defines, extra_p, extra_a, ws_d, ws_q, lens
     defines["HDN_ATTN_BWD_WG_PARAMS"] = ps
     prog.notes.append(f"{node.kind}: wgmma flash attention backward, {WG_BWD_BN} keys x "
                       f"{bm}-query tiles, {st} Q/dO stages, TMA Q/K/V/dO"
+                      + (", exp2 / dS under the tensor-core groups in flight" if ovl else "")
                       + ("; ragged rows through per-batch tensor maps (hdn_attn_wg_maps)" if rr else ""))
     src = _source("attention_bwd_wgmma.hip", defines)
     main = ("launch", src, "hdn_attn_bwd_wg", ((Skv + WG_BWD_BN - 1) // WG_BWD_BN, Hkv, B), (256, 1, 1),
