@@ -1,0 +1,187 @@
+"""Layernorm / RMSnorm backward, the V2 row kernel (ops/norms.py, HIPDNN_CABI_HIP_NORM_BWD_V2,
+opt-in): persistent blocks, x / dy staged through shared memory by cp.async, dscale / dbias
+partials in registers, the float4 column finish.  CI (no GPU): the knob, the kernel geometry and
+its fallbacks, sm_90a compiles without spills, and host emulation against float64 numpy - the
+row kernel lane by lane (host_emu.run_mma_kernel: per-warp shuffles, a real block barrier,
+cp.async copies performed only at the wait that must see them) and the column finish with
+threads.  GPU (``-m gpu``): the HIP engine with the knob on and off against the CPU reference
+engine and float64 numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import host_emu
+from ext_samples import ln_bwd
+from engine_plugins.hip_kernels import codegen, engine
+from engine_plugins.hip_kernels.ops import norms
+from engine_plugins.hip_kernels.program import build_program
+from gpu_testlib import TOL, nvrtc_or_skip, quantize, relerr
+from hipdnn_cabi.plugin_sdk import parse_graph
+from test_norm_backward_host import reference
+
+KNOB = "HIPDNN_CABI_HIP_NORM_BWD_V2"
+rng = np.random.default_rng(29)
+
+
+def _prog(monkeypatch, v2, dt, pt, M, D, rms, dbias=True, sms=132, arch=None):
+    monkeypatch.setenv(KNOB, v2)
+    return build_program(parse_graph(ln_bwd(dt, pt, M, D, rms=rms, dbias=dbias)[1]), sms=sms, arch=arch)
+
+
+def test_knob_is_opt_in_and_in_the_plan_key(monkeypatch):
+    assert engine.OPT_IN[KNOB] == "1"
+    monkeypatch.setenv(KNOB, "0")
+    off = engine.gemm_knobs()
+    monkeypatch.setenv(KNOB, "1")
+    assert engine.gemm_knobs() != off
+    monkeypatch.setenv(KNOB, "9")
+    with pytest.raises(ValueError):
+        norms.v2_stages()
+
+
+@pytest.mark.parametrize("v2", ["0", "1", "3"])
+def test_kernels_chosen(monkeypatch, v2):
+    p = _prog(monkeypatch, v2, "BFLOAT16", "BFLOAT16", 16384, 4096, False)
+    names = [st[2] for st in p.steps]
+    if v2 == "0":
+        assert names == ["hdn_ln_bwd_u0", "hdn_norm_colsum_u0"]
+        return
+    assert names == ["hdn_ln_bwd2_u0", "hdn_norm_colsum4_u0"]
+    st = p.steps[0]
+    G = norms.v2_geometry(16384, 4096, {"x": "BFLOAT16", "dy": "BFLOAT16", "dx": "BFLOAT16"}, 132,
+                          int(v2) if v2 != "1" else 0)
+    # 512 threads a row, 2 blocks an SM, one wave of 264 persistent blocks; S stages of 16 KB
+    assert (G["TPR"], G["R"], G["NT"], G["BPS"], G["NB"], G["keep"]) == (512, 1, 512, 2, 264, True)
+    assert G["S"] == (4 if v2 == "1" else 3) and st[6] == {"shmem": G["S"] * 16384}
+    assert st[3] == (264, 1, 1) and st[4] == (512, 1, 1)
+    assert "__launch_bounds__(512, 2)" in st[1] and f"hdn_cp_wait<{G['S'] - 1}>" in st[1]
+    # the V1 kernel on AMD targets (cp.async), for 16-bit rows of odd length and rows too wide
+    assert "hdn_ln_bwd_u0" in [s[2] for s in _prog(monkeypatch, v2, "BFLOAT16", "BFLOAT16", 64, 4096,
+                                                       False, arch="gfx942").steps]
+    assert "hdn_rms_bwd_u0" in [s[2] for s in _prog(monkeypatch, v2, "HALF", "FLOAT", 64, 4095, True).steps]
+    assert "hdn_ln_bwd_u0" in [s[2] for s in _prog(monkeypatch, v2, "BFLOAT16", "FLOAT", 64, 8200, False).steps]
+
+
+def test_geometry_invariants():
+    """Every shape: whole warps a row group, the chunks cover the row, the smem fits the SM budget,
+    the persistent grid covers every row block once."""
+    for tn in ({"x": "BFLOAT16", "dy": "BFLOAT16", "dx": "BFLOAT16"}, {"x": "FLOAT", "dy": "FLOAT", "dx": "FLOAT"},
+               {"x": "BFLOAT16", "dy": "FLOAT", "dx": "HALF"}):
+        for D in (1, 2, 3, 8, 40, 64, 96, 200, 768, 1000, 1024, 4095, 4096, 6144, 8192, 8200, 16384):
+            for M in (1, 5, 37, 16384):
+                G = norms.v2_geometry(M, D, tn, 132)
+                if G is None:
+                    continue
+                assert G["TPR"] % 32 == 0 and G["TPR"] <= 1024 and G["NT"] <= 1024
+                assert G["NCH"] * G["TPR"] >= G["DQ"] > (G["NCH"] - 1) * G["TPR"]
+                assert G["DQ"] * G["VEC"] == D and G["NCH"] * G["VEC"] <= norms.V2_MAX_COLS
+                assert G["BX"] in (4, 8, 16) and G["BDY"] in (4, 8, 16)
+                assert G["BPS"] * G["smem"] <= norms.V2_SMEM_SM and 2 <= G["S"] <= 8
+                assert G["NT"] * G["BPS"] <= 1024
+                assert G["NB"] <= G["NRB"] and G["NRB"] * G["R"] >= M
+
+
+SPILL_CASES = [(dt, pt, D, rms, db) for dt, pt in [("BFLOAT16", "BFLOAT16"), ("HALF", "FLOAT"), ("FLOAT", "FLOAT"),
+                                                    ("BFLOAT16", "FLOAT")]
+               for D in (40, 200, 768, 1000, 4095, 4096, 6144, 8192) for rms, db in [(False, True), (True, False)]]
+
+
+def test_sources_compile_sm90a_without_spills(monkeypatch):
+    c = nvrtc_or_skip()
+    hdr = codegen.headers()
+    seen = 0
+    for dt, pt, D, rms, db in SPILL_CASES:
+        p = _prog(monkeypatch, "1", dt, pt, 16384, D, rms, db)
+        for st in p.steps:
+            if "bwd2" not in st[2] and "colsum4" not in st[2]:
+                continue
+            seen += 1
+            c.compile(st[1], f"{st[2]}.hip", ("--ptxas-options=-v",), "sm_90a", hdr)
+            assert " 0 bytes spill stores" in c.last_log and "bytes stack frame" in c.last_log, \
+                (dt, pt, D, rms, c.last_log)
+            assert " 0 bytes stack frame" in c.last_log, (dt, pt, D, rms, c.last_log)
+    assert seen >= 40
+
+
+# (dt, pt, M, D, sms): one warp a row (8 rows a block), 96-thread rows, two chunks a thread
+# (4095 fp32: 4-byte copies), 8-byte copies, wide rows (4 chunks of 16 bytes, rows re-read from
+# shared memory), rows fewer than blocks x stages, mixed element sizes
+HOST = [("BFLOAT16", "BFLOAT16", 37, 64, 2), ("HALF", "FLOAT", 9, 200, 2), ("FLOAT", "FLOAT", 30, 40, 2),
+        ("BFLOAT16", "FLOAT", 11, 768, 2), ("HALF", "HALF", 7, 1000, 3), ("FLOAT", "FLOAT", 5, 4095, 2),
+        ("FLOAT", "FLOAT", 6, 1026, 1), ("BFLOAT16", "BFLOAT16", 5, 8192, 2), ("FLOAT", "FLOAT", 3, 64, 8)]
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("dt,pt,M,D,sms", HOST)
+@pytest.mark.parametrize("rms,dbias", [(False, True), (True, False), (True, True)])   # LN: dbias required
+def test_v2_on_the_host(dt, pt, M, D, sms, rms, dbias, monkeypatch):
+    from test_host_emulation import run_host
+    monkeypatch.setenv(KNOB, "1")
+    run_case(lambda g, ins, outs: run_host(g, ins, outs, sms=sms), dt, pt, M, D, rms, dbias, v2=True)
+
+
+def run_case(run, dt, pt, M, D, rms, dbias, v2):
+    ts, g = ln_bwd(dt, pt, M, D, rms=rms, dbias=dbias)
+    by = {t.uid: t for t in ts}
+    xv = quantize(rng.standard_normal((M, D)) * 1.2 + 0.3, dt)
+    dyv = quantize(rng.standard_normal((M, D)), dt)
+    scv = quantize(rng.standard_normal((1, D)), pt)
+    mu = quantize(xv.mean(axis=1, keepdims=True), pt)
+    iv = quantize(1 / np.sqrt((xv * xv).mean(axis=1, keepdims=True) if rms
+                              else xv.var(axis=1, keepdims=True) + 1e-5), pt)
+    ins = {by[1]: dyv, by[2]: xv, by[3]: scv, by[5]: iv}
+    if not rms:
+        ins[by[4]] = mu
+    outs = [by[u] for u in (6, 7, 8) if u in by]
+    res, names = run(g, ins, outs)
+    if names is not None:
+        assert any("bwd2" in n for n in names) == v2, names
+    dx, ds, db = reference(dyv.astype(np.float64), xv.astype(np.float64), scv.astype(np.float64),
+                           mu.astype(np.float64), iv.astype(np.float64), rms)
+    assert relerr(res[6], quantize(dx, dt)) < (TOL[dt] * 2 if dt != "FLOAT" else 1e-4)
+    ptol = TOL[pt] * 2 if pt != "FLOAT" else 1e-4
+    assert relerr(res[7], ds) < ptol
+    if 8 in res:
+        assert relerr(res[8], db) < ptol
+
+
+# ------------------------------------------------------------------------------------ GPU
+DEV = [("BFLOAT16", "BFLOAT16", 1300, 4096), ("HALF", "FLOAT", 1100, 1000), ("FLOAT", "FLOAT", 2000, 4095),
+       ("BFLOAT16", "FLOAT", 700, 768), ("FLOAT", "FLOAT", 3000, 40), ("HALF", "HALF", 257, 8192),
+       ("BFLOAT16", "BFLOAT16", 600, 8200), ("HALF", "FLOAT", 300, 4095)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v2", ["1", "0", "2"])
+@pytest.mark.parametrize("dt,pt,M,D", DEV)
+@pytest.mark.parametrize("rms,dbias", [(False, True), (True, False), (True, True)])
+def test_v2_on_the_device(R, monkeypatch, v2, dt, pt, M, D, rms, dbias):
+    monkeypatch.setenv(KNOB, v2)
+    G = norms.v2_geometry(M, D, {"x": dt, "dy": dt, "dx": dt}, 132)
+    run_case(lambda g, ins, outs: (R.run(g, ins, outs), None), dt, pt, M, D, rms, dbias,
+             v2=v2 != "0" and G is not None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v2", ["1", "0"])
+@pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
+@pytest.mark.parametrize("rms", [False, True])
+def test_v2_against_the_cpu_reference(monkeypatch, v2, dt, rms):
+    from test_gpu_ext_ops import Both, as_float, close, fill
+    monkeypatch.setenv(KNOB, v2)
+    M, D = 3000, 4096
+    ts, g = ln_bwd(dt, "FLOAT", M, D, rms=rms)
+    ins = {t.uid: fill(t) for t in ts if t.uid in (1, 2, 3)}
+    x = as_float(ts[1], ins[2]).reshape(M, D)
+    mu = x.mean(1)
+    ins[4] = mu.astype(np.float32).tobytes()
+    ins[5] = ((1 / np.sqrt(((x - mu[:, None]) ** 2).mean(1) + 1e-5)) if not rms else
+              (1 / np.sqrt((x * x).mean(1) + 1e-5))).astype(np.float32).tobytes()
+    ins = {u: b for u, b in ins.items() if any(t.uid == u for t in ts)}
+    res = Both().run(ts, g, ins)
+    for t in ts:
+        if t.uid in res:
+            close(t, res[t.uid], 8 * TOL[t.dtype] if t.uid == 6 else 1e-4 if t.dtype == "FLOAT"
+                  else 4 * TOL[t.dtype])
+
