@@ -9,14 +9,55 @@ workspace before (inputs) and after (outputs) the row kernel.  One block per row
 mean and variance are two passes over registers (no cancellation), float32 throughout.  Backward
 blocks loop over rows, keep dscale / dbias partials per column in registers, write them to the
 workspace, and a column kernel sums the partials in a fixed order (deterministic).
-Backward cost, bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2 resident per SM at 64
-registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are loaded one row
-ahead (blocks below 1024 threads), so a row's load latency overlaps the previous row's arithmetic and block reduction.
-Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
-17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
-66 partial rows with 8 loads in flight); ``HIPDNN_CABI_HIP_NORM_BWD_FAST=0`` makes each row's
-loads wait for the previous row and the column kernel one thread per column summing 528 rows,
-16 blocks in all.
+
+Backward, V1 (the default).  bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2
+resident per SM at 64 registers: two waves), 31 rows each; each row's x and dy (16 B per
+thread) are loaded one row ahead (blocks below 1024 threads), so a row's load latency overlaps
+the previous row's arithmetic and block reduction.  Traffic 268 MB read + 134 MB written (~120
+us at 3.35 TB/s) + partials 528 x 4096 x 2 x 4 B = 17 MB written and read back by the column
+kernel (128 blocks of 32 columns x 8 lanes, each lane 66 partial rows with 8 loads in flight);
+``HIPDNN_CABI_HIP_NORM_BWD_FAST=0`` makes each row's loads wait for the previous row and the
+column kernel one thread per column summing 528 rows, 16 blocks in all.  Measured (H100)
+0.227-0.264 ms layernorm, 0.192-0.203 ms RMSnorm, against cuDNN's 0.16 ms.  Where the time goes,
+by construction:
+  * bytes in flight: at most one row ahead per block - 16 KB, 32 KB per SM, and only between
+    the prefetch's issue and its use; Little's law at 3.35 TB/s and ~1 us loaded latency asks
+    for ~25-40 KB per SM all the time, so the memory system idles between rows;
+  * the saved mean / rstd are read in the row's own iteration: one dependent DRAM latency per
+    row on the critical path that the x / dy prefetch does not cover;
+  * two block barriers per row (hdn_block_sum) over 16 warps, with nothing else resident to
+    fill the stall but the SM's one other block;
+  * two waves of 264 blocks: the second wave's blocks start cold (their first row unprefetched);
+  * partials: 17 MB (layernorm, with dbias) / 8.6 MB (RMSnorm) written, read back by a column
+    kernel whose 4-byte loads keep ~8 KB per SM in flight (~1 TB/s: ~17 / ~9 us) - 4-8 % of
+    the traffic and a second launch.
+
+Backward, V2 (``HIPDNN_CABI_HIP_NORM_BWD_V2=1``, opt-in; 2..8 forces the stage count; NVIDIA
+only - cp.async): :func:`v2_geometry`, :func:`_emit_bwd_v2`.
+  * a persistent grid of exactly SMs x blocks-per-SM (bf16 4096: 264 blocks of 512 threads, 2 an
+    SM at 64 registers - one wave), row blocks b, b + NB, ... per block (62-63 rows: the tail is
+    one row);
+  * a row group of TPR threads (whole warps, one 16-byte chunk of x and of dy per thread where D
+    allows; 8 rows of one warp each for short rows) per row; x / dy staged through S
+    shared-memory stages by cp.async, S - 1 row blocks ahead (bf16 4096: S = 4, 48 KB in flight
+    per block, 96 KB per SM); each thread reads back only the slots it copied, so the staging
+    needs no barrier (cp.async.wait_group per thread);
+  * mean / rstd read two row blocks ahead into registers;
+  * one block barrier per row (the two row sums through a double-buffered shared array; none
+    where a row is one warp); x-hat and dy * scale stay in registers between the passes where a
+    thread holds one chunk and every thread of the row is busy, else both passes re-read the
+    staged row (the scale then from global memory / L1);
+  * dscale / dbias partials per column in registers across all of a block's rows, the row groups
+    summed once at the end: 264 x 4096 x 2 x 4 B = 8.6 MB (layernorm), half of V1's; the column
+    finish reads them with 16-byte loads, 8 column quads x 32 row lanes a block, every load of
+    a lane in flight (32 KB per block).
+  Expected: 402 MB + 17 MB of partial traffic at ~3 TB/s ~ 0.14 ms + the finish (~5 us).
+  Numerics: fp32 throughout; dx as V1 (the same per-thread order and row reduction: butterfly in
+  the warp, the warps in ascending order); dscale / dbias sum each thread's rows in order, then
+  the block's row groups in order, then the partial rows lane-strided and the lanes in order -
+  deterministic for a given SM count, a different order from V1's.  Falls back to V1: AMD
+  targets, 16-bit rows of odd length (no 2-byte cp.async), more than 8 columns a thread (16-bit
+  D > 8192, fp32 D > 8192), stages over the shared-memory budget.
 """
 from __future__ import annotations
 
@@ -844,10 +885,11 @@ def v2_stages():
 def v2_geometry(M, D, tn, sms, stages=0):
     """The V2 row kernel's shape, or None where it does not apply (the V1 kernel runs).
     ``tn``: the element types of x, dy, dx.  A thread owns NCH chunks of VEC columns (chunk
-    q = t + c * TPR of its row group's TPR threads, TPR a multiple of 32; a chunk of x / dy is 4, 8 or 16 bytes, one
-    cp.async); R row groups a block (NT = R * TPR threads); BPS blocks an SM (1024 threads, 64
-    registers a thread, where NT divides 1024; else at most 768 threads, 80 registers); NB = min(row blocks, SMs x BPS) persistent blocks; S shared-memory
-    stages of one row block's x / dy chunks."""
+    q = t + c * TPR of its row group's TPR threads, TPR a multiple of 32; a chunk of x / dy is
+    4, 8 or 16 bytes, one cp.async); R row groups a block (NT = R * TPR threads); BPS blocks an
+    SM (1024 threads, 64 registers a thread, where NT divides 1024; else at most 768 threads, 80
+    registers); NB = min(row blocks, SMs x BPS) persistent blocks; S shared-memory stages of one
+    row block's x / dy chunks."""
     es = {q: cg.ELEM_SIZE[t] for q, t in tn.items()}
     VEC = next((v for v in (8, 4, 2, 1) if D % v == 0 and v * es["dx"] <= 16
                 and all(4 <= v * es[q] <= 16 for q in ("x", "dy"))), None)
