@@ -121,6 +121,16 @@ def test_v2_on_the_host(dt, pt, M, D, sms, rms, dbias, monkeypatch):
     run_case(lambda g, ins, outs: run_host(g, ins, outs, sms=sms), dt, pt, M, D, rms, dbias, v2=True)
 
 
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("dt,pt,M,D", [("BFLOAT16", "BFLOAT16", 37, 64), ("FLOAT", "FLOAT", 30, 40)])
+@pytest.mark.parametrize("rms", [False, True])
+def test_v1_on_the_host(dt, pt, M, D, rms, monkeypatch):
+    """The knob off: the V1 row kernel (tests/gpu's OPT_IN turns V2 on elsewhere)."""
+    from test_host_emulation import run_host
+    monkeypatch.setenv(KNOB, "0")
+    run_case(lambda g, ins, outs: run_host(g, ins, outs, sms=2), dt, pt, M, D, rms, True, v2=False)
+
+
 def run_case(run, dt, pt, M, D, rms, dbias, v2):
     ts, g = ln_bwd(dt, pt, M, D, rms=rms, dbias=dbias)
     by = {t.uid: t for t in ts}
@@ -163,14 +173,21 @@ def test_v2_on_the_device(R, monkeypatch, v2, dt, pt, M, D, rms, dbias):
              v2=v2 != "0" and G is not None)
 
 
+@pytest.fixture(scope="module")
+def B():
+    from test_gpu_ext_ops import Both
+    return Both()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("v2", ["1", "0"])
 @pytest.mark.parametrize("dt", ["FLOAT", "HALF", "BFLOAT16"])
 @pytest.mark.parametrize("rms", [False, True])
-def test_v2_against_the_cpu_reference(monkeypatch, v2, dt, rms):
-    from test_gpu_ext_ops import Both, as_float, close, fill
+def test_v2_against_the_cpu_reference(B, monkeypatch, v2, dt, rms):
+    """The HIP engine (knob on / off) against the CPU reference engine, bf16 / fp16 / fp32 x 4096."""
+    from test_gpu_ext_ops import TOL as ETOL, as_float, close, fill
     monkeypatch.setenv(KNOB, v2)
-    M, D = 3000, 4096
+    M, D = 1500, 4096
     ts, g = ln_bwd(dt, "FLOAT", M, D, rms=rms)
     ins = {t.uid: fill(t) for t in ts if t.uid in (1, 2, 3)}
     x = as_float(ts[1], ins[2]).reshape(M, D)
@@ -179,9 +196,8 @@ def test_v2_against_the_cpu_reference(monkeypatch, v2, dt, rms):
     ins[5] = ((1 / np.sqrt(((x - mu[:, None]) ** 2).mean(1) + 1e-5)) if not rms else
               (1 / np.sqrt((x * x).mean(1) + 1e-5))).astype(np.float32).tobytes()
     ins = {u: b for u, b in ins.items() if any(t.uid == u for t in ts)}
-    res = Both().run(ts, g, ins)
+    res = B.run(ts, g, ins)
     for t in ts:
         if t.uid in res:
-            close(t, res[t.uid], 8 * TOL[t.dtype] if t.uid == 6 else 1e-4 if t.dtype == "FLOAT"
-                  else 4 * TOL[t.dtype])
-
+            close(t, res[t.uid], 8 * ETOL[t.dtype] if t.uid == 6 else 1e-4 if t.dtype == "FLOAT"
+                  else 4 * ETOL[t.dtype])
