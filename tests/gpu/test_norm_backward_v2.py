@@ -63,6 +63,15 @@ def test_kernels_chosen(monkeypatch, v2):
     assert "hdn_ln_bwd_u0" in [s[2] for s in _prog(monkeypatch, v2, "BFLOAT16", "FLOAT", 64, 8200, False).steps]
 
 
+def test_host_cases_wrap_the_stages():
+    """Some host cases run more row blocks per block than stages (the ring and the parity wrap)."""
+    wraps = 0
+    for dt, pt, M, D, sms, v2 in HOST:
+        G = norms.v2_geometry(M, D, {"x": dt, "dy": dt, "dx": dt}, sms, int(v2) if v2 != "1" else 0)
+        wraps += -(-G["NRB"] // G["NB"]) > G["S"] and G["TPR"] > 32
+    assert wraps >= 3
+
+
 def test_geometry_invariants():
     """Every shape: whole warps a row group, the chunks cover the row, the smem fits the SM budget,
     the persistent grid covers every row block once."""
@@ -104,20 +113,23 @@ def test_sources_compile_sm90a_without_spills(monkeypatch):
     assert seen >= 40
 
 
-# (dt, pt, M, D, sms): one warp a row (8 rows a block), 96-thread rows, two chunks a thread
-# (4095 fp32: 4-byte copies), 8-byte copies, wide rows (4 chunks of 16 bytes, rows re-read from
-# shared memory), rows fewer than blocks x stages, mixed element sizes
-HOST = [("BFLOAT16", "BFLOAT16", 37, 64, 2), ("HALF", "FLOAT", 9, 200, 2), ("FLOAT", "FLOAT", 30, 40, 2),
-        ("BFLOAT16", "FLOAT", 11, 768, 2), ("HALF", "HALF", 7, 1000, 3), ("FLOAT", "FLOAT", 5, 4095, 2),
-        ("FLOAT", "FLOAT", 6, 1026, 1), ("BFLOAT16", "BFLOAT16", 5, 8192, 2), ("FLOAT", "FLOAT", 3, 64, 8)]
+# (dt, pt, M, D, sms, knob): one warp a row (8 rows a block), 96-thread rows, 4-chunk fp32 rows
+# (4095: 4-byte copies), 8-byte copies (1026), 1024-thread rows, rows fewer than blocks x
+# stages, mixed element sizes; several row blocks per block past the last stage (the stages
+# and the reduction's parity wrap around: forced 2 / 3 stages, one SM)
+HOST = [("BFLOAT16", "BFLOAT16", 37, 64, 2, "1"), ("HALF", "FLOAT", 9, 200, 2, "1"), ("FLOAT", "FLOAT", 30, 40, 2, "1"),
+        ("BFLOAT16", "FLOAT", 11, 768, 2, "1"), ("HALF", "HALF", 7, 1000, 3, "1"), ("FLOAT", "FLOAT", 5, 4095, 2, "1"),
+        ("FLOAT", "FLOAT", 6, 1026, 1, "1"), ("BFLOAT16", "BFLOAT16", 5, 8192, 2, "1"), ("FLOAT", "FLOAT", 3, 64, 8, "1"),
+        ("BFLOAT16", "BFLOAT16", 64, 1024, 1, "2"), ("FLOAT", "FLOAT", 12, 4095, 1, "3"),
+        ("HALF", "FLOAT", 200, 200, 1, "2"), ("BFLOAT16", "FLOAT", 41, 768, 1, "3")]
 
 
 @pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("dt,pt,M,D,sms", HOST)
+@pytest.mark.parametrize("dt,pt,M,D,sms,v2", HOST)
 @pytest.mark.parametrize("rms,dbias", [(False, True), (True, False), (True, True)])   # LN: dbias required
-def test_v2_on_the_host(dt, pt, M, D, sms, rms, dbias, monkeypatch):
+def test_v2_on_the_host(dt, pt, M, D, sms, v2, rms, dbias, monkeypatch):
     from test_host_emulation import run_host
-    monkeypatch.setenv(KNOB, "1")
+    monkeypatch.setenv(KNOB, v2)
     run_case(lambda g, ins, outs: run_host(g, ins, outs, sms=sms), dt, pt, M, D, rms, dbias, v2=True)
 
 
