@@ -213,3 +213,21 @@ def test_v2_against_the_cpu_reference(B, monkeypatch, v2, dt, rms):
         if t.uid in res:
             close(t, res[t.uid], 8 * ETOL[t.dtype] if t.uid == 6 else 1e-4 if t.dtype == "FLOAT"
                   else 4 * ETOL[t.dtype])
+
+
+def test_sass_of_the_bench_shape(monkeypatch, tmp_path):
+    """bf16 16384 x 4096 layernorm: 16-byte cp.async (L1 bypass), the wait for all but the newest
+    S - 1 groups before the shared-memory reads, one block barrier (the row sums), 16-byte dx
+    stores, no local memory."""
+    from test_kernel_sources import _cuobjdump, _sass
+    c = nvrtc_or_skip()
+    p = _prog(monkeypatch, "1", "BFLOAT16", "BFLOAT16", 16384, 4096, False)
+    st = p.steps[0]
+    img = c.compile(st[1], f"{st[2]}.hip", (), "sm_90a", codegen.headers())
+    exe, env = _cuobjdump()
+    if exe is None:
+        pytest.skip("no cuobjdump")
+    sass = _sass(exe, env, tmp_path, st[2], img)
+    assert sass.count("LDGSTS.E.BYPASS.128") == 8          # prologue 3 stages + the loop, x and dy
+    assert "DEPBAR.LE SB0, 0x3" in sass and sass.count("BAR.SYNC") == 1
+    assert "STG.E.128" in sass and "LDL" not in sass and "STL" not in sass
