@@ -232,3 +232,65 @@ def test_sass_of_the_bench_shape(monkeypatch, tmp_path):
     assert sass.count("LDGSTS.E.BYPASS.128") == 8          # prologue 3 stages + the loop, x and dy
     assert "DEPBAR.LE SB0, 0x3" in sass and sass.count("BAR.SYNC") == 1
     assert "STG.E.128" in sass and "LDL" not in sass and "STL" not in sass
+
+
+def _mixed_graph(M, D):
+    """Layernorm backward with x / dx bf16 and dy, scale, statistics fp32 (element sizes differ)."""
+    from ext_samples import node
+    from gpu_testlib import T, graph_bytes
+    dy, x, sc = T(1, [M, D], "FLOAT"), T(2, [M, D], "BFLOAT16"), T(3, [1, D], "FLOAT")
+    m, iv = T(4, [M, 1], "FLOAT"), T(5, [M, 1], "FLOAT")
+    dx, ds, db = T(6, [M, D], "BFLOAT16"), T(7, [1, D], "FLOAT"), T(8, [1, D], "FLOAT")
+    a = {"dy_tensor_uid": 1, "x_tensor_uid": 2, "scale_tensor_uid": 3, "mean_tensor_uid": 4,
+         "inv_variance_tensor_uid": 5, "dx_tensor_uid": 6, "dscale_tensor_uid": 7, "dbias_tensor_uid": 8,
+         "normalized_dim_count": 1}
+    ts = [dy, x, sc, m, iv, dx, ds, db]
+    return ts, graph_bytes(ts, [node("LayernormBackwardAttributes", a)])
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("v2", ["0", "1"])
+def test_mixed_element_sizes_on_the_host(v2, monkeypatch):
+    """x bf16, dy fp32: V1 on one element a vector (a 16-byte vector is 8 bf16 but 4 floats),
+    V2 on 8-byte x / 16-byte dy copies of 4 elements."""
+    from test_host_emulation import run_host
+    monkeypatch.setenv(KNOB, v2)
+    M, D = 16, 256
+    ts, g = _mixed_graph(M, D)
+    dy, x, sc, m, iv, dx, ds, db = ts
+    xv = quantize(rng.standard_normal((M, D)), "BFLOAT16")
+    dyv = rng.standard_normal((M, D)).astype(np.float32)
+    scv = rng.standard_normal((1, D)).astype(np.float32)
+    mu = xv.mean(1, keepdims=True).astype(np.float32)
+    ivv = (1 / np.sqrt(xv.var(1, keepdims=True) + 1e-5)).astype(np.float32)
+    res, names = run_host(g, {dy: dyv, x: xv, sc: scv, m: mu, iv: ivv}, [dx, ds, db], sms=2)
+    assert any("bwd2" in n for n in names) == (v2 == "1"), names
+    rdx, rds, rdb = reference(dyv.astype(np.float64), xv.astype(np.float64), scv.astype(np.float64),
+                              mu.astype(np.float64), ivv.astype(np.float64), False)
+    assert relerr(res[6], rdx) < 2 * TOL["BFLOAT16"]
+    assert relerr(res[7], rds) < 1e-4 and relerr(res[8], rdb) < 1e-4
+
+
+@pytest.mark.skipif(host_emu.compiler() is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("dt,gather", [("BFLOAT16", False), ("HALF", True)])
+def test_fused_forward_16bit_vectors_on_the_host(dt, gather):
+    """RMSnorm -> pointwise run (virtual fp32 y) on 16-bit x: 8-element vectors (16-byte loads of
+    x, the run's inputs and outputs) against float64 numpy."""
+    from ext_samples import ln_pw
+    from test_host_emulation import run_host
+    M, D = 8, 1024
+    ts, g = ln_pw(dt, "FLOAT", M, D, rms=True, gather=gather)
+    by = {t.uid: t for t in ts}
+    x = quantize(rng.standard_normal((M, D)), dt)
+    sc = rng.standard_normal((1, D)).astype(np.float32)
+    rb, rs = quantize(rng.standard_normal((1, D)), dt), quantize(rng.standard_normal((M, D)), dt)
+    col = rng.standard_normal((M, 1)).astype(np.float32)
+    ins = {by[1]: x, by[2]: sc, by[8]: rb, by[11]: rs}
+    if gather:
+        ins[by[13]] = col
+    res, names = run_host(g, ins, [by[12], by[7]], sms=2)
+    p = build_program(parse_graph(g), sms=2)
+    assert "uint4*>(px + rb + (long long)q * 8)" in p.steps[0][1]
+    iv = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-5)
+    out = np.maximum(x * iv * sc + rb, 0) * rs * (col if gather else 1.0)
+    assert relerr(res[12], out) < 2 * TOL[dt] and relerr(res[7], iv) < 1e-5

@@ -274,8 +274,12 @@ def _check(node, graph, r):
 
 
 def _vec(D, dts):
-    """Elements per 16-byte vector when every data tensor allows it, else 1."""
-    v = min(16 // cg.ELEM_SIZE[t] for t in dts)
+    """Elements per 16-byte vector when the data tensors share one element size and D allows it,
+    else 1 (the row kernels' vectors are one 16-byte load / store of every tensor)."""
+    sizes = {cg.ELEM_SIZE[t] for t in dts}
+    if len(sizes) != 1:
+        return 1
+    v = 16 // sizes.pop()
     return v if D % v == 0 else 1
 
 
@@ -533,7 +537,9 @@ def _emit_fwd(prog, node, r, loc, tag, g, epi=None):
     M, D = g["M"], g["D"]
     x, y = r["x"], r["y"]
     Tx, Ty = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(y.dtype)]
-    VEC = _vec(D, [cg.dtype_name(x.dtype), cg.dtype_name(y.dtype)])
+    # the row's vectors: x loaded, y stored (a fused run's inputs and outputs take any vector
+    # width through _vload / _vstore)
+    VEC = _vec(D, [cg.dtype_name(x.dtype)] + ([] if epi else [cg.dtype_name(y.dtype)]))
     DQ = D // VEC
     NT = _threads(DQ, per_thread=4)
     NCH = -(-DQ // NT)
