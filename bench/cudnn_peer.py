@@ -131,6 +131,15 @@ def b_layernorm(api, g, t):
     return {"y": y, "mean": m, "inv_variance": iv}
 
 
+# the norm backward's row kernels timed side by side: ours = the engine's choice (the opt-in
+# V2 kernel when the bench turns OPT_IN on), ours_v1 = the V1 row kernel + column kernel
+# (NORM_BWD_V2=0), ours_v2s2 / ours_v2s6 = V2 with 2 / 6 shared-memory stages forced
+NORM_BWD_KNOBS = {"v1": {"NORM_BWD_V2": "0"}, "v2s2": {"NORM_BWD_V2": "2"}, "v2s6": {"NORM_BWD_V2": "6"}}
+NORM_BWD_NOTE = ("ours: the opt-in V2 row kernel (persistent, cp.async-staged rows) where the bench turns "
+                 "OPT_IN on; ours_v1: NORM_BWD_V2=0 (the V1 row kernel); ours_v2s2 / ours_v2s6: V2 with "
+                 "2 / 6 stages")
+
+
 def b_layernorm_bwd(api, g, t):
     dx, ds, db = g.layernorm_backward(grad=t["dy"], input=t["x"], scale=t["scale"],
                                       mean=t["mean"], inv_variance=t["inv_variance"],
@@ -251,12 +260,13 @@ def recipes(sizes=None):
         Recipe(f"layernorm_bwd_bf16_{Mr}x{D}", "norms", "BFLOAT16",
                {"dy": xn, "x": xn, "scale": sc, "mean": st, "inv_variance": st},
                {"dx": xn, "dscale": sc, "dbias": bi}, b_layernorm_bwd, ("bytes", 3 * nb),
-               derived=("mean", "inv_variance")),
+               derived=("mean", "inv_variance"), note=NORM_BWD_NOTE, params={"ours_knobs": NORM_BWD_KNOBS}),
         Recipe(f"rmsnorm_fwd_bf16_{Mr}x{D}", "norms", "BFLOAT16", {"x": xn, "scale": sc},
                {"y": xn, "inv_rms": st}, b_rmsnorm, ("bytes", 2 * nb)),
         Recipe(f"rmsnorm_bwd_bf16_{Mr}x{D}", "norms", "BFLOAT16",
                {"dy": xn, "x": xn, "scale": sc, "inv_rms": st}, {"dx": xn, "dscale": sc},
-               b_rmsnorm_bwd, ("bytes", 3 * nb), derived=("inv_rms",)),
+               b_rmsnorm_bwd, ("bytes", 3 * nb), derived=("inv_rms",), note=NORM_BWD_NOTE,
+               params={"ours_knobs": NORM_BWD_KNOBS}),
     ]
     B, Hh, S, Dh = s["B"], s["H"], s["S"], s["D"]
     q = Spec("BFLOAT16", (B, Hh, S, Dh))

@@ -30,7 +30,7 @@ SHIM = r"""
 #define __host__
 #define __forceinline__ inline
 #define __restrict__
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __align__(x) alignas(x)
 #define __shared__ static
 #define __syncwarp()
@@ -409,6 +409,7 @@ static void hdn_cp_issue(const HdnCp& c) {
 }
 static void hdn_cp16(void* smem, const void* gmem, bool full) { hdn_cp_issue({smem, gmem, 16, full}); }
 static void hdn_cp4(void* smem, const void* gmem, bool full) { hdn_cp_issue({smem, gmem, 4, full}); }
+static void hdn_cp8(void* smem, const void* gmem, bool full) { hdn_cp_issue({smem, gmem, 8, full}); }
 static void hdn_cp_commit() { hdn_cp_groups.push_back(hdn_cp_open); hdn_cp_open.clear(); }
 template <int N> static void hdn_cp_wait() {
   while ((int)hdn_cp_groups.size() > N) {

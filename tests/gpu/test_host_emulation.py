@@ -75,6 +75,8 @@ def run_host(gbytes, inputs, outputs, scalars=None, sms=132, vec8=True, arch=Non
             host_emu.run_int8_gemm(src, vals, HDR)
         elif name == "hdn_transpose":
             _transpose_numpy(src, vals)
+        elif '#include "hdn_mma.h"' in src:     # cp.async / warp shuffles (the norm backward V2): per lane
+            host_emu.run_mma_kernel(src, name, grid, block, vals, HDR)
         elif re.search(r"hdn_block_(colsum|sum)<", src):     # barriers + lane exchanges: threads per block
             host_emu.run_kernel_threads(src, name, grid, block, vals, HDR)
         elif name == "hdn_bn_bwd_sums":

@@ -25,6 +25,11 @@ __device__ __forceinline__ void hdn_cp4(void* smem, const void* gmem, bool full)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
                  :: "r"(hdn_saddr(smem)), "l"(gmem), "r"(full ? 4 : 0));
 }
+// 8-byte global -> shared copy (zero fill when !full)
+__device__ __forceinline__ void hdn_cp8(void* smem, const void* gmem, bool full) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+                 :: "r"(hdn_saddr(smem)), "l"(gmem), "r"(full ? 8 : 0));
+}
 __device__ __forceinline__ void hdn_cp_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void hdn_cp_wait() {
     asm volatile("cp.async.wait_group %0;" :: "n"(N));

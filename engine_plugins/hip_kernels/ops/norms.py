@@ -9,14 +9,55 @@ workspace before (inputs) and after (outputs) the row kernel.  One block per row
 mean and variance are two passes over registers (no cancellation), float32 throughout.  Backward
 blocks loop over rows, keep dscale / dbias partials per column in registers, write them to the
 workspace, and a column kernel sums the partials in a fixed order (deterministic).
-Backward cost, bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2 resident per SM at 64
-registers: two waves), 31 rows each; each row's x and dy (16 B per thread) are loaded one row
-ahead (blocks below 1024 threads), so a row's load latency overlaps the previous row's arithmetic and block reduction.
-Traffic 268 MB read + 134 MB written (~134 us at 3 TB/s) + partials 528 x 4096 x 2 x 4 B =
-17 MB written and read back by the column kernel (128 blocks of 32 columns x 8 lanes, each lane
-66 partial rows with 8 loads in flight); ``HIPDNN_CABI_HIP_NORM_BWD_FAST=0`` makes each row's
-loads wait for the previous row and the column kernel one thread per column summing 528 rows,
-16 blocks in all.
+
+Backward, V1 (the default).  bf16 16384 x 4096 on 132 SMs: 528 blocks of 512 threads (2
+resident per SM at 64 registers: two waves), 31 rows each; each row's x and dy (16 B per
+thread) are loaded one row ahead (blocks below 1024 threads), so a row's load latency overlaps
+the previous row's arithmetic and block reduction.  Traffic 268 MB read + 134 MB written (~120
+us at 3.35 TB/s) + partials 528 x 4096 x 2 x 4 B = 17 MB written and read back by the column
+kernel (128 blocks of 32 columns x 8 lanes, each lane 66 partial rows with 8 loads in flight);
+``HIPDNN_CABI_HIP_NORM_BWD_FAST=0`` makes each row's loads wait for the previous row and the
+column kernel one thread per column summing 528 rows, 16 blocks in all.  Measured (H100)
+0.227-0.264 ms layernorm, 0.192-0.203 ms RMSnorm, against cuDNN's 0.16 ms.  Where the time goes,
+by construction:
+  * bytes in flight: at most one row ahead per block - 16 KB, 32 KB per SM, and only between
+    the prefetch's issue and its use; Little's law at 3.35 TB/s and ~1 us loaded latency asks
+    for ~25-40 KB per SM all the time, so the memory system idles between rows;
+  * the saved mean / rstd are read in the row's own iteration: one dependent DRAM latency per
+    row on the critical path that the x / dy prefetch does not cover;
+  * two block barriers per row (hdn_block_sum) over 16 warps, with nothing else resident to
+    fill the stall but the SM's one other block;
+  * two waves of 264 blocks: the second wave's blocks start cold (their first row unprefetched);
+  * partials: 17 MB (layernorm, with dbias) / 8.6 MB (RMSnorm) written, read back by a column
+    kernel whose 4-byte loads keep ~8 KB per SM in flight (~1 TB/s: ~17 / ~9 us) - 4-8 % of
+    the traffic and a second launch.
+
+Backward, V2 (``HIPDNN_CABI_HIP_NORM_BWD_V2=1``, opt-in; 2..8 forces the stage count; NVIDIA
+only - cp.async): :func:`v2_geometry`, :func:`_emit_bwd_v2`.
+  * a persistent grid of exactly SMs x blocks-per-SM (bf16 4096: 264 blocks of 512 threads, 2 an
+    SM at 64 registers - one wave), row blocks b, b + NB, ... per block (62-63 rows: the tail is
+    one row);
+  * a row group of TPR threads (whole warps, one 16-byte chunk of x and of dy per thread where D
+    allows; 8 rows of one warp each for short rows) per row; x / dy staged through S
+    shared-memory stages by cp.async, S - 1 row blocks ahead (bf16 4096: S = 4, 48 KB in flight
+    per block, 96 KB per SM); each thread reads back only the slots it copied, so the staging
+    needs no barrier (cp.async.wait_group per thread);
+  * mean / rstd read two row blocks ahead into registers;
+  * one block barrier per row (the two row sums through a double-buffered shared array; none
+    where a row is one warp); x-hat and dy * scale stay in registers between the passes where a
+    thread holds one chunk and every thread of the row is busy, else both passes re-read the
+    staged row (the scale then from global memory / L1);
+  * dscale / dbias partials per column in registers across all of a block's rows, the row groups
+    summed once at the end: 264 x 4096 x 2 x 4 B = 8.6 MB (layernorm), half of V1's; the column
+    finish reads them with 16-byte loads, 8 column quads x 32 row lanes a block, every load of
+    a lane in flight (32 KB per block).
+  Expected: 402 MB + 17 MB of partial traffic at ~3 TB/s ~ 0.14 ms + the finish (~5 us).
+  Numerics: fp32 throughout; dx as V1 (the same per-thread order and row reduction: butterfly in
+  the warp, the warps in ascending order); dscale / dbias sum each thread's rows in order, then
+  the block's row groups in order, then the partial rows lane-strided and the lanes in order -
+  deterministic for a given SM count, a different order from V1's.  Falls back to V1: AMD
+  targets, 16-bit rows of odd length (no 2-byte cp.async), more than 8 columns a thread (16-bit
+  D > 8192, fp32 D > 8192), stages over the shared-memory budget.
 """
 from __future__ import annotations
 
@@ -65,7 +106,7 @@ def emit(ctx, node, r, tag, fused=None):
             if role in op(node.kind).inputs:
                 _copy(ctx.prog, r[role], ctx.loc[r[role].uid], rp[role], loc[r[role].uid], f"{tag}_{role}")
     with declines(node.kind):
-        _emit(ctx.prog, ctx.graph, node, rp, loc, tag, ctx.sms, ctx.use_mma, epi=epi)
+        _emit(ctx.prog, ctx.graph, node, rp, loc, tag, ctx.sms, ctx.use_mma, epi=epi, arch=ctx.arch)
     for role in moved:
         if role in op(node.kind).outputs:
             _copy(ctx.prog, rp[role], loc[r[role].uid], r[role], ctx.loc[r[role].uid], f"{tag}_{role}")
@@ -233,8 +274,12 @@ def _check(node, graph, r):
 
 
 def _vec(D, dts):
-    """Elements per 16-byte vector when every data tensor allows it, else 1."""
-    v = min(16 // cg.ELEM_SIZE[t] for t in dts)
+    """Elements per 16-byte vector when the data tensors share one element size and D allows it,
+    else 1 (the row kernels' vectors are one 16-byte load / store of every tensor)."""
+    sizes = {cg.ELEM_SIZE[t] for t in dts}
+    if len(sizes) != 1:
+        return 1
+    v = 16 // sizes.pop()
     return v if D % v == 0 else 1
 
 
@@ -371,13 +416,18 @@ def _each(body, VEC, NCH, NT, DQ):
             "      }", "    }", "  }"]
 
 
-def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None):
+def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None, arch=None):
     """``epi``: a following pointwise run fused into the forward kernel (the run's body,
-    ops.pointwise.run_body, seeded with the virtual y): (inputs, statements, outputs)."""
+    ops.pointwise.run_body, seeded with the virtual y): (inputs, statements, outputs).
+    ``arch``: the device's target (the V2 backward is NVIDIA only: cp.async)."""
     g = geometry(node, r)
     if is_wide(r):
         return _emit_wide(prog, node, r, loc, tag, g)
     if "Backward" in node.kind:
+        stages = v2_stages()
+        if stages is not None and not (arch or "").startswith("gfx") and \
+                _emit_bwd_v2(prog, node, r, loc, tag, sms, g, stages):
+            return None
         return _emit_bwd(prog, node, r, loc, tag, sms, g)
     return _emit_fwd(prog, node, r, loc, tag, g, epi)
 
@@ -487,7 +537,9 @@ def _emit_fwd(prog, node, r, loc, tag, g, epi=None):
     M, D = g["M"], g["D"]
     x, y = r["x"], r["y"]
     Tx, Ty = cg.CTYPE[cg.dtype_name(x.dtype)], cg.CTYPE[cg.dtype_name(y.dtype)]
-    VEC = _vec(D, [cg.dtype_name(x.dtype), cg.dtype_name(y.dtype)])
+    # the row's vectors: x loaded, y stored (a fused run's inputs and outputs take any vector
+    # width through _vload / _vstore)
+    VEC = _vec(D, [cg.dtype_name(x.dtype)] + ([] if epi else [cg.dtype_name(y.dtype)]))
     DQ = D // VEC
     NT = _threads(DQ, per_thread=4)
     NCH = -(-DQ // NT)
@@ -644,9 +696,14 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     L.append("}")
     prog.steps.append(("launch", "\n".join(L) + "\n", name, (NB, 1, 1), (NT, 1, 1), args))
     # column sums of the partials -> dscale (and dbias)
+    _colsum(prog, r, loc, part, NB, D, [("dscale", 0)] + ([("dbias", NB)] if has_db else []), tag, fast)
+
+
+def _colsum(prog, r, loc, part, NB, D, outs, tag, fast):
+    """dscale / dbias: the column sums of the NB partial rows (``outs``: (role, first partial
+    row)) in a fixed order."""
     fparams = ["const float* __restrict__ part"]
     fargs = [("ws", part)]
-    outs = [("dscale", 0)] + ([("dbias", NB)] if has_db else [])
     for q, _ in outs:
         fparams.append(f"{cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
         fargs.append(loc[r[q].uid])
@@ -779,3 +836,292 @@ def _emit_wide(prog, node, r, loc, tag, g):
         F.append(f"  p_{q}[j] = hdn_from_double<{ct(q)}>({'ds' if q == 'dscale' else 'db'});")
     F.append("}")
     prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 128), 1, 1), (128, 1, 1), fargs))
+
+
+# ---------------------------------------------------------------- backward, V2 (opt-in)
+V2_MAX_COLS = 8           # columns a thread owns (its dscale / dbias partials live in registers)
+# one chunk a thread, every thread of the row busy: x-hat and dy * scale stay in registers between
+# the passes; else
+# both passes read the staged row (64 registers a thread: no spills either way)
+V2_SMEM_SM = 200 * 1024   # shared memory the resident blocks of one SM may take together
+V2_FLIGHT = 96 * 1024     # bytes of x / dy in flight per SM the stage count aims at
+
+GROUP_SUM = r"""
+// a[0..2) summed over the TPR threads of this thread's row group (TPR a multiple of 32, the
+// groups aligned to TPR threads): a warp butterfly (every lane ends with the same bits), then,
+// for groups of several warps, one partial per warp in red[par] and the group's warps added in
+// ascending order.  One block barrier; the caller alternates par, so the next call needs none
+// (a thread writes red[par] again only after the next call's barrier, which every reader of
+// this call's red[par] has passed).
+template <int TPR, int NW>
+__device__ __forceinline__ void hdn_group_sum2(float (&a)[2], float* red, int par) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) a[k] += hdn_shfl_xor(a[k], o);
+    }
+    if (TPR > 32) {
+        const int w = threadIdx.x / 32, w0 = (threadIdx.x / TPR) * (TPR / 32);
+        float* rp = red + par * 2 * NW;
+        if (threadIdx.x % 32 == 0) { rp[w] = a[0]; rp[NW + w] = a[1]; }
+        __syncthreads();
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
+        for (int j = 0; j < TPR / 32; ++j) { s0 += rp[w0 + j]; s1 += rp[NW + w0 + j]; }
+        a[0] = s0; a[1] = s1;
+    }
+}
+"""
+
+
+def v2_stages():
+    """The V2 knob: None (off: the default), 0 (on, the stage count chosen below) or a forced
+    stage count 2..8."""
+    v = knob("NORM_BWD_V2", "0")
+    if v in ("0", "off", ""):
+        return None
+    if v in ("1", "on"):
+        return 0
+    s = int(v)
+    if not 2 <= s <= 8:
+        raise ValueError(f"HIPDNN_CABI_HIP_NORM_BWD_V2={v}: 0, 1 or a stage count 2..8")
+    return s
+
+
+def v2_geometry(M, D, tn, sms, stages=0):
+    """The V2 row kernel's shape, or None where it does not apply (the V1 kernel runs).
+    ``tn``: the element types of x, dy, dx.  A thread owns NCH chunks of VEC columns (chunk
+    q = t + c * TPR of its row group's TPR threads, TPR a multiple of 32; a chunk of x / dy is
+    4, 8 or 16 bytes, one cp.async); R row groups a block (NT = R * TPR threads); BPS blocks an
+    SM (1024 threads, 64 registers a thread, where NT divides 1024; else at most 768 threads, 80
+    registers); NB = min(row blocks, SMs x BPS) persistent blocks; S shared-memory stages of one
+    row block's x / dy chunks."""
+    es = {q: cg.ELEM_SIZE[t] for q, t in tn.items()}
+    VEC = next((v for v in (8, 4, 2, 1) if D % v == 0 and v * es["dx"] <= 16
+                and all(4 <= v * es[q] <= 16 for q in ("x", "dy"))), None)
+    if VEC is None:
+        return None
+    DQ = D // VEC
+    NCH = -(-DQ // 1024)
+    TPR = -(-DQ // (NCH * 32)) * 32      # whole warps, fewest idle threads
+    if NCH * VEC > V2_MAX_COLS:
+        return None
+    R = max(1, 256 // TPR)
+    NT = R * TPR
+    BPS = max(1, (1024 if 1024 % NT == 0 else 768) // NT)
+    BX, BDY = VEC * es["x"], VEC * es["dy"]
+    stage = R * TPR * NCH * (BX + BDY)
+    NRB = -(-M // R)
+    NB = max(1, min(NRB, sms * BPS))
+    part_sm = 2 * 4 * R * NCH * VEC * TPR if R > 1 else 0
+    if stages:
+        S = stages
+    else:
+        S = max(2, min(8, 1 + -(-V2_FLIGHT // (stage * BPS))))
+        while S > 2 and BPS * max(S * stage, part_sm) > V2_SMEM_SM:
+            S -= 1
+    if BPS * max(S * stage, part_sm) > V2_SMEM_SM:
+        return None
+    return dict(VEC=VEC, DQ=DQ, TPR=TPR, NCH=NCH, R=R, NT=NT, BPS=BPS, BX=BX, BDY=BDY, stage=stage,
+                S=S, NRB=NRB, NB=NB, smem=max(S * stage, part_sm),
+                keep=NCH == 1 and DQ == TPR)
+
+
+def _emit_bwd_v2(prog, node, r, loc, tag, sms, g, stages):
+    """The V2 backward (module docstring).  Returns False where it does not apply."""
+    ln = node.kind.startswith("Layernorm")
+    M, D = g["M"], g["D"]
+    x, dy, dx = r["x"], r["dy"], r["dx"]
+    tn = {q: cg.dtype_name(r[q].dtype) for q in ("x", "dy", "dx")}
+    G = v2_geometry(M, D, tn, sms, stages)
+    if G is None:
+        return False
+    Tx, Tdy, Tdx = (cg.CTYPE[tn[q]] for q in ("x", "dy", "dx"))
+    VEC, DQ, TPR, NCH, R, NT, BPS = (G[k] for k in ("VEC", "DQ", "TPR", "NCH", "R", "NT", "BPS"))
+    BX, BDY, STG, S, NRB, NB, keep = (G[k] for k in ("BX", "BDY", "stage", "S", "NRB", "NB", "keep"))
+    C, NW, XB = NCH * VEC, NT // 32, R * TPR * NCH * BX
+    sc = r["scale"]
+    has_db = "dbias" in r
+    part = prog.ws_alloc(4 * NB * D * (2 if has_db else 1))
+    params = [f"const {Tdy}* __restrict__ pdy", f"const {Tx}* __restrict__ px",
+              f"const {cg.CTYPE[cg.dtype_name(sc.dtype)]}* __restrict__ psc"]
+    args = [loc[dy.uid], loc[x.uid], loc[sc.uid]]
+    stats = ("mean", "inv_variance") if ln else ("inv_rms",)
+    rowd = [d for j, d in enumerate(g["xd"]) if j not in g["axes"]]
+    for q in stats:
+        params.append(f"const {cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
+        args.append(loc[r[q].uid])
+    params += [f"{Tdx}* __restrict__ pdx", "float* __restrict__ part"]
+    args += [loc[dx.uid], ("ws", part)]
+
+    def soff(q, var):
+        return _lin_offset(var, rowd, [s for j, s in enumerate(_full_st(r[q], len(g["xd"])))
+                                       if j not in g["axes"]])
+
+    def stat_load(n, rbi):
+        """m<n> / v<n>: the statistics of this thread's row of row block ``rbi`` (0 past M)."""
+        L = [f"  {{ const long long sr = ({rbi}) * {R} + grp;"]
+        if ln:
+            L.append(f"    m{n} = sr < {M}LL ? hdn_to_float(p_mean[{soff('mean', 'sr')}]) : 0.f;")
+        q = "inv_variance" if ln else "inv_rms"
+        L.append(f"    v{n} = sr < {M}LL ? hdn_to_float(p_{q}[{soff(q, 'sr')}]) : 0.f; }}")
+        return L
+
+    cps = {16: "hdn_cp16", 8: "hdn_cp8", 4: "hdn_cp4"}
+
+    def issue(rbi, st):
+        """cp.async of row block ``rbi``'s x / dy chunks (this thread's) into stage ``st``, then
+        a commit - also when nothing is copied: the waits count groups."""
+        return [f"  {{ const long long rn = ({rbi}) * {R} + grp;",
+                f"    if (rn < {M}LL) {{",
+                f"      char* sb = smem + ({st}) * {STG};",
+                f"#pragma unroll\n      for (int c = 0; c < {NCH}; ++c) {{",
+                f"        const int q = t + c * {TPR};",
+                f"        if (q < {DQ}) {{",
+                f"          const int slot = (c * {R} + grp) * {TPR} + t;",
+                f"          {cps[BX]}(sb + slot * {BX}, px + rn * {D}LL + (long long)q * {VEC}, true);",
+                f"          {cps[BDY]}(sb + {XB} + slot * {BDY}, pdy + rn * {D}LL + (long long)q * {VEC}, true);",
+                "        }", "      }", "    }", "    hdn_cp_commit(); }"]
+
+    def sload(var, T, B, base):
+        """float var[VEC]: this thread's chunk (slot) of one staged row."""
+        if B == 16:
+            return [f"float {var}[{VEC}];",
+                    f"hdn_unpack(*reinterpret_cast<const uint4*>({base} + slot * 16), ({T}*)0, {var});"]
+        return [f"float {var}[{VEC}];",
+                f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) "
+                f"{var}[e] = hdn_to_float(reinterpret_cast<const {T}*>({base} + slot * {B})[e]);"]
+
+    def scale_chunk(var):
+        vs = _param_vec("psc", sc, D, VEC, var)
+        if vs is not None:
+            return vs
+        return [f"float {var}[{VEC}];",
+                f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {var}[e] = hdn_to_float(psc[q * {VEC} + e]);"]
+
+    def chunk_loop(body, cond="ok && "):
+        return [f"#pragma unroll\n  for (int c = 0; c < {NCH}; ++c) {{",
+                f"    const int q = t + c * {TPR};",
+                f"    if ({cond}q < {DQ}) {{",
+                f"      const int slot = (c * {R} + grp) * {TPR} + t; (void)slot;",
+                *["      " + b for b in body], "    }", "  }"]
+
+    name = f"hdn_{'ln' if ln else 'rms'}_bwd2_{tag}"
+    L = ['#define HDN_GENERATED 1\n#include "hdn_compat.h"\n#include "hdn_mma.h"\n#include "hdn_reduce.h"\n'
+         + GROUP_SUM,
+         f'extern "C" __global__ void __launch_bounds__({NT}, {BPS}) {name}({", ".join(params)}) {{',
+         "  extern __shared__ __align__(16) hdn_u16 hdn_smem[];",
+         "  char* smem = reinterpret_cast<char*>(hdn_smem);",
+         f"  __shared__ float red[{4 * NW}];",
+         f"  const int t = threadIdx.x % {TPR}, grp = threadIdx.x / {TPR};",
+         f"  float ps[{C}], pb[{C}];",
+         f"#pragma unroll\n  for (int k = 0; k < {C}; ++k) {{ ps[k] = 0.f; pb[k] = 0.f; }}"]
+    if keep:       # the scale in registers, loaded once
+        L += [f"  float s_[{C}];",
+              f"#pragma unroll\n  for (int k = 0; k < {C}; ++k) s_[k] = 0.f;"]
+        L += chunk_loop(scale_chunk("sv") + [f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) s_[c * {VEC} + e] = sv[e];"],
+                        cond="")
+    # prologue: row blocks blockIdx.x + s NB into stages s = 0 .. S-2, the first two rows' statistics
+    for s in range(S - 1):
+        L += issue(f"blockIdx.x + {s * NB}LL", str(s))
+    L += ["  float m0 = 0.f, v0 = 0.f, m1 = 0.f, v1 = 0.f; (void)m0; (void)m1;"]
+    L += stat_load(0, "(long long)blockIdx.x") + stat_load(1, f"blockIdx.x + {NB}LL")
+    L += ["  int rd = 0, par = 0;",
+          f"  for (long long rbi = blockIdx.x; rbi < {NRB}LL; rbi += {NB}LL) {{",
+          f"  const long long row = rbi * {R} + grp;",
+          f"  const bool ok = row < {M}LL;",
+          f"  const int wr = rd == 0 ? {S - 1} : rd - 1;"]
+    # compiler-level memory barriers (no instruction): the stage's shared-memory reads of the
+    # previous row block stay before the copies that overwrite it, this row block's after its wait
+    L += ['  asm volatile("" ::: "memory");']
+    L += issue(f"rbi + {(S - 1) * NB}LL", "wr")
+    L += [f"  hdn_cp_wait<{S - 1}>();", '  asm volatile("" ::: "memory");',
+          "  const float mu = m0, iv = v0; (void)mu;",
+          "  m0 = m1; v0 = v1;"] + stat_load(1, f"rbi + {2 * NB}LL")
+    L += [f"  const char* sx = smem + rd * {STG};",
+          f"  const char* sd = sx + {XB};",
+          "  float a[2] = {0.f, 0.f};"]
+    if keep:
+        L += [f"  float xh_[{C}], g_[{C}];"]
+    mu_e = "mu" if ln else "0.f"
+    p1 = sload("xv", Tx, BX, "sx") + sload("dv", Tdy, BDY, "sd") + ([] if keep else scale_chunk("sv"))
+    p1 += [f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {{",
+           f"  const int k = c * {VEC} + e;",
+           f"  const float xh = (xv[e] - {mu_e}) * iv, d = dv[e], gg = d * {'s_[k]' if keep else 'sv[e]'};",
+           "  ps[k] = fmaf(d, xh, ps[k]); pb[k] += d; a[0] += gg; a[1] = fmaf(gg, xh, a[1]);"]
+    p1 += (["  xh_[k] = xh; g_[k] = gg;"] if keep else []) + ["}"]
+    L += chunk_loop(p1)
+    L += [f"  hdn_group_sum2<{TPR}, {NW}>(a, red, par);",
+          f"  const float mg = {'a[0]' if ln else '0.f'} / {float(D)!r}f, mgx = a[1] / {float(D)!r}f;"]
+    p2 = [] if keep else sload("xv", Tx, BX, "sx") + sload("dv", Tdy, BDY, "sd") + scale_chunk("sv")
+    p2 += [f"float o[{VEC}];", f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {{"]
+    if keep:
+        p2 += [f"  const int k = c * {VEC} + e;", "  o[e] = iv * (g_[k] - mg - xh_[k] * mgx);"]
+    else:
+        p2 += [f"  const float xh = (xv[e] - {mu_e}) * iv, gg = dv[e] * sv[e];",
+               "  o[e] = iv * (gg - mg - xh * mgx);"]
+    p2 += ["}"]
+    dxp = f"pdx + row * {D}LL + (long long)q * {VEC}"
+    if VEC * cg.ELEM_SIZE[tn["dx"]] == 16:
+        p2 += [f"*reinterpret_cast<uint4*>({dxp}) = hdn_pack<{Tdx}>(o);"]
+    else:
+        p2 += [f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) ({dxp})[e] = hdn_from_float<{Tdx}>(o[e]);"]
+    L += chunk_loop(p2)
+    L += [f"  rd = rd + 1 == {S} ? 0 : rd + 1; par ^= 1;", "  }", "  hdn_cp_wait<0>();"]
+    if R > 1:      # the row groups' partials summed in ascending group order (shared memory)
+        L += ["  __syncthreads();", "  float* pp = reinterpret_cast<float*>(smem);",
+              f"#pragma unroll\n  for (int k = 0; k < {C}; ++k) {{",
+              f"    pp[(grp * {C} + k) * {TPR} + t] = ps[k];",
+              f"    pp[(({R} + grp) * {C} + k) * {TPR} + t] = pb[k];", "  }",
+              "  __syncthreads();",
+              "  if (grp != 0) return;",
+              f"#pragma unroll\n  for (int k = 0; k < {C}; ++k) {{",
+              f"    for (int h = 1; h < {R}; ++h) {{ ps[k] += pp[(h * {C} + k) * {TPR} + t];"
+              f" pb[k] += pp[(({R} + h) * {C} + k) * {TPR} + t]; }}", "  }"]
+    st = [f"part[(long long)blockIdx.x * {D} + q * {VEC} + e] = ps[c * {VEC} + e];"]
+    if has_db:
+        st.append(f"part[(long long)({NB} + blockIdx.x) * {D} + q * {VEC} + e] = pb[c * {VEC} + e];")
+    L += chunk_loop([f"#pragma unroll\nfor (int e = 0; e < {VEC}; ++e) {{"] + ["  " + b for b in st] + ["}"],
+                    cond="")
+    L.append("}")
+    prog.steps.append(("launch", "\n".join(L) + "\n", name, (NB, 1, 1), (NT, 1, 1), args,
+                       {"shmem": G["smem"]}))
+    outs = [("dscale", 0)] + ([("dbias", NB)] if has_db else [])
+    if D % 4:
+        _colsum(prog, r, loc, part, NB, D, outs, tag, True)
+    else:
+        _colsum4(prog, r, loc, part, NB, D, outs, tag)
+    return True
+
+
+def _colsum4(prog, r, loc, part, NB, D, outs, tag):
+    """dscale / dbias: the column sums of the NB partial rows (D a multiple of 4; ``outs``:
+    (role, first partial row)).  A block is 8 column quads x 32 row lanes; lane l adds partial
+    rows l, l + 32, ... with 16-byte loads (all in flight); hdn_block_colsum adds the lanes in a
+    fixed order (deterministic)."""
+    fparams = ["const float* __restrict__ part"]
+    fargs = [("ws", part)]
+    for q, _ in outs:
+        fparams.append(f"{cg.CTYPE[cg.dtype_name(r[q].dtype)]}* __restrict__ p_{q}")
+        fargs.append(loc[r[q].uid])
+    n = 4 * len(outs)
+    fname = f"hdn_norm_colsum4_{tag}"
+    F = [HEAD, f'extern "C" __global__ void __launch_bounds__(256) {fname}({", ".join(fparams)}) {{',
+         f"  __shared__ float sh[{n * 256}];",
+         "  const int tx = threadIdx.x % 8, ty = threadIdx.x / 8;",
+         "  const long long j = ((long long)blockIdx.x * 8 + tx) * 4;",
+         f"  float a[{n}];",
+         f"#pragma unroll\n  for (int k = 0; k < {n}; ++k) a[k] = 0.f;",
+         f"  if (j < {D}) {{",
+         "#pragma unroll 8",
+         f"    for (int b = ty; b < {NB}; b += 32) {{"]
+    for k, (_, base) in enumerate(outs):
+        F += [f"      const float4 v{k} = *reinterpret_cast<const float4*>(part + (long long)({base} + b) * {D} + j);",
+              f"      a[{4 * k}] += v{k}.x; a[{4 * k + 1}] += v{k}.y; a[{4 * k + 2}] += v{k}.z; a[{4 * k + 3}] += v{k}.w;"]
+    F += ["    }", "  }", f"  hdn_block_colsum<256, 8, {n}>(a, sh);", f"  if (ty != 0 || j >= {D}) return;"]
+    for k, (q, _) in enumerate(outs):
+        T = cg.CTYPE[cg.dtype_name(r[q].dtype)]
+        F.append(f"#pragma unroll\n  for (int e = 0; e < 4; ++e) p_{q}[j + e] = "
+                 f"hdn_from_float<{T}>(sh[hdn_colsum_at<256, 8>({4 * k} + e, tx)]);")
+    F.append("}")
+    prog.steps.append(("launch", "\n".join(F) + "\n", fname, (-(-D // 32), 1, 1), (256, 1, 1), fargs))
