@@ -428,7 +428,7 @@ def _emit(prog, graph, node, r, loc, tag, sms, use_mma=True, epi=None, arch=None
         if stages is not None and not (arch or "").startswith("gfx") and \
                 _emit_bwd_v2(prog, node, r, loc, tag, sms, g, stages):
             return None
-        return _emit_bwd(prog, node, r, loc, tag, sms, g)
+        return _emit_bwd(prog, node, r, loc, tag, sms, g, arch)
     return _emit_fwd(prog, node, r, loc, tag, g, epi)
 
 
@@ -623,7 +623,7 @@ def _full_st(t, n):
     return [0 if dd == 1 else s for dd, s in zip(d, st)]
 
 
-def _emit_bwd(prog, node, r, loc, tag, sms, g):
+def _emit_bwd(prog, node, r, loc, tag, sms, g, arch=None):
     ln = node.kind.startswith("Layernorm")
     M, D = g["M"], g["D"]
     x, dy, dx = r["x"], r["dy"], r["dx"]
@@ -632,6 +632,10 @@ def _emit_bwd(prog, node, r, loc, tag, sms, g):
     VEC = _vec(D, list(tn.values()))
     DQ = D // VEC
     NT = _threads(DQ)
+    if NT == 1024 and (arch or "").startswith("gfx") and -(-DQ // 512) <= 16:
+        # AMD: 16 waves of 64 lanes leave 128 VGPRs a lane (the row arrays of two 16-byte
+        # vectors a thread spill on gfx90a); 512 threads with three vectors a thread fit
+        NT = 512
     NCH = -(-DQ // NT)
     if NCH > 32:
         raise ValueError(f"normalised extent {D} too large for the GPU row kernel")
