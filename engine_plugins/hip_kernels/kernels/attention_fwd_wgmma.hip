@@ -182,6 +182,28 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
 #pragma unroll
     for (int i = 0; i < HDVP / 2; ++i) o[i] = 0.f;
     const unsigned qa = sQ + wgc * 8192;
+#if AW_OVL
+    // AW_OVL: the rows' max / sum go between the four threads of a row through shared memory
+    // (aw_xch), not by shuffles: ptxas waits for every wgmma in flight before a shuffle, so
+    // with shuffles the softmax of S(n) would wait for P(n-1) V(n-1) too.  The same values in
+    // the shuffles' order: max exact in any order, the sum (v + v^1) + (v^2 + v^3).
+    __shared__ float aw_xch[256];           // one value per consumer thread
+    const int ct = tid - 128;
+    auto quad_max = [&](float v) {
+        aw_xch[ct] = v;
+        __syncwarp();
+        const float a = aw_xch[ct ^ 1], b = aw_xch[ct ^ 2], c = aw_xch[ct ^ 3];
+        __syncwarp();
+        return fmaxf(fmaxf(v, a), fmaxf(b, c));
+    };
+    auto quad_sum = [&](float v) {
+        aw_xch[ct] = v;
+        __syncwarp();
+        const float a = aw_xch[ct ^ 1], b = aw_xch[ct ^ 2], c = aw_xch[ct ^ 3];
+        __syncwarp();
+        return (v + a) + (b + c);
+    };
+#endif
 
     auto issue_s = [&](int st) {
         const unsigned kb = sK + st * AW_KTILE;
@@ -269,8 +291,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+#if AW_OVL
+            mx[r] = quad_max(mx[r]);
+#else
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+#endif
 #if AW_FOLD
             mx[r] *= sl2;
 #endif
@@ -295,8 +321,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+#if AW_OVL
+            sum[r] = quad_sum(sum[r]);
+#else
             sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
             sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+#endif
             lrow[r] = lrow[r] * alpha[r] + sum[r];
         }
     };
