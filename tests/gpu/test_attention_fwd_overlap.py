@@ -57,19 +57,31 @@ def test_knob_programs(monkeypatch):
             _, g = ta.fwd_graph(**c)
             _set(monkeypatch, "0", var)
             off, notes = _wg(g)
-            assert "AW_OVL" not in off[1] and "aw_xch" not in off[1]
+            assert "AW_OVL" not in off[1] and "AW_XCH" not in off[1] and "aw_xch" not in off[1]
             assert not any(NOTE in n for n in notes)
             monkeypatch.delenv(KNOB)
             assert _wg(g)[0][1] == off[1]        # unset = 0: the source the digests pin
             _set(monkeypatch, "1", var)
             on, notes = _wg(g)
-            assert re.search(r"^#define AW_OVL 1$", on[1], re.M) and "aw_xch" in on[1]
+            assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "aw_xch" in on[1]
+            # the second P register set (conversions in the overlap) with 128-key tiles
+            assert re.search(r"^#define AW_OVL 1$", on[1], re.M)
             assert any(NOTE in n for n in notes), notes
             assert on[6]["shmem"] == off[6]["shmem"]     # (the exchange is static shared memory)
             assert on[3:6] == off[3:6]
             # the only differences: the define and the AW_OVL blocks
-            keep = {f: 1 for f in osdpa.OPTIONAL if f != "AW_OVL"}
-            assert osdpa._drop_off(on[1].replace("#define AW_OVL 1\n", ""), keep) == off[1]
+            keep = {f: 1 for f in osdpa.OPTIONAL if f not in ("AW_XCH", "AW_OVL")}
+            bare = on[1].replace("#define AW_XCH 1\n", "").replace("#define AW_OVL 1\n", "")
+            assert osdpa._drop_off(bare, keep) == off[1]
+    # heads wider than 128 (64-key tiles) or score roles: the exchange only, P rounded after
+    # the wait (registers)
+    _set(monkeypatch, "1")
+    _, g = ta.fwd_graph(dt="HALF", B=1, H=2, Hkv=2, Sq=200, Skv=200, D=256)
+    on, _ = _wg(g)
+    assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "#define AW_OVL" not in on[1]
+    _, g = tr.fwd_graph(**tr.FWD_CONFIGS[1])
+    on, _ = _wg(g)
+    assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "#define AW_OVL" not in on[1]
 
 
 def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
@@ -101,7 +113,7 @@ def test_quad_sum_order_is_the_shuffles():
 
 
 def _sass_windows(sass):
-    """(exp2s, shuffles) between each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (S(n) landed, P(n-1)
+    """(exp2s, P conversions, shuffles) between each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (S(n) landed, P(n-1)
     V(n-1) in flight) and the next wait of hdn_attn_fwd_wg."""
     s = sass[sass.index("Function : hdn_attn_fwd_wg"):]
     s = s[:s.index("Function : ", 20)] if "Function : " in s[20:] else s
@@ -112,7 +124,8 @@ def _sass_windows(sass):
         if re.search(r"DEPBAR\.LE\s+gsb0,\s*0x1\b", lines[i1]):
             i0 = next(i for i in dep if i > i1)
             seg = lines[i1:i0]
-            out.append((sum("MUFU.EX2" in ln for ln in seg), sum("SHFL" in ln for ln in seg)))
+            out.append((sum("MUFU.EX2" in ln for ln in seg), sum("F2FP" in ln for ln in seg),
+                        sum("SHFL" in ln for ln in seg)))
     return out
 
 
@@ -128,6 +141,7 @@ def _varlen():
 # with tile skipping, sink), every scheduling variant
 SPILL_CASES = [
     ("on", ta, dict(dt="BFLOAT16", B=1, H=2, Hkv=2, Sq=512, Skv=512, D=128)),
+    ("on", ta, ta.WG_CONFIGS[0]), ("on", ta, ta.WG_CONFIGS[3]), ("on", ta, ta.WG_CONFIGS[4]),
     ("on", ta, ta.WG_CONFIGS[1]), ("on", ta, ta.WG_CONFIGS[2]), ("on", ta, ta.WG_CONFIGS[5]),
     ("on", ta, ta.WG_CONFIGS[6]), ("on", ta, ta.WG_CONFIGS[7]),
     ("on", ta, dict(dt="HALF", B=1, H=2, Hkv=2, Sq=200, Skv=200, D=256)),
@@ -144,6 +158,7 @@ SPILL_CASES = [
 def test_overlap_sources_compile_sm90a_without_spills(i, monkeypatch, tmp_path):
     from test_kernel_sources import _cuobjdump, _sass
     c = nvrtc_or_skip()
+    mod = None
     if i < len(SPILL_CASES):
         var, mod, kw = SPILL_CASES[i]
         _set(monkeypatch, "1", var)
@@ -155,22 +170,27 @@ def test_overlap_sources_compile_sm90a_without_spills(i, monkeypatch, tmp_path):
     st, notes = _wg(g)
     assert any(NOTE in n for n in notes), notes
     bn = int(re.search(r"^#define AW_BN (\d+)$", st[1], re.M).group(1))
+    two = re.search(r"^#define AW_OVL 1$", st[1], re.M) is not None    # (the second P set)
+    assert two == (bn == 128 and mod is not tr), i
     img = c.compile(st[1], f"awovl{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
     log = c.last_log
     fwd = log[log.index("'hdn_attn_fwd_wg'"):]
     fwd = fwd[:fwd.index("'hdn_attn_wg_maps'")] if "'hdn_attn_wg_maps'" in fwd else fwd
     assert " 0 bytes spill stores" in fwd and " 0 bytes spill loads" in fwd, (i, log)
     assert all(" 0 bytes spill stores" in ln for ln in log.splitlines() if "spill stores" in ln), log
-    assert "C7514" not in log and "C7508" not in log, (i, "wgmma serialised", log)
+    assert not re.search(r"C75(08|13|14)", log), (i, "wgmma serialised", log)
     assert "1024 bytes smem" in fwd, fwd                 # (aw_xch)
     exe, env = _cuobjdump()
     if exe is None:
         return
     win = _sass_windows(_sass(exe, env, tmp_path, f"awovl{i}", img))
     assert win, i
-    # every step's softmax exp2s run while P(n-1) V(n-1) is in flight, no shuffle there
-    for ex2, shfl in win:
+    # every step's softmax exp2s (128-key tiles: and P's conversions) run while P(n-1) V(n-1)
+    # is in flight, no shuffle there (the loop of two steps: one window each, or one where the
+    # compiler folds the two into one body)
+    for ex2, f2fp, shfl in win:
         assert ex2 >= bn // 2 and shfl == 0, (i, win)
+        assert f2fp >= (bn // 4 if two else 0), (i, win)
 
 
 def test_sass_window_without_the_knob_has_no_exp2(monkeypatch, tmp_path):
@@ -186,7 +206,7 @@ def test_sass_window_without_the_knob_has_no_exp2(monkeypatch, tmp_path):
     st, _ = _wg(g)
     img = c.compile(st[1], "awovl_off.hip", (), "sm_90a", codegen.headers())
     win = _sass_windows(_sass(exe, env, tmp_path, "awovl_off", img))
-    assert win and all(shfl > 0 for _, shfl in win), win
+    assert win and all(shfl > 0 for _, _, shfl in win), win
 
 
 # ---------------------------------------------------------------------------- GPU

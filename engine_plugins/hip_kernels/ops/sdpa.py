@@ -545,7 +545,7 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "AW_OVL", "ATT_DECODE", "F8_OVL", "F8_PP")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "AW_XCH", "AW_OVL", "ATT_DECODE", "F8_OVL", "F8_PP")
 
 
 def _drop_off(body, defines):
@@ -790,8 +790,9 @@ def wg_overlap():
     """``HIPDNN_CABI_HIP_ATTN_FWD_OVL`` = 1 / 0 (the default until measured on a device): the
     wgmma forward's softmax of S(n) runs while O += P(n-1) V(n-1) is on the tensor cores - the
     rows' max / sum through a small shared-memory exchange instead of warp shuffles (ptxas
-    waits for every wgmma in flight before a shuffle; attention_fwd_wgmma.hip AW_OVL, the same
-    operations in the same order)."""
+    waits for every wgmma in flight before a shuffle; attention_fwd_wgmma.hip AW_XCH), and with
+    128-key tiles and no score roles P(n) rounded there too, into a second P register set
+    (AW_OVL).  The same operations in the same order as the kernel without them."""
     return os.environ.get("HIPDNN_CABI_HIP_ATTN_FWD_OVL", "0").strip().lower() not in ("", "0", "off")
 
 
@@ -851,7 +852,11 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             if fold:
                 defines["AW_FOLD"] = 1
             if ovl:
-                defines["AW_OVL"] = 1
+                defines["AW_XCH"] = 1
+                # P(n) rounded in the overlap too, into a second P register set: where it fits
+                # the registers without spills (128-key tiles, no score roles)
+                if bn == 128 and not has_mods(node, r):
+                    defines["AW_OVL"] = 1
             _block_tiles(defines, WG_BM, bn)
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
