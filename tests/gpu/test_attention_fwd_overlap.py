@@ -267,3 +267,102 @@ def test_overlap_vs_default_and_cpu_reference(R, i, monkeypatch):
         assert np.array_equal(np.isfinite(res[5]), fin)
         assert np.max(np.abs(res[5][fin] - base[5][fin]), initial=0) < 1e-4
     assert_sdpa_close(res, O, st, c["dt"])
+
+
+# ---------------------------------------------------------------------------- host model
+def _loop(nb0, nb1, live, st_n, ovl):
+    """The consumer warpgroup's ring / GEMM events over the key tiles nb0..nb1 (``live``: the
+    tiles the block mask keeps, hdn_attn_blk_next) as the kernel issues them: ("kw", stage,
+    phase), ("ka", stage), ("vw", stage, phase), ("va", stage), ("s", tile), ("pv", tile),
+    ("turn",); ``ovl``: the AW_OVL loop (two steps an iteration, P in pa / pb), checking that
+    every P V reads the register set the step before wrote.  Returns the events."""
+    ev, regs = [], {}
+
+    def nxt(n):
+        while n < nb1 and n not in live:
+            n += 1
+        return n
+
+    n0 = nxt(nb0)
+    if n0 >= nb1:
+        return ev
+    ev += [("kw", 0, 0), ("turn",), ("s", n0), ("ka", 0)]
+    regs["pa"] = n0
+    prev = n0
+
+    def step(n, it, pin, pout):
+        nonlocal prev
+        st, pst = it % st_n, (it - 1) % st_n
+        ev.extend([("kw", st, (it // st_n) & 1), ("turn",), ("s", n), ("vw", pst, ((it - 1) // st_n) & 1)])
+        assert regs.get(pin) == prev, (pin, regs, prev)
+        ev.extend([("pv", prev), ("ka", st)])
+        regs[pout] = n
+        ev.append(("va", pst))
+        prev = n
+
+    def last(it, p):
+        pst = (it - 1) % st_n
+        ev.append(("vw", pst, ((it - 1) // st_n) & 1))
+        assert regs.get(p) == prev, (p, regs, prev)
+        ev.extend([("turn",), ("pv", prev), ("va", pst)])
+
+    if ovl:         # the kernel's AW_OVL loop
+        n, it = n0 + 1, 1
+        while True:
+            n = nxt(n)
+            if n >= nb1:
+                break
+            step(n, it, "pa", "pb")
+            n, it = n + 1, it + 1
+            n = nxt(n)
+            if n >= nb1:
+                break
+            step(n, it, "pb", "pa")
+            n, it = n + 1, it + 1
+        last(it, "pa" if it & 1 else "pb")
+    else:           # the loop without it (P always rounded into pa after the wait)
+        it, n = 1, n0 + 1
+        while n < nb1:
+            n = nxt(n)
+            if n >= nb1:
+                break
+            step(n, it, "pa", "pa")
+            n, it = n + 1, it + 1
+        last(it, "pa")
+    return ev
+
+
+def test_overlapped_loop_host_model():
+    """The AW_OVL loop issues the same ring waits / releases (stage, phase), the same S / P V
+    tiles and the same ping-pong turns in the same order as the loop without it, for any tile
+    count and block-mask pattern, and each P V reads the P register set its step wrote."""
+    rs = np.random.default_rng(12)
+    cases = [(0, 1, None), (0, 2, None), (0, 3, None), (2, 9, None), (0, 32, None), (5, 6, None)]
+    cases += [(0, int(m), set(np.flatnonzero(rs.random(int(m)) < 0.5).tolist())) for m in rs.integers(1, 20, 30)]
+    for nb0, nb1, live in cases:
+        lv = set(range(nb0, nb1)) if live is None else live
+        for st_n in (2, 3, 4):
+            a, b = _loop(nb0, nb1, lv, st_n, False), _loop(nb0, nb1, lv, st_n, True)
+            assert a == b, (nb0, nb1, lv, st_n)
+            tiles = sorted(t for t in lv if nb0 <= t < nb1)
+            assert [e[1] for e in b if e[0] == "s"] == tiles
+            assert [e[1] for e in b if e[0] == "pv"] == tiles
+            assert sum(e == ("turn",) for e in b) == (len(tiles) + 1 if tiles else 0)
+
+
+def test_kernel_loop_matches_the_model():
+    """The model above follows the kernel's AW_OVL text: the lines it mirrors."""
+    src = codegen.read_kernel("attention_fwd_wgmma.hip")
+    body = src[src.index("#if AW_OVL\n    // AW_OVL (with AW_XCH"):src.index("    // epilogue")]
+    for line in ("const int st = it % AW_ST, pst = (it - 1) % AW_ST;",
+                 "const unsigned ph = (unsigned)(it / AW_ST) & 1u, pph = (unsigned)((it - 1) / AW_ST) & 1u;",
+                 "wg_bar_wait(bkf + 8 * st, ph);", "issue_s(st);", "wg_bar_wait(bvf + 8 * pst, pph);",
+                 "issue_pv2(pst, pin);", "wg_bar_arrive(bke + 8 * st);", "pack_into(pout);",
+                 "wg_bar_arrive(bve + 8 * pst);",
+                 "wg_bar_wait(bvf + 8 * pst, (unsigned)((it - 1) / AW_ST) & 1u);", "issue_pv2(pst, p);",
+                 "int n = nb0 + 1, it = 1;", "n = AW_NEXT(n);", "if (n >= nb1) break;",
+                 "step(n, it, pa, pb);", "step(n, it, pb, pa);", "++n, ++it;",
+                 "if (it & 1) last_pv(it, pa);", "else last_pv(it, pb);",
+                 "#define AW_NEXT(n) hdn_attn_blk_next(bkrow, q0, AW_BM, n, nb1, AW_BN)"):
+        assert line in body, line
+    assert body.count("step(n, it, pa, pb);") == 1 and body.count("++n, ++it;") == 2
