@@ -370,14 +370,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
 #define AW_PP_PASS() asm volatile("bar.arrive %0, 256;" :: "r"(2 - wgc) : "memory")
 #endif
 #if AW_OVL
-    // AW_OVL (with AW_XCH; 128-key tiles - registers), step n (K / V ring item it): S(n) and
-    // O += P(n-1) V(n-1) (P(n-1) in pin) in
-    // flight, wait for S(n) only, the softmax of S(n) and P(n) rounded into pout while P(n-1)
-    // V(n-1) is on the tensor cores, then the wait for it and O's rescale.  The loop alternates
-    // pa / pb (two steps an iteration), so no register of the P in flight is written.  A
-    // shared-memory round trip of a word made of every P(n) register keeps the wait for
-    // P(n-1) V(n-1) below the conversions (ptxas hoists a wait above arithmetic it does not
-    // depend on).  The operations of the loop without AW_OVL, in its order.
+#if !AW_XCH
+#error "AW_OVL takes AW_XCH's row exchange (ops/sdpa.py sets both)"
+#endif
+    // AW_OVL (with AW_XCH; 128-key tiles without score roles: registers), step n (K / V ring
+    // item it): S(n) and O += P(n-1) V(n-1) (P(n-1) in pin) in flight, the wait for S(n) only,
+    // the softmax of S(n) and P(n) rounded into pout while P(n-1) V(n-1) is on the tensor
+    // cores, then the wait for it and O's rescale.  The loop alternates pa / pb (two steps an
+    // iteration), so no register of the P in flight is written.  A shared-memory round trip of
+    // a word made of every P(n) register keeps the wait for P(n-1) V(n-1) below the
+    // conversions (ptxas hoists a wait above arithmetic it does not depend on).  The
+    // operations of the loop without AW_OVL, in its order.
 #define AW_FENCE_PX(p) _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
     asm volatile("" : "+r"(p[i_][0]), "+r"(p[i_][1]), "+r"(p[i_][2]), "+r"(p[i_][3]) :: "memory")
 #if ATT_BLKSKIP
