@@ -1035,7 +1035,8 @@ def bench_sdpa(torch, E, res):
 # the wgmma forward's scheduling variants (ops/sdpa.py knobs HIPDNN_CABI_HIP_ATTN_PINGPONG /
 # _EXPFOLD / _STAGES): name -> environment
 # (ATTN_FWD_OVL explicit in each: the opt-in paths this script turns on include it; "*_ovl": the
-# softmax overlapped with P V, attention_fwd_wgmma.hip AW_OVL)
+# softmax and P's rounding overlapped with P V, attention_fwd_wgmma.hip AW_XCH + AW_OVL;
+# "both_xch": the softmax only, AW_XCH)
 SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "0"},
                      "pingpong": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "0"},
                      "expfold": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "0"},
@@ -1043,7 +1044,8 @@ SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0", "ATTN_FW
                      "both_3stages": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_STAGES": "3",
                                       "ATTN_FWD_OVL": "0"},
                      "off_ovl": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "1"},
-                     "both_ovl": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "1"}}
+                     "both_ovl": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "1"},
+                     "both_xch": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "xch"}}
 
 
 def bench_sdpa_fwd_variants(torch, E, res):

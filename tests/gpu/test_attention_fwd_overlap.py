@@ -1,7 +1,9 @@
 """The 16-bit wgmma attention forward with the softmax of S(n) overlapped with O += P(n-1) V(n-1)
-(``HIPDNN_CABI_HIP_ATTN_FWD_OVL=1``; attention_fwd_wgmma.hip AW_OVL): the rows' max / sum go
-between the four threads of a row through a small shared-memory exchange instead of warp
-shuffles, because ptxas waits for every wgmma in flight before a shuffle.
+(``HIPDNN_CABI_HIP_ATTN_FWD_OVL`` = 1 / xch; attention_fwd_wgmma.hip AW_XCH / AW_OVL): the rows'
+max / sum go between the four threads of a row through a small shared-memory exchange instead of
+warp shuffles, because ptxas waits for every wgmma in flight before a shuffle; with 128-key
+tiles and no score roles (knob 1) P(n) is rounded in the overlap too, into a second P register
+set.
 
 CI (no GPU): the knob's programs (the define, the exchange, the plan note; knob off: the source
 the digests pin), the knob in the plan-cache key and engine.OPT_IN; the exchange's sum order is
@@ -79,6 +81,13 @@ def test_knob_programs(monkeypatch):
     _, g = ta.fwd_graph(dt="HALF", B=1, H=2, Hkv=2, Sq=200, Skv=200, D=256)
     on, _ = _wg(g)
     assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "#define AW_OVL" not in on[1]
+    # xch: the exchange alone everywhere
+    _set(monkeypatch, "xch")
+    _, g = ta.fwd_graph(**ta.WG_CONFIGS[0])
+    on, notes = _wg(g)
+    assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "#define AW_OVL" not in on[1]
+    assert any(NOTE in n for n in notes), notes
+    _set(monkeypatch, "1")
     _, g = tr.fwd_graph(**tr.FWD_CONFIGS[1])
     on, _ = _wg(g)
     assert re.search(r"^#define AW_XCH 1$", on[1], re.M) and "#define AW_OVL" not in on[1]
@@ -90,6 +99,8 @@ def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
     monkeypatch.setenv(KNOB, "0")
     off = engine.gemm_knobs()
     monkeypatch.setenv(KNOB, "1")
+    assert engine.gemm_knobs() != off
+    monkeypatch.setenv(KNOB, "xch")
     assert engine.gemm_knobs() != off
 
 
@@ -151,6 +162,8 @@ SPILL_CASES = [
     ("pp", ta, ta.WG_CONFIGS[2]), ("fold", ta, ta.WG_CONFIGS[1]),
     ("on", tr, tr.FWD_CONFIGS[1]), ("on", tr, tr.FWD_CONFIGS[2]), ("on", tr, tr.FWD_CONFIGS[4]),
     ("on", tr, tr.FWD_CONFIGS[6]), ("on", tr, tr.FWD_CONFIGS[9]),
+    ("on", ta, dict(dt="BFLOAT16", B=1, H=2, Hkv=2, Sq=512, Skv=512, D=128), "xch"),
+    ("off", ta, ta.WG_CONFIGS[1], "xch"),
 ]
 
 
@@ -159,9 +172,11 @@ def test_overlap_sources_compile_sm90a_without_spills(i, monkeypatch, tmp_path):
     from test_kernel_sources import _cuobjdump, _sass
     c = nvrtc_or_skip()
     mod = None
+    knob = "1"
     if i < len(SPILL_CASES):
-        var, mod, kw = SPILL_CASES[i]
-        _set(monkeypatch, "1", var)
+        var, mod, kw = SPILL_CASES[i][:3]
+        knob = SPILL_CASES[i][3] if len(SPILL_CASES[i]) > 3 else "1"
+        _set(monkeypatch, knob, var)
         _, g = mod.fwd_graph(**kw)
     else:
         _set(monkeypatch, "1")
@@ -171,7 +186,7 @@ def test_overlap_sources_compile_sm90a_without_spills(i, monkeypatch, tmp_path):
     assert any(NOTE in n for n in notes), notes
     bn = int(re.search(r"^#define AW_BN (\d+)$", st[1], re.M).group(1))
     two = re.search(r"^#define AW_OVL 1$", st[1], re.M) is not None    # (the second P set)
-    assert two == (bn == 128 and mod is not tr), i
+    assert two == (bn == 128 and mod is not tr and knob == "1"), i
     img = c.compile(st[1], f"awovl{i}.hip", ("--ptxas-options=-v",), "sm_90a", codegen.headers())
     log = c.last_log
     fwd = log[log.index("'hdn_attn_fwd_wg'"):]
@@ -254,19 +269,20 @@ def test_overlap_vs_default_and_cpu_reference(R, i, monkeypatch):
     var, c = GPU_CASES[i]
     _set(monkeypatch, "0", var)
     base, O, st, g = _run(R, c, 900 + i)
-    _set(monkeypatch, "1", var)
-    res, _, _, _ = _run(R, c, 900 + i)
-    notes = plan_notes(g) if getattr(R, "rt", None) is not None else \
-        build_program(parse_graph(g), arch="sm_90").notes
-    assert any(NOTE in n for n in notes), notes
-    # the default kernel's operations in its order: equal up to rounding noise
-    assert np.isfinite(res[4]).all()
-    assert relerr(res[4], base[4]) < 1e-3, relerr(res[4], base[4])
-    if 5 in base:
-        fin = np.isfinite(base[5])
-        assert np.array_equal(np.isfinite(res[5]), fin)
-        assert np.max(np.abs(res[5][fin] - base[5][fin]), initial=0) < 1e-4
-    assert_sdpa_close(res, O, st, c["dt"])
+    for ovl in ("1", "xch"):
+        _set(monkeypatch, ovl, var)
+        res, _, _, _ = _run(R, c, 900 + i)
+        notes = plan_notes(g) if getattr(R, "rt", None) is not None else \
+            build_program(parse_graph(g), arch="sm_90").notes
+        assert any(NOTE in n for n in notes), notes
+        # the default kernel's operations in its order: equal up to rounding noise
+        assert np.isfinite(res[4]).all()
+        assert relerr(res[4], base[4]) < 1e-3, (ovl, relerr(res[4], base[4]))
+        if 5 in base:
+            fin = np.isfinite(base[5])
+            assert np.array_equal(np.isfinite(res[5]), fin)
+            assert np.max(np.abs(res[5][fin] - base[5][fin]), initial=0) < 1e-4, ovl
+        assert_sdpa_close(res, O, st, c["dt"])
 
 
 # ---------------------------------------------------------------------------- host model

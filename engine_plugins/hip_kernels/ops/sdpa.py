@@ -787,13 +787,17 @@ def wg_fold(node, r, defines):
 
 
 def wg_overlap():
-    """``HIPDNN_CABI_HIP_ATTN_FWD_OVL`` = 1 / 0 (the default until measured on a device): the
+    """``HIPDNN_CABI_HIP_ATTN_FWD_OVL`` = 1 / xch / 0 (the default until measured on a device): the
     wgmma forward's softmax of S(n) runs while O += P(n-1) V(n-1) is on the tensor cores - the
     rows' max / sum through a small shared-memory exchange instead of warp shuffles (ptxas
     waits for every wgmma in flight before a shuffle; attention_fwd_wgmma.hip AW_XCH), and with
     128-key tiles and no score roles P(n) rounded there too, into a second P register set
-    (AW_OVL).  The same operations in the same order as the kernel without them."""
-    return os.environ.get("HIPDNN_CABI_HIP_ATTN_FWD_OVL", "0").strip().lower() not in ("", "0", "off")
+    (AW_OVL; ``xch``: the exchange alone, P rounded after the wait).  The same operations in the
+    same order as the kernel without them.  Returns "", "1" or "xch"."""
+    v = os.environ.get("HIPDNN_CABI_HIP_ATTN_FWD_OVL", "0").strip().lower()
+    if v in ("", "0", "off"):
+        return ""
+    return "xch" if v == "xch" else "1"
 
 
 WG_OVL_SMEM = 256 * 4       # AW_OVL's static exchange (aw_xch: one float per consumer thread)
@@ -855,7 +859,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
                 defines["AW_XCH"] = 1
                 # P(n) rounded in the overlap too, into a second P register set: where it fits
                 # the registers without spills (128-key tiles, no score roles)
-                if bn == 128 and not has_mods(node, r):
+                if ovl == "1" and bn == 128 and not has_mods(node, r):
                     defines["AW_OVL"] = 1
             _block_tiles(defines, WG_BM, bn)
             tm = "const __grid_constant__ hdn_tmap"
