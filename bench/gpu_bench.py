@@ -1042,17 +1042,25 @@ def bench_sdpa(torch, E, res):
 
 # the wgmma forward's scheduling variants (ops/sdpa.py knobs HIPDNN_CABI_HIP_ATTN_PINGPONG /
 # _EXPFOLD / _STAGES): name -> environment
-SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0"},
-                     "pingpong": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "0"},
-                     "expfold": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "1"},
-                     "both": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1"},
-                     "both_3stages": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_STAGES": "3"}}
+# (ATTN_FWD_OVL explicit in each: the opt-in paths this script turns on include it; "*_ovl": the
+# softmax and P's rounding overlapped with P V, attention_fwd_wgmma.hip AW_XCH + AW_OVL;
+# "both_xch": the softmax only, AW_XCH)
+SDPA_FWD_VARIANTS = {"off": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "0"},
+                     "pingpong": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "0"},
+                     "expfold": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "0"},
+                     "both": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "0"},
+                     "both_3stages": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_STAGES": "3",
+                                      "ATTN_FWD_OVL": "0"},
+                     "off_ovl": {"ATTN_PINGPONG": "0", "ATTN_EXPFOLD": "0", "ATTN_FWD_OVL": "1"},
+                     "both_ovl": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "1"},
+                     "both_xch": {"ATTN_PINGPONG": "1", "ATTN_EXPFOLD": "1", "ATTN_FWD_OVL": "xch"}}
 
 
 def bench_sdpa_fwd_variants(torch, E, res):
     """The SDPA forward of SDPA_CASES under each wgmma scheduling variant (ping-pong consumer
-    warpgroups, the scale folded into exp2, a third K/V stage at D = 128; "off" = the kernel
-    without them), in one process next to PyTorch's best backend: picks the default."""
+    warpgroups, the scale folded into exp2, a third K/V stage at D = 128, the softmax overlapped
+    with P V; "off" = the kernel without them), in one process next to PyTorch's best backend:
+    picks the default."""
     F = torch.nn.functional
     for name, dt, B, H, Hkv, S, D, causal in SDPA_CASES:
         q, k, v, _, o, st, _, g, kw, fl = _sdpa_case(torch, dt, B, H, Hkv, S, D, causal, bwd=False)

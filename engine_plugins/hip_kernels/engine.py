@@ -54,7 +54,8 @@ def gemm_knobs():
     return tuple(os.environ.get("HIPDNN_CABI_HIP_" + k, "") for k in
                  ("GEMM", "TILE", "STAGES", "SPLITK", "TMA", "WG_MN_SWAP", "ROWS", "BSQ_LANES",
                   "FP8_CVT", "ATTN", "ATTN_BWD", "ATTN_BWD_BM", "ATTN_BWD_SCHED", "ATTN_STAGES",
-                  "ATTN_BWD_OVL", "ATTN_FP8", "ATTN_FP8_OVERLAP", "ATTN_SPLITKV", "ATTN_VARLEN", "ATTN_DECODE", "ATTN_PINGPONG",
+                  "ATTN_BWD_OVL", "ATTN_FP8", "ATTN_FP8_OVERLAP", "ATTN_FWD_OVL", "ATTN_SPLITKV", "ATTN_VARLEN",
+                  "ATTN_DECODE", "ATTN_PINGPONG",
                   "ATTN_EXPFOLD", "WGRAD_TMA",
                   "STRIDED_DGRAD", "SIMT_ROWS",
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
@@ -69,7 +70,7 @@ def gemm_knobs():
 OPT_IN = {"HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
           "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1", "HIPDNN_CABI_HIP_ATTN_DECODE": "1",
           "HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP": "1", "HIPDNN_CABI_HIP_ATTN_BWD_OVL": "1",
-          "HIPDNN_CABI_HIP_NORM_BWD_V2": "1"}
+          "HIPDNN_CABI_HIP_NORM_BWD_V2": "1", "HIPDNN_CABI_HIP_ATTN_FWD_OVL": "1"}
 
 
 class Analysis:

@@ -182,6 +182,30 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
 #pragma unroll
     for (int i = 0; i < HDVP / 2; ++i) o[i] = 0.f;
     const unsigned qa = sQ + wgc * 8192;
+#if AW_XCH
+    // AW_XCH: the rows' max / sum go between the four threads of a row through shared memory
+    // (aw_xch), not by shuffles: ptxas waits for every wgmma in flight before a shuffle, so
+    // with shuffles the softmax of S(n) would wait for P(n-1) V(n-1) too.  The same values in
+    // the shuffles' order: max exact in any order, the sum (v + v^1) + (v^2 + v^3).  Without
+    // AW_OVL (the loop below) the wait for P(n-1) V(n-1) then sits after the exp2s (the sum's
+    // exchange), before P(n) is rounded into pa.
+    __shared__ float aw_xch[256];           // one value per consumer thread
+    const int ct = tid - 128;
+    auto quad_max = [&](float v) {
+        aw_xch[ct] = v;
+        __syncwarp();
+        const float a = aw_xch[ct ^ 1], b = aw_xch[ct ^ 2], c = aw_xch[ct ^ 3];
+        __syncwarp();
+        return fmaxf(fmaxf(v, a), fmaxf(b, c));
+    };
+    auto quad_sum = [&](float v) {
+        aw_xch[ct] = v;
+        __syncwarp();
+        const float a = aw_xch[ct ^ 1], b = aw_xch[ct ^ 2], c = aw_xch[ct ^ 3];
+        __syncwarp();
+        return (v + a) + (b + c);
+    };
+#endif
 
     auto issue_s = [&](int st) {
         const unsigned kb = sK + st * AW_KTILE;
@@ -194,7 +218,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         }
         hdn_wgmma_commit();
     };
+#if AW_OVL
+    // (O += P V with P in pa, the parameter: either register set of the overlapped loop)
+    auto issue_pv2 = [&](int st, unsigned (&pa)[AW_BN / 16][4]) {
+#else
     auto issue_pv = [&](int st) {
+#endif
         const unsigned vb = sV + st * AW_VTILE;
         hdn_wgmma_fence();
 #pragma unroll
@@ -269,8 +298,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+#if AW_XCH
+            mx[r] = quad_max(mx[r]);
+#else
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+#endif
 #if AW_FOLD
             mx[r] *= sl2;
 #endif
@@ -295,12 +328,21 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+#if AW_XCH
+            sum[r] = quad_sum(sum[r]);
+#else
             sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
             sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+#endif
             lrow[r] = lrow[r] * alpha[r] + sum[r];
         }
     };
+#if AW_OVL
+    // (P -> pa, the parameter)
+    auto pack_into = [&](unsigned (&pa)[AW_BN / 16][4]) {
+#else
     auto pack_p = [&]() {
+#endif
 #pragma unroll
         for (int ks = 0; ks < AW_BN / 16; ++ks) {
             pa[ks][0] = hdn_pack2(s[8 * ks + 0], s[8 * ks + 1]);
@@ -309,6 +351,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             pa[ks][3] = hdn_pack2(s[8 * ks + 6], s[8 * ks + 7]);
         }
     };
+#if AW_OVL
+    auto pack_p = [&]() { pack_into(pa); };
+#endif
 #define AW_FENCE_S() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 2; ++i_) asm volatile("" : "+f"(s[i_]) :: "memory")
 #define AW_FENCE_O() _Pragma("unroll") for (int i_ = 0; i_ < HDVP / 2; ++i_) asm volatile("" : "+f"(o[i_]) :: "memory")
 #define AW_FENCE_P() _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
@@ -323,6 +368,88 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
     // hand its last turn back, so every barrier phase completes and none is left open.
 #define AW_PP_SYNC() asm volatile("bar.sync %0, 256;" :: "r"(1 + wgc) : "memory")
 #define AW_PP_PASS() asm volatile("bar.arrive %0, 256;" :: "r"(2 - wgc) : "memory")
+#endif
+#if AW_OVL
+#if !AW_XCH
+#error "AW_OVL takes AW_XCH's row exchange (ops/sdpa.py sets both)"
+#endif
+    // AW_OVL (with AW_XCH; 128-key tiles without score roles: registers), step n (K / V ring
+    // item it): S(n) and O += P(n-1) V(n-1) (P(n-1) in pin) in flight, the wait for S(n) only,
+    // the softmax of S(n) and P(n) rounded into pout while P(n-1) V(n-1) is on the tensor
+    // cores, then the wait for it and O's rescale.  The loop alternates pa / pb (two steps an
+    // iteration), so no register of the P in flight is written.  A shared-memory round trip of
+    // a word made of every P(n) register keeps the wait for P(n-1) V(n-1) below the
+    // conversions (ptxas hoists a wait above arithmetic it does not depend on).  The
+    // operations of the loop without AW_OVL, in its order.
+#define AW_FENCE_PX(p) _Pragma("unroll") for (int i_ = 0; i_ < AW_BN / 16; ++i_) \
+    asm volatile("" : "+r"(p[i_][0]), "+r"(p[i_][1]), "+r"(p[i_][2]), "+r"(p[i_][3]) :: "memory")
+#if ATT_BLKSKIP
+#define AW_NEXT(n) hdn_attn_blk_next(bkrow, q0, AW_BM, n, nb1, AW_BN)
+#else
+#define AW_NEXT(n) (n)
+#endif
+    unsigned pb[AW_BN / 16][4];
+    auto step = [&](int n, int it, unsigned (&pin)[AW_BN / 16][4], unsigned (&pout)[AW_BN / 16][4]) {
+        const int st = it % AW_ST, pst = (it - 1) % AW_ST;
+        const unsigned ph = (unsigned)(it / AW_ST) & 1u, pph = (unsigned)((it - 1) / AW_ST) & 1u;
+        wg_bar_wait(bkf + 8 * st, ph);
+#if AW_PP
+        AW_PP_SYNC();
+#endif
+        issue_s(st);
+        wg_bar_wait(bvf + 8 * pst, pph);
+        issue_pv2(pst, pin);
+#if AW_PP
+        AW_PP_PASS();
+#endif
+        hdn_wgmma_wait<1>();
+        AW_FENCE_S();
+        wg_bar_arrive(bke + 8 * st);
+        float alpha[2];
+        softmax(n * AW_BN, alpha);
+        pack_into(pout);
+        AW_FENCE_PX(pout);
+        unsigned pw = 0;
+#pragma unroll
+        for (int ks = 0; ks < AW_BN / 16; ++ks) pw ^= pout[ks][0] ^ pout[ks][1] ^ pout[ks][2] ^ pout[ks][3];
+        aw_xch[ct] = __uint_as_float(pw);
+        __syncwarp();
+        const float pz = *reinterpret_cast<volatile float*>(&aw_xch[ct ^ 1]);
+        hdn_wgmma_wait<0>();
+        asm volatile("" :: "f"(pz));
+        __syncwarp();
+        AW_FENCE_O();
+        AW_FENCE_PX(pin);
+        wg_bar_arrive(bve + 8 * pst);
+#if AW_FOLD
+        // no row max of the warp grew (alpha = exp2(0) = 1 exactly): O needs no rescale
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#endif
+#pragma unroll
+        for (int j = 0; j < HDVP / 8; ++j) {
+            o[4 * j + 0] *= alpha[0]; o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1]; o[4 * j + 3] *= alpha[1];
+        }
+#if AW_FOLD
+        }
+#endif
+    };
+    // the last P V (P in p) after it tiles
+    auto last_pv = [&](int it, unsigned (&p)[AW_BN / 16][4]) {
+        const int pst = (it - 1) % AW_ST;
+        wg_bar_wait(bvf + 8 * pst, (unsigned)((it - 1) / AW_ST) & 1u);
+#if AW_PP
+        AW_PP_SYNC();
+#endif
+        issue_pv2(pst, p);
+#if AW_PP
+        if (wgc == 0) AW_PP_PASS();
+#endif
+        hdn_wgmma_wait<0>();
+        AW_FENCE_O();
+        AW_FENCE_PX(p);
+        wg_bar_arrive(bve + 8 * pst);
+    };
 #endif
     if (nb1 > nb0) {
         wg_bar_wait(bq, 0);
@@ -344,6 +471,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
             softmax(nb0 * AW_BN, alpha);
         }
         pack_p();
+#if AW_OVL
+        int n = nb0 + 1, it = 1;
+#pragma unroll 1
+        for (;;) {          // two tiles an iteration: P into pb, then into pa
+            n = AW_NEXT(n);
+            if (n >= nb1) break;
+            step(n, it, pa, pb);
+            ++n, ++it;
+            n = AW_NEXT(n);
+            if (n >= nb1) break;
+            step(n, it, pb, pa);
+            ++n, ++it;
+        }
+        if (it & 1) last_pv(it, pa);        // (P of the it-th tile: pa for odd it, else pb)
+        else last_pv(it, pb);
+#else
         int it = 1;
 #pragma unroll 1
         for (int n = nb0 + 1; n < nb1; ++n, ++it) {
@@ -399,6 +542,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) hdn_attn_fwd_wg(HDN_ATTN_FW
         AW_FENCE_O();
         AW_FENCE_P();
         wg_bar_arrive(bve + 8 * pst);
+#endif
     }
     // epilogue: O = acc / l (0 for rows without keys), stats = ln(sum exp(s))
 #pragma unroll

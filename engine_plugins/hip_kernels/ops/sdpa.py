@@ -545,7 +545,8 @@ def _paged_ragged(r, defines, loc, graph):
 
 # features whose kernel code sits in ``#if FLAG`` / ``#ifdef FLAG`` blocks that a source without
 # the define leaves out (:func:`_drop_off`): the other graphs' sources stay as they were
-OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "ATT_DECODE", "F8_OVL", "F8_PP", "BW_OVL")
+OPTIONAL = ("ATT_BLKSKIP", "RD_SQ", "AW_PP", "AW_FOLD", "AW_XCH", "AW_OVL", "ATT_DECODE", "F8_OVL", "F8_PP",
+            "BW_OVL")
 
 
 def _drop_off(body, defines):
@@ -786,6 +787,23 @@ def wg_fold(node, r, defines):
     return 1e-30 <= v <= 1e30
 
 
+def wg_overlap():
+    """``HIPDNN_CABI_HIP_ATTN_FWD_OVL`` = 1 / xch / 0 (the default until measured on a device): the
+    wgmma forward's softmax of S(n) runs while O += P(n-1) V(n-1) is on the tensor cores - the
+    rows' max / sum through a small shared-memory exchange instead of warp shuffles (ptxas
+    waits for every wgmma in flight before a shuffle; attention_fwd_wgmma.hip AW_XCH), and with
+    128-key tiles and no score roles P(n) rounded there too, into a second P register set
+    (AW_OVL; ``xch``: the exchange alone, P rounded after the wait).  The same operations in the
+    same order as the kernel without them.  Returns "", "1" or "xch"."""
+    v = os.environ.get("HIPDNN_CABI_HIP_ATTN_FWD_OVL", "0").strip().lower()
+    if v in ("", "0", "off"):
+        return ""
+    return "xch" if v == "xch" else "1"
+
+
+WG_OVL_SMEM = 256 * 4       # AW_OVL's static exchange (aw_xch: one float per consumer thread)
+
+
 def wg_config(D, Dv, stages=None):
     """(dynamic shared memory bytes, K / V ring depth, keys per tile) of the wgmma forward
     (attention_fwd_wgmma.hip AW_SMEM_BYTES, AW_ST, AW_BN) for head sizes D, Dv."""
@@ -828,7 +846,9 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
             defines["HDN_BF16_IO"] = int(io == "BFLOAT16")
             st = int(os.environ.get("HIPDNN_CABI_HIP_ATTN_STAGES", "0") or 0) or None
             smem, st, bn = wg_config(D, Dv, st)
-            _need(smem <= SMEM_MAX, f"{node.kind}: {st} K/V stages need {smem} bytes of shared memory")
+            ovl = wg_overlap()
+            _need(smem + (WG_OVL_SMEM if ovl else 0) <= SMEM_MAX,
+                  f"{node.kind}: {st} K/V stages need {smem} bytes of shared memory")
             defines["AW_ST"] = st
             defines["AW_BN"] = bn
             pp, fold = wg_pingpong(), wg_fold(node, r, defines)
@@ -836,6 +856,12 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
                 defines["AW_PP"] = 1
             if fold:
                 defines["AW_FOLD"] = 1
+            if ovl:
+                defines["AW_XCH"] = 1
+                # P(n) rounded in the overlap too, into a second P register set: where it fits
+                # the registers without spills (128-key tiles, no score roles)
+                if ovl == "1" and bn == 128 and not has_mods(node, r):
+                    defines["AW_OVL"] = 1
             _block_tiles(defines, WG_BM, bn)
             tm = "const __grid_constant__ hdn_tmap"
             base_p = [f"{tm} tmQ", f"{tm} tmK", f"{tm} tmV", "hdn_u16* __restrict__ O",
@@ -865,6 +891,7 @@ def _emit(prog, node, r, loc, tag, arch=None, graph=None, sms=132):
                               f"{st} K/V stages, TMA QKV"
                               + (", ping-pong consumers" if pp else "")
                               + (", scale folded into exp2" if fold else "")
+                              + (", softmax overlapped with P V" if ovl else "")
                               + (f"; ragged / paged rows through per-batch / per-page tensor maps "
                                  f"(hdn_attn_wg_maps)" if varlen else ""))
             return
