@@ -145,7 +145,7 @@ def test_knob_off_keeps_direct_gemm(monkeypatch):
     assert not any(s[2].startswith("hdn_wino") for s in prog.steps if s[0] == "launch")
 
 
-@pytest.mark.parametrize("what", ["stride", "dilation", "5x5", "pad2", "half", "tf32", "gfx", "groups"])
+@pytest.mark.parametrize("what", ["stride", "dilation", "5x5", "pad2", "half", "tf32", "groups"])
 def test_declines_keep_todays_path(what):
     N, C, H, K = 2, 8, 9, 8
     pad, st, dil, R, dtp, kw, Cw = [1, 1], [1, 1], [1, 1], 3, "FLOAT", {}, C
@@ -161,8 +161,6 @@ def test_declines_keep_todays_path(what):
         dtp = "HALF"
     elif what == "tf32":
         kw = {"tf32": True}
-    elif what == "gfx":
-        kw = {"arch": "gfx942"}
     else:
         Cw = C // 2
     P = (H + 2 * pad[0] - dil[0] * (R - 1) - 1) // st[0] + 1
@@ -266,6 +264,30 @@ def test_sources_compile_sm90a_without_spills():
         for s in prog.steps:
             if s[0] == "launch":
                 _compile_v(c, s[1], s[2], "sm_90a", hdr)
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
+def test_sources_compile_amd_without_scratch(arch, tmp_path):
+    """On AMD targets the same plan (SIMT GEMM) is built; its sources compile with hiprtc's
+    options (tools/amd_toolchain.py), no spills / scratch (skipped without the toolchain)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import amd_toolchain as tc
+    if tc.missing():
+        pytest.skip("AMD toolchain not installed (make check-amd --install)")
+    chain = tc.Toolchain(str(tmp_path))
+    for g in (plain_graph(CASES[0])[0], fused_graph(CASES[2])[0]):
+        prog = plan(g, arch=arch)
+        assert on_path(prog), prog.notes
+        for s in prog.steps:
+            if s[0] != "launch":
+                continue
+            co = tmp_path / f"{s[2]}.co"
+            co.write_bytes(chain.compile(s[1], f"{s[2]}.hip", (), arch, codegen.headers()))
+            md = chain.metadata(str(co))["kernels"][s[2]]
+            assert md.get("vgpr_spill_count", 0) == 0 and md.get("sgpr_spill_count", 0) == 0, md
+            assert md.get("private_segment_fixed_size", 0) == 0, md
 
 
 # ---------------------------------------------------------------- GPU

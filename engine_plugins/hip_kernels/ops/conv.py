@@ -152,15 +152,14 @@ def winograd_reason(ctx, node, r):
     else why not: knob ``HIPDNN_CABI_HIP_CONV_WINOGRAD=1`` (opt-in until measured on a device;
     default 0), FLOAT x / w / y with FLOAT (or UNSET) compute, 2-D, one group, 3 x 3, unit
     stride and dilation, each padding 0 or 1 (winograd.applicable_reason), FFMA math (not the
-    TF32 engine knob), an NVIDIA target (the transform kernels are not checked for AMD yet)."""
+    TF32 engine knob).  Any target: the transforms and the SIMT GEMM compile for gfx942 /
+    gfx90a too (tools/check_amd.py)."""
     if knob("CONV_WINOGRAD", "0") not in ("1", "on"):
         return "knob CONV_WINOGRAD off"
     if node.kind != FWD or is_int8(node, r) or is_double(node, r):
         return "not an fp32 forward convolution"
     if ctx.tf32:
         return "TF32 math (tensor-core GEMM)"
-    if (ctx.arch or "").startswith("gfx"):
-        return "AMD target (transform kernels not checked for gfx)"
     cd = cg.dtype_name(node.compute_dtype)
     types = [dt(r[q]) for q in ("x", "w", "y")] + ["FLOAT" if cd == "UNSET" else cd]
     xd, wd, yd = dims(r["x"]), dims(r["w"]), dims(r["y"])
