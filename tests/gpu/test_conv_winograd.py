@@ -206,6 +206,31 @@ def test_host_emulation_fused_bias_relu_residual(case):
 
 
 @pytest_host
+@pytest.mark.parametrize("form", ["bv32", "bv64", "rt32", "rt64", "dev32"])
+def test_host_emulation_fused_scalar_bias(form):
+    """conv -> + scalar bias (by value / runtime / device, float or double) -> relu: the
+    scalar forms of the fused run reach the output transform as they reach a GEMM epilogue."""
+    from parity_corpus import scalar
+    c = (2, 8, 6, 6, 16, (1, 1), (1, 1), "CROSS_CORRELATION", "nhwc")
+    x, w, cv = tensors(c, fused=True)
+    b, rtv = scalar(4, form, 0.5)
+    v = T(5, cv.dims, "FLOAT", "nhwc", virtual=True)
+    y = T(6, cv.dims, "FLOAT", "nhwc")
+    g = graph_bytes([x, w, cv, b, v, y], [conv_fwd(1, 2, 3, [1, 1], [1, 1], [1, 1]), pw("ADD", 3, 5, 4),
+                                          pw("RELU_FWD", 5, 6)])
+    xv, wv = rnd(x.dims), rnd(w.dims)
+    from test_host_emulation import run_host
+    progs = []
+    ins = {x: xv, w: wv}
+    if form == "dev32":
+        ins[b] = np.full([1], 0.5, np.float32)
+    res = run_host(g, ins, [y], scalars={4: rtv} if rtv is not None else None, arch="sm_90", prog_out=progs)[0]
+    assert on_path(progs[0]), progs[0].notes
+    ref = np.maximum(reference(c, xv, wv) + 0.5, 0)
+    assert relerr(res[6], ref) < 2e-6
+
+
+@pytest_host
 def test_host_emulation_split_k(monkeypatch):
     """A small tile grid with a long reduction: the batched GEMM splits k (finish kernel)."""
     monkeypatch.setenv("HIPDNN_CABI_HIP_SPLITK", "3")
