@@ -243,6 +243,22 @@ def test_host_emulation_split_k(monkeypatch):
 
 
 @pytest_host
+@pytest.mark.parametrize("case", [0, 2, 4])
+def test_gemm_vector_loads_are_contiguous(case):
+    """The SIMT core loads A (V) as 4-float m-vectors and B (U) as 4-float n-vectors: every
+    vector starting at a multiple of 4 inside the operand is 4 contiguous, 16-byte aligned
+    elements (a vector starting below P / K may run into the zero columns up to Pp / Kp)."""
+    c = CASES[case]
+    prog = plan(plain_graph(c)[0])
+    src = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"][0][1]
+    prelude = src[:src.index(codegen.read_kernel("gemm_simt.hip"))]
+    N, C, K = c[0], c[1], c[4]
+    _, _, P, _ = winograd.tiling(N, *out_hw(c))
+    assert host_emu.mvec_violations(prelude, codegen.headers(), 16, P, C) == 0
+    assert host_emu.chunk_violations(prelude, codegen.headers(), 16, P, K, C, 2, 2, width=4) == 0
+
+
+@pytest_host
 def test_transform_kernels_match_numpy_stages():
     """The input / filter kernels' workspace arrays equal transforms_numpy's V and U (the
     padded columns zero)."""
