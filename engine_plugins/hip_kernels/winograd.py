@@ -7,15 +7,16 @@ The plan, per execute (Lavin & Gray, "Fast Algorithms for Convolutional Neural N
 1. input transform (:func:`input_kernel`): every 4 x 4 input tile d (tiles overlap by 2; the
    output is cut into 2 x 2 tiles, P = N x ceil(Ho / 2) x ceil(Wo / 2) of them; positions in the
    padding or past the edge read zero) -> V = B^T d B, stored as ``V[16][C][Pp]`` (Pp = P
-   rounded up to 4; the columns past P are written as zeros);
-2. filter transform (:func:`filter_source`): g = w[k, c] (taps flipped for CONVOLUTION mode)
+   rounded up to 4; the columns past P are written as zeros), or ``V[16][Pp][C]`` for
+   channels-last x (:func:`v_strides`);
+2. filter transform (:func:`filter_kernel`): g = w[k, c] (taps flipped for CONVOLUTION mode)
    -> U = G g G^T, stored as ``U[16][C][Kp]`` (Kp = K rounded up to 4, zero columns past K) -
    every execute (filters are inputs; the transform is small next to the GEMMs);
 3. 16 batched fp32 GEMMs on the shared GEMM core (SIMT FFMA): ``Mw[t][p][k] = sum_c V[t][c][p]
-   U[t][c][k]`` - GEMM m = tile p (A M-major, 16-byte m-vectors), n = output channel k (B
-   N-major, 16-byte n-vectors), reduction = input channels c; the result stored as
+   U[t][c][k]`` - GEMM m = tile p (A M-major, 16-byte m-vectors; channels-last V:
+   K-major, 16-byte k-vectors where C % 4 == 0), n = output channel k (B N-major, 16-byte n-vectors), reduction = input channels c; the result stored as
    ``Mw[16][K][Pp]`` for channel-strided outputs (NCHW) or ``Mw[16][P][Kp]`` for channels-last;
-4. output transform (:func:`output_source`): y tile = A^T m A (2 x 2 outputs per tile and
+4. output transform (:func:`output_kernel`): y tile = A^T m A (2 x 2 outputs per tile and
    channel; outputs past Ho / Wo skipped), then the plan's fused pointwise run (bias,
    activation, residual) on each output value, as the GEMM epilogue would run it.
 
@@ -55,23 +56,32 @@ def _grid(total):
     return (max(1, -(-total // THREADS)), 1, 1), (THREADS, 1, 1)
 
 
-def input_kernel(name, xd, xs, pre, out_hw, Pp):
+def v_strides(C, Pp, c_fast):
+    """V's strides over (t, c, p): ``V[16][Pp][C]`` when ``c_fast`` (channels-last x: GEMM A
+    K-major), else ``V[16][C][Pp]`` (A M-major)."""
+    return (Pp * C, 1, C) if c_fast else (C * Pp, Pp, 1)
+
+
+def input_kernel(name, xd, xs, pre, out_hw, Pp, c_fast=False):
     """The input transform: V[t][c][p] = (B^T d B)[t] of the input tile p of channel c, one
-    thread per (c, p) (p fastest: neighbouring threads read neighbouring input columns and
-    write consecutive V; columns p >= P written as zeros).  ``xd`` / ``xs``: x's (N, C, H, W)
-    dims and element strides, ``pre``: (pad_h, pad_w), ``out_hw``: (Ho, Wo).
-    B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].  Params (x, V); (src, grid, block)."""
+    thread per (c, p) - p fastest into ``V[16][C][Pp]`` (neighbouring threads read neighbouring
+    input columns), or ``c_fast`` (channels-last x) c fastest into ``V[16][Pp][C]``; tiles
+    p >= P written as zeros.  ``xd`` / ``xs``: x's (N, C, H, W) dims and element strides,
+    ``pre``: (pad_h, pad_w), ``out_hw``: (Ho, Wo).  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
+    0 1 0 -1].  Params (x, V); (src, grid, block)."""
     N, C, H, W = xd
     TH, TW = -(-out_hw[0] // 2), -(-out_hw[1] // 2)
     P = N * TH * TW
     total = C * Pp
+    vt, vc, vp = v_strides(C, Pp, c_fast)
     L = _head(name, ["const float* __restrict__ x", "float* __restrict__ V"])
     L += [f"  if (i >= {total}) return;",
-          f"  const int p = (int)(i % {Pp}); const int c = (int)(i / {Pp});",
-          f"  float* v = V + (long long)c * {Pp} + p;",
+          (f"  const int c = (int)(i % {C}); const int p = (int)(i / {C});" if c_fast else
+           f"  const int p = (int)(i % {Pp}); const int c = (int)(i / {Pp});"),
+          f"  float* v = V + (long long)c * {vc} + (long long)p * {vp};",
           f"  if (p >= {P}) {{",
           "#pragma unroll",
-          f"    for (int t = 0; t < {TILES}; ++t) v[(long long)t * {C * Pp}] = 0.f;",
+          f"    for (int t = 0; t < {TILES}; ++t) v[(long long)t * {vt}] = 0.f;",
           "    return;", "  }",
           f"  const int tw = p % {TW}; const int rp = p / {TW}; const int th = rp % {TH}; const int n = rp / {TH};",
           f"  const int h0 = 2 * th - {pre[0]}, w0 = 2 * tw - {pre[1]};",
@@ -94,10 +104,10 @@ def input_kernel(name, xd, xs, pre, out_hw, Pp):
           "  }",
           "#pragma unroll",
           "  for (int e = 0; e < 4; ++e) {",
-          f"    v[(long long)(0 + e) * {C * Pp}] = q[0][e] - q[2][e];",
-          f"    v[(long long)(4 + e) * {C * Pp}] = q[1][e] + q[2][e];",
-          f"    v[(long long)(8 + e) * {C * Pp}] = q[2][e] - q[1][e];",
-          f"    v[(long long)(12 + e) * {C * Pp}] = q[1][e] - q[3][e];",
+          f"    v[(long long)(0 + e) * {vt}] = q[0][e] - q[2][e];",
+          f"    v[(long long)(4 + e) * {vt}] = q[1][e] + q[2][e];",
+          f"    v[(long long)(8 + e) * {vt}] = q[2][e] - q[1][e];",
+          f"    v[(long long)(12 + e) * {vt}] = q[1][e] - q[3][e];",
           "  }", "}"]
     return ("\n".join(L) + "\n",) + _grid(total)
 

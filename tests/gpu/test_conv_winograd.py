@@ -130,8 +130,9 @@ def test_plan_steps(case):
     assert names[-1].startswith("hdn_wino_out_"), names
     gemms = [s for s in prog.steps if s[0] == "launch" and s[2] == "hdn_gemm_simt"]
     assert len(gemms) == 1 and "#define GBATCH 16" in gemms[0][1]
-    assert "#define A_MODE 2" in gemms[0][1] and "#define B_MODE 2" in gemms[0][1]
     N, C, K = c[0], c[1], c[4]
+    a_mode = 2 if c[8] == "nchw" else 1 if C % 4 == 0 else 0      # channels-last x: K-major V
+    assert f"#define A_MODE {a_mode}" in gemms[0][1] and "#define B_MODE 2" in gemms[0][1]
     _, _, P, Pp = winograd.tiling(N, *out_hw(c))
     assert f"#define GM {P}" in gemms[0][1] and f"#define GN {K}" in gemms[0][1] and f"#define GK {C}" in gemms[0][1]
     need = winograd.workspace_bytes(C, K, P, Pp, winograd.round4(K), c[8] == "nhwc")
@@ -243,7 +244,7 @@ def test_host_emulation_split_k(monkeypatch):
 
 
 @pytest_host
-@pytest.mark.parametrize("case", [0, 2, 4])
+@pytest.mark.parametrize("case", [0, 1, 2, 4])
 def test_gemm_vector_loads_are_contiguous(case):
     """The SIMT core loads A (V) as 4-float m-vectors and B (U) as 4-float n-vectors: every
     vector starting at a multiple of 4 inside the operand is 4 contiguous, 16-byte aligned
@@ -254,14 +255,17 @@ def test_gemm_vector_loads_are_contiguous(case):
     prelude = src[:src.index(codegen.read_kernel("gemm_simt.hip"))]
     N, C, K = c[0], c[1], c[4]
     _, _, P, _ = winograd.tiling(N, *out_hw(c))
-    assert host_emu.mvec_violations(prelude, codegen.headers(), 16, P, C) == 0
-    assert host_emu.chunk_violations(prelude, codegen.headers(), 16, P, K, C, 2, 2, width=4) == 0
+    a_mode = int(prelude.split("#define A_MODE ")[1].split()[0])
+    if a_mode == 2:
+        assert host_emu.mvec_violations(prelude, codegen.headers(), 16, P, C) == 0
+    assert host_emu.chunk_violations(prelude, codegen.headers(), 16, P, K, C, a_mode, 2, width=4) == 0
 
 
 @pytest_host
-def test_transform_kernels_match_numpy_stages():
+@pytest.mark.parametrize("c_fast", [False, True])
+def test_transform_kernels_match_numpy_stages(c_fast):
     """The input / filter kernels' workspace arrays equal transforms_numpy's V and U (the
-    padded columns zero)."""
+    padded columns zero); V in both layouts (``c_fast``: V[16][Pp][C])."""
     c = CASES[0]
     N, C, H, W, K, pre, post, mode, lay = c
     x, w, _ = tensors(c)
@@ -270,14 +274,16 @@ def test_transform_kernels_match_numpy_stages():
     TH, TW, P, Pp = winograd.tiling(N, Ho, Wo)
     Kp = winograd.round4(K)
     V, U, _, _ = winograd.transforms_numpy(xv.astype(np.float64), wv.astype(np.float64), pre, post)
-    src, grid, block = winograd.input_kernel("wi", x.dims, x.strides, pre, (Ho, Wo), Pp)
+    src, grid, block = winograd.input_kernel("wi", x.dims, x.strides, pre, (Ho, Wo), Pp, c_fast)
     mem = host_emu.HostMem()
     px, rx = mem.alloc(xv.nbytes)
     rx[:] = np.ascontiguousarray(xv).view(np.uint8).ravel()
     pv, rv = mem.alloc(16 * C * Pp * 4)
     rv[:] = 0xFF
     host_emu.run_kernel(src, "wi", grid, block, [px, pv], codegen.headers())
-    got = rv.view(np.float32).reshape(4, 4, C, Pp)
+    got = rv.view(np.float32).reshape((4, 4, Pp, C) if c_fast else (4, 4, C, Pp))
+    if c_fast:
+        got = got.transpose(0, 1, 3, 2)
     want = V.transpose(0, 1, 3, 2, 4, 5).reshape(4, 4, C, P)
     np.testing.assert_allclose(got[..., :P], want, rtol=1e-6, atol=1e-5)
     assert np.all(got[..., P:] == 0)

@@ -181,10 +181,11 @@ class _WsBuf:
 
 def _emit_winograd(ctx, node, r, tag, fused=None):
     """fp32 3 x 3 forward as Winograd F(2x2, 3x3) (winograd.py; :func:`winograd_reason`): the
-    input transform x -> V[16][C][Pp], the filter transform w -> U[16][C][Kp] (every execute),
-    16 batched GEMMs Mw[t] = V[t]^T U[t] on the shared GEMM core (SIMT FFMA: A = V M-major, B
-    = U N-major, both as 16-byte vectors), the output transform Mw -> y with the fused pointwise
-    run (bias / activation / residual) on each output value."""
+    input transform x -> V[16][C][Pp] (channels-last x: V[16][Pp][C]), the filter transform
+    w -> U[16][C][Kp] (every execute), 16 batched GEMMs Mw[t] = V[t]^T U[t] on the shared GEMM
+    core (SIMT FFMA: A = V M-major (K-major), B = U N-major, as 16-byte vectors), the output
+    transform Mw -> y with the fused pointwise run (bias / activation / residual) on each
+    output value."""
     prog, loc = ctx.prog, ctx.loc
     x, w, y = r["x"], r["w"], r["y"]
     xd, wd, yd = dims(x), dims(w), dims(y)
@@ -193,13 +194,15 @@ def _emit_winograd(ctx, node, r, tag, fused=None):
     _, _, P, Pp = winograd.tiling(N, yd[2], yd[3])
     Kp = winograd.round4(K)
     cl = strides(y)[1] == 1 and K > 1
+    xcl = strides(x)[1] == 1 and C > 1         # channels-last x: V[16][Pp][C] (A K-major)
+    vst = winograd.v_strides(C, Pp, xcl)
     mst, k_fast = winograd.m_layout(cl, P, Pp, K, Kp)
     keys = {q: f"_wino{q}_{tag}" for q in "VUM"}      # (the epilogue names its output o<uid>)
     sizes = {"V": C * Pp, "U": C * Kp, "M": P * Kp if cl else K * Pp}
     for q in "VUM":
         loc[keys[q]] = ("ws", prog.ws_alloc(4 * winograd.TILES * sizes[q]))
     name = f"hdn_wino_in_{tag}"
-    src, grid, block = winograd.input_kernel(name, xd, strides(x), p["pre_padding"], yd[2:], Pp)
+    src, grid, block = winograd.input_kernel(name, xd, strides(x), p["pre_padding"], yd[2:], Pp, xcl)
     prog.steps.append(("launch", src, name, grid, block, [loc[x.uid], loc[keys["V"]]]))
     name = f"hdn_wino_filter_{tag}"
     src, grid, block = winograd.filter_kernel(name, wd, strides(w), p["flip"], Kp)
@@ -209,13 +212,16 @@ def _emit_winograd(ctx, node, r, tag, fused=None):
     spec = GemmSpec()
     spec.M, spec.N, spec.K, spec.batch = P, K, C, winograd.TILES
     spec.ta = spec.tb = "FLOAT"
-    spec.load_a = f"return (long long)b * {C * Pp} + (long long)k * {Pp} + m;"
+    spec.load_a = f"return (long long)b * {vst[0]} + (long long)k * {vst[1]} + (long long)m * {vst[2]};"
     spec.load_b = f"return (long long)b * {C * Kp} + (long long)k * {Kp} + n;"
-    spec.a_kcontig = spec.b_kcontig = False
-    spec.a_mode = spec.b_mode = 2       # 4 consecutive m / n: one 16-byte vector (Pp, Kp % 4 == 0)
+    spec.a_kcontig, spec.b_kcontig = xcl, False
+    # 16-byte vectors: 4 consecutive m (Pp % 4 == 0) / n (Kp % 4 == 0), or for the K-major V 4
+    # consecutive k (C % 4 == 0; else element loads)
+    spec.a_mode = (1 if C % 4 == 0 else 0) if xcl else 2
+    spec.b_mode = 2
     mbuf = _WsBuf(keys["M"], [winograd.TILES, P, K], mst, y.dtype)
     built = (mbuf, ["const int c0 = b; const int c1 = m; const int c2 = n;"], [winograd.TILES, P, K], 2, True,
-             [_WsBuf(keys["V"], [winograd.TILES, C, Pp], [C * Pp, Pp, 1], x.dtype),
+             [_WsBuf(keys["V"], [winograd.TILES, C, Pp], vst, x.dtype),
               _WsBuf(keys["U"], [winograd.TILES, C, Kp], [C * Kp, Kp, 1], w.dtype)])
     gemm.emit(ctx, node, spec, built, tag)
     params, args, lines = gemm.epilogue(ctx, node, y, yd, fused)
