@@ -447,6 +447,10 @@ def bench_conv_nchw32(torch, E, res):
                          "plan_build_s": bs}
             print(f"{group} {name}: ours {ours[0]:.3f} ms cuDNN {theirs[0]:.3f} ms -> "
                   f"{theirs[0] / ours[0]:.2f}x err {err:.1e}", flush=True)
+            if dt_name == "FLOAT" and knobs is None and R == 3 and st == 1:
+                # fp32 3 x 3: the Winograd F(2x2, 3x3) plan and the direct FFMA GEMM, both timed
+                # here whatever the knob's default (HIPDNN_CABI_HIP_CONV_WINOGRAD, opt-in)
+                _conv_winograd_ab(torch, E, out[name], g, {1: x, 2: w, 3: y}, y, ref, theirs[0], name)
             if li == 2:
                 capi_row(torch, out[name],
                          lambda g, T: g.conv_fprop(T("x"), T("w"), padding=[pad, pad], stride=[st, st],
@@ -457,6 +461,31 @@ def bench_conv_nchw32(torch, E, res):
         res[group] = {"cases": out, "target": target, "knobs": knobs or {},
                       "torch": "cuDNN" + (" allow_tf32" if knobs else " TF32 off")}
     torch.backends.cudnn.allow_tf32 = False
+
+
+def _conv_winograd_ab(torch, E, row, g, bufs, y, ref, theirs_ms, name):
+    """Add ``winograd_*`` (knob CONV_WINOGRAD=1) and ``direct_*`` (=0) timings, ratios against
+    cuDNN and errors to ``row``: the two fp32 3 x 3 paths in one process."""
+    knob = "HIPDNN_CABI_HIP_CONV_WINOGRAD"
+    old = os.environ.get(knob)
+    try:
+        for var, val in (("winograd", "1"), ("direct", "0")):
+            os.environ[knob] = val
+            try:
+                run, _ = E.prepare(g, bufs)
+                y.fill_(float("nan"))
+                t = median_ms(torch, run)
+                e = float((y.double() - ref).norm() / ref.norm())
+                row.update({f"{var}_ms": t[0], f"{var}_ratio": theirs_ms / t[0], f"{var}_rel_err": e})
+                print(f"convnchw {name} {var}: {t[0]:.3f} ms -> {theirs_ms / t[0]:.2f}x err {e:.1e}", flush=True)
+            except Exception as ex:  # noqa: BLE001 - recorded in the row
+                row[f"{var}_error"] = f"{type(ex).__name__}: {ex}"
+                print(f"convnchw {name} {var}: {type(ex).__name__}: {ex}", flush=True)
+    finally:
+        if old is None:
+            os.environ.pop(knob, None)
+        else:
+            os.environ[knob] = old
 
 
 RESNET = [  # name, C, K, H, R, stride, pad

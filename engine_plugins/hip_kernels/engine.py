@@ -61,7 +61,7 @@ def gemm_knobs():
                   "SIMT_VEC", "TMA_STORE", "CONV1X1_TMA", "SIMT_NHWC", "SIMT_MVEC", "WGRAD_SWAP",
                   "CONV_IM2COL", "GROUPED_DIRECT", "PAIR_GEMM", "GENSTATS", "PAD", "SWAP_AB",
                   "SPLITK_FIXUP", "DGRAD_IM2COL", "DGRAD_FUSE", "BN_CL", "NORM_BWD_FAST",
-                  "NORM_BWD_V2"))
+                  "NORM_BWD_V2", "CONV_WINOGRAD"))
 
 
 # Kernel paths built and checked on the CPU (compiles, host emulation) that stay off until they
@@ -70,7 +70,8 @@ def gemm_knobs():
 OPT_IN = {"HIPDNN_CABI_HIP_GENSTATS": "1", "HIPDNN_CABI_HIP_ATTN_BWD_SCHED": "1",
           "HIPDNN_CABI_HIP_DGRAD_IM2COL": "1", "HIPDNN_CABI_HIP_ATTN_DECODE": "1",
           "HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP": "1", "HIPDNN_CABI_HIP_ATTN_BWD_OVL": "1",
-          "HIPDNN_CABI_HIP_NORM_BWD_V2": "1", "HIPDNN_CABI_HIP_ATTN_FWD_OVL": "1"}
+          "HIPDNN_CABI_HIP_NORM_BWD_V2": "1", "HIPDNN_CABI_HIP_ATTN_FWD_OVL": "1",
+          "HIPDNN_CABI_HIP_CONV_WINOGRAD": "1"}
 
 
 class Analysis:

@@ -133,30 +133,50 @@ def swap_ab(spec):
     spec.swapped = True
 
 
-def _epilogue(ctx, node, spec, built, fused, c_layout):
-    """Set ``spec``'s epilogue (store_c / store_c8 and their parameters; the TMA-store value)
-    for the output ``built`` and the fused run; returns the epilogue's launch arguments."""
-    prog, loc = ctx.prog, ctx.loc
-    out, coord, domain, n_dim, run_ok, first = built
-    # epilogue: the fused pointwise run (or a plain store)
-    params = []
-    args = []
-    ins_lines = []
+def _epi_parts(ctx, node, out, domain, fused):
+    """The epilogue's pieces for the value ``v`` of ``out`` at the coordinates c<d> over
+    ``domain``: (params, launch args, input lines, the fused run's statements, outputs as
+    (uid, strides, dtype, variable)) - the fused pointwise run, or a plain store of ``out``."""
+    params, args, ins_lines = [], [], []
     if fused:
         ins, stmts, pouts = fused.body(domain, seed=out.uid)
-        params, args, ins_lines = _epi_inputs(ins, loc, domain)
+        params, args, ins_lines = _epi_inputs(ins, ctx.loc, domain)
         outs = [(u, s, d, f"v{u}") for u, s, d in pouts]
-        prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
+        ctx.prog.notes.append(f"{node.kind} + {len(fused.members)} pointwise node(s) fused")
     else:
         stmts = []
         outs = [(out.uid, strides(out), dt(out), "v")]
     for u, s, d, var in outs:
         params.append(f"{cg.CTYPE[d]}* __restrict__ o{u}")
-        args.append(loc[u])
-    body = list(coord) + ins_lines + stmts
+        args.append(ctx.loc[u])
+    return params, args, ins_lines, stmts, outs
+
+
+def store_lines(ins_lines, stmts, outs, domain):
+    """C lines of the epilogue pieces (:func:`_epi_parts`): the fused run, then one element
+    store per output."""
+    body = list(ins_lines) + list(stmts)
     for u, s, d, var in outs:
         st = [v if domain[dd] != 1 else 0 for dd, v in enumerate(s)]
         body.append(f"o{u}[{cg.offset_expr(st)}] = hdn_from_float<{cg.CTYPE[d]}>({var});")
+    return body
+
+
+def epilogue(ctx, node, out, domain, fused):
+    """(params, launch args, C lines) storing the value ``v`` at the output coordinates c<d>
+    of ``out`` over ``domain``: the fused pointwise run's statements and stores, or a plain
+    store (a kernel other than the GEMM ending a GEMM-shaped op: ops/conv.py's Winograd
+    output transform)."""
+    params, args, ins_lines, stmts, outs = _epi_parts(ctx, node, out, domain, fused)
+    return params, args, store_lines(ins_lines, stmts, outs, domain)
+
+
+def _epilogue(ctx, node, spec, built, fused, c_layout):
+    """Set ``spec``'s epilogue (store_c / store_c8 and their parameters; the TMA-store value)
+    for the output ``built`` and the fused run; returns the epilogue's launch arguments."""
+    out, coord, domain, n_dim, run_ok, first = built
+    params, args, ins_lines, stmts, outs = _epi_parts(ctx, node, out, domain, fused)
+    body = list(coord) + store_lines(ins_lines, stmts, outs, domain)
     spec.epi_params = params
     s8 = spec.ta == "INT8"
     if s8:      # int32 sums (store_c / store_c8 take ints): exact stores, or the float value

@@ -204,7 +204,8 @@ def check_conv_direction(op, dtp, x, w, y, pad, st, dil, mode):
 
 @pytest.mark.parametrize("dtp", ["FLOAT", "HALF"])
 @pytest.mark.parametrize("lay", ["nchw", "nhwc"])
-def test_conv_splitk_and_fused_epilogue(dtp, lay):
+def test_conv_splitk_and_fused_epilogue(dtp, lay, monkeypatch):
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_WINOGRAD", "0")     # the direct GEMM's split-K
     # K = 64 * 9 = 576 and one 128x128 tile: split-K; bias + relu run in the split-K finish
     x, w, b, y, g = conv_bias_relu_graph(2, 64, 32, 6, dtp, lay)
     xv, wv, bvv = rnd(x.dims, dtp), rnd(w.dims, dtp), rnd(b.dims, dtp)
@@ -305,6 +306,7 @@ def test_simt_nchw_on_nhwc_copies(case, fused, monkeypatch):
     y (or the fused bias + relu output) in place."""
     monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_NHWC", "1")
     monkeypatch.setenv("HIPDNN_CABI_HIP_SIMT_MVEC", "0")
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_WINOGRAD", "0")     # the direct GEMM on NHWC copies
     x, w, y, pad, st, dil, mode = _simt_case(SIMT_NCHW[case])
     xv, wv = rnd(x.dims, "FLOAT"), rnd(w.dims, "FLOAT")
     ref = kconv.conv_fwd(xv, wv, pad, pad, st, dil, mode, compute_dtype=np.float64)

@@ -94,6 +94,7 @@ def test_fp32_nchw_resnet_plan_choice(name, monkeypatch):
     (split-K grids, 1x1 stride 2: the NCHW gather, no copy)."""
     monkeypatch.delenv("HIPDNN_CABI_HIP_SIMT_NHWC", raising=False)
     monkeypatch.delenv("HIPDNN_CABI_HIP_SIMT_MVEC", raising=False)
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_WINOGRAD", "0")      # the direct GEMM's plan
     prog = _resnet_prog(name, "FLOAT", "nchw")
     nhwc = any("SIMT core on NHWC copies" in n for n in prog.notes)
     assert nhwc == (name in ("conv2_3x3", "conv3_3x3")), (name, prog.notes)
@@ -111,8 +112,9 @@ def test_fp32_nchw_resnet_plan_choice(name, monkeypatch):
     assert not getattr(prog, "layout_transforms", 0) and "#define A_MODE 2" not in _simt_src(prog)
 
 
-def test_fp32_nchw_nhwc_knob_forces():
+def test_fp32_nchw_nhwc_knob_forces(monkeypatch):
     import os
+    monkeypatch.setenv("HIPDNN_CABI_HIP_CONV_WINOGRAD", "0")      # the direct GEMM's plan
     os.environ["HIPDNN_CABI_HIP_SIMT_NHWC"] = "1"
     try:
         prog = _resnet_prog("conv5_3x3", "FLOAT", "nchw")

@@ -14,7 +14,7 @@ import math
 from hipdnn_cabi.schemas.catalog import FB_NAMES
 
 from .. import codegen as cg
-from .. import direct, gemm, implicit, layout
+from .. import direct, gemm, implicit, layout, winograd
 from ..codegen import GemmSpec
 from ..gemm import aligned
 from ..gemm_core import choose_core, im2col_wanted, knob, padded_im2col_choice
@@ -94,6 +94,8 @@ def emit(ctx, node, r, tag, fused=None):
         return _emit_double(ctx, node, r, tag)
     if is_int8(node, r):
         return _emit_int8(ctx, node, r, tag, fused)
+    if winograd_choice(ctx, node, r):
+        return _emit_winograd(ctx, node, r, tag, fused)
     prog, arch = ctx.prog, ctx.arch
     spec = GemmSpec()
     G = groups(node, r)
@@ -143,6 +145,89 @@ def emit(ctx, node, r, tag, fused=None):
     gemm.emit(ctx, node, spec, built, tag, fused, c_layout, stats)
     if getattr(built[0], "unpad", None) is not None:
         layout.emit_unpad(prog, built[0], ctx.loc, tag)     # padded dw -> dw
+
+
+def winograd_reason(ctx, node, r):
+    """None when the fp32 3 x 3 forward runs as Winograd F(2x2, 3x3) (:func:`_emit_winograd`),
+    else why not: knob ``HIPDNN_CABI_HIP_CONV_WINOGRAD=1`` (opt-in until measured on a device;
+    default 0), FLOAT x / w / y with FLOAT (or UNSET) compute, 2-D, one group, 3 x 3, unit
+    stride and dilation, each padding 0 or 1 (winograd.applicable_reason), FFMA math (not the
+    TF32 engine knob).  Any target: the transforms and the SIMT GEMM compile for gfx942 /
+    gfx90a too (tools/check_amd.py)."""
+    if knob("CONV_WINOGRAD", "0") not in ("1", "on"):
+        return "knob CONV_WINOGRAD off"
+    if node.kind != FWD or is_int8(node, r) or is_double(node, r):
+        return "not an fp32 forward convolution"
+    if ctx.tf32:
+        return "TF32 math (tensor-core GEMM)"
+    cd = cg.dtype_name(node.compute_dtype)
+    types = [dt(r[q]) for q in ("x", "w", "y")] + ["FLOAT" if cd == "UNSET" else cd]
+    xd, wd, yd = dims(r["x"]), dims(r["w"]), dims(r["y"])
+    return winograd.applicable_reason(xd, wd, yd, conv_params(node, len(xd) - 2), groups(node, r), types)
+
+
+def winograd_choice(ctx, node, r):
+    return winograd_reason(ctx, node, r) is None
+
+
+class _WsBuf:
+    """A workspace array as the GEMM emitter sees a tensor: ``uid`` (its key in ctx.loc),
+    dims, element strides, data type."""
+
+    def __init__(self, uid, dims_, strides_, dtype):
+        self.uid, self.dims, self.strides, self.dtype = uid, list(dims_), list(strides_), dtype
+        self.value, self.virtual = None, True
+
+
+def _emit_winograd(ctx, node, r, tag, fused=None):
+    """fp32 3 x 3 forward as Winograd F(2x2, 3x3) (winograd.py; :func:`winograd_reason`): the
+    input transform x -> V[16][C][Pp] (channels-last x: V[16][Pp][C]), the filter transform
+    w -> U[16][C][Kp] (every execute), 16 batched GEMMs Mw[t] = V[t]^T U[t] on the shared GEMM
+    core (SIMT FFMA: A = V M-major (K-major), B = U N-major, as 16-byte vectors), the output
+    transform Mw -> y with the fused pointwise run (bias / activation / residual) on each
+    output value."""
+    prog, loc = ctx.prog, ctx.loc
+    x, w, y = r["x"], r["w"], r["y"]
+    xd, wd, yd = dims(x), dims(w), dims(y)
+    p = conv_params(node, 2)
+    N, C, K = xd[0], xd[1], wd[0]
+    _, _, P, Pp = winograd.tiling(N, yd[2], yd[3])
+    Kp = winograd.round4(K)
+    cl = strides(y)[1] == 1 and K > 1
+    xcl = strides(x)[1] == 1 and C > 1         # channels-last x: V[16][Pp][C] (A K-major)
+    vst = winograd.v_strides(C, Pp, xcl)
+    mst, k_fast = winograd.m_layout(cl, P, Pp, K, Kp)
+    keys = {q: f"_wino{q}_{tag}" for q in "VUM"}      # (the epilogue names its output o<uid>)
+    sizes = {"V": C * Pp, "U": C * Kp, "M": P * Kp if cl else K * Pp}
+    for q in "VUM":
+        loc[keys[q]] = ("ws", prog.ws_alloc(4 * winograd.TILES * sizes[q]))
+    name = f"hdn_wino_in_{tag}"
+    src, grid, block = winograd.input_kernel(name, xd, strides(x), p["pre_padding"], yd[2:], Pp, xcl)
+    prog.steps.append(("launch", src, name, grid, block, [loc[x.uid], loc[keys["V"]]]))
+    name = f"hdn_wino_filter_{tag}"
+    src, grid, block = winograd.filter_kernel(name, wd, strides(w), p["flip"], Kp)
+    prog.steps.append(("launch", src, name, grid, block, [loc[w.uid], loc[keys["U"]]]))
+    prog.notes.append(f"{node.kind}: Winograd F(2x2, 3x3): input / filter transforms, 16 batched GEMMs "
+                      f"(M = {P} tiles, N = {K}, K = {C}), output transform")
+    spec = GemmSpec()
+    spec.M, spec.N, spec.K, spec.batch = P, K, C, winograd.TILES
+    spec.ta = spec.tb = "FLOAT"
+    spec.load_a = f"return (long long)b * {vst[0]} + (long long)k * {vst[1]} + (long long)m * {vst[2]};"
+    spec.load_b = f"return (long long)b * {C * Kp} + (long long)k * {Kp} + n;"
+    spec.a_kcontig, spec.b_kcontig = xcl, False
+    # 16-byte vectors: 4 consecutive m (Pp % 4 == 0) / n (Kp % 4 == 0), or for the K-major V 4
+    # consecutive k (C % 4 == 0; else element loads)
+    spec.a_mode = (1 if C % 4 == 0 else 0) if xcl else 2
+    spec.b_mode = 2
+    mbuf = _WsBuf(keys["M"], [winograd.TILES, P, K], mst, y.dtype)
+    built = (mbuf, ["const int c0 = b; const int c1 = m; const int c2 = n;"], [winograd.TILES, P, K], 2, True,
+             [_WsBuf(keys["V"], [winograd.TILES, C, Pp], vst, x.dtype),
+              _WsBuf(keys["U"], [winograd.TILES, C, Kp], [C * Kp, Kp, 1], w.dtype)])
+    gemm.emit(ctx, node, spec, built, tag)
+    params, args, lines = gemm.epilogue(ctx, node, y, yd, fused)
+    name = f"hdn_wino_out_{tag}"
+    src, grid, block = winograd.output_kernel(name, yd, Pp, mst, k_fast, params, lines)
+    prog.steps.append(("launch", src, name, grid, block, [loc[keys["M"]]] + args))
 
 
 def fusable_output(node, r):
