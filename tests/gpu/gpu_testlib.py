@@ -497,3 +497,15 @@ def paged_pools(k, v, lkv, pages, PS, NP, MP, rng):
             kp[pg, :, :m] = k[b, :, lp * PS:lp * PS + m]
             vp[pg, :, :m] = v[b, :, lp * PS:lp * PS + m]
     return kp, vp, tab
+
+
+def assert_opt_in_knob(monkeypatch, knob, *others):
+    """``knob`` (a full HIPDNN_CABI_HIP_* name) is in engine.OPT_IN as "1" and part of the plan
+    cache key: "1" and each of ``others`` give another engine.gemm_knobs() than "0"."""
+    from engine_plugins.hip_kernels import engine
+    assert engine.OPT_IN[knob] == "1"
+    monkeypatch.setenv(knob, "0")
+    off = engine.gemm_knobs()
+    for v in ("1",) + others:
+        monkeypatch.setenv(knob, v)
+        assert engine.gemm_knobs() != off, v

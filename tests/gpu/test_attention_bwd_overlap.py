@@ -24,7 +24,7 @@ import pytest
 from engine_plugins.cpu_reference.kernels import sdpa as ksdpa
 from engine_plugins.hip_kernels import codegen
 from engine_plugins.hip_kernels.ops import sdpa as hsdpa
-from gpu_testlib import quantize, relerr
+from gpu_testlib import assert_opt_in_knob, quantize, relerr
 from test_attention import _lens, _params
 from test_attention_bwd_wgmma import CASES, _prog, graph
 
@@ -68,12 +68,7 @@ def test_knob_programs(monkeypatch):
 
 
 def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
-    from engine_plugins.hip_kernels import engine
-    assert engine.OPT_IN[KNOB] == "1"
-    monkeypatch.setenv(KNOB, "0")
-    off = engine.gemm_knobs()
-    monkeypatch.setenv(KNOB, "1")
-    assert engine.gemm_knobs() != off
+    assert_opt_in_knob(monkeypatch, KNOB)
 
 
 def _visit_model(nh, sched):

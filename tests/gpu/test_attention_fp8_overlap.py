@@ -24,7 +24,7 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import test_attention_fp8 as taf
-from gpu_testlib import nvrtc_or_skip, plan_notes, relerr
+from gpu_testlib import assert_opt_in_knob, nvrtc_or_skip, plan_notes, relerr
 from test_attention_fp8 import CONFIGS, ROLE_CONFIGS, UID, f8_graph
 
 KNOB = "HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP"
@@ -67,12 +67,7 @@ def test_knob_programs(monkeypatch):
 
 
 def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
-    from engine_plugins.hip_kernels import engine
-    assert engine.OPT_IN[KNOB] == "1"
-    monkeypatch.setenv(KNOB, "0")
-    off = engine.gemm_knobs()
-    monkeypatch.setenv(KNOB, "1")
-    assert engine.gemm_knobs() != off
+    assert_opt_in_knob(monkeypatch, KNOB)
 
 
 def _sass_windows(sass):

@@ -27,7 +27,7 @@ from engine_plugins.hip_kernels.ops import sdpa as osdpa
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import assert_sdpa_close, nvrtc_or_skip, plan_notes, quantize, relerr
+from gpu_testlib import assert_opt_in_knob, assert_sdpa_close, nvrtc_or_skip, plan_notes, quantize, relerr
 import test_attention as ta
 import test_attention_roles as tr
 
@@ -94,14 +94,7 @@ def test_knob_programs(monkeypatch):
 
 
 def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
-    from engine_plugins.hip_kernels import engine
-    assert engine.OPT_IN[KNOB] == "1"
-    monkeypatch.setenv(KNOB, "0")
-    off = engine.gemm_knobs()
-    monkeypatch.setenv(KNOB, "1")
-    assert engine.gemm_knobs() != off
-    monkeypatch.setenv(KNOB, "xch")
-    assert engine.gemm_knobs() != off
+    assert_opt_in_knob(monkeypatch, KNOB, "xch")
 
 
 def test_quad_sum_order_is_the_shuffles():

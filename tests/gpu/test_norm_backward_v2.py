@@ -16,7 +16,7 @@ from ext_samples import ln_bwd
 from engine_plugins.hip_kernels import codegen, engine
 from engine_plugins.hip_kernels.ops import norms
 from engine_plugins.hip_kernels.program import build_program
-from gpu_testlib import TOL, nvrtc_or_skip, quantize, relerr
+from gpu_testlib import TOL, assert_opt_in_knob, nvrtc_or_skip, quantize, relerr
 from hipdnn_cabi.plugin_sdk import parse_graph
 from test_norm_backward_host import reference
 
@@ -30,11 +30,7 @@ def _prog(monkeypatch, v2, dt, pt, M, D, rms, dbias=True, sms=132, arch=None):
 
 
 def test_knob_is_opt_in_and_in_the_plan_key(monkeypatch):
-    assert engine.OPT_IN[KNOB] == "1"
-    monkeypatch.setenv(KNOB, "0")
-    off = engine.gemm_knobs()
-    monkeypatch.setenv(KNOB, "1")
-    assert engine.gemm_knobs() != off
+    assert_opt_in_knob(monkeypatch, KNOB)
     monkeypatch.setenv(KNOB, "9")
     with pytest.raises(ValueError):
         norms.v2_stages()
