@@ -194,22 +194,9 @@ def B():
 @pytest.mark.parametrize("rms", [False, True])
 def test_v2_against_the_cpu_reference(B, monkeypatch, v2, dt, rms):
     """The HIP engine (knob on / off) against the CPU reference engine, bf16 / fp16 / fp32 x 4096."""
-    from test_gpu_ext_ops import TOL as ETOL, as_float, close, fill
+    from test_gpu_ext_ops import check_norm_bwd
     monkeypatch.setenv(KNOB, v2)
-    M, D = 1500, 4096
-    ts, g = ln_bwd(dt, "FLOAT", M, D, rms=rms)
-    ins = {t.uid: fill(t) for t in ts if t.uid in (1, 2, 3)}
-    x = as_float(ts[1], ins[2]).reshape(M, D)
-    mu = x.mean(1)
-    ins[4] = mu.astype(np.float32).tobytes()
-    ins[5] = ((1 / np.sqrt(((x - mu[:, None]) ** 2).mean(1) + 1e-5)) if not rms else
-              (1 / np.sqrt((x * x).mean(1) + 1e-5))).astype(np.float32).tobytes()
-    ins = {u: b for u, b in ins.items() if any(t.uid == u for t in ts)}
-    res = B.run(ts, g, ins)
-    for t in ts:
-        if t.uid in res:
-            close(t, res[t.uid], 8 * ETOL[t.dtype] if t.uid == 6 else 1e-4 if t.dtype == "FLOAT"
-                  else 4 * ETOL[t.dtype])
+    check_norm_bwd(B, dt, rms, 1500, 4096)
 
 
 def test_sass_of_the_bench_shape(monkeypatch, tmp_path):
