@@ -509,3 +509,22 @@ def assert_opt_in_knob(monkeypatch, knob, *others):
     for v in ("1",) + others:
         monkeypatch.setenv(knob, v)
         assert engine.gemm_knobs() != off, v
+
+
+def sass_overlap_windows(sass, kernel):
+    """(exp2s, 16-bit / fp8 conversions, shuffles) between each ``WARPGROUP.DEPBAR.LE gsb0, 0x1``
+    (one wgmma group landed, the next still in flight) and the following wait, in the SASS of
+    ``kernel`` (cuobjdump -sass text)."""
+    import re
+    s = sass[sass.index(f"Function : {kernel}"):]
+    s = s[:s.index("Function : ", 20)] if "Function : " in s[20:] else s
+    lines = [ln for ln in s.splitlines() if re.search(r"/\*[0-9a-f]{4,6}\*/", ln)]
+    dep = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
+    out = []
+    for i1 in dep:
+        if re.search(r"DEPBAR\.LE\s+gsb0,\s*0x1\b", lines[i1]):
+            i0 = next(i for i in dep if i > i1)
+            seg = lines[i1:i0]
+            out.append((sum("MUFU.EX2" in ln for ln in seg), sum("F2FP" in ln for ln in seg),
+                        sum("SHFL" in ln for ln in seg)))
+    return out

@@ -24,7 +24,7 @@ from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
 import test_attention_fp8 as taf
-from gpu_testlib import assert_opt_in_knob, nvrtc_or_skip, plan_notes, relerr
+from gpu_testlib import assert_opt_in_knob, sass_overlap_windows, nvrtc_or_skip, plan_notes, relerr
 from test_attention_fp8 import CONFIGS, ROLE_CONFIGS, UID, f8_graph
 
 KNOB = "HIPDNN_CABI_HIP_ATTN_FP8_OVERLAP"
@@ -71,19 +71,7 @@ def test_knob_is_in_the_cache_key_and_opt_in(monkeypatch):
 
 
 def _sass_windows(sass):
-    """(exp2s, P conversions, shuffles) between each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (S(t)
-    landed, P V(t-1) in flight) and the next wait of hdn_attn_fwd_f8."""
-    s = sass[sass.index("Function : hdn_attn_fwd_f8"):]
-    lines = [ln for ln in s.splitlines() if re.search(r"/\*[0-9a-f]{4,6}\*/", ln)]
-    dep = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
-    out = []
-    for i1 in dep:
-        if re.search(r"DEPBAR\.LE\s+gsb0,\s*0x1\b", lines[i1]):
-            i0 = next(i for i in dep if i > i1)
-            seg = lines[i1:i0]
-            out.append((sum("MUFU.EX2" in ln for ln in seg), sum("F2FP" in ln for ln in seg),
-                        sum("SHFL" in ln for ln in seg)))
-    return out
+    return sass_overlap_windows(sass, "hdn_attn_fwd_f8")
 
 
 # the bench shape, the heaviest role mixes (every role with dropout at D 256 / Dv 192; mask +

@@ -27,7 +27,7 @@ from engine_plugins.hip_kernels.ops import sdpa as osdpa
 from engine_plugins.hip_kernels.program import build_program
 from hipdnn_cabi.plugin_sdk import parse_graph
 
-from gpu_testlib import assert_opt_in_knob, assert_sdpa_close, nvrtc_or_skip, plan_notes, quantize, relerr
+from gpu_testlib import assert_opt_in_knob, sass_overlap_windows, assert_sdpa_close, nvrtc_or_skip, plan_notes, quantize, relerr
 import test_attention as ta
 import test_attention_roles as tr
 
@@ -117,20 +117,7 @@ def test_quad_sum_order_is_the_shuffles():
 
 
 def _sass_windows(sass):
-    """(exp2s, P conversions, shuffles) between each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (S(n) landed, P(n-1)
-    V(n-1) in flight) and the next wait of hdn_attn_fwd_wg."""
-    s = sass[sass.index("Function : hdn_attn_fwd_wg"):]
-    s = s[:s.index("Function : ", 20)] if "Function : " in s[20:] else s
-    lines = [ln for ln in s.splitlines() if re.search(r"/\*[0-9a-f]{4,6}\*/", ln)]
-    dep = [i for i, ln in enumerate(lines) if "WARPGROUP.DEPBAR" in ln]
-    out = []
-    for i1 in dep:
-        if re.search(r"DEPBAR\.LE\s+gsb0,\s*0x1\b", lines[i1]):
-            i0 = next(i for i in dep if i > i1)
-            seg = lines[i1:i0]
-            out.append((sum("MUFU.EX2" in ln for ln in seg), sum("F2FP" in ln for ln in seg),
-                        sum("SHFL" in ln for ln in seg)))
-    return out
+    return sass_overlap_windows(sass, "hdn_attn_fwd_wg")
 
 
 def _varlen():
